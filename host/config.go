@@ -1,0 +1,501 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/providers/posflag"
+	"github.com/knadh/koanf/v2"
+	"github.com/spf13/pflag"
+)
+
+// Config is the whole configuration of one wasmstream process. It is loaded
+// by LoadConfig from a YAML file, WASMSTREAM_ environment variables and
+// command-line flags, merged in that order (later wins). Every default is
+// stated on its field; Validate names the field path of every problem.
+type Config struct {
+	// AppID names the application. It is the consumer group id, the
+	// transactional id prefix and the prefix of every internal topic. All
+	// processes with the same AppID share the work. Required.
+	AppID string `koanf:"app_id"`
+
+	Kafka      KafkaConfig       `koanf:"kafka"`
+	Processors []ProcessorConfig `koanf:"processors"`
+	State      StateConfig       `koanf:"state"`
+	Runtime    RuntimeConfig     `koanf:"runtime"`
+	Admin      AdminConfig       `koanf:"admin"`
+	Log        LogConfig         `koanf:"log"`
+}
+
+// KafkaConfig is how the host talks to Kafka.
+type KafkaConfig struct {
+	// Brokers are the seed brokers, host:port. Empty means: start an
+	// embedded in-process broker on 127.0.0.1, for development only.
+	Brokers []string `koanf:"brokers"`
+	// ClientID is sent to the brokers. Default "wasmstream".
+	ClientID string `koanf:"client_id"`
+	// CommitInterval is the time between commit points: the longest a
+	// processed record waits before its offset is committed. Default 100ms.
+	CommitInterval time.Duration `koanf:"commit_interval"`
+	// CommitRecords is a second commit trigger: a commit point happens as
+	// soon as this many records were processed since the last one.
+	// Default 10000.
+	CommitRecords int `koanf:"commit_records"`
+	// StartOffset is where a partition with no committed offset starts:
+	// "earliest" or "latest". Default "earliest".
+	StartOffset string `koanf:"start_offset"`
+	// CreateTopics makes the host create missing input and output topics
+	// (with TopicPartitions partitions). Default false; always on with the
+	// embedded broker.
+	CreateTopics bool `koanf:"create_topics"`
+	// TopicPartitions is the partition count of topics the host creates.
+	// Default 3.
+	TopicPartitions int `koanf:"topic_partitions"`
+	// SessionTimeout is the consumer group session timeout. Default 45s.
+	SessionTimeout time.Duration `koanf:"session_timeout"`
+}
+
+// ProcessorConfig declares one processor: a plugin, what it reads, what it
+// may write.
+type ProcessorConfig struct {
+	// Name identifies the processor in logs, metrics and internal topic
+	// names: [a-zA-Z0-9._-]+. Required, unique.
+	Name string `koanf:"name"`
+	// Plugin is the path of the .wasm module, relative to the config file.
+	// Required.
+	Plugin string `koanf:"plugin"`
+	// Inputs are the topics the processor reads. At least one; a topic may
+	// be the input of one processor only.
+	Inputs []string `koanf:"inputs"`
+	// Outputs maps the names the plugin emits to (its outputs) to topics.
+	// A plugin can emit only to these. Output indices are the names in
+	// sorted order.
+	Outputs map[string]string `koanf:"outputs"`
+	// Config is handed to the plugin as JSON (the ABI's config import).
+	Config map[string]any `koanf:"config"`
+	// OnError is what a failed record (trap, timeout, memory limit, ABI
+	// misuse, or the plugin's own rejection) does: "fail" stops the task
+	// at that record and keeps its offset; "skip" logs and counts it and
+	// moves on; "dead_letter" writes the original record with error headers
+	// to <app_id>-<name>-dlq and moves on. Default "fail".
+	OnError string `koanf:"on_error"`
+	Limits  Limits `koanf:"limits"`
+}
+
+// Limits bound one plugin instance.
+type Limits struct {
+	// Memory is the most linear memory one instance may have. Default 64MiB.
+	Memory ByteSize `koanf:"memory"`
+	// RecordTimeout is the most wall time one record may take in the
+	// plugin; a record over it is interrupted and fails. Default 1s.
+	RecordTimeout time.Duration `koanf:"record_timeout"`
+}
+
+// StateConfig is where local state lives.
+type StateConfig struct {
+	// Dir holds the state stores. Default "./wasmstream-state", relative to
+	// the working directory.
+	Dir string `koanf:"dir"`
+}
+
+// RuntimeConfig tunes the Wasm runtime.
+type RuntimeConfig struct {
+	// CacheDir keeps compiled modules between runs. Default: the user cache
+	// directory + "/wasmstream"; "off" disables the file cache.
+	CacheDir string `koanf:"cache_dir"`
+}
+
+// AdminConfig is the admin HTTP endpoint.
+type AdminConfig struct {
+	// Listen is host:port of the admin endpoint. Default "" (off).
+	Listen string `koanf:"listen"`
+}
+
+// LogConfig sets host logging.
+type LogConfig struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string `koanf:"level"`
+}
+
+// ByteSize is a number of bytes written as an integer or with a unit:
+// 65536, 64KiB, 64MiB, 1GiB (also KB/MB/GB as powers of 1000).
+type ByteSize uint64
+
+var byteUnits = map[string]uint64{
+	"": 1, "b": 1,
+	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30,
+	"kb": 1000, "mb": 1000 * 1000, "gb": 1000 * 1000 * 1000,
+	"k": 1 << 10, "m": 1 << 20, "g": 1 << 30,
+}
+
+var byteSizeRE = regexp.MustCompile(`^\s*([0-9]+)\s*([a-zA-Z]*)\s*$`)
+
+// UnmarshalText parses a ByteSize.
+func (b *ByteSize) UnmarshalText(text []byte) error {
+	m := byteSizeRE.FindStringSubmatch(string(text))
+	if m == nil {
+		return fmt.Errorf("%q is not a size (examples: 65536, 64KiB, 64MiB)", text)
+	}
+	unit, ok := byteUnits[strings.ToLower(m[2])]
+	if !ok {
+		return fmt.Errorf("%q has an unknown unit %q (use KiB, MiB, GiB)", text, m[2])
+	}
+	n, err := strconv.ParseUint(m[1], 10, 64)
+	if err != nil {
+		return fmt.Errorf("%q: %w", text, err)
+	}
+	*b = ByteSize(n * unit)
+	return nil
+}
+
+// String formats the size with the largest binary unit that divides it.
+func (b ByteSize) String() string {
+	switch {
+	case b != 0 && b%(1<<30) == 0:
+		return strconv.FormatUint(uint64(b)>>30, 10) + "GiB"
+	case b != 0 && b%(1<<20) == 0:
+		return strconv.FormatUint(uint64(b)>>20, 10) + "MiB"
+	case b != 0 && b%(1<<10) == 0:
+		return strconv.FormatUint(uint64(b)>>10, 10) + "KiB"
+	}
+	return strconv.FormatUint(uint64(b), 10)
+}
+
+// Defaults.
+const (
+	DefaultClientID        = "wasmstream"
+	DefaultCommitInterval  = 100 * time.Millisecond
+	DefaultCommitRecords   = 10000
+	DefaultTopicPartitions = 3
+	DefaultSessionTimeout  = 45 * time.Second
+	DefaultMemory          = 64 << 20
+	DefaultRecordTimeout   = time.Second
+	DefaultStateDir        = "wasmstream-state"
+)
+
+// EnvPrefix starts every environment variable the config reads. After the
+// prefix, "__" separates levels and the rest is lower-cased:
+// WASMSTREAM_APP_ID=x sets app_id, WASMSTREAM_KAFKA__BROKERS=a:9092,b:9092
+// sets kafka.brokers.
+const EnvPrefix = "WASMSTREAM_"
+
+// ConfigFlags registers the flags that override the config on fs. Only
+// set flags override; their values are merged after the file and the
+// environment.
+func ConfigFlags(fs *pflag.FlagSet) {
+	fs.String("app-id", "", "application id (config app_id)")
+	fs.StringSlice("brokers", nil, "Kafka seed brokers, comma-separated (config kafka.brokers)")
+	fs.String("state-dir", "", "state directory (config state.dir)")
+	fs.String("admin-listen", "", "admin endpoint host:port (config admin.listen)")
+	fs.String("log-level", "", "debug, info, warn or error (config log.level)")
+}
+
+var flagKeys = map[string]string{
+	"app-id":       "app_id",
+	"brokers":      "kafka.brokers",
+	"state-dir":    "state.dir",
+	"admin-listen": "admin.listen",
+	"log-level":    "log.level",
+}
+
+// ConfigError is a configuration problem, naming the field path.
+type ConfigError struct {
+	Path    string // e.g. "processors[0].inputs"; "" for the file itself
+	Problem string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Path == "" {
+		return e.Problem
+	}
+	return e.Path + ": " + e.Problem
+}
+
+// LoadConfig reads path (YAML; may be "" for none), then the environment
+// (environ, usually os.Environ(); passed in so tests need not touch the
+// process environment), then the set flags of fs (may be nil),
+// applies defaults and validates. Plugin paths are made absolute relative
+// to the config file's directory. The error lists every problem found.
+func LoadConfig(path string, environ []string, fs *pflag.FlagSet) (*Config, error) {
+	k := koanf.New(".")
+	if path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("config file: %w", err)
+		}
+		if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+			return nil, fmt.Errorf("config file %s: %w", path, err)
+		}
+	}
+	envMap := map[string]any{}
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, EnvPrefix) {
+			continue
+		}
+		key := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, EnvPrefix), "__", "."))
+		envMap[key] = val
+	}
+	if err := k.Load(confmap.Provider(envMap, "."), nil); err != nil {
+		return nil, fmt.Errorf("environment: %w", err)
+	}
+	if fs != nil {
+		fk := koanf.New(".")
+		err := fk.Load(posflag.ProviderWithFlag(fs, ".", nil, func(f *pflag.Flag) (string, any) {
+			key, ok := flagKeys[f.Name]
+			if !ok || !f.Changed {
+				return "", nil
+			}
+			if sv, ok := f.Value.(pflag.SliceValue); ok {
+				return key, sv.GetSlice()
+			}
+			return key, f.Value.String()
+		}), nil)
+		if err != nil {
+			return nil, fmt.Errorf("flags: %w", err)
+		}
+		if err := k.Merge(fk); err != nil {
+			return nil, fmt.Errorf("flags: %w", err)
+		}
+	}
+
+	var cfg Config
+	dc := &mapstructure.DecoderConfig{
+		TagName:          "koanf",
+		Result:           &cfg,
+		WeaklyTypedInput: true,
+		ErrorUnused:      false,
+		Metadata:         &mapstructure.Metadata{},
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.StringToSliceHookFunc(","),
+			mapstructure.TextUnmarshallerHookFunc(),
+		),
+	}
+	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: dc}); err != nil {
+		return nil, decodeErrors(err)
+	}
+	unused := unusedKeys(dc.Metadata.Unused)
+	cfg.ApplyDefaults()
+	if path != "" {
+		base := filepath.Dir(path)
+		for i := range cfg.Processors {
+			p := &cfg.Processors[i]
+			if p.Plugin != "" && !filepath.IsAbs(p.Plugin) {
+				p.Plugin = filepath.Join(base, p.Plugin)
+			}
+		}
+	}
+	var errs []error
+	for _, u := range unused {
+		errs = append(errs, &ConfigError{Path: u, Problem: "unknown field (misspelled?)"})
+	}
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return &cfg, nil
+}
+
+// unusedKeys returns the keys the config had but no field took (a
+// misspelling such as "kafka.brokerz"), sorted. Processor config maps take
+// any key: they are the plugin's business.
+func unusedKeys(keys []string) []string {
+	out := append([]string(nil), keys...)
+	sort.Strings(out)
+	return out
+}
+
+// decodeErrors turns mapstructure's report ("decoding failed due to the
+// following error(s):\n\n'kafka.commit_interval' time: invalid duration")
+// into one ConfigError per field.
+func decodeErrors(err error) error {
+	var errs []error
+	for _, line := range strings.Split(err.Error(), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "decoding failed") {
+			continue
+		}
+		if rest, ok := strings.CutPrefix(line, "'"); ok {
+			if path, problem, ok := strings.Cut(rest, "' "); ok {
+				errs = append(errs, &ConfigError{Path: path, Problem: problem})
+				continue
+			}
+		}
+		errs = append(errs, &ConfigError{Problem: line})
+	}
+	if len(errs) == 0 {
+		return &ConfigError{Problem: err.Error()}
+	}
+	return errors.Join(errs...)
+}
+
+// ApplyDefaults fills every unset field with its documented default.
+func (c *Config) ApplyDefaults() {
+	if c.Kafka.ClientID == "" {
+		c.Kafka.ClientID = DefaultClientID
+	}
+	if c.Kafka.CommitInterval == 0 {
+		c.Kafka.CommitInterval = DefaultCommitInterval
+	}
+	if c.Kafka.CommitRecords == 0 {
+		c.Kafka.CommitRecords = DefaultCommitRecords
+	}
+	if c.Kafka.StartOffset == "" {
+		c.Kafka.StartOffset = "earliest"
+	}
+	if c.Kafka.TopicPartitions == 0 {
+		c.Kafka.TopicPartitions = DefaultTopicPartitions
+	}
+	if c.Kafka.SessionTimeout == 0 {
+		c.Kafka.SessionTimeout = DefaultSessionTimeout
+	}
+	if c.State.Dir == "" {
+		c.State.Dir = DefaultStateDir
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	for i := range c.Processors {
+		p := &c.Processors[i]
+		if p.OnError == "" {
+			p.OnError = OnErrorFail
+		}
+		if p.Limits.Memory == 0 {
+			p.Limits.Memory = DefaultMemory
+		}
+		if p.Limits.RecordTimeout == 0 {
+			p.Limits.RecordTimeout = DefaultRecordTimeout
+		}
+	}
+}
+
+// Error policies.
+const (
+	OnErrorFail       = "fail"
+	OnErrorSkip       = "skip"
+	OnErrorDeadLetter = "dead_letter"
+)
+
+var nameRE = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+
+// Validate checks the config and returns every problem found, each naming
+// its field path.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, &ConfigError{Path: path, Problem: fmt.Sprintf(format, args...)})
+	}
+	if c.AppID == "" {
+		bad("app_id", "required (names the consumer group and internal topics)")
+	} else if !nameRE.MatchString(c.AppID) || len(c.AppID) > 100 {
+		bad("app_id", "%q must be 1-100 characters of a-z A-Z 0-9 . _ -", c.AppID)
+	}
+	for i, b := range c.Kafka.Brokers {
+		if _, port, ok := strings.Cut(b, ":"); !ok || port == "" {
+			bad(fmt.Sprintf("kafka.brokers[%d]", i), "%q is not host:port", b)
+		}
+	}
+	if c.Kafka.CommitInterval < 0 {
+		bad("kafka.commit_interval", "must be positive")
+	}
+	if c.Kafka.CommitRecords < 0 {
+		bad("kafka.commit_records", "must be positive")
+	}
+	if c.Kafka.StartOffset != "earliest" && c.Kafka.StartOffset != "latest" {
+		bad("kafka.start_offset", "%q must be earliest or latest", c.Kafka.StartOffset)
+	}
+	if c.Kafka.TopicPartitions < 1 {
+		bad("kafka.topic_partitions", "must be at least 1")
+	}
+	switch strings.ToLower(c.Log.Level) {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "%q must be debug, info, warn or error", c.Log.Level)
+	}
+	if len(c.Processors) == 0 {
+		bad("processors", "at least one processor is required")
+	}
+	names := map[string]int{}
+	inputs := map[string]string{}
+	for i, p := range c.Processors {
+		at := fmt.Sprintf("processors[%d]", i)
+		switch {
+		case p.Name == "":
+			bad(at+".name", "required")
+		case !nameRE.MatchString(p.Name):
+			bad(at+".name", "%q must be made of a-z A-Z 0-9 . _ -", p.Name)
+		default:
+			if j, dup := names[p.Name]; dup {
+				bad(at+".name", "%q is already the name of processors[%d]", p.Name, j)
+			}
+			names[p.Name] = i
+		}
+		if p.Plugin == "" {
+			bad(at+".plugin", "required (path to a .wasm module)")
+		}
+		if len(p.Inputs) == 0 {
+			bad(at+".inputs", "at least one input topic is required")
+		}
+		for j, in := range p.Inputs {
+			switch {
+			case !nameRE.MatchString(in):
+				bad(fmt.Sprintf("%s.inputs[%d]", at, j), "%q is not a valid topic name", in)
+			case inputs[in] != "":
+				bad(fmt.Sprintf("%s.inputs[%d]", at, j), "topic %q is already the input of processor %q", in, inputs[in])
+			default:
+				inputs[in] = p.Name
+			}
+		}
+		for name, topic := range p.Outputs {
+			if !nameRE.MatchString(name) {
+				bad(at+".outputs", "output name %q must be made of a-z A-Z 0-9 . _ -", name)
+			}
+			if !nameRE.MatchString(topic) {
+				bad(at+".outputs."+name, "%q is not a valid topic name", topic)
+			}
+		}
+		switch p.OnError {
+		case OnErrorFail, OnErrorSkip, OnErrorDeadLetter:
+		default:
+			bad(at+".on_error", "%q must be fail, skip or dead_letter", p.OnError)
+		}
+		if p.Limits.Memory < 1<<20 {
+			bad(at+".limits.memory", "%s is below the 1MiB minimum", p.Limits.Memory)
+		} else if p.Limits.Memory > 4<<30 {
+			bad(at+".limits.memory", "%s is over the 4GiB maximum of 32-bit Wasm", p.Limits.Memory)
+		}
+		if p.Limits.RecordTimeout <= 0 {
+			bad(at+".limits.record_timeout", "must be positive")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// OutputNames returns the processor's output names in index order (sorted).
+func (p *ProcessorConfig) OutputNames() []string {
+	names := make([]string, 0, len(p.Outputs))
+	for n := range p.Outputs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// DeadLetterTopic is the topic failed records go to under on_error:
+// dead_letter.
+func (c *Config) DeadLetterTopic(p *ProcessorConfig) string {
+	return c.AppID + "-" + p.Name + "-dlq"
+}

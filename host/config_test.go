@@ -1,0 +1,115 @@
+package host
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "pipeline.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const goodConfig = `
+app_id: orders
+kafka:
+  brokers: [127.0.0.1:9092]
+  commit_interval: 250ms
+processors:
+  - name: nl-only
+    plugin: plugins/filter.wasm
+    inputs: [orders]
+    outputs: {out: orders-nl}
+    config: {field: country, op: eq, value: NL}
+    limits: {memory: 32MiB, record_timeout: 500ms}
+`
+
+func TestLoadConfigMergesFileEnvFlags(t *testing.T) {
+	path := writeConfig(t, goodConfig)
+	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+	ConfigFlags(fs)
+	if err := fs.Parse([]string{"--state-dir", "/tmp/st"}); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"WASMSTREAM_APP_ID=from-env", "WASMSTREAM_KAFKA__BROKERS=a:1,b:2", "HOME=/root"}
+	cfg, err := LoadConfig(path, env, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.AppID != "from-env" {
+		t.Errorf("app_id = %q, env should win over the file", cfg.AppID)
+	}
+	if strings.Join(cfg.Kafka.Brokers, ",") != "a:1,b:2" {
+		t.Errorf("brokers = %v", cfg.Kafka.Brokers)
+	}
+	if cfg.State.Dir != "/tmp/st" {
+		t.Errorf("state.dir = %q, flag should win", cfg.State.Dir)
+	}
+	if cfg.Kafka.CommitInterval != 250*time.Millisecond {
+		t.Errorf("commit_interval = %v", cfg.Kafka.CommitInterval)
+	}
+	p := cfg.Processors[0]
+	if p.Limits.Memory != 32<<20 || p.Limits.RecordTimeout != 500*time.Millisecond {
+		t.Errorf("limits = %+v", p.Limits)
+	}
+	if !filepath.IsAbs(p.Plugin) || filepath.Dir(p.Plugin) != filepath.Join(filepath.Dir(path), "plugins") {
+		t.Errorf("plugin path %q not resolved against the config dir", p.Plugin)
+	}
+	if p.OnError != OnErrorFail || cfg.Kafka.CommitRecords != DefaultCommitRecords {
+		t.Errorf("defaults not applied: %+v", cfg)
+	}
+	if p.Config["value"] != "NL" {
+		t.Errorf("plugin config = %v", p.Config)
+	}
+}
+
+func TestLoadConfigErrorsNameTheField(t *testing.T) {
+	cases := []struct{ name, body, want string }{
+		{"missing app_id", strings.Replace(goodConfig, "app_id: orders", "", 1), "app_id: required"},
+		{"misspelled field", strings.Replace(goodConfig, "commit_interval", "commit_intervall", 1), "commit_intervall: unknown field"},
+		{"bad duration", strings.Replace(goodConfig, "250ms", "soon", 1), "commit_interval"},
+		{"bad size", strings.Replace(goodConfig, "32MiB", "32 parsecs", 1), "memory"},
+		{"tiny memory", strings.Replace(goodConfig, "32MiB", "1KiB", 1), "processors[0].limits.memory"},
+		{"no inputs", strings.Replace(goodConfig, "inputs: [orders]", "inputs: []", 1), "processors[0].inputs: at least one"},
+		{"bad policy", strings.Replace(goodConfig, "limits:", "on_error: retry\n    limits:", 1), "processors[0].on_error"},
+		{"bad broker", strings.Replace(goodConfig, "127.0.0.1:9092", "localhost", 1), "kafka.brokers[0]"},
+		{"no processors", "app_id: x\n", "processors: at least one"},
+		{"not yaml", "app_id: [", "config file"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := LoadConfig(writeConfig(t, c.body), nil, nil)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error = %v, want it to mention %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestLoadConfigMissingFile(t *testing.T) {
+	_, err := LoadConfig(filepath.Join(t.TempDir(), "nope.yaml"), nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Fatalf("error = %v", err)
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	for in, want := range map[string]ByteSize{"65536": 65536, "64KiB": 64 << 10, "64MiB": 64 << 20, "1GiB": 1 << 30, "2mb": 2e6} {
+		var b ByteSize
+		if err := b.UnmarshalText([]byte(in)); err != nil || b != want {
+			t.Errorf("%s -> %d, %v", in, b, err)
+		}
+	}
+	if got := ByteSize(64 << 20).String(); got != "64MiB" {
+		t.Error(got)
+	}
+}
