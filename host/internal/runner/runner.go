@@ -1,0 +1,468 @@
+// Package runner moves records between Kafka and processor instances: one
+// consumer group member per process, one task per input partition, commit
+// points that never pass a record whose effects are not acknowledged.
+//
+// It knows Kafka and nothing of Wasm: a processor instance is anything with
+// Process and Close (the engine's Instance is one).
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// Processor is one plugin instance serving one task. Process must not keep
+// rec or anything it points to after it returns. A Processor is used by one
+// goroutine at a time.
+type Processor interface {
+	Process(ctx context.Context, rec *abi.Record) error
+	Close(ctx context.Context) error
+}
+
+// Sink receives a processor's emits. rec aliases plugin memory: Emit copies
+// what it keeps before returning.
+type Sink interface {
+	Emit(output int, rec *abi.Record) error
+}
+
+// Plugin makes a Processor for a task.
+type Plugin interface {
+	Instantiate(ctx context.Context, task TaskID, sink Sink) (Processor, error)
+}
+
+// TaskID names a task: a processor and one of its input partitions.
+type TaskID struct {
+	Processor string
+	Topic     string
+	Partition int32
+}
+
+func (t TaskID) String() string {
+	return t.Processor + "/" + t.Topic + "/" + strconv.Itoa(int(t.Partition))
+}
+
+// ProcessorSpec is one processor as the runner sees it.
+type ProcessorSpec struct {
+	Name    string
+	Inputs  []string
+	Outputs []string // output index -> topic
+	// OnError is "fail", "skip" or "dead_letter".
+	OnError         string
+	DeadLetterTopic string
+	Plugin          Plugin
+}
+
+// Options configure a Runner.
+type Options struct {
+	AppID          string
+	Brokers        []string
+	ClientID       string
+	CommitInterval time.Duration
+	CommitRecords  int
+	StartOffset    string // "earliest" or "latest"
+	SessionTimeout time.Duration
+	Processors     []ProcessorSpec
+	Logger         *slog.Logger
+	// ExtraOpts are appended to the client options (tests use them).
+	ExtraOpts []kgo.Opt
+}
+
+// Runner runs the processors of one process as one consumer group member.
+type Runner struct {
+	opts    Options
+	log     *slog.Logger
+	cl      *kgo.Client
+	byTopic map[string]*procState // input topic -> processor
+	procs   []*procState
+
+	// tasks is touched only by the poll loop and by the group callbacks,
+	// which BlockRebalanceOnPoll runs serially with the loop.
+	tasks map[TaskID]*task
+
+	produceErr atomic.Pointer[error] // first produce failure since the last commit point
+	// broken is set when outputs failed: the work since the last commit
+	// point can never be committed by this runner (I1). Run stops; a new
+	// runner restarts from the committed offsets.
+	broken      error
+	sinceCommit int
+	lastCommit  time.Time
+}
+
+type procState struct {
+	spec       ProcessorSpec
+	inputIndex map[string]uint32
+	Stats      *Stats
+}
+
+// New validates opts and connects a client. It does not join the group
+// until Run.
+func New(opts Options) (*Runner, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	r := &Runner{
+		opts:    opts,
+		log:     opts.Logger,
+		byTopic: map[string]*procState{},
+		tasks:   map[TaskID]*task{},
+	}
+	var topics []string
+	for _, spec := range opts.Processors {
+		ps := &procState{spec: spec, inputIndex: map[string]uint32{}, Stats: newStats()}
+		for i, in := range spec.Inputs {
+			if other, dup := r.byTopic[in]; dup {
+				return nil, fmt.Errorf("runner: topic %q is an input of both %q and %q", in, other.spec.Name, spec.Name)
+			}
+			r.byTopic[in] = ps
+			ps.inputIndex[in] = uint32(i)
+			topics = append(topics, in)
+		}
+		r.procs = append(r.procs, ps)
+	}
+	start := kgo.NewOffset().AtStart()
+	if opts.StartOffset == "latest" {
+		start = kgo.NewOffset().AtEnd()
+	}
+	kopts := []kgo.Opt{
+		kgo.SeedBrokers(opts.Brokers...),
+		kgo.ClientID(opts.ClientID),
+		kgo.ConsumerGroup(opts.AppID),
+		kgo.ConsumeTopics(topics...),
+		kgo.ConsumeResetOffset(start),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.DisableAutoCommit(),
+		// Rebalance callbacks run only between polls, when every fetched
+		// record has been processed: the host never holds a record across
+		// a rebalance (invariant I5).
+		kgo.BlockRebalanceOnPoll(),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.OnPartitionsAssigned(r.onAssigned),
+		kgo.OnPartitionsRevoked(r.onRevoked),
+		kgo.OnPartitionsLost(r.onLost),
+		kgo.RecordPartitioner(outputPartitioner{kgo.StickyKeyPartitioner(nil)}),
+		kgo.ProducerLinger(5 * time.Millisecond),
+		kgo.WithLogger(kgoLogger{opts.Logger}),
+	}
+	if opts.SessionTimeout > 0 {
+		kopts = append(kopts, kgo.SessionTimeout(opts.SessionTimeout))
+	}
+	kopts = append(kopts, opts.ExtraOpts...)
+	cl, err := kgo.NewClient(kopts...)
+	if err != nil {
+		return nil, fmt.Errorf("runner: kafka client: %w", err)
+	}
+	r.cl = cl
+	return r, nil
+}
+
+// Stats returns the counters of the named processor, or nil.
+func (r *Runner) Stats(processor string) *Stats {
+	for _, p := range r.procs {
+		if p.spec.Name == processor {
+			return p.Stats
+		}
+	}
+	return nil
+}
+
+// FailedTasks lists the tasks stopped by the fail policy, with their errors.
+// Safe to call only from the goroutine running Run, or after Run returned.
+func (r *Runner) failedTasks() map[TaskID]error {
+	out := map[TaskID]error{}
+	for id, t := range r.tasks {
+		if t.failed != nil {
+			out[id] = t.failed
+		}
+	}
+	return out
+}
+
+// maxPoll bounds the records taken in one poll: the work done between two
+// chances to rebalance.
+const maxPoll = 5000
+
+// Run consumes, processes and commits until ctx is canceled or a fatal
+// error happens. On cancel it finishes the record in flight, commits what
+// was processed and leaves the group. A nil return means a clean stop.
+func (r *Runner) Run(ctx context.Context) (err error) {
+	defer func() {
+		cerr := r.shutdown()
+		if err == nil {
+			err = cerr
+		}
+	}()
+	r.lastCommit = time.Now()
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		pollCtx, cancel := r.pollContext(ctx)
+		fetches := r.cl.PollRecords(pollCtx, maxPoll)
+		cancel()
+		if fetches.IsClientClosed() {
+			return nil
+		}
+		var fatal error
+		fetches.EachError(func(topic string, p int32, ferr error) {
+			if errors.Is(ferr, context.DeadlineExceeded) || errors.Is(ferr, context.Canceled) {
+				return
+			}
+			r.log.Warn("fetch error", "topic", topic, "partition", p, "err", ferr)
+		})
+		if err := r.processFetches(ctx, fetches); err != nil {
+			fatal = err
+		}
+		if fatal == nil && r.commitDue() {
+			fatal = r.commit(ctx)
+		}
+		r.cl.AllowRebalance()
+		if fatal != nil {
+			return fatal
+		}
+	}
+}
+
+// pollContext bounds a poll by the next commit point while processed
+// records wait for their commit, so an idle input does not hold offsets back.
+func (r *Runner) pollContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if r.sinceCommit == 0 {
+		return context.WithCancel(ctx)
+	}
+	wait := r.opts.CommitInterval - time.Since(r.lastCommit)
+	if wait < time.Millisecond {
+		wait = time.Millisecond
+	}
+	return context.WithTimeout(ctx, wait)
+}
+
+func (r *Runner) commitDue() bool {
+	if r.sinceCommit == 0 {
+		return false
+	}
+	return r.sinceCommit >= r.opts.CommitRecords || time.Since(r.lastCommit) >= r.opts.CommitInterval
+}
+
+// processFetches runs every task's share of the poll, tasks in parallel.
+func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error {
+	type work struct {
+		t    *task
+		recs []*kgo.Record
+	}
+	var batch []work
+	fetches.EachPartition(func(ftp kgo.FetchTopicPartition) {
+		if len(ftp.Records) == 0 {
+			return
+		}
+		t, err := r.taskFor(ctx, ftp.Topic, ftp.Partition)
+		if err != nil {
+			r.log.Error("task unavailable; its records are not processed", "topic", ftp.Topic, "partition", ftp.Partition, "err", err)
+			return
+		}
+		batch = append(batch, work{t, ftp.Records})
+	})
+	if len(batch) == 0 {
+		return nil
+	}
+	errs := make([]error, len(batch))
+	processed := make([]int, len(batch))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, w := range batch {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			processed[i], errs[i] = w.t.processBatch(ctx, w.recs)
+		}()
+	}
+	wg.Wait()
+	for _, n := range processed {
+		r.sinceCommit += n
+	}
+	return errors.Join(errs...)
+}
+
+// taskFor returns the task of an input partition, creating it if the
+// assignment callback has not (records can arrive for a partition whose
+// instance failed to start earlier).
+func (r *Runner) taskFor(ctx context.Context, topic string, partition int32) (*task, error) {
+	ps := r.byTopic[topic]
+	if ps == nil {
+		return nil, fmt.Errorf("topic %q is no processor's input", topic)
+	}
+	id := TaskID{Processor: ps.spec.Name, Topic: topic, Partition: partition}
+	if t := r.tasks[id]; t != nil {
+		return t, nil
+	}
+	t, err := newTask(ctx, r, ps, id)
+	if err != nil {
+		return nil, err
+	}
+	r.tasks[id] = t
+	return t, nil
+}
+
+func (r *Runner) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	for topic, parts := range assigned {
+		for _, p := range parts {
+			if _, err := r.taskFor(ctx, topic, p); err != nil {
+				r.log.Error("starting task", "topic", topic, "partition", p, "err", err)
+			}
+		}
+	}
+	r.log.Info("partitions assigned", "partitions", assigned)
+}
+
+// onRevoked ends the revoked tasks' work before their partitions are
+// released: everything processed is flushed and committed (I5). Because of
+// BlockRebalanceOnPoll this runs between polls, when nothing is in flight.
+func (r *Runner) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	if err := r.commit(ctx); err != nil {
+		// The new owner re-reads from the last committed offset: duplicates
+		// are possible under at-least-once, loss is not.
+		r.log.Error("commit on revoke failed; the records since the last commit will be processed again", "err", err)
+	}
+	r.closeTasks(ctx, revoked)
+	r.log.Info("partitions revoked", "partitions", revoked)
+}
+
+// onLost drops the tasks without committing: another member may already own
+// the partitions, so nothing of ours may be committed for them.
+func (r *Runner) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	r.closeTasks(ctx, lost)
+	r.sinceCommit = 0
+	r.log.Warn("partitions lost; uncommitted work for them is dropped", "partitions", lost)
+}
+
+func (r *Runner) closeTasks(ctx context.Context, parts map[string][]int32) {
+	for topic, ps := range parts {
+		proc := r.byTopic[topic]
+		if proc == nil {
+			continue
+		}
+		for _, p := range ps {
+			id := TaskID{Processor: proc.spec.Name, Topic: topic, Partition: p}
+			if t := r.tasks[id]; t != nil {
+				t.close(ctx)
+				delete(r.tasks, id)
+			}
+		}
+	}
+}
+
+// commit is a commit point: wait until every produced record is
+// acknowledged, then commit the input offsets of the processed records. An
+// offset is never committed before the outputs of the records below it are
+// acknowledged (I1).
+func (r *Runner) commit(ctx context.Context) error {
+	if r.broken != nil {
+		return r.broken
+	}
+	if err := r.cl.Flush(ctx); err != nil {
+		return fmt.Errorf("flushing outputs: %w", err)
+	}
+	if perr := r.produceErr.Load(); perr != nil {
+		r.broken = fmt.Errorf("producing outputs failed, offsets not committed past the failed records: %w", *perr)
+		return r.broken
+	}
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	for id, t := range r.tasks {
+		if !t.dirty {
+			continue
+		}
+		if offsets[id.Topic] == nil {
+			offsets[id.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		offsets[id.Topic][id.Partition] = kgo.EpochOffset{Epoch: t.epoch, Offset: t.next}
+	}
+	if len(offsets) > 0 {
+		var cerr error
+		r.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsgCommitReq, resp *kmsgCommitResp, err error) {
+			cerr = commitError(resp, err)
+		})
+		if cerr != nil {
+			return fmt.Errorf("committing offsets: %w", cerr)
+		}
+		for _, t := range r.tasks {
+			t.dirty = false
+		}
+		for _, p := range r.procs {
+			p.Stats.Commits.Add(1)
+		}
+	}
+	r.sinceCommit = 0
+	r.lastCommit = time.Now()
+	return nil
+}
+
+func (r *Runner) produce(rec *kgo.Record) {
+	r.cl.Produce(context.Background(), rec, r.onProduced)
+}
+
+func (r *Runner) onProduced(rec *kgo.Record, err error) {
+	if err != nil {
+		werr := fmt.Errorf("topic %s: %w", rec.Topic, err)
+		r.produceErr.CompareAndSwap(nil, &werr)
+	}
+}
+
+// shutdown commits what was processed, closes every task and leaves the group.
+func (r *Runner) shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var err error
+	if r.sinceCommit > 0 && r.broken == nil {
+		if err = r.commit(ctx); err != nil {
+			err = fmt.Errorf("final commit: %w", err)
+		}
+	}
+	for id, t := range r.tasks {
+		t.close(ctx)
+		delete(r.tasks, id)
+	}
+	r.cl.Close() // leaves the group
+	return err
+}
+
+// outputPartitioner honours an explicit partition on an emitted record and
+// otherwise partitions like Kafka's default (murmur2 of the key; sticky for
+// null keys). Records the host produces carry Partition -1 unless the plugin
+// chose one.
+type outputPartitioner struct{ byKey kgo.Partitioner }
+
+func (p outputPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	return &outputTopicPartitioner{byKey: p.byKey.ForTopic(topic)}
+}
+
+type outputTopicPartitioner struct{ byKey kgo.TopicPartitioner }
+
+func (p *outputTopicPartitioner) RequiresConsistency(r *kgo.Record) bool {
+	return r.Partition >= 0 || p.byKey.RequiresConsistency(r)
+}
+
+func (p *outputTopicPartitioner) Partition(r *kgo.Record, n int) int {
+	if r.Partition >= 0 {
+		if int(r.Partition) < n {
+			return int(r.Partition)
+		}
+		return int(r.Partition) % n
+	}
+	return p.byKey.Partition(r, n)
+}
+
+func (p *outputTopicPartitioner) OnNewBatch() {
+	if nb, ok := p.byKey.(kgo.TopicPartitionerOnNewBatch); ok {
+		nb.OnNewBatch()
+	}
+}

@@ -1,0 +1,390 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/internal/testbroker"
+)
+
+// goPlugin is a processor written in Go, standing in for a Wasm instance so
+// the runner is tested on its own: it upper-cases values into output 0 and
+// fails records whose key is in fail.
+type goPlugin struct {
+	fail map[string]bool
+}
+
+type goInstance struct {
+	p    *goPlugin
+	sink Sink
+}
+
+func (p *goPlugin) Instantiate(_ context.Context, _ TaskID, sink Sink) (Processor, error) {
+	return &goInstance{p: p, sink: sink}, nil
+}
+
+type kindError struct{ kind string }
+
+func (e kindError) Error() string       { return "plugin rejected the record (" + e.kind + ")" }
+func (e kindError) FailureKind() string { return e.kind }
+
+func (i *goInstance) Process(_ context.Context, rec *abi.Record) error {
+	if err := i.sink.Emit(0, &abi.Record{Key: rec.Key, Value: bytes.ToUpper(rec.Value), Partition: abi.AnyPartition, Timestamp: rec.Timestamp}); err != nil {
+		return err
+	}
+	if i.p.fail[string(rec.Key)] {
+		// Emitted before failing: the emit must be discarded with the record.
+		return kindError{"trap"}
+	}
+	return nil
+}
+
+func (i *goInstance) Close(context.Context) error { return nil }
+
+type fixture struct {
+	b            *testbroker.Broker
+	in, out, dlq string
+	group        string
+}
+
+func newFixture(t *testing.T, partitions int) *fixture {
+	b := testbroker.New(t)
+	f := &fixture{b: b, in: b.Name(t, "in"), out: b.Name(t, "out"), dlq: b.Name(t, "dlq"), group: b.Name(t, "app")}
+	b.CreateTopic(t, f.in, partitions, nil)
+	b.CreateTopic(t, f.out, partitions, nil)
+	b.CreateTopic(t, f.dlq, partitions, nil)
+	return f
+}
+
+// produceInputs writes n records with keys k0..k(n-1), spread over partitions by key.
+func (f *fixture) produceInputs(t *testing.T, from, n int) {
+	recs := make([]*kgo.Record, 0, n)
+	for i := from; i < from+n; i++ {
+		recs = append(recs, &kgo.Record{Topic: f.in, Key: []byte("k" + strconv.Itoa(i)), Value: []byte("value-" + strconv.Itoa(i))})
+	}
+	f.b.Produce(t, recs...)
+}
+
+func (f *fixture) runner(t *testing.T, p Plugin, onError string, extra ...kgo.Opt) *Runner {
+	r, err := New(Options{
+		AppID:          f.group,
+		Brokers:        f.b.Addrs(),
+		ClientID:       "test",
+		CommitInterval: 50 * time.Millisecond,
+		CommitRecords:  1000,
+		StartOffset:    "earliest",
+		SessionTimeout: 10 * time.Second,
+		Processors: []ProcessorSpec{{
+			Name: "upper", Inputs: []string{f.in}, Outputs: []string{f.out},
+			OnError: onError, DeadLetterTopic: f.dlq, Plugin: p,
+		}},
+		Logger:    testLogger(t),
+		ExtraOpts: extra,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	level := slog.LevelWarn
+	if os.Getenv("WASMSTREAM_TEST_VERBOSE") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
+
+// start runs r until the test ends or stop is called; stop returns Run's error.
+func start(t *testing.T, r *Runner) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-done:
+			case <-time.After(60 * time.Second):
+				err = errors.New("runner did not stop within 60s")
+			}
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// committed returns the group's committed offsets for topic.
+func (f *fixture) committed(t *testing.T, topic string) map[int32]int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := f.b.Admin(t).FetchOffsets(ctx, f.group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return map[int32]int64{} // nothing committed yet
+	}
+	if err != nil {
+		t.Fatalf("fetch offsets: %v", err)
+	}
+	out := map[int32]int64{}
+	resp.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == topic && o.Err == nil {
+			out[o.Partition] = o.At
+		}
+	})
+	return out
+}
+
+func (f *fixture) endOffsets(t *testing.T, topic string) map[int32]int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := f.b.Admin(t).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	return out
+}
+
+// waitCommitted waits until the committed offsets of the input equal want.
+func (f *fixture) waitCommitted(t *testing.T, want map[int32]int64) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got := f.committed(t, f.in)
+		if equalOffsets(got, want, true) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("committed offsets %v, want %v", got, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// equalOffsets compares, treating a missing partition as offset 0 when zeroOK.
+func equalOffsets(got, want map[int32]int64, zeroOK bool) bool {
+	for p, w := range want {
+		g, ok := got[p]
+		if !ok && zeroOK && w == 0 {
+			continue
+		}
+		if g != w {
+			return false
+		}
+	}
+	return true
+}
+
+func values(recs []*kgo.Record) []string {
+	var out []string
+	for _, r := range recs {
+		out = append(out, string(r.Value))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestProcessesEveryRecordAndCommits(t *testing.T) {
+	f := newFixture(t, 3)
+	f.produceInputs(t, 0, 300)
+	r := f.runner(t, &goPlugin{}, "fail")
+	stop := start(t, r)
+	f.waitCommitted(t, f.endOffsets(t, f.in))
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	out := f.b.ReadCommitted(t, f.out, 30*time.Second)
+	if len(out) != 300 {
+		t.Fatalf("got %d outputs, want 300", len(out))
+	}
+	seen := map[string]bool{}
+	for _, o := range out {
+		if seen[string(o.Value)] {
+			t.Fatalf("duplicate output %q", o.Value)
+		}
+		seen[string(o.Value)] = true
+	}
+	for i := 0; i < 300; i++ {
+		if v := "VALUE-" + strconv.Itoa(i); !seen[v] {
+			t.Fatalf("missing output %q", v)
+		}
+	}
+	if s := r.Stats("upper"); s.RecordsIn.Load() != 300 || s.RecordsOut.Load() != 300 {
+		t.Fatalf("stats in=%d out=%d", s.RecordsIn.Load(), s.RecordsOut.Load())
+	}
+}
+
+// Under on_error: fail the task stops at the failed record: its offset is
+// the committed one, so a restart retries it, and no later record of that
+// partition is processed. Other partitions go on.
+func TestFailPolicyStopsTaskAtRecord(t *testing.T) {
+	f := newFixture(t, 1)
+	f.produceInputs(t, 0, 10) // single partition: offsets 0..9 = k0..k9
+	r := f.runner(t, &goPlugin{fail: map[string]bool{"k4": true}}, "fail")
+	stop := start(t, r)
+	f.waitCommitted(t, map[int32]int64{0: 4})
+	time.Sleep(200 * time.Millisecond) // give a wrong implementation time to move on
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if got := f.committed(t, f.in)[0]; got != 4 {
+		t.Fatalf("committed %d, want 4 (the failed record)", got)
+	}
+	out := values(f.b.ReadCommitted(t, f.out, 30*time.Second))
+	if len(out) != 4 {
+		t.Fatalf("outputs %v, want the 4 records before the failure", out)
+	}
+	if s := r.Stats("upper"); s.FailedTasks.Load() != 1 || s.Failures()["trap"] != 1 {
+		t.Fatalf("stats failed=%d failures=%v", s.FailedTasks.Load(), s.Failures())
+	}
+}
+
+func TestSkipPolicyMovesOn(t *testing.T) {
+	f := newFixture(t, 2)
+	f.produceInputs(t, 0, 20)
+	r := f.runner(t, &goPlugin{fail: map[string]bool{"k3": true, "k7": true}}, "skip")
+	stop := start(t, r)
+	f.waitCommitted(t, f.endOffsets(t, f.in))
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	out := values(f.b.ReadCommitted(t, f.out, 30*time.Second))
+	if len(out) != 18 {
+		t.Fatalf("got %d outputs, want 18: %v", len(out), out)
+	}
+	for _, v := range out {
+		if v == "VALUE-3" || v == "VALUE-7" {
+			t.Fatalf("a failed record's emit leaked: %s", v)
+		}
+	}
+	if got := r.Stats("upper").Skipped.Load(); got != 2 {
+		t.Fatalf("skipped = %d", got)
+	}
+}
+
+func TestDeadLetterHoldsExactlyTheFailedRecords(t *testing.T) {
+	f := newFixture(t, 2)
+	f.produceInputs(t, 0, 20)
+	r := f.runner(t, &goPlugin{fail: map[string]bool{"k3": true, "k7": true}}, "dead_letter")
+	stop := start(t, r)
+	f.waitCommitted(t, f.endOffsets(t, f.in))
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	dlq := f.b.ReadCommitted(t, f.dlq, 30*time.Second)
+	if got := values(dlq); fmt.Sprint(got) != "[value-3 value-7]" {
+		t.Fatalf("dead letters %v, want the two original failed records", got)
+	}
+	for _, d := range dlq {
+		h := map[string]string{}
+		for _, kv := range d.Headers {
+			h[kv.Key] = string(kv.Value)
+		}
+		if h[HeaderErrorKind] != "trap" || h[HeaderSourceTopic] != f.in || h[HeaderProcessor] != "upper" || h[HeaderSourceOff] == "" {
+			t.Fatalf("dead letter headers %v", h)
+		}
+	}
+	if out := f.b.ReadCommitted(t, f.out, 30*time.Second); len(out) != 18 {
+		t.Fatalf("got %d outputs, want 18", len(out))
+	}
+}
+
+// I1: when outputs cannot be acknowledged, no input offset is committed
+// past them. The output topic does not exist and topic auto-creation is off,
+// so every produce fails after the delivery timeout.
+func TestNoCommitWhenOutputsFail(t *testing.T) {
+	f := newFixture(t, 1)
+	f.produceInputs(t, 0, 5)
+	f.out = f.b.Name(t, "missing") // never created
+	r := f.runner(t, &goPlugin{}, "fail", kgo.RecordDeliveryTimeout(2*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err := r.Run(ctx)
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("Run = %v; want a produce error before the timeout", err)
+	}
+	t.Logf("Run: %v", err)
+	if got := f.committed(t, f.in); len(got) != 0 && got[0] != 0 {
+		t.Fatalf("committed %v although no output was acknowledged", got)
+	}
+}
+
+// Two members of one group split the partitions; together they process
+// every record. The second joins while the first is running.
+func TestGroupMembersShareWork(t *testing.T) {
+	f := newFixture(t, 4)
+	f.produceInputs(t, 0, 200)
+	r1 := f.runner(t, &goPlugin{}, "fail")
+	stop1 := start(t, r1)
+	r2 := f.runner(t, &goPlugin{}, "fail")
+	stop2 := start(t, r2)
+	f.produceInputs(t, 200, 200)
+	f.waitCommitted(t, f.endOffsets(t, f.in))
+	if err := errors.Join(stop1(), stop2()); err != nil {
+		t.Fatal(err)
+	}
+	out := values(f.b.ReadCommitted(t, f.out, 30*time.Second))
+	distinct := map[string]bool{}
+	for _, v := range out {
+		distinct[v] = true
+	}
+	if len(distinct) != 400 {
+		t.Fatalf("%d distinct outputs, want 400", len(distinct))
+	}
+	in1, in2 := r1.Stats("upper").RecordsIn.Load(), r2.Stats("upper").RecordsIn.Load()
+	t.Logf("member 1 processed %d, member 2 %d (%d outputs in all)", in1, in2, len(out))
+	if in1+in2 < 400 {
+		t.Fatalf("members processed %d records in all, want at least 400", in1+in2)
+	}
+}
+
+// A clean stop commits exactly what was processed: a restart neither loses
+// nor repeats a record.
+func TestRestartContinuesFromCommit(t *testing.T) {
+	f := newFixture(t, 2)
+	f.produceInputs(t, 0, 100)
+	r := f.runner(t, &goPlugin{}, "fail")
+	stop := start(t, r)
+	f.waitCommitted(t, f.endOffsets(t, f.in))
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	f.produceInputs(t, 100, 100)
+	r2 := f.runner(t, &goPlugin{}, "fail")
+	stop2 := start(t, r2)
+	f.waitCommitted(t, f.endOffsets(t, f.in))
+	if err := stop2(); err != nil {
+		t.Fatal(err)
+	}
+	if got := r2.Stats("upper").RecordsIn.Load(); got != 100 {
+		t.Fatalf("second run processed %d records, want exactly the 100 new ones", got)
+	}
+	if out := f.b.ReadCommitted(t, f.out, 30*time.Second); len(out) != 200 {
+		t.Fatalf("got %d outputs, want 200", len(out))
+	}
+}

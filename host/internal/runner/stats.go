@@ -1,0 +1,89 @@
+package runner
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"context"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"log/slog"
+)
+
+// Stats are one processor's counters. All fields are safe for concurrent
+// use; they only grow.
+type Stats struct {
+	RecordsIn    atomic.Int64 // records handed to the plugin
+	RecordsOut   atomic.Int64 // records emitted by successful records
+	Skipped      atomic.Int64 // failed records skipped (on_error: skip)
+	DeadLettered atomic.Int64 // failed records sent to the dead-letter topic
+	FailedTasks  atomic.Int64 // tasks stopped by on_error: fail
+	Commits      atomic.Int64 // commit points that committed offsets
+
+	// LatencyBuckets counts records by plugin time: bucket i holds records
+	// that took less than LatencyBounds[i]; the last bucket the rest.
+	LatencyBuckets [len(LatencyBounds) + 1]atomic.Int64
+	LatencySumNs   atomic.Int64
+
+	mu       sync.Mutex
+	failures map[string]int64 // by failure kind
+}
+
+// LatencyBounds are the upper bounds of the processing latency buckets.
+var LatencyBounds = [...]time.Duration{
+	time.Microsecond, 5 * time.Microsecond, 25 * time.Microsecond, 100 * time.Microsecond,
+	500 * time.Microsecond, time.Millisecond, 5 * time.Millisecond, 25 * time.Millisecond,
+	100 * time.Millisecond, time.Second,
+}
+
+func newStats() *Stats { return &Stats{failures: map[string]int64{}} }
+
+func (s *Stats) observeLatency(d time.Duration) {
+	s.LatencySumNs.Add(int64(d))
+	for i, b := range LatencyBounds {
+		if d < b {
+			s.LatencyBuckets[i].Add(1)
+			return
+		}
+	}
+	s.LatencyBuckets[len(LatencyBounds)].Add(1)
+}
+
+func (s *Stats) failure(kind string) {
+	s.mu.Lock()
+	s.failures[kind]++
+	s.mu.Unlock()
+}
+
+// Failures returns a copy of the failure counts by kind.
+func (s *Stats) Failures() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int64, len(s.failures))
+	for k, v := range s.failures {
+		out[k] = v
+	}
+	return out
+}
+
+// kgoLogger routes franz-go's log lines to slog. franz-go's info level is
+// chatty (every rebalance step), so it is logged at debug.
+type kgoLogger struct{ l *slog.Logger }
+
+func (k kgoLogger) Level() kgo.LogLevel {
+	if k.l.Enabled(context.Background(), slog.LevelDebug) {
+		return kgo.LogLevelDebug
+	}
+	return kgo.LogLevelWarn
+}
+
+func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	switch level {
+	case kgo.LogLevelError:
+		k.l.Error("kafka: "+msg, keyvals...)
+	case kgo.LogLevelWarn:
+		k.l.Warn("kafka: "+msg, keyvals...)
+	default:
+		k.l.Debug("kafka: "+msg, keyvals...)
+	}
+}

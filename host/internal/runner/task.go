@@ -1,0 +1,240 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+type (
+	kmsgCommitReq  = kmsg.OffsetCommitRequest
+	kmsgCommitResp = kmsg.OffsetCommitResponse
+)
+
+// task is one processor on one input partition. Its fields are used by one
+// goroutine at a time: the processing goroutine during a poll, the loop
+// between polls.
+type task struct {
+	id   TaskID
+	r    *Runner
+	proc *procState
+	inst Processor
+
+	// next is the offset of the first record not yet processed: the offset
+	// to commit. Only processed records move it (I5).
+	next  int64
+	epoch int32
+	dirty bool // next moved since the last commit
+
+	// failed stops the task under the fail policy; next stays at the
+	// failed record.
+	failed error
+
+	in      abi.Record // reused input record
+	staged  []*kgo.Record
+	emitErr error
+}
+
+func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, error) {
+	t := &task{id: id, r: r, proc: ps, next: -1}
+	inst, err := ps.spec.Plugin.Instantiate(ctx, id, t)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: starting plugin: %w", id, err)
+	}
+	t.inst = inst
+	return t, nil
+}
+
+func (t *task) close(ctx context.Context) {
+	if t.inst != nil {
+		if err := t.inst.Close(ctx); err != nil {
+			t.r.log.Warn("closing plugin instance", "task", t.id.String(), "err", err)
+		}
+		t.inst = nil
+	}
+}
+
+// Emit implements Sink: it validates and copies one emitted record into the
+// record's staging area. Staged records are produced only if the record
+// succeeds.
+func (t *task) Emit(output int, rec *abi.Record) error {
+	outs := t.proc.spec.Outputs
+	if output < 0 || output >= len(outs) {
+		return abi.ErrnoNoOutput
+	}
+	// One allocation holds key and value; headers get their own.
+	buf := make([]byte, len(rec.Key)+len(rec.Value))
+	kr := &kgo.Record{Topic: outs[output], Partition: rec.Partition}
+	if rec.Key != nil {
+		kr.Key = buf[:len(rec.Key):len(rec.Key)]
+		copy(kr.Key, rec.Key)
+	}
+	if rec.Value != nil {
+		kr.Value = buf[len(rec.Key):]
+		copy(kr.Value, rec.Value)
+	}
+	if rec.Timestamp != 0 {
+		kr.Timestamp = time.UnixMilli(rec.Timestamp)
+	}
+	if len(rec.Headers) > 0 {
+		kr.Headers = make([]kgo.RecordHeader, len(rec.Headers))
+		for i, h := range rec.Headers {
+			kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: append([]byte(nil), h.Value...)}
+		}
+	}
+	t.staged = append(t.staged, kr)
+	return nil
+}
+
+// processBatch processes a partition's records in order. It returns how
+// many records it finished (processed, skipped or dead-lettered) and a
+// fatal error, if any. It stops early when ctx is canceled: records not
+// reached are not counted and will be fetched again from the committed
+// offset.
+func (t *task) processBatch(ctx context.Context, recs []*kgo.Record) (int, error) {
+	done := 0
+	for _, kr := range recs {
+		if t.failed != nil || ctx.Err() != nil {
+			break
+		}
+		if t.next >= 0 && kr.Offset < t.next {
+			continue // already processed (a re-fetch after a rewind)
+		}
+		if err := t.processOne(ctx, kr); err != nil {
+			if handled := t.onFailure(kr, err); !handled {
+				break
+			}
+		}
+		t.next = kr.Offset + 1
+		t.epoch = kr.LeaderEpoch
+		t.dirty = true
+		done++
+	}
+	return done, nil
+}
+
+// processOne runs the plugin on one record and, if it succeeds, produces
+// its staged emits.
+func (t *task) processOne(ctx context.Context, kr *kgo.Record) error {
+	stats := t.proc.Stats
+	stats.RecordsIn.Add(1)
+	t.fill(kr)
+	t.staged = t.staged[:0]
+	start := time.Now()
+	err := t.inst.Process(ctx, &t.in)
+	stats.observeLatency(time.Since(start))
+	if err != nil {
+		t.staged = t.staged[:0] // a failed record's emits never leave
+		return err
+	}
+	for _, out := range t.staged {
+		t.r.produce(out)
+	}
+	stats.RecordsOut.Add(int64(len(t.staged)))
+	t.staged = t.staged[:0]
+	return nil
+}
+
+// fill points the reused abi.Record at kr's bytes; no copy.
+func (t *task) fill(kr *kgo.Record) {
+	in := &t.in
+	in.Timestamp = kr.Timestamp.UnixMilli()
+	in.Offset = kr.Offset
+	in.Partition = kr.Partition
+	in.Index = t.proc.inputIndex[kr.Topic]
+	in.Key = kr.Key
+	in.Value = kr.Value
+	in.Headers = in.Headers[:0]
+	for _, h := range kr.Headers {
+		in.Headers = append(in.Headers, abi.Header{Key: h.Key, Value: h.Value})
+	}
+}
+
+// onFailure applies the processor's error policy to a failed record and
+// reports whether processing moves past it.
+func (t *task) onFailure(kr *kgo.Record, err error) bool {
+	stats := t.proc.Stats
+	kind := failureKind(err)
+	stats.failure(kind)
+	attrs := []any{"task", t.id.String(), "topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset, "kind", kind, "err", err}
+	switch t.proc.spec.OnError {
+	case "skip":
+		stats.Skipped.Add(1)
+		t.r.log.Warn("record failed; skipped (on_error: skip)", attrs...)
+		return true
+	case "dead_letter":
+		t.r.produce(t.deadLetter(kr, kind, err))
+		stats.DeadLettered.Add(1)
+		t.r.log.Warn("record failed; sent to dead-letter topic "+t.proc.spec.DeadLetterTopic, attrs...)
+		return true
+	default:
+		t.failed = fmt.Errorf("record %s/%d@%d failed: %w", kr.Topic, kr.Partition, kr.Offset, err)
+		t.r.cl.PauseFetchPartitions(map[string][]int32{kr.Topic: {kr.Partition}})
+		stats.FailedTasks.Add(1)
+		t.r.log.Error("record failed; task stopped at this offset (on_error: fail)", attrs...)
+		return false
+	}
+}
+
+// Dead-letter headers name where the record came from and why it failed.
+const (
+	HeaderErrorKind   = "wasmstream-error-kind"
+	HeaderError       = "wasmstream-error"
+	HeaderProcessor   = "wasmstream-processor"
+	HeaderSourceTopic = "wasmstream-source-topic"
+	HeaderSourcePart  = "wasmstream-source-partition"
+	HeaderSourceOff   = "wasmstream-source-offset"
+)
+
+func (t *task) deadLetter(kr *kgo.Record, kind string, err error) *kgo.Record {
+	hs := make([]kgo.RecordHeader, 0, len(kr.Headers)+6)
+	hs = append(hs, kr.Headers...)
+	hs = append(hs,
+		kgo.RecordHeader{Key: HeaderErrorKind, Value: []byte(kind)},
+		kgo.RecordHeader{Key: HeaderError, Value: []byte(err.Error())},
+		kgo.RecordHeader{Key: HeaderProcessor, Value: []byte(t.proc.spec.Name)},
+		kgo.RecordHeader{Key: HeaderSourceTopic, Value: []byte(kr.Topic)},
+		kgo.RecordHeader{Key: HeaderSourcePart, Value: []byte(strconv.Itoa(int(kr.Partition)))},
+		kgo.RecordHeader{Key: HeaderSourceOff, Value: []byte(strconv.FormatInt(kr.Offset, 10))},
+	)
+	return &kgo.Record{
+		Topic:     t.proc.spec.DeadLetterTopic,
+		Partition: -1,
+		Key:       kr.Key,
+		Value:     kr.Value,
+		Headers:   hs,
+		Timestamp: kr.Timestamp,
+	}
+}
+
+// failureKind classifies an error for metrics and dead-letter headers. The
+// engine's errors carry a kind; anything else is "error".
+func failureKind(err error) string {
+	var k interface{ FailureKind() string }
+	if errors.As(err, &k) {
+		return k.FailureKind()
+	}
+	return "error"
+}
+
+func commitError(resp *kmsg.OffsetCommitResponse, err error) error {
+	if err != nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil {
+				return fmt.Errorf("%s/%d: %w", t.Topic, p.Partition, perr)
+			}
+		}
+	}
+	return nil
+}
