@@ -1,0 +1,64 @@
+// Package sdk is the Go SDK for wasmstream plugins: stream processors that
+// run as WebAssembly modules inside the wasmstream host, one call per input
+// record.
+//
+// A plugin is a main package built with the standard toolchain:
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o p.wasm ./myplugin
+//
+// and looks like this:
+//
+//	package main
+//
+//	import "github.com/wasmstream/wasmstream/sdk"
+//
+//	var out = sdk.Output("enriched") // resolved on first use, then cached
+//
+//	func init() { sdk.Handle(process) }
+//
+//	func process(r *sdk.Record) error {
+//		return out.Emit(sdk.Out{Key: r.Key, Value: r.Value, Headers: r.Headers})
+//	}
+//
+//	func main() {} // never called: c-shared runs init functions only
+//
+// The SDK provides the module's exports (the ABI version marker,
+// wasmstream_input, wasmstream_process, wasmstream_init) itself; a plugin
+// only registers a handler with Handle and, optionally, an init hook with
+// OnInit. Everything the plugin may do goes through this package: read the
+// record, Emit to declared outputs, read and write declared state stores,
+// read its Config, Log. The contract underneath is abi/ABI.md.
+//
+// # Errors and failures
+//
+// A handler that returns an error fails the record: the SDK passes the
+// error's text to the host (set_error) and the host applies the processor's
+// error policy (fail, skip or dead-letter). A handler that panics fails the
+// record the same way with the text "panic: <value>"; the panic is
+// recovered, so the instance survives. A failed record's emits and state
+// writes are discarded by the host as a whole.
+//
+// Host calls that fail return a *HostError that wraps an abi.Errno, so
+// callers can test errors.Is(err, abi.ErrnoTooLarge).
+//
+// # Lifetimes
+//
+// A Record's byte slices alias the SDK's input buffer and are valid only
+// during the handler call; copy what must outlive it. The plugin's memory
+// should not hold anything that matters between records either: after a
+// trap the host replaces the instance. State belongs in stores.
+//
+// # Weight
+//
+// Every plugin links this package, so it imports only the standard library
+// packages it cannot do without (no fmt, no encoding/json): a Go plugin is
+// about 1.9 MB and each extra megabyte costs compile and instantiate time in
+// the host. Config returns the raw JSON bytes; a plugin decides how to parse
+// them.
+//
+// # Testing
+//
+// Outside GOOS=wasip1 the SDK's host calls go to an in-process fake host,
+// so plugins are unit-tested with plain `go test` through package
+// sdk/sdktest.
+package sdk
