@@ -66,13 +66,16 @@ secs() {
 }
 
 check_env() {
-	local name value
-	for name in PORT CPORT START_TIMEOUT STOP_TIMEOUT MVN_TIMEOUT; do
-		value=${!name}
-		[[ $value =~ ^[0-9]+$ ]] || die "invalid setting: $name=$value is not a positive integer"
+	local pair name value
+	for pair in WASMSTREAM_KAFKA_PORT=$PORT WASMSTREAM_KAFKA_CONTROLLER_PORT=$CPORT \
+		WASMSTREAM_KAFKA_START_TIMEOUT=$START_TIMEOUT WASMSTREAM_KAFKA_STOP_TIMEOUT=$STOP_TIMEOUT \
+		WASMSTREAM_KAFKA_MVN_TIMEOUT=$MVN_TIMEOUT; do
+		name=${pair%%=*}
+		value=${pair#*=}
+		[[ $value =~ ^[1-9][0-9]*$ ]] || die "invalid $name=$value: want a positive integer"
 	done
-	((PORT >= 1 && PORT <= 65535)) || die "invalid WASMSTREAM_KAFKA_PORT=$PORT"
-	((CPORT >= 1 && CPORT <= 65535)) || die "invalid WASMSTREAM_KAFKA_CONTROLLER_PORT=$CPORT"
+	((PORT <= 65535)) || die "invalid WASMSTREAM_KAFKA_PORT=$PORT: want a port number"
+	((CPORT <= 65535)) || die "invalid WASMSTREAM_KAFKA_CONTROLLER_PORT=$CPORT: want a port number"
 	((PORT != CPORT)) || die "WASMSTREAM_KAFKA_PORT and WASMSTREAM_KAFKA_CONTROLLER_PORT are both $PORT"
 }
 
@@ -81,11 +84,12 @@ port_open() {
 	timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
 }
 
-# port_owner prints " (held by ...)" naming the listener on port $1 when ss can tell.
+# port_owner prints " (NAME, pid N)" for the listener on port $1 when ss can tell.
 port_owner() {
 	local who
-	who=$(ss -Hltnp "( sport = :$1 )" 2>/dev/null | grep -o 'users:(([^)]*))' | head -n 1 || true)
-	[[ -n $who ]] && printf ' (held by %s)' "$who"
+	who=$(ss -Hltnp "( sport = :$1 )" 2>/dev/null |
+		sed -n 's/.*users:(("\([^"]*\)",pid=\([0-9]*\).*/\1, pid \2/p' | head -n 1 || true)
+	[[ -n $who ]] && printf ' (%s)' "$who"
 	return 0
 }
 
@@ -97,7 +101,7 @@ broker_pid() {
 	local pid args
 	pid=$(<"$PIDFILE")
 	[[ $pid =~ ^[0-9]+$ ]] || return 1
-	args=$(ps -o args= -p "$pid" 2>/dev/null) || return 1
+	args=$(ps -ww -o args= -p "$pid" 2>/dev/null) || return 1
 	[[ $args == *"kafka.Kafka $PROPS"* ]] || return 1
 	echo "$pid"
 }
@@ -105,7 +109,7 @@ broker_pid() {
 require_java() {
 	command -v java >/dev/null 2>&1 || die "java not found on PATH (Kafka 4.1.1 needs Java 17 or newer)"
 	local line version major
-	line=$(java -version 2>&1 | grep -m 1 version || true)
+	line=$(java -version 2>&1 | grep -m 1 version || java -version 2>&1 | head -n 1 || true)
 	version=$(sed -n 's/.*version "\([^"]*\)".*/\1/p' <<<"$line")
 	major=${version%%.*}
 	if [[ $major == 1 ]]; then # 1.8.0_x style
@@ -255,8 +259,12 @@ stop_broker() {
 # it is gone, and exits non-zero.
 fail_start() {
 	local pid=$1 reason=$2
-	echo "kafka.sh: $reason; last 40 lines of $LOG:" >&2
-	tail -n 40 "$LOG" 2>/dev/null >&2 || true
+	if [[ -s $LOG ]]; then
+		echo "kafka.sh: $reason; last 40 lines of $LOG:" >&2
+		tail -n 40 "$LOG" >&2
+	else
+		echo "kafka.sh: $reason; $LOG is empty" >&2
+	fi
 	if [[ -s $OUT ]]; then
 		echo "kafka.sh: last 20 lines of $OUT:" >&2
 		tail -n 20 "$OUT" >&2

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/demo"
+)
+
+const usage = `wasmstream runs WebAssembly stream processors against Kafka.
+
+Usage:
+  wasmstream run -c pipeline.yaml       run the pipeline until SIGINT/SIGTERM
+  wasmstream validate -c pipeline.yaml  check the config and every plugin
+  wasmstream plugin inspect FILE.wasm   show a plugin's ABI version, exports, imports
+  wasmstream demo                       run a demo on an embedded Kafka
+  wasmstream help                       this text
+
+Config is read from the file, then WASMSTREAM_* environment variables
+(WASMSTREAM_APP_ID, WASMSTREAM_KAFKA__BROKERS=host:port,...), then flags.
+`
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the command failed (bad config, bad plugin, runtime error)
+	exitUsage = 2 // the command line was wrong
+)
+
+type env struct {
+	stdout, stderr io.Writer
+	environ        []string
+}
+
+func doMain(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) int {
+	e := &env{stdout: stdout, stderr: stderr, environ: environ}
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return e.run(ctx, args[1:])
+	case "validate":
+		return e.validate(ctx, args[1:])
+	case "plugin":
+		if len(args) > 1 && args[1] == "inspect" {
+			return e.inspect(ctx, args[2:])
+		}
+		fmt.Fprintln(stderr, "usage: wasmstream plugin inspect FILE.wasm")
+		return exitUsage
+	case "demo":
+		return e.demo(ctx, args[1:])
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "wasmstream: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+}
+
+// configFlags parses the flags shared by commands that read a config.
+func (e *env) configFlags(name string, args []string) (*pflag.FlagSet, string, bool) {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	path := fs.StringP("config", "c", "", "pipeline config file (YAML)")
+	host.ConfigFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, "", false
+	}
+	return fs, *path, true
+}
+
+func (e *env) loadConfig(path string, fs *pflag.FlagSet) (*host.Config, bool) {
+	cfg, err := host.LoadConfig(path, e.environ, fs)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "wasmstream: invalid config %s:\n%s\n", path, indent(err.Error()))
+		return nil, false
+	}
+	return cfg, true
+}
+
+func (e *env) logger(level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: l}))
+}
+
+func (e *env) run(ctx context.Context, args []string) int {
+	fs, path, ok := e.configFlags("run", args)
+	if !ok {
+		return exitUsage
+	}
+	if path == "" {
+		fmt.Fprintln(e.stderr, "wasmstream run: -c pipeline.yaml is required")
+		return exitUsage
+	}
+	cfg, ok := e.loadConfig(path, fs)
+	if !ok {
+		return exitError
+	}
+	log := e.logger(cfg.Log.Level)
+	h, err := host.New(ctx, cfg, host.WithLogger(log))
+	if err != nil {
+		fmt.Fprintf(e.stderr, "wasmstream: %v\n", err)
+		return exitError
+	}
+	defer h.Close()
+	if h.Embedded() {
+		fmt.Fprintf(e.stderr, "wasmstream: DEVELOPMENT MODE: embedded Kafka at %s (set kafka.brokers for a real cluster)\n", strings.Join(h.Brokers(), ","))
+	}
+	log.Info("running", "app_id", cfg.AppID, "processors", len(cfg.Processors), "brokers", strings.Join(h.Brokers(), ","))
+	if err := h.Run(ctx); err != nil {
+		fmt.Fprintf(e.stderr, "wasmstream: %v\n", err)
+		return exitError
+	}
+	log.Info("stopped cleanly")
+	return exitOK
+}
+
+func (e *env) validate(ctx context.Context, args []string) int {
+	fs, path, ok := e.configFlags("validate", args)
+	if !ok {
+		return exitUsage
+	}
+	if path == "" {
+		fmt.Fprintln(e.stderr, "wasmstream validate: -c pipeline.yaml is required")
+		return exitUsage
+	}
+	cfg, ok := e.loadConfig(path, fs)
+	if !ok {
+		return exitError
+	}
+	if err := host.Validate(ctx, cfg, e.logger("warn")); err != nil {
+		fmt.Fprintf(e.stderr, "wasmstream: %s: plugin problems:\n%s\n", path, indent(err.Error()))
+		return exitError
+	}
+	fmt.Fprintf(e.stdout, "%s: ok (%d processors)\n", path, len(cfg.Processors))
+	return exitOK
+}
+
+func (e *env) inspect(ctx context.Context, args []string) int {
+	if len(args) != 1 {
+		fmt.Fprintln(e.stderr, "usage: wasmstream plugin inspect FILE.wasm")
+		return exitUsage
+	}
+	wasm, err := os.ReadFile(args[0])
+	if err != nil {
+		fmt.Fprintf(e.stderr, "wasmstream: %v\n", err)
+		return exitError
+	}
+	info, err := host.InspectPlugin(ctx, wasm)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "wasmstream: %s: %v\n", args[0], err)
+		return exitError
+	}
+	printInfo(e.stdout, args[0], info)
+	return exitOK
+}
+
+func printInfo(w io.Writer, file string, info host.PluginInfo) {
+	fmt.Fprintf(w, "file:         %s\n", file)
+	fmt.Fprintf(w, "size:         %d bytes\n", info.Size)
+	fmt.Fprintf(w, "sha256:       %s\n", info.SHA256)
+	fmt.Fprintf(w, "abi version:  %d (module declares %v)\n", info.ABIVersion, info.ABIVersions)
+	mem := fmt.Sprintf("%d pages (%d KiB) minimum", info.MemoryMinPages, info.MemoryMinPages*64)
+	if info.HasMemoryMax {
+		mem += fmt.Sprintf(", %d pages maximum", info.MemoryMaxPages)
+	}
+	fmt.Fprintf(w, "memory:       %s\n", mem)
+	var inits []string
+	if info.HasStart {
+		inits = append(inits, "start")
+	}
+	if info.HasInitialize {
+		inits = append(inits, "_initialize")
+	}
+	if info.HasInit {
+		inits = append(inits, "wasmstream_init")
+	}
+	if len(inits) == 0 {
+		inits = []string{"none"}
+	}
+	fmt.Fprintf(w, "initializers: %s\n", strings.Join(inits, ", "))
+	fmt.Fprintf(w, "exports (%d):\n", len(info.Exports))
+	for _, s := range info.Exports {
+		fmt.Fprintf(w, "  %s\n", s)
+	}
+	fmt.Fprintf(w, "imports (%d):\n", len(info.Imports))
+	for _, s := range info.Imports {
+		fmt.Fprintf(w, "  %s\n", s)
+	}
+}
+
+func (e *env) demo(ctx context.Context, args []string) int {
+	fs := pflag.NewFlagSet("demo", pflag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	records := fs.Int("records", 12, "sample records to produce")
+	verbose := fs.Bool("verbose", false, "show host logs")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	level := "error"
+	if *verbose {
+		level = "info"
+	}
+	if err := demo.Run(ctx, demo.Options{Out: e.stdout, Logger: e.logger(level), Records: *records}); err != nil {
+		if errors.Is(err, context.Canceled) {
+			return exitOK
+		}
+		fmt.Fprintf(e.stderr, "wasmstream demo: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}

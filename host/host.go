@@ -1,0 +1,285 @@
+// Package host is wasmstream's embedding API: load a Config, New, Run, Close.
+// The host owns everything that must be correct (Kafka I/O, the consumer
+// group, commits, plugin lifecycle and limits); plugins only process records.
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/engine"
+	"github.com/wasmstream/wasmstream/host/internal/runner"
+)
+
+// Host runs the processors of one Config in this process.
+type Host struct {
+	cfg      *Config
+	log      *slog.Logger
+	runtimes []*engine.Runtime
+	procs    []*loadedProcessor
+	embedded *kfake.Cluster
+	brokers  []string
+	runner   *runner.Runner
+}
+
+type loadedProcessor struct {
+	cfg     *ProcessorConfig
+	module  *engine.Module
+	binding engine.Binding // Sink is set per task
+	topics  []string       // output topics in output-index order
+}
+
+// Option changes how New builds a Host.
+type Option func(*options)
+
+type options struct {
+	logger       *slog.Logger
+	embeddedPort int
+}
+
+// WithLogger sets the host's logger. Default: slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithEmbeddedPort fixes the port of the embedded development broker
+// (used when kafka.brokers is empty). Default 0: any free port.
+func WithEmbeddedPort(port int) Option { return func(o *options) { o.embeddedPort = port } }
+
+// New compiles and validates every plugin, connects to Kafka (or starts the
+// embedded development broker when kafka.brokers is empty), makes sure the
+// topics exist, and prepares the consumer. Nothing is consumed before Run.
+func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) {
+	o := options{logger: slog.Default()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	h := &Host{cfg: cfg, log: o.logger}
+	defer func() {
+		if err != nil {
+			h.Close()
+		}
+	}()
+	if err := h.loadPlugins(ctx); err != nil {
+		return nil, err
+	}
+	h.brokers = cfg.Kafka.Brokers
+	createTopics := cfg.Kafka.CreateTopics
+	if len(h.brokers) == 0 {
+		if err := h.startEmbedded(o.embeddedPort); err != nil {
+			return nil, err
+		}
+		createTopics = true
+	}
+	if err := h.ensureTopics(ctx, createTopics); err != nil {
+		return nil, err
+	}
+	specs := make([]runner.ProcessorSpec, len(h.procs))
+	for i, p := range h.procs {
+		specs[i] = runner.ProcessorSpec{
+			Name:            p.cfg.Name,
+			Inputs:          p.cfg.Inputs,
+			Outputs:         p.topics,
+			OnError:         p.cfg.OnError,
+			DeadLetterTopic: cfg.DeadLetterTopic(p.cfg),
+			Plugin:          (*pluginFactory)(p),
+		}
+	}
+	h.runner, err = runner.New(runner.Options{
+		AppID:          cfg.AppID,
+		Brokers:        h.brokers,
+		ClientID:       cfg.Kafka.ClientID,
+		CommitInterval: cfg.Kafka.CommitInterval,
+		CommitRecords:  cfg.Kafka.CommitRecords,
+		StartOffset:    cfg.Kafka.StartOffset,
+		SessionTimeout: cfg.Kafka.SessionTimeout,
+		Processors:     specs,
+		Logger:         h.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Brokers returns the seed brokers in use: the configured ones, or the
+// embedded broker's address.
+func (h *Host) Brokers() []string { return h.brokers }
+
+// Embedded reports whether the host runs the embedded development broker.
+func (h *Host) Embedded() bool { return h.embedded != nil }
+
+// Run processes records until ctx is canceled (a clean stop: the record in
+// flight finishes, processed records are committed, the group is left) or
+// a fatal error. Run may be called once.
+func (h *Host) Run(ctx context.Context) error {
+	return h.runner.Run(ctx)
+}
+
+// Stats returns the counters of a processor, or nil if there is none by
+// that name.
+func (h *Host) Stats(processor string) *runner.Stats {
+	if h.runner == nil {
+		return nil
+	}
+	return h.runner.Stats(processor)
+}
+
+// Close releases the runtimes and the embedded broker. Call it after Run
+// returned.
+func (h *Host) Close() error {
+	ctx := context.Background()
+	var errs []error
+	for _, rt := range h.runtimes {
+		errs = append(errs, rt.Close(ctx))
+	}
+	h.runtimes = nil
+	if h.embedded != nil {
+		h.embedded.Close()
+		h.embedded = nil
+	}
+	return errors.Join(errs...)
+}
+
+// loadPlugins compiles every processor's plugin into its own runtime (the
+// memory limit is a runtime setting) and checks it instantiates.
+func (h *Host) loadPlugins(ctx context.Context) error {
+	cacheDir := h.cfg.Runtime.CacheDir
+	if cacheDir == "" {
+		if dir, err := os.UserCacheDir(); err == nil {
+			cacheDir = filepath.Join(dir, "wasmstream")
+		}
+	}
+	if cacheDir == "off" {
+		cacheDir = ""
+	}
+	for i := range h.cfg.Processors {
+		pc := &h.cfg.Processors[i]
+		lp, rt, err := loadProcessor(ctx, pc, cacheDir, h.log)
+		if rt != nil {
+			h.runtimes = append(h.runtimes, rt)
+		}
+		if err != nil {
+			return fmt.Errorf("processors[%d] (%s): %w", i, pc.Name, err)
+		}
+		h.procs = append(h.procs, lp)
+	}
+	return nil
+}
+
+func loadProcessor(ctx context.Context, pc *ProcessorConfig, cacheDir string, log *slog.Logger) (*loadedProcessor, *engine.Runtime, error) {
+	wasm, err := os.ReadFile(pc.Plugin)
+	if err != nil {
+		return nil, nil, fmt.Errorf("plugin: %w", err)
+	}
+	rt, err := engine.NewRuntime(ctx, engine.Options{
+		CacheDir:      cacheDir,
+		MemoryLimit:   uint64(pc.Limits.Memory),
+		RecordTimeout: pc.Limits.RecordTimeout,
+		Logger:        log,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("wasm runtime: %w", err)
+	}
+	mod, err := rt.Compile(ctx, pc.Name, wasm)
+	if err != nil {
+		return nil, rt, fmt.Errorf("plugin %s: %w", pc.Plugin, err)
+	}
+	conf, err := json.Marshal(pc.Config)
+	if err != nil {
+		return nil, rt, fmt.Errorf("config: %w", err)
+	}
+	if pc.Config == nil {
+		conf = []byte("{}")
+	}
+	names := pc.OutputNames()
+	topics := make([]string, len(names))
+	for i, n := range names {
+		topics[i] = pc.Outputs[n]
+	}
+	lp := &loadedProcessor{
+		cfg:     pc,
+		module:  mod,
+		binding: engine.Binding{Name: pc.Name, Outputs: names, Config: conf},
+		topics:  topics,
+	}
+	// Instantiate once now, so a plugin whose init fails is refused before
+	// any record is consumed.
+	check := lp.binding
+	check.Sink = discardSink{}
+	inst, err := mod.Instantiate(ctx, check)
+	if err != nil {
+		return nil, rt, fmt.Errorf("plugin %s: %w", pc.Plugin, err)
+	}
+	_ = inst.Close(ctx)
+	return lp, rt, nil
+}
+
+// discardSink takes the emits of the trial instance, which processes no
+// record (emits during init are refused by the engine anyway).
+type discardSink struct{}
+
+func (discardSink) Emit(int, *abi.Record) error { return nil }
+
+// pluginFactory makes one engine instance per task.
+type pluginFactory loadedProcessor
+
+func (p *pluginFactory) Instantiate(ctx context.Context, _ runner.TaskID, sink runner.Sink) (runner.Processor, error) {
+	b := p.binding
+	b.Sink = sink
+	return p.module.Instantiate(ctx, b)
+}
+
+// Validate checks a config's plugins without Kafka: each compiles, speaks a
+// supported ABI and initializes with its config. It returns every problem.
+func Validate(ctx context.Context, cfg *Config, log *slog.Logger) error {
+	if log == nil {
+		log = slog.Default()
+	}
+	var errs []error
+	for i := range cfg.Processors {
+		pc := &cfg.Processors[i]
+		_, rt, err := loadProcessor(ctx, pc, "", log)
+		if rt != nil {
+			_ = rt.Close(ctx)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("processors[%d] (%s): %w", i, pc.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// PluginInfo describes a module for `wasmstream plugin inspect`.
+type PluginInfo = engine.Info
+
+// InspectPlugin validates a module and describes it.
+func InspectPlugin(ctx context.Context, wasm []byte) (PluginInfo, error) {
+	return engine.Inspect(ctx, wasm)
+}
+
+// startEmbedded starts the in-process development broker (franz-go's kfake)
+// on 127.0.0.1.
+func (h *Host) startEmbedded(port int) error {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.DefaultNumPartitions(h.cfg.Kafka.TopicPartitions))
+	if err != nil {
+		return fmt.Errorf("embedded kafka: %w", err)
+	}
+	h.embedded = c
+	h.brokers = c.ListenAddrs()
+	h.log.Warn("no kafka.brokers configured: started an embedded in-process Kafka for development only; data is not durable",
+		"address", strings.Join(h.brokers, ","))
+	return nil
+}
+
+// brokerTimeout bounds the first contact with Kafka, so an unreachable
+// broker is an error, not a hang.
+const brokerTimeout = 15 * time.Second

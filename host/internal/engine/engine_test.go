@@ -1,0 +1,745 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+var bg = context.Background()
+
+// TestModuleErrors covers every refusal at Compile (and Inspect) time.
+func TestModuleErrors(t *testing.T) {
+	r, _ := newRuntime(t, Options{})
+	cases := []struct {
+		file string
+		kind ModuleErrorKind
+		want []string // substrings of the message
+	}{
+		{"corrupt", NotWasm, []string{"not a WebAssembly module", "256 bytes", "44208"}},
+		{"truncated", CompileFailed, []string{"truncated"}},
+		{"noabi", NoABIMarker, []string{"wasmstream_abi_version_N", "wasmstream_abi_version_1: func () -> ()"}},
+		{"abi2", UnsupportedABIVersion, []string{"offers ABI version(s) 2", "supports 1"}},
+		{"missingprocess", MissingExport, []string{"wasmstream_process, want func (i32) -> i32"}},
+		{"nomemory", MissingExport, []string{`export its linear memory as "memory"`}},
+		{"wrongsig", WrongSignature, []string{"wasmstream_process is func (i64) -> i32, want func (i32) -> i32"}},
+		{"forbiddenimport", ForbiddenImport, []string{`env.foo: import module "env" is not allowed`}},
+		{"badhostimport", ForbiddenImport, []string{
+			"wasmstream.emit is func (i64) -> i32, want func (i32, i32) -> i32",
+			"wasmstream.open_socket: the host provides no such function",
+			"wasi_snapshot_preview1.sock_connect: the host provides no such function",
+		}},
+		{"importmemory", ForbiddenImport, []string{"wasmstream.memory is a memory import"}},
+		{"bigmemory", MemoryTooLarge, []string{"2048 pages", "over the limit of 1024 pages"}},
+		{"reserved", CompileFailed, []string{`"__wasmstream_interrupt" uses the reserved prefix`}},
+		{"escape", CompileFailed, []string{"global index 0 out of range"}},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			wasm := wasmFile(t, c.file)
+			for _, via := range []string{"Compile", "Inspect"} {
+				var err error
+				if via == "Compile" {
+					var m *Module
+					m, err = r.Compile(bg, c.file, wasm)
+					if m != nil {
+						t.Fatalf("Compile accepted %s", c.file)
+					}
+				} else {
+					_, err = Inspect(bg, wasm)
+				}
+				var me *ModuleError
+				if !errors.As(err, &me) {
+					t.Fatalf("%s: got %v (%T), want *ModuleError", via, err, err)
+				}
+				if me.Kind != c.kind || !errors.Is(err, c.kind) || ModuleErrorKindOf(err) != c.kind {
+					t.Fatalf("%s: kind %v, want %v (%v)", via, me.Kind, c.kind, err)
+				}
+				for _, w := range c.want {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%s: error %q does not contain %q", via, err, w)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestInspectAndInfo(t *testing.T) {
+	wasm := wasmFile(t, "passthrough")
+	info, err := Inspect(bg, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := newRuntime(t, Options{})
+	m := compileFile(t, r, "passthrough")
+	if got := m.Info(); fmt.Sprint(got) != fmt.Sprint(info) {
+		t.Errorf("Module.Info %+v != Inspect %+v", got, info)
+	}
+	if info.ABIVersion != 1 || fmt.Sprint(info.ABIVersions) != "[1]" || info.Size != len(wasm) || len(info.SHA256) != 64 {
+		t.Errorf("info = %+v", info)
+	}
+	var exports, imports []string
+	for _, s := range info.Exports {
+		exports = append(exports, s.String())
+	}
+	for _, s := range info.Imports {
+		imports = append(imports, s.String())
+	}
+	wantExports := "memory: memory|wasmstream_abi_version_1: func () -> ()|wasmstream_input: func (i32) -> i32|wasmstream_process: func (i32) -> i32"
+	if got := strings.Join(exports, "|"); got != wantExports {
+		t.Errorf("exports = %s\nwant      %s", got, wantExports)
+	}
+	if got := strings.Join(imports, "|"); got != "wasmstream.emit: func (i32, i32) -> i32" {
+		t.Errorf("imports = %s", got)
+	}
+	if info.MemoryMinPages != 2 || info.HasMemoryMax || info.HasInit || info.HasInitialize || info.HasStart {
+		t.Errorf("info = %+v", info)
+	}
+	if info.InstrumentedFunctions != 3 || info.InstrumentedLoops != 0 {
+		t.Errorf("instrumented %d functions, %d loops", info.InstrumentedFunctions, info.InstrumentedLoops)
+	}
+
+	// A module speaking versions 1 and 2 (with an export only version 2
+	// knows) is accepted as version 1.
+	info, err = Inspect(bg, wasmFile(t, "abi12"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.ABIVersion != 1 || fmt.Sprint(info.ABIVersions) != "[1 2]" {
+		t.Errorf("abi12: %+v", info)
+	}
+}
+
+func TestPassthrough(t *testing.T) {
+	r, _ := newRuntime(t, Options{})
+	i, sink := instantiate(t, compileFile(t, r, "passthrough"), Binding{})
+	in := rec("k", "v")
+	in.Headers = []abi.Header{{Key: "h1", Value: []byte("x")}, {Key: "h2"}}
+	for n := range 3 {
+		if err := i.Process(bg, in); err != nil {
+			t.Fatal(n, err)
+		}
+	}
+	got := sink.take()
+	if len(got) != 3 {
+		t.Fatalf("%d emits", len(got))
+	}
+	e := got[0].rec
+	if got[0].output != 0 || string(e.Key) != "k" || string(e.Value) != "v" || e.Offset != -1 || e.Partition != 3 ||
+		e.Timestamp != in.Timestamp || len(e.Headers) != 2 || e.Headers[0].Key != "h1" || e.Headers[1].Value != nil {
+		t.Errorf("emitted %+v", e)
+	}
+	// Null key and value stay null; an empty value stays empty.
+	in = &abi.Record{Value: []byte{}}
+	if err := i.Process(bg, in); err != nil {
+		t.Fatal(err)
+	}
+	if e := sink.take()[0].rec; e.Key != nil || e.Value == nil || len(e.Value) != 0 {
+		t.Errorf("emitted %+v", e)
+	}
+}
+
+// TestProcessAllocs: the per-record host path makes no heap allocation.
+func TestProcessAllocs(t *testing.T) {
+	r, _ := newRuntime(t, Options{})
+	i, _ := instantiate(t, compileFile(t, r, "passthrough"), Binding{Sink: &countSink{}})
+	in := benchRecord()
+	if err := i.Process(bg, in); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(1000, func() {
+		if err := i.Process(bg, in); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("Process allocates %v times per record, want 0", n)
+	}
+
+	st := newMemState(1)
+	si, _ := instantiate(t, compileFile(t, r, "statecounter"), Binding{Sink: &countSink{}, Stores: []string{"counts"}, State: st})
+	if err := si.Process(bg, in); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(1000, func() {
+		if err := si.Process(bg, in); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("Process with state_get/state_put allocates %v times per record, want 0", n)
+	}
+}
+
+func TestTrap(t *testing.T) {
+	r, logs := newRuntime(t, Options{})
+	i, sink := instantiate(t, compileFile(t, r, "trap"), Binding{Name: "trapper"})
+	process := func(key string) error { return i.Process(bg, rec(key, "v")) }
+
+	if err := process("aaaa"); err != nil {
+		t.Fatal(err)
+	}
+	if err := process("bbbb"); err != nil {
+		t.Fatal(err)
+	}
+	if got := sink.take(); got[1].rec.Partition != 2 {
+		t.Fatalf("count = %d, want 2", got[1].rec.Partition)
+	}
+
+	err := process("boom")
+	var re *RecordError
+	if !errors.As(err, &re) || re.Kind != Trap || !IsTrap(err) || !errors.Is(err, Trap) || KindOf(err) != Trap {
+		t.Fatalf("got %v, want a Trap", err)
+	}
+	for _, w := range []string{`processor "trapper"`, "trap", "wasmstream_process", "unreachable"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%q does not contain %q", err, w)
+		}
+	}
+	if !Trap.Discards() || re.Err == nil {
+		t.Errorf("Discards=%v Err=%v", Trap.Discards(), re.Err)
+	}
+	// The next record runs on a fresh instance: the counter starts again.
+	if err := process("cccc"); err != nil {
+		t.Fatal(err)
+	}
+	if got := sink.take(); len(got) != 1 || got[0].rec.Partition != 1 {
+		t.Fatalf("after the trap: %+v, want one emit with count 1", got)
+	}
+
+	err = process("exit")
+	if !IsTrap(err) || !strings.Contains(err.Error(), "plugin exited with code 3") {
+		t.Fatalf("exit: %v", err)
+	}
+	// A Go plugin prints its panic to stderr before it dies: the error
+	// quotes it, and the lines are logged with the processor name.
+	err = process("pani")
+	if !IsTrap(err) || !strings.Contains(err.Error(), "(stderr: panic: boom)") {
+		t.Fatalf("panic: %v", err)
+	}
+	lines := logs.find("goroutine 1 [running]:")
+	if len(lines) != 1 || lines[0].attrs["processor"] != "trapper" || lines[0].attrs["stream"] != "stderr" {
+		t.Fatalf("stderr lines: %+v", lines)
+	}
+	if err := process("dddd"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTimeout: a runaway loop and a loop-free runaway recursion are both
+// interrupted within about the limit, and the next record runs on a fresh
+// instance (init runs again).
+func TestTimeout(t *testing.T) {
+	const limit = 100 * time.Millisecond
+	r, logs := newRuntime(t, Options{RecordTimeout: limit})
+	i, sink := instantiate(t, compileFile(t, r, "loop"), Binding{})
+	for _, key := range []string{"spin", "fib"} {
+		start := time.Now()
+		err := i.Process(bg, rec(key, ""))
+		took := time.Since(start)
+		if !IsTimeout(err) || !errors.Is(err, Timeout) {
+			t.Fatalf("%s: got %v, want a timeout", key, err)
+		}
+		if !strings.Contains(err.Error(), "longer than 100ms") {
+			t.Errorf("%s: %v", key, err)
+		}
+		if took < limit || took > 2*limit {
+			t.Errorf("%s: interrupted after %v, want within [%v, %v]", key, took, limit, 2*limit)
+		}
+		if err := i.Process(bg, rec("ok", "v")); err != nil {
+			t.Fatalf("after %s: %v", key, err)
+		}
+		if got := sink.take(); len(got) != 1 {
+			t.Fatalf("after %s: %d emits", key, len(got))
+		}
+	}
+	if n := len(logs.find("init")); n != 3 {
+		t.Errorf("init ran %d times, want 3 (first instance and one per timeout)", n)
+	}
+}
+
+// TestInterruptFlagReset: a record that finishes just as the watchdog
+// fires is not failed, and the instance stays usable.
+func TestInterruptFlagReset(t *testing.T) {
+	r, _ := newRuntime(t, Options{})
+	i, sink := instantiate(t, compileFile(t, r, "passthrough"), Binding{})
+	if err := i.Process(bg, rec("a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	// Simulate the race: the watchdog fired, the call still completed.
+	i.cur.flag.Set(1)
+	if !i.clearInterrupt() || i.cur.flag.Get() != 0 {
+		t.Fatal("flag not cleared")
+	}
+	if err := i.Process(bg, rec("a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	// And with the flag left set, the guest is interrupted at its next check.
+	i.cur.flag.Set(1)
+	if err := i.Process(bg, rec("a", "b")); !IsTrap(err) {
+		t.Fatalf("with the flag set: %v", err)
+	}
+	if len(sink.take()) != 2 {
+		t.Fatal("emits")
+	}
+}
+
+func TestMemoryLimit(t *testing.T) {
+	r, _ := newRuntime(t, Options{MemoryLimit: 1<<20 + 1000}) // rounds down to 16 pages
+	if r.MemoryLimit() != 1<<20 {
+		t.Fatalf("limit %d", r.MemoryLimit())
+	}
+	i, _ := instantiate(t, compileFile(t, r, "membomb"), Binding{})
+	err := i.Process(bg, rec("bomb", ""))
+	if !IsMemoryLimit(err) || !errors.Is(err, MemoryLimit) {
+		t.Fatalf("got %v, want MemoryLimit", err)
+	}
+	if !strings.Contains(err.Error(), "memory.grow refused at 1024 KiB (limit 1024 KiB)") {
+		t.Errorf("%v", err)
+	}
+	// A plugin that handles the refused grow is fine...
+	if err := i.Process(bg, rec("soft", "")); err != nil {
+		t.Fatalf("soft: %v", err)
+	}
+	if got := i.cur.mem.Size(); got != 1<<20 {
+		t.Errorf("memory is %d bytes, limit 1 MiB", got)
+	}
+	// ...and the flag does not leak into the next failure's classification.
+	if err := i.Process(bg, rec("bomb", "")); !IsMemoryLimit(err) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestBadPointer(t *testing.T) {
+	r, _ := newRuntime(t, Options{})
+	i, sink := instantiate(t, compileFile(t, r, "badptr"), Binding{Config: []byte(`{"a":1}`)})
+	for _, c := range []struct{ key, want string }{
+		{"emit", "emit: EFAULT: [4294963200, 4294963300) is outside plugin memory of 131072 bytes"},
+		{"long", "emit: EFAULT: [1024, 132095) is outside plugin memory"},
+		{"logp", "log: EFAULT: [131072, 131073)"},
+		{"cfgp", "config: EFAULT: [131056, 131156)"},
+	} {
+		err := i.Process(bg, rec(c.key, ""))
+		if !IsABIMisuse(err) || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%s: got %v, want ABI misuse %q", c.key, err, c.want)
+		}
+		// The instance is kept; the plugin saw -EFAULT.
+		if err := i.Process(bg, rec("next", "")); err != nil {
+			t.Fatal(err)
+		}
+		got := sink.take()
+		if len(got) != 1 || got[0].rec.Partition != abi.ErrnoFault.Result() {
+			t.Fatalf("%s: the plugin saw %+v, want %d", c.key, got, abi.ErrnoFault.Result())
+		}
+	}
+}
+
+func TestUndeclaredOutput(t *testing.T) {
+	r, _ := newRuntime(t, Options{})
+	i, sink := instantiate(t, compileFile(t, r, "undeclared"), Binding{Outputs: []string{"a", "b"}})
+	err := i.Process(bg, rec("k", "v"))
+	if !IsABIMisuse(err) || !strings.Contains(err.Error(), "ENOOUTPUT: output index 7, but the processor declares 2 output(s)") {
+		t.Fatalf("got %v", err)
+	}
+	if got := sink.take(); len(got) != 0 {
+		t.Fatalf("the sink got %d records", len(got))
+	}
+}
+
+func TestInitFailures(t *testing.T) {
+	r, _ := newRuntime(t, Options{InitTimeout: 100 * time.Millisecond})
+	cases := []struct {
+		file string
+		kind ModuleErrorKind
+		want string
+	}{
+		{"initfail", InitFailed, `wasmstream_init returned StatusFailed: bad config: missing field "threshold"`},
+		{"inittrap", InitTrapped, "_initialize: trap: wasm error: unreachable"},
+		{"initemit", InitFailed, "wasmstream_init: ABI misuse: emit during init: EPHASE"},
+		{"startloop", InitTrapped, "start function: timeout: interrupted after running longer than 100ms"},
+	}
+	for _, c := range cases {
+		t.Run(c.file, func(t *testing.T) {
+			m := compileFile(t, r, c.file)
+			sink := &sinkCapture{}
+			start := time.Now()
+			i, err := m.Instantiate(bg, Binding{Name: "p", Outputs: []string{"o"}, Sink: sink})
+			if i != nil {
+				t.Fatal("instantiated")
+			}
+			if ModuleErrorKindOf(err) != c.kind || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want %v containing %q", err, c.kind, c.want)
+			}
+			if time.Since(start) > 2*time.Second {
+				t.Errorf("took %v", time.Since(start))
+			}
+			if len(sink.take()) != 0 {
+				t.Error("emit during init reached the sink")
+			}
+		})
+	}
+	// The init of a re-instantiation failing makes the record InstanceLost,
+	// and the next record tries again.
+	m := compileFile(t, r, "cfginit")
+	i, _ := instantiate(t, m, Binding{Config: []byte("ok")})
+	if err := i.Process(bg, rec("k", "")); !IsTrap(err) {
+		t.Fatal(err)
+	}
+	i.b.Config = []byte("x") // the next init fails
+	err := i.Process(bg, rec("k", ""))
+	if !IsInstanceLost(err) || ModuleErrorKindOf(err) != InitFailed ||
+		!strings.Contains(err.Error(), "re-instantiation failed") || !strings.Contains(err.Error(), "config says fail") {
+		t.Fatalf("got %v", err)
+	}
+	i.b.Config = []byte("ok")
+	if err := i.Process(bg, rec("k", "")); !IsTrap(err) {
+		t.Fatalf("got %v, want the plugin's trap again", err)
+	}
+}
+
+func TestSandbox(t *testing.T) {
+	r, logs := newRuntime(t, Options{})
+	m := compileFile(t, r, "sandbox")
+	var first []byte
+	for n := range 2 { // two instances see the same clock and random bytes
+		i, sink := instantiate(t, m, Binding{Name: fmt.Sprint("sb", n)})
+		if err := i.Process(bg, rec("k", "")); err != nil {
+			t.Fatal(err)
+		}
+		got := sink.take()
+		if len(got) != 1 || len(got[0].rec.Value) != 84 {
+			t.Fatalf("emits: %+v", got)
+		}
+		v := got[0].rec.Value
+		u32 := func(off int) uint32 { return binary.LittleEndian.Uint32(v[off:]) }
+		u64 := func(off int) uint64 { return binary.LittleEndian.Uint64(v[off:]) }
+		const ebadf = 8
+		if u32(0) != 0 || u32(4) != 0 || u32(8) != 0 || u32(12) != 0 {
+			t.Errorf("args/env visible: %d %d %d %d", u32(0), u32(4), u32(8), u32(12))
+		}
+		if u32(16) != ebadf || u32(20) != ebadf {
+			t.Errorf("filesystem visible: path_open errno %d, fd_prestat_get errno %d", u32(16), u32(20))
+		}
+		epoch := uint64(FakeEpoch.UnixNano())
+		if u64(24) != epoch || u64(32) != epoch+uint64(time.Millisecond) {
+			t.Errorf("realtime %d, %d; want %d and +1ms", u64(24), u64(32), epoch)
+		}
+		if u64(40) != 0 || u64(48) != uint64(time.Millisecond) {
+			t.Errorf("monotonic %d, %d; want 0, 1ms", u64(40), u64(48))
+		}
+		want := make([]byte, 16)
+		_, _ = rand.NewChaCha8(SandboxSeed).Read(want)
+		if !bytes.Equal(v[56:72], want) {
+			t.Errorf("random %x, want %x", v[56:72], want)
+		}
+		if u32(72) != 0 || u32(76) != 0 || u32(80) != 0 {
+			t.Errorf("stdin read errno %d n %d, stdout write errno %d", u32(72), u32(76), u32(80))
+		}
+		if n == 0 {
+			first = v
+		} else if !bytes.Equal(first, v) {
+			t.Errorf("second instance saw %x, first %x", v, first)
+		}
+	}
+	lines := logs.find("hello from the sandbox")
+	if len(lines) != 2 || lines[0].attrs["processor"] != "sb0" || lines[1].attrs["processor"] != "sb1" ||
+		lines[0].attrs["stream"] != "stdout" || lines[0].level != slog.LevelInfo {
+		t.Errorf("stdout lines: %+v", lines)
+	}
+}
+
+func TestStateImports(t *testing.T) {
+	r, _ := newRuntime(t, Options{})
+	st := newMemState(1)
+	i, sink := instantiate(t, compileFile(t, r, "stateops"), Binding{Stores: []string{"s"}, State: st})
+	op := func(key, value string) []abi.Record {
+		t.Helper()
+		if err := i.Process(bg, rec(key, value)); err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		var out []abi.Record
+		for _, e := range sink.take() {
+			out = append(out, e.rec)
+		}
+		return out
+	}
+	one := func(key, value string, code int32, want string) {
+		t.Helper()
+		got := op(key, value)
+		if len(got) != 1 || got[0].Partition != code || string(got[0].Value) != want {
+			t.Fatalf("%s(%q): got %+v, want code %d value %q", key, value, got, code, want)
+		}
+	}
+	one("get_", "", abi.ErrnoNotFound.Result(), "")
+	one("put_", "hi", 0, "")
+	one("get_", "", 2, "hi")
+	one("put_", "hello world", 0, "")
+	one("get_", "", 11, "hello world") // did not fit 4 bytes: retried with 11
+	one("miss", "", abi.ErrnoNotFound.Result(), "")
+	one("big_", "", abi.ErrnoTooLarge.Result(), "")
+	one("bigk", "", abi.ErrnoTooLarge.Result(), "")
+	if string(st.stores[0]["k1"]) != "hello world" {
+		t.Fatalf("store: %q", st.stores[0]["k1"])
+	}
+	one("del_", "", 0, "")
+	one("get_", "", abi.ErrnoNotFound.Result(), "")
+
+	for k, v := range map[string]string{"a1": "x", "a2": strings.Repeat("y", 20), "b1": "z", "0": "before start"} {
+		_ = st.Put(0, []byte(k), []byte(v))
+	}
+	var entries []string
+	for _, e := range op("scan", "") {
+		k, v, err := abi.DecodeScanEntry(e.Value)
+		if err != nil || int(e.Partition) != len(e.Value) {
+			t.Fatalf("entry %+v: %v", e, err)
+		}
+		entries = append(entries, string(k)+"="+string(v))
+	}
+	if got := strings.Join(entries, " "); got != "a1=x a2="+strings.Repeat("y", 20)+" b1=z" {
+		t.Errorf("scan: %s", got)
+	}
+	if st.openIters != 0 {
+		t.Errorf("%d iterators open", st.openIters)
+	}
+	one("leak", "", abi.ErrnoLimit.Result(), "")
+	if st.openIters != 0 || st.closed < 17 {
+		t.Errorf("after leak: %d iterators open, %d closed", st.openIters, st.closed)
+	}
+
+	err := i.Process(bg, rec("sto9", ""))
+	if !IsABIMisuse(err) || !strings.Contains(err.Error(), "state_get: ENOSTORE: store index 9, but the processor declares 1 store(s)") {
+		t.Fatalf("sto9: %v", err)
+	}
+	err = i.Process(bg, rec("curs", ""))
+	if !IsABIMisuse(err) || !strings.Contains(err.Error(), "scan_next: ENOCURSOR: cursor 99 is not open") {
+		t.Fatalf("curs: %v", err)
+	}
+	_ = sink.take()
+
+	// Without a State the state imports fail with ENOSTORE (and the record).
+	j, _ := instantiate(t, compileFile(t, r, "stateops"), Binding{})
+	if err := j.Process(bg, rec("get_", "")); !IsABIMisuse(err) || !strings.Contains(err.Error(), "ENOSTORE") {
+		t.Fatalf("no state: %v", err)
+	}
+}
+
+func TestHostFailures(t *testing.T) {
+	r, _ := newRuntime(t, Options{})
+	m := compileFile(t, r, "passthrough")
+	fail := true
+	i, _ := instantiate(t, m, Binding{Sink: sinkFunc(func(int, *abi.Record) error {
+		if fail {
+			panic("sink bug")
+		}
+		return nil
+	})})
+	err := i.Process(bg, rec("k", "v"))
+	if KindOf(err) != HostFailed || !errors.Is(err, HostFailed) || !strings.Contains(err.Error(), "sink: panic: sink bug") {
+		t.Fatalf("got %v", err)
+	}
+	fail = false
+	if err := i.Process(bg, rec("k", "v")); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("broker gone")
+	j, _ := instantiate(t, m, Binding{Sink: sinkFunc(func(int, *abi.Record) error { return boom })})
+	if err := j.Process(bg, rec("k", "v")); !errors.Is(err, boom) || KindOf(err) != HostFailed {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := m.Instantiate(bg, Binding{Outputs: []string{"o"}}); err == nil {
+		t.Error("outputs without a sink accepted")
+	}
+	if _, err := m.Instantiate(bg, Binding{Stores: []string{"s"}}); err == nil {
+		t.Error("stores without a state accepted")
+	}
+}
+
+func TestInputBuffer(t *testing.T) {
+	r, _ := newRuntime(t, Options{})
+	// passthrough has a fixed 64 KiB buffer: a larger record is refused by
+	// the plugin (PluginFailed), and smaller ones still work afterwards.
+	i, sink := instantiate(t, compileFile(t, r, "passthrough"), Binding{})
+	err := i.Process(bg, rec("k", strings.Repeat("x", 70000)))
+	if !IsPluginFailed(err) || !strings.Contains(err.Error(), "no input buffer for a record of 70037 bytes") {
+		t.Fatalf("got %v", err)
+	}
+	if err := i.Process(bg, rec("k", "v")); err != nil {
+		t.Fatal(err)
+	}
+	// stateops refuses the 64 KiB the host asks for at start, so the host
+	// asks again per record, with the exact size.
+	j, _ := instantiate(t, compileFile(t, r, "stateops"), Binding{Stores: []string{"s"}, State: newMemState(1)})
+	if j.cur.inCap != 0 {
+		t.Fatalf("inCap %d", j.cur.inCap)
+	}
+	if err := j.Process(bg, rec("put_", "v")); err != nil {
+		t.Fatal(err)
+	}
+	if j.cur.inCap != 41 {
+		t.Fatalf("inCap %d, want 41", j.cur.inCap)
+	}
+	_ = sink.take()
+}
+
+func TestLogImport(t *testing.T) {
+	r, logs := newRuntime(t, Options{})
+	_, _ = instantiate(t, compileFile(t, r, "loop"), Binding{Name: "looper"})
+	lines := logs.find("init")
+	if len(lines) != 1 || lines[0].level != slog.LevelInfo || lines[0].attrs["processor"] != "looper" {
+		t.Fatalf("%+v", lines)
+	}
+}
+
+func TestManyInstances(t *testing.T) {
+	r, _ := newRuntime(t, Options{})
+	m := compileFile(t, r, "trap")
+	const instances, records = 32, 200
+	var wg sync.WaitGroup
+	errs := make(chan error, instances)
+	for n := range instances {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sink := &sinkCapture{}
+			i, err := m.Instantiate(bg, Binding{Name: fmt.Sprint("p", n), Outputs: []string{"o"}, Sink: sink})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer i.Close(bg)
+			for k := range records {
+				key := "aaaa"
+				if k == records/2 {
+					key = "boom"
+				}
+				err := i.Process(bg, rec(key, fmt.Sprint(n, "/", k)))
+				if (key == "boom") != IsTrap(err) {
+					errs <- fmt.Errorf("instance %d record %d: %v", n, k, err)
+					return
+				}
+			}
+			got := sink.take()
+			if len(got) != records-1 || string(got[records-2].rec.Value) != fmt.Sprint(n, "/", records-1) {
+				errs <- fmt.Errorf("instance %d: %d emits", n, len(got))
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestClose(t *testing.T) {
+	r, _ := newRuntime(t, Options{})
+	m := compileFile(t, r, "passthrough")
+	i, _ := instantiate(t, m, Binding{})
+	if err := i.Process(bg, rec("k", "v")); err != nil {
+		t.Fatal(err)
+	}
+	if err := i.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	if err := i.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	if err := i.Process(bg, rec("k", "v")); !IsInstanceLost(err) || !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+	// A closed module keeps its live instances and refuses new ones.
+	j, _ := instantiate(t, m, Binding{})
+	if err := m.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Instantiate(bg, Binding{Outputs: []string{"o"}, Sink: &countSink{}}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Instantiate on a closed module: %v", err)
+	}
+	if err := j.Process(bg, rec("k", "v")); err != nil {
+		t.Fatal(err)
+	}
+	// A canceled context is refused before the call.
+	ctx, cancel := context.WithCancel(bg)
+	cancel()
+	if err := j.Process(ctx, rec("k", "v")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled: %v", err)
+	}
+}
+
+// TestRuntimeCloseInterrupts: closing the Runtime interrupts a running call
+// long before its RecordTimeout and leaves the instance InstanceLost.
+func TestRuntimeCloseInterrupts(t *testing.T) {
+	logs := &logCapture{}
+	r, err := NewRuntime(bg, Options{RecordTimeout: time.Minute, Logger: slog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, _ := instantiate(t, compileFile(t, r, "loop"), Binding{})
+	done := make(chan error)
+	go func() { done <- i.Process(bg, rec("spin", "")) }()
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	if err := r.Close(bg); err != nil {
+		t.Fatal(err)
+	}
+	err = <-done
+	if !IsInstanceLost(err) || time.Since(start) > 5*time.Second {
+		t.Fatalf("got %v after %v", err, time.Since(start))
+	}
+	if err := i.Process(bg, rec("k", "")); !IsInstanceLost(err) {
+		t.Fatalf("after close: %v", err)
+	}
+	if _, err := r.Compile(bg, "x", wasmFile(t, "passthrough")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Compile after close: %v", err)
+	}
+}
+
+func TestCompilationCacheDir(t *testing.T) {
+	dir := t.TempDir()
+	for range 2 {
+		r, _ := newRuntime(t, Options{CacheDir: dir})
+		i, _ := instantiate(t, compileFile(t, r, "passthrough"), Binding{})
+		if err := i.Process(bg, rec("k", "v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("cache dir: %v %v", entries, err)
+	}
+}
+
+func TestErrorStrings(t *testing.T) {
+	e := &RecordError{Processor: "p", Kind: Timeout, Msg: "took too long"}
+	if e.Error() != `processor "p": timeout: took too long` {
+		t.Error(e.Error())
+	}
+	wrapped := fmt.Errorf("task 3: %w", e)
+	if !IsTimeout(wrapped) || !errors.Is(wrapped, Timeout) || errors.Is(wrapped, Trap) {
+		t.Error("classification through wrapping")
+	}
+	me := &ModuleError{Module: "m", Kind: MissingExport, Msg: "x"}
+	if me.Error() != `module "m": missing export: x` || !errors.Is(fmt.Errorf("w: %w", me), MissingExport) {
+		t.Error(me.Error())
+	}
+	for k := Trap; k <= InstanceLost; k++ {
+		if strings.Contains(k.String(), "unknown") {
+			t.Errorf("kind %d has no name", k)
+		}
+	}
+	for k := NotWasm; k <= InitFailed; k++ {
+		if strings.Contains(k.String(), "unknown") {
+			t.Errorf("module kind %d has no name", k)
+		}
+	}
+}

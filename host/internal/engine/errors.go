@@ -1,0 +1,244 @@
+package engine
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
+
+// FailureKind says why one Process call failed. A FailureKind is itself an
+// error so that errors.Is(err, engine.Timeout) works on any error chain that
+// holds a *RecordError.
+type FailureKind int
+
+const (
+	// Trap: the plugin trapped (unreachable, out-of-bounds access, division
+	// by zero, stack overflow...) or exited (proc_exit). The instance is
+	// discarded and a fresh one serves the next record.
+	Trap FailureKind = iota + 1
+	// Timeout: the call ran longer than Options.RecordTimeout and was
+	// interrupted. The instance is discarded.
+	Timeout
+	// MemoryLimit: the plugin failed after a memory.grow was refused because
+	// it would pass Options.MemoryLimit (or the module's own maximum). The
+	// instance is discarded.
+	MemoryLimit
+	// ABIMisuse: the plugin broke the ABI: a pointer/length outside its
+	// memory, an undeclared output or store, a malformed emitted record, an
+	// unknown cursor, an unknown status, a bad input buffer. The instance is
+	// kept (its memory is intact).
+	ABIMisuse
+	// PluginFailed: the plugin returned StatusFailed; Msg is the reason it
+	// gave with set_error. The instance is kept.
+	PluginFailed
+	// HostFailed: the host side failed while serving the plugin (the Sink or
+	// the State returned an error or panicked). The instance is kept.
+	HostFailed
+	// InstanceLost: there is no instance to run the record: re-instantiation
+	// after an earlier failure failed (Err is the *ModuleError), or the
+	// Instance, its Module or the Runtime is closed.
+	InstanceLost
+)
+
+var failureKindNames = [...]string{
+	Trap:         "trap",
+	Timeout:      "timeout",
+	MemoryLimit:  "memory limit",
+	ABIMisuse:    "ABI misuse",
+	PluginFailed: "plugin failed",
+	HostFailed:   "host failed",
+	InstanceLost: "instance lost",
+}
+
+// String is the kind's name, such as "timeout".
+func (k FailureKind) String() string {
+	if k > 0 && int(k) < len(failureKindNames) {
+		return failureKindNames[k]
+	}
+	return "unknown failure"
+}
+
+// Error makes FailureKind usable as an errors.Is target.
+func (k FailureKind) Error() string { return k.String() }
+
+// Discards reports whether a failure of this kind discards the instance
+// (the next record runs on a fresh instance, with the plugin's init run again
+// and its in-memory state gone).
+func (k FailureKind) Discards() bool {
+	return k == Trap || k == Timeout || k == MemoryLimit
+}
+
+// RecordError is the error Process returns when a record fails. Emits already
+// delivered to the Sink and writes already made to the State for this record
+// must be discarded by the caller; the engine cannot take them back.
+type RecordError struct {
+	Processor string      // Binding.Name
+	Kind      FailureKind // why
+	Msg       string      // the reason, one line (wazero's trap message, the plugin's set_error text...)
+	Err       error       // underlying error, if any (wazero's error with the Wasm stack trace, the Sink's error...)
+}
+
+// Error reads like: processor "p": timeout: record took longer than 1s.
+func (e *RecordError) Error() string {
+	var b strings.Builder
+	b.WriteString("processor ")
+	b.WriteString(quote(e.Processor))
+	b.WriteString(": ")
+	b.WriteString(e.Kind.String())
+	if e.Msg != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Msg)
+	}
+	return b.String()
+}
+
+// Unwrap returns Err.
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// Is reports whether target is e's FailureKind.
+func (e *RecordError) Is(target error) bool {
+	k, ok := target.(FailureKind)
+	return ok && k == e.Kind
+}
+
+// KindOf returns the FailureKind of the first *RecordError in err's chain, or
+// 0 if there is none.
+func KindOf(err error) FailureKind {
+	var re *RecordError
+	if errors.As(err, &re) {
+		return re.Kind
+	}
+	return 0
+}
+
+// IsTimeout reports whether err is a record that ran past RecordTimeout.
+func IsTimeout(err error) bool { return KindOf(err) == Timeout }
+
+// IsTrap reports whether err is a record on which the plugin trapped or exited.
+func IsTrap(err error) bool { return KindOf(err) == Trap }
+
+// IsMemoryLimit reports whether err is a record that hit the memory limit.
+func IsMemoryLimit(err error) bool { return KindOf(err) == MemoryLimit }
+
+// IsABIMisuse reports whether err is a record on which the plugin broke the ABI.
+func IsABIMisuse(err error) bool { return KindOf(err) == ABIMisuse }
+
+// IsPluginFailed reports whether err is a record the plugin rejected.
+func IsPluginFailed(err error) bool { return KindOf(err) == PluginFailed }
+
+// IsInstanceLost reports whether err means no instance could run the record.
+func IsInstanceLost(err error) bool { return KindOf(err) == InstanceLost }
+
+// ModuleErrorKind says why a module was refused or could not be instantiated.
+// It is an error so that errors.Is(err, engine.MissingExport) works.
+type ModuleErrorKind int
+
+const (
+	// NotWasm: the bytes are not a WebAssembly core module.
+	NotWasm ModuleErrorKind = iota + 1
+	// CompileFailed: malformed, truncated or invalid Wasm.
+	CompileFailed
+	// MemoryTooLarge: the module's minimum memory is over Options.MemoryLimit.
+	MemoryTooLarge
+	// NoABIMarker: no wasmstream_abi_version_N export at all.
+	NoABIMarker
+	// UnsupportedABIVersion: markers exist, none for a version this host speaks.
+	UnsupportedABIVersion
+	// MissingExport: a required export is missing.
+	MissingExport
+	// WrongSignature: an export has the wrong kind or signature.
+	WrongSignature
+	// ForbiddenImport: an import outside "wasmstream" and
+	// "wasi_snapshot_preview1", an unknown function in either, a wrong
+	// signature, or an import that is not a function.
+	ForbiddenImport
+	// InstantiateFailed: wazero refused to instantiate (data or element
+	// segment out of bounds, ...).
+	InstantiateFailed
+	// InitTrapped: the start function, _initialize or wasmstream_init
+	// trapped, exited, hit the memory limit or timed out.
+	InitTrapped
+	// InitFailed: wasmstream_init returned StatusFailed (Msg is its set_error
+	// reason), an unknown status, or the plugin misused the ABI during init.
+	InitFailed
+)
+
+var moduleErrorKindNames = [...]string{
+	NotWasm:               "not wasm",
+	CompileFailed:         "compile failed",
+	MemoryTooLarge:        "memory too large",
+	NoABIMarker:           "no ABI marker",
+	UnsupportedABIVersion: "unsupported ABI version",
+	MissingExport:         "missing export",
+	WrongSignature:        "wrong signature",
+	ForbiddenImport:       "forbidden import",
+	InstantiateFailed:     "instantiate failed",
+	InitTrapped:           "init trapped",
+	InitFailed:            "init failed",
+}
+
+// String is the kind's name, such as "missing export".
+func (k ModuleErrorKind) String() string {
+	if k > 0 && int(k) < len(moduleErrorKindNames) {
+		return moduleErrorKindNames[k]
+	}
+	return "unknown module error"
+}
+
+// Error makes ModuleErrorKind usable as an errors.Is target.
+func (k ModuleErrorKind) Error() string { return k.String() }
+
+// ModuleError is returned by Compile, Inspect and Instantiate for a module
+// that cannot be used.
+type ModuleError struct {
+	Module string          // the name given to Compile ("" for Inspect)
+	Kind   ModuleErrorKind // why
+	Msg    string          // what exactly, naming exports, imports and signatures
+	Err    error           // underlying error, if any
+}
+
+// Error reads like: module "m": missing export: wasmstream_process, want func (i32) -> i32.
+func (e *ModuleError) Error() string {
+	var b strings.Builder
+	b.WriteString("module ")
+	b.WriteString(quote(e.Module))
+	b.WriteString(": ")
+	b.WriteString(e.Kind.String())
+	if e.Msg != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Msg)
+	}
+	return b.String()
+}
+
+// Unwrap returns Err.
+func (e *ModuleError) Unwrap() error { return e.Err }
+
+// Is reports whether target is e's ModuleErrorKind.
+func (e *ModuleError) Is(target error) bool {
+	k, ok := target.(ModuleErrorKind)
+	return ok && k == e.Kind
+}
+
+// ModuleErrorKindOf returns the ModuleErrorKind of the first *ModuleError in
+// err's chain, or 0 if there is none.
+func ModuleErrorKindOf(err error) ModuleErrorKind {
+	var me *ModuleError
+	if errors.As(err, &me) {
+		return me.Kind
+	}
+	return 0
+}
+
+func quote(s string) string { return strconv.Quote(s) }
+
+// firstLine returns s up to its first newline, cut at max bytes.
+func firstLine(s string, max int) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > max {
+		s = s[:max] + "..."
+	}
+	return strings.TrimSpace(s)
+}

@@ -1,0 +1,519 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"math"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// The "wasmstream" host module. Every function takes u32 arguments, returns
+// an i32 (a result >= 0 or -Errno) and finds its Instance through the
+// context the Instance passes to every call (ctx.Value with a zero-size key:
+// no allocation). Each pointer/length pair is bounds-checked; a fault is
+// also recorded on the instance so the record fails with ABIMisuse even if
+// the plugin ignores the result.
+//
+// Errors that mean the plugin is wrong (EFAULT, EINVAL on emit, ENOOUTPUT,
+// ENOSTORE, ENOCURSOR, EPHASE) fail the record. Errors the plugin can handle
+// (ENOTFOUND, ETOOLARGE, ELIMIT, ENONAME, EINVAL for an unknown log level) do
+// not. EIO (the Sink or State failed) fails the record as HostFailed.
+
+type hostFunc struct {
+	name   string
+	params int // all i32; the result is one i32
+	fn     api.GoModuleFunc
+}
+
+var hostFuncs = []hostFunc{
+	{abi.ImportEmit, 2, func(ctx context.Context, _ api.Module, s []uint64) {
+		ret(s, instanceOf(ctx).emit(u32(s[0]), u32(s[1])))
+	}},
+	{abi.ImportOutputIndex, 2, func(ctx context.Context, _ api.Module, s []uint64) {
+		i := instanceOf(ctx)
+		ret(s, i.nameIndex(abi.ImportOutputIndex, i.b.Outputs, u32(s[0]), u32(s[1])))
+	}},
+	{abi.ImportStoreIndex, 2, func(ctx context.Context, _ api.Module, s []uint64) {
+		i := instanceOf(ctx)
+		ret(s, i.nameIndex(abi.ImportStoreIndex, i.b.Stores, u32(s[0]), u32(s[1])))
+	}},
+	{abi.ImportConfig, 2, func(ctx context.Context, _ api.Module, s []uint64) {
+		ret(s, instanceOf(ctx).config(u32(s[0]), u32(s[1])))
+	}},
+	{abi.ImportLog, 3, func(ctx context.Context, _ api.Module, s []uint64) {
+		ret(s, instanceOf(ctx).logLine(u32(s[0]), u32(s[1]), u32(s[2])))
+	}},
+	{abi.ImportSetError, 2, func(ctx context.Context, _ api.Module, s []uint64) {
+		ret(s, instanceOf(ctx).setError(u32(s[0]), u32(s[1])))
+	}},
+	{abi.ImportStateGet, 5, func(ctx context.Context, _ api.Module, s []uint64) {
+		ret(s, instanceOf(ctx).stateGet(u32(s[0]), u32(s[1]), u32(s[2]), u32(s[3]), u32(s[4])))
+	}},
+	{abi.ImportStatePut, 5, func(ctx context.Context, _ api.Module, s []uint64) {
+		ret(s, instanceOf(ctx).statePut(u32(s[0]), u32(s[1]), u32(s[2]), u32(s[3]), u32(s[4])))
+	}},
+	{abi.ImportStateDelete, 3, func(ctx context.Context, _ api.Module, s []uint64) {
+		ret(s, instanceOf(ctx).stateDelete(u32(s[0]), u32(s[1]), u32(s[2])))
+	}},
+	{abi.ImportScanOpen, 5, func(ctx context.Context, _ api.Module, s []uint64) {
+		ret(s, instanceOf(ctx).scanOpen(u32(s[0]), u32(s[1]), u32(s[2]), u32(s[3]), u32(s[4])))
+	}},
+	{abi.ImportScanNext, 3, func(ctx context.Context, _ api.Module, s []uint64) {
+		ret(s, instanceOf(ctx).scanNext(u32(s[0]), u32(s[1]), u32(s[2])))
+	}},
+	{abi.ImportScanClose, 1, func(ctx context.Context, _ api.Module, s []uint64) {
+		ret(s, instanceOf(ctx).scanClose(u32(s[0])))
+	}},
+}
+
+// hostSignature returns the signature of a host import, and false for a name
+// the host does not provide.
+func hostSignature(name string) (string, bool) {
+	for _, h := range hostFuncs {
+		if h.name == name {
+			return signature(i32s(h.params), i32s(1)), true
+		}
+	}
+	return "", false
+}
+
+func i32s(n int) []api.ValueType {
+	t := make([]api.ValueType, n)
+	for k := range t {
+		t[k] = api.ValueTypeI32
+	}
+	return t
+}
+
+func instantiateHostModule(ctx context.Context, rt wazero.Runtime) error {
+	b := rt.NewHostModuleBuilder(abi.ImportModule)
+	for _, h := range hostFuncs {
+		b.NewFunctionBuilder().
+			WithGoModuleFunction(h.fn, i32s(h.params), i32s(1)).
+			Export(h.name)
+	}
+	_, err := b.Instantiate(ctx)
+	return err
+}
+
+// instanceKey is the context key of the calling Instance. Zero-size, so
+// converting it to an interface does not allocate.
+type instanceKey struct{}
+
+// noInstance serves host calls that arrive without an Instance in the
+// context (impossible through the engine; kept so a nil never panics).
+var noInstance = &Instance{phase: phaseNone}
+
+func instanceOf(ctx context.Context) *Instance {
+	if i, ok := ctx.Value(instanceKey{}).(*Instance); ok && i.cur != nil {
+		return i
+	}
+	return noInstance
+}
+
+func u32(v uint64) uint32 { return uint32(v) }
+
+func ret(s []uint64, v int32) { s[0] = api.EncodeI32(v) }
+
+// phase is what the instance is doing; it decides which imports are allowed.
+type phase uint8
+
+const (
+	phaseNone   phase = iota // no call (or no instance): every import fails with EPHASE
+	phaseInit                // start, _initialize, wasmstream_init, wasmstream_input
+	phaseRecord              // wasmstream_process
+)
+
+// misuse records the first ABI misuse of the current call.
+func (i *Instance) misuse(format string, args ...any) {
+	if i.misuseMsg == "" {
+		i.misuseMsg = fmt.Sprintf(format, args...)
+	}
+}
+
+// hostFail records the first host-side failure of the current call.
+func (i *Instance) hostFail(what string, err error) {
+	if i.hostErr == nil {
+		i.hostErr = fmt.Errorf("%s: %w", what, err)
+	}
+}
+
+// read bounds-checks [ptr, ptr+n) and returns a view of guest memory.
+func (i *Instance) read(fn string, ptr, n uint32) ([]byte, bool) {
+	b, ok := i.cur.mem.Read(ptr, n)
+	if !ok {
+		i.misuse("%s: %s: [%d, %d) is outside plugin memory of %d bytes",
+			fn, abi.ErrnoFault.Name(), ptr, uint64(ptr)+uint64(n), i.cur.mem.Size())
+	}
+	return b, ok
+}
+
+// inRecord fails calls made outside process with EPHASE.
+func (i *Instance) inRecord(fn string) int32 {
+	if i.phase == phaseRecord {
+		return 0
+	}
+	if i.phase == phaseInit {
+		i.misuse("%s during init: %s: %s is only allowed while processing a record", fn, abi.ErrnoPhase.Name(), fn)
+	}
+	return abi.ErrnoPhase.Result()
+}
+
+func (i *Instance) emit(ptr, n uint32) int32 {
+	if e := i.inRecord(abi.ImportEmit); e != 0 {
+		return e
+	}
+	if n > abi.MaxRecordSize {
+		return abi.ErrnoTooLarge.Result()
+	}
+	b, ok := i.read(abi.ImportEmit, ptr, n)
+	if !ok {
+		return abi.ErrnoFault.Result()
+	}
+	if err := i.emitRec.Decode(b); err != nil {
+		i.misuse("%s: %s: %d bytes are not a valid record: %v", abi.ImportEmit, abi.ErrnoInval.Name(), n, err)
+		return abi.ErrnoInval.Result()
+	}
+	if uint64(i.emitRec.Index) >= uint64(len(i.b.Outputs)) {
+		i.misuse("%s: %s: output index %d, but the processor declares %d output(s)",
+			abi.ImportEmit, abi.ErrnoNoOutput.Name(), i.emitRec.Index, len(i.b.Outputs))
+		return abi.ErrnoNoOutput.Result()
+	}
+	if err := i.sinkEmit(); err != nil {
+		i.hostFail("sink", err)
+		return abi.ErrnoIO.Result()
+	}
+	return 0
+}
+
+// sinkEmit calls the Sink; a panic there becomes an error.
+func (i *Instance) sinkEmit() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return i.b.Sink.Emit(int(i.emitRec.Index), &i.emitRec)
+}
+
+func (i *Instance) nameIndex(fn string, names []string, ptr, n uint32) int32 {
+	if i.phase == phaseNone {
+		return abi.ErrnoPhase.Result()
+	}
+	b, ok := i.read(fn, ptr, n)
+	if !ok {
+		return abi.ErrnoFault.Result()
+	}
+	for k, name := range names {
+		if string(b) == name {
+			return int32(k)
+		}
+	}
+	return abi.ErrnoNoName.Result()
+}
+
+func (i *Instance) config(ptr, capacity uint32) int32 {
+	if i.phase == phaseNone {
+		return abi.ErrnoPhase.Result()
+	}
+	out, ok := i.read(abi.ImportConfig, ptr, capacity)
+	if !ok {
+		return abi.ErrnoFault.Result()
+	}
+	if len(i.b.Config) <= len(out) {
+		copy(out, i.b.Config)
+	}
+	return int32(len(i.b.Config))
+}
+
+func (i *Instance) logLine(level, ptr, n uint32) int32 {
+	if i.phase == phaseNone {
+		return abi.ErrnoPhase.Result()
+	}
+	b, ok := i.read(abi.ImportLog, ptr, n)
+	if !ok {
+		return abi.ErrnoFault.Result()
+	}
+	var lvl slog.Level
+	switch level {
+	case abi.LogDebug:
+		lvl = slog.LevelDebug
+	case abi.LogInfo:
+		lvl = slog.LevelInfo
+	case abi.LogWarn:
+		lvl = slog.LevelWarn
+	case abi.LogError:
+		lvl = slog.LevelError
+	default:
+		return abi.ErrnoInval.Result()
+	}
+	ctx := context.Background()
+	if !i.log.Enabled(ctx, lvl) {
+		return 0
+	}
+	if len(b) > abi.MaxLogSize {
+		i.log.LogAttrs(ctx, lvl, string(b[:abi.MaxLogSize]), slog.Bool("truncated", true))
+	} else {
+		i.log.LogAttrs(ctx, lvl, string(b))
+	}
+	return 0
+}
+
+func (i *Instance) setError(ptr, n uint32) int32 {
+	if i.phase == phaseNone {
+		return abi.ErrnoPhase.Result()
+	}
+	b, ok := i.read(abi.ImportSetError, ptr, n)
+	if !ok {
+		return abi.ErrnoFault.Result()
+	}
+	if len(b) > abi.MaxLogSize {
+		b = b[:abi.MaxLogSize]
+	}
+	i.errText = append(i.errText[:0], b...)
+	i.errSet = true
+	return 0
+}
+
+// checkStore validates the phase and the store index of a state call.
+func (i *Instance) checkStore(fn string, store uint32) int32 {
+	if e := i.inRecord(fn); e != 0 {
+		return e
+	}
+	if i.b.State == nil || uint64(store) >= uint64(len(i.b.Stores)) {
+		i.misuse("%s: %s: store index %d, but the processor declares %d store(s)",
+			fn, abi.ErrnoNoStore.Name(), store, len(i.b.Stores))
+		return abi.ErrnoNoStore.Result()
+	}
+	return 0
+}
+
+func (i *Instance) stateGet(store, keyPtr, keyLen, outPtr, outCap uint32) int32 {
+	if e := i.checkStore(abi.ImportStateGet, store); e != 0 {
+		return e
+	}
+	if keyLen > abi.MaxKeySize {
+		return abi.ErrnoTooLarge.Result()
+	}
+	key, ok := i.read(abi.ImportStateGet, keyPtr, keyLen)
+	if !ok {
+		return abi.ErrnoFault.Result()
+	}
+	out, ok := i.read(abi.ImportStateGet, outPtr, outCap)
+	if !ok {
+		return abi.ErrnoFault.Result()
+	}
+	v, found, err := i.safeGet(int(store), key)
+	if err != nil {
+		i.hostFail("state get", err)
+		return abi.ErrnoIO.Result()
+	}
+	if !found {
+		return abi.ErrnoNotFound.Result()
+	}
+	if len(v) > math.MaxInt32 {
+		return abi.ErrnoTooLarge.Result()
+	}
+	if len(v) <= len(out) {
+		copy(out, v)
+	}
+	return int32(len(v))
+}
+
+func (i *Instance) statePut(store, keyPtr, keyLen, valPtr, valLen uint32) int32 {
+	if e := i.checkStore(abi.ImportStatePut, store); e != 0 {
+		return e
+	}
+	if keyLen > abi.MaxKeySize || valLen > abi.MaxValueSize {
+		return abi.ErrnoTooLarge.Result()
+	}
+	key, ok := i.read(abi.ImportStatePut, keyPtr, keyLen)
+	if !ok {
+		return abi.ErrnoFault.Result()
+	}
+	val, ok := i.read(abi.ImportStatePut, valPtr, valLen)
+	if !ok {
+		return abi.ErrnoFault.Result()
+	}
+	if err := i.safeState(func(s State) error { return s.Put(int(store), key, val) }); err != nil {
+		i.hostFail("state put", err)
+		return abi.ErrnoIO.Result()
+	}
+	return 0
+}
+
+func (i *Instance) stateDelete(store, keyPtr, keyLen uint32) int32 {
+	if e := i.checkStore(abi.ImportStateDelete, store); e != 0 {
+		return e
+	}
+	if keyLen > abi.MaxKeySize {
+		return abi.ErrnoTooLarge.Result()
+	}
+	key, ok := i.read(abi.ImportStateDelete, keyPtr, keyLen)
+	if !ok {
+		return abi.ErrnoFault.Result()
+	}
+	if err := i.safeState(func(s State) error { return s.Delete(int(store), key) }); err != nil {
+		i.hostFail("state delete", err)
+		return abi.ErrnoIO.Result()
+	}
+	return 0
+}
+
+func (i *Instance) safeGet(store int, key []byte) (v []byte, found bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return i.b.State.Get(store, key)
+}
+
+func (i *Instance) safeState(f func(State) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return f(i.b.State)
+}
+
+// cursor is one open scan. Bounds are copied out of guest memory (an
+// iterator may keep them); an entry that did not fit the plugin's buffer is
+// kept (pending) and returned by the next scan_next.
+type cursor struct {
+	it         Iterator
+	open       bool
+	start, end []byte
+	pending    bool
+	key, value []byte
+}
+
+func (i *Instance) scanOpen(store, startPtr, startLen, endPtr, endLen uint32) int32 {
+	if e := i.checkStore(abi.ImportScanOpen, store); e != 0 {
+		return e
+	}
+	if startLen > abi.MaxKeySize || endLen > abi.MaxKeySize {
+		return abi.ErrnoTooLarge.Result()
+	}
+	start, ok := i.read(abi.ImportScanOpen, startPtr, startLen)
+	if !ok {
+		return abi.ErrnoFault.Result()
+	}
+	end, ok := i.read(abi.ImportScanOpen, endPtr, endLen)
+	if !ok {
+		return abi.ErrnoFault.Result()
+	}
+	for id := range i.cursors {
+		c := &i.cursors[id]
+		if c.open {
+			continue
+		}
+		c.start = append(c.start[:0], start...)
+		c.end = append(c.end[:0], end...)
+		var it Iterator
+		err := i.safeState(func(s State) (err error) {
+			it, err = s.Scan(int(store), c.start, c.end)
+			return err
+		})
+		if err != nil {
+			i.hostFail("state scan", err)
+			return abi.ErrnoIO.Result()
+		}
+		c.it, c.open, c.pending = it, true, false
+		i.openCursors++
+		return int32(id)
+	}
+	return abi.ErrnoLimit.Result()
+}
+
+func (i *Instance) cursor(fn string, id uint32) *cursor {
+	if uint64(id) < uint64(len(i.cursors)) && i.cursors[id].open {
+		return &i.cursors[id]
+	}
+	i.misuse("%s: %s: cursor %d is not open", fn, abi.ErrnoNoCursor.Name(), id)
+	return nil
+}
+
+func (i *Instance) scanNext(id, outPtr, outCap uint32) int32 {
+	if e := i.inRecord(abi.ImportScanNext); e != 0 {
+		return e
+	}
+	c := i.cursor(abi.ImportScanNext, id)
+	if c == nil {
+		return abi.ErrnoNoCursor.Result()
+	}
+	out, ok := i.read(abi.ImportScanNext, outPtr, outCap)
+	if !ok {
+		return abi.ErrnoFault.Result()
+	}
+	if !c.pending {
+		var more bool
+		err := i.safeState(func(State) (err error) {
+			c.key, c.value, more, err = c.it.Next()
+			return err
+		})
+		if err != nil {
+			i.hostFail("state scan next", err)
+			return abi.ErrnoIO.Result()
+		}
+		if !more {
+			return 0
+		}
+		c.pending = true
+	}
+	size := abi.ScanEntryHeaderSize + len(c.key) + len(c.value)
+	if size > math.MaxInt32 {
+		return abi.ErrnoTooLarge.Result()
+	}
+	if size <= len(out) {
+		binary.LittleEndian.PutUint32(out[0:], uint32(len(c.key)))
+		binary.LittleEndian.PutUint32(out[4:], uint32(len(c.value)))
+		n := copy(out[abi.ScanEntryHeaderSize:], c.key)
+		copy(out[abi.ScanEntryHeaderSize+n:], c.value)
+		c.pending = false
+	}
+	return int32(size)
+}
+
+func (i *Instance) scanClose(id uint32) int32 {
+	if e := i.inRecord(abi.ImportScanClose); e != 0 {
+		return e
+	}
+	c := i.cursor(abi.ImportScanClose, id)
+	if c == nil {
+		return abi.ErrnoNoCursor.Result()
+	}
+	if err := i.closeCursor(c); err != nil {
+		i.hostFail("state scan close", err)
+		return abi.ErrnoIO.Result()
+	}
+	return 0
+}
+
+func (i *Instance) closeCursor(c *cursor) error {
+	it := c.it
+	c.it, c.open, c.pending, c.key, c.value = nil, false, false, nil, nil
+	i.openCursors--
+	return i.safeState(func(State) error { return it.Close() })
+}
+
+// closeCursors closes what the plugin left open at the end of a call.
+func (i *Instance) closeCursors() {
+	if i.openCursors == 0 {
+		return
+	}
+	for id := range i.cursors {
+		if c := &i.cursors[id]; c.open {
+			if err := i.closeCursor(c); err != nil {
+				i.log.Warn("closing a scan cursor failed", "err", err)
+			}
+		}
+	}
+}

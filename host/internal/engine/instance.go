@@ -1,0 +1,521 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// Sink receives the records a plugin emits.
+type Sink interface {
+	// Emit is called once per accepted emit, during Process and on its
+	// goroutine. output indexes Binding.Outputs. rec and every slice in it
+	// alias guest memory and a scratch record the engine reuses: copy what
+	// you keep before returning. An error makes emit return EIO to the
+	// plugin and fails the record (HostFailed).
+	Emit(output int, rec *abi.Record) error
+}
+
+// State is one task's store access. The engine calls it during Process, on
+// Process's goroutine. Slices passed in alias guest memory or engine buffers
+// and are valid only during the call, except the bounds given to Scan, which
+// stay valid until the Iterator is closed. Any error makes the state call
+// return EIO to the plugin and fails the record (HostFailed). The engine
+// cannot undo writes of a failed record: the caller must discard them.
+type State interface {
+	// Get returns the value of key in store (an index into
+	// Binding.Stores). The value must stay valid until the next State call.
+	Get(store int, key []byte) (value []byte, found bool, err error)
+	// Put sets key to value in store; it copies both.
+	Put(store int, key, value []byte) error
+	// Delete removes key from store.
+	Delete(store int, key []byte) error
+	// Scan iterates over keys k with start <= k < end in byte order; an
+	// empty end means no upper bound.
+	Scan(store int, start, end []byte) (Iterator, error)
+}
+
+// Iterator walks a Scan. The engine closes every iterator a record left open
+// when the record ends.
+type Iterator interface {
+	// Next returns the next entry, or ok == false at the end. key and value
+	// must stay valid until the next call to Next or Close.
+	Next() (key, value []byte, ok bool, err error)
+	// Close releases the iterator.
+	Close() error
+}
+
+// Binding is what one Instance serves its plugin.
+type Binding struct {
+	// Name is the processor's name; it tags logs and errors.
+	Name string
+	// Outputs are the processor's declared outputs: emit's record index and
+	// output_index resolve against them, in this order.
+	Outputs []string
+	// Stores are the processor's declared state stores: the store argument
+	// of the state imports and store_index resolve against them.
+	Stores []string
+	// Config is the processor's configuration (JSON) served by the config
+	// import. Copied by Instantiate.
+	Config []byte
+	// Sink receives emits; required when Outputs is not empty.
+	Sink Sink
+	// State serves the state imports; required when Stores is not empty.
+	State State
+}
+
+// defaultInputSize is the input buffer the host asks for at start (bytes).
+const defaultInputSize = 64 << 10
+
+// interrupted is the deadline value of a call the watchdog has interrupted.
+const interrupted = -1
+
+// Instance is one plugin instance bound to one task. It is not safe for
+// concurrent use: one goroutine calls Process and Close.
+type Instance struct {
+	rt     *Runtime
+	m      *Module
+	b      Binding
+	log    *slog.Logger
+	ctx    context.Context // carries the Instance to host functions; never done
+	stdout *lineWriter
+	stderr *lineWriter
+
+	// cur is the live wazero instance; nil after a discard until the next
+	// Process re-instantiates. Written only by the owning goroutine, under
+	// imu; read by the watchdog under imu.
+	cur *live
+
+	// deadline is the watchdog tick after which the running call is
+	// interrupted: 0 when no call runs, interrupted (-1) once the watchdog
+	// has fired, math.MaxInt64 while instantiating (busy, never due).
+	deadline atomic.Int64
+	imu      sync.Mutex // held by the watchdog while it interrupts
+
+	// Per-call state, owned by the calling goroutine.
+	phase       phase
+	stack       [1]uint64
+	misuseMsg   string
+	hostErr     error
+	errText     []byte
+	errSet      bool
+	emitRec     abi.Record
+	cursors     [abi.MaxOpenCursors]cursor
+	openCursors int
+	closed      bool
+}
+
+// live is one wazero instantiation of the plugin.
+type live struct {
+	mod     api.Module
+	mem     api.Memory
+	flag    api.MutableGlobal // the instrumented interrupt flag
+	lm      *linearMemory
+	process api.Function
+	input   api.Function
+	inPtr   uint32 // input buffer, from wasmstream_input
+	inCap   uint32
+}
+
+// Instantiate creates an instance: it instantiates the module in the
+// sandbox, runs the start function, _initialize and wasmstream_init (each
+// under Options.InitTimeout) and asks for the input buffer. Errors are
+// *ModuleError (InstantiateFailed, InitTrapped, InitFailed) or a plain error
+// for a bad Binding or a closed Runtime/Module.
+func (m *Module) Instantiate(ctx context.Context, b Binding) (*Instance, error) {
+	if len(b.Outputs) > 0 && b.Sink == nil {
+		return nil, fmt.Errorf("engine: processor %q declares outputs but the binding has no Sink", b.Name)
+	}
+	if len(b.Stores) > 0 && b.State == nil {
+		return nil, fmt.Errorf("engine: processor %q declares stores but the binding has no State", b.Name)
+	}
+	b.Outputs = append([]string(nil), b.Outputs...)
+	b.Stores = append([]string(nil), b.Stores...)
+	b.Config = append([]byte(nil), b.Config...)
+	if err := m.acquire(); err != nil {
+		return nil, err
+	}
+	i := &Instance{rt: m.rt, m: m, b: b}
+	i.log = m.rt.logger.With(slog.String("processor", b.Name))
+	i.stdout = newLineWriter(i.log, slog.LevelInfo, "stdout")
+	i.stderr = newLineWriter(i.log, slog.LevelWarn, "stderr")
+	i.ctx = context.WithValue(context.Background(), instanceKey{}, i)
+	if err := m.rt.register(i); err != nil {
+		m.release(ctx)
+		return nil, fmt.Errorf("engine: instantiate %q: %w", m.name, err)
+	}
+	if err := i.start(ctx); err != nil {
+		_ = i.Close(ctx)
+		return nil, err
+	}
+	return i, nil
+}
+
+// Process runs the plugin on one record: it encodes rec into the plugin's
+// input buffer, calls wasmstream_process and returns nil or a *RecordError.
+// On error the caller must discard the record's emits and state writes. A
+// Trap, Timeout or MemoryLimit discards the instance; the next Process
+// re-instantiates it (running init again) and fails with InstanceLost if
+// that fails. ctx is checked before the call only: the call itself is
+// bounded by Options.RecordTimeout. On the success path Process makes no
+// heap allocation in the host (the Sink and State may).
+func (i *Instance) Process(ctx context.Context, rec *abi.Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if i.cur == nil {
+		if err := i.revive(ctx); err != nil {
+			return err
+		}
+	}
+	n := rec.EncodedSize()
+	if n > int(i.cur.inCap) {
+		if err := i.growInput(ctx, n); err != nil {
+			return err
+		}
+	}
+	l := i.cur
+	buf, ok := l.mem.Read(l.inPtr, uint32(n))
+	if !ok {
+		l.inCap = 0
+		return i.recordErr(ABIMisuse, "the input buffer is no longer inside plugin memory", nil)
+	}
+	rec.EncodeTo(buf)
+
+	i.beginCall(phaseRecord)
+	i.stack[0] = uint64(n)
+	intr, err := i.call(l.process, i.rt.recordTicks)
+	i.closeCursors()
+	i.phase = phaseNone
+	if intr || err != nil {
+		if err != nil || !i.clearInterrupt() {
+			return i.trapped(ctx, abi.ExportProcess, err, intr, i.rt.opts.RecordTimeout)
+		}
+	}
+	if i.hostErr != nil {
+		return i.recordErr(HostFailed, i.hostErr.Error(), i.hostErr)
+	}
+	if i.misuseMsg != "" {
+		return i.recordErr(ABIMisuse, i.misuseMsg, nil)
+	}
+	switch st := abi.Status(int32(i.stack[0])); st {
+	case abi.StatusOK:
+		return nil
+	case abi.StatusFailed:
+		return i.recordErr(PluginFailed, i.reason(), nil)
+	default:
+		return i.recordErr(ABIMisuse, fmt.Sprintf("%s returned unknown status %d", abi.ExportProcess, st), nil)
+	}
+}
+
+// Close discards the instance. It must not run concurrently with Process.
+// Closing twice is a no-op.
+func (i *Instance) Close(ctx context.Context) error {
+	if i.closed {
+		return nil
+	}
+	i.closed = true
+	i.discard(ctx)
+	i.rt.unregister(i)
+	i.m.release(ctx)
+	return nil
+}
+
+// Name is the processor name of the binding.
+func (i *Instance) Name() string { return i.b.Name }
+
+// call runs fn under the watchdog with the arguments and results in
+// i.stack. intr reports that the watchdog interrupted it.
+func (i *Instance) call(fn api.Function, ticks int64) (intr bool, err error) {
+	i.cur.lm.growFailed = false
+	// Store the deadline, then read closing; Runtime.Close does the
+	// opposite, so either this call sees closing or Close sees the call.
+	i.deadline.Store(i.rt.tick.Load() + ticks)
+	if i.rt.closing.Load() {
+		i.deadline.Store(0)
+		return false, ErrClosed
+	}
+	err = fn.CallWithStack(i.ctx, i.stack[:])
+	if i.deadline.Swap(0) == interrupted {
+		i.imu.Lock() // wait until the watchdog has finished setting the flag
+		i.imu.Unlock()
+		return true, err
+	}
+	return false, err
+}
+
+// clearInterrupt resets the flag of a call that finished just as the
+// watchdog fired, so the instance can be kept.
+func (i *Instance) clearInterrupt() bool {
+	if i.cur == nil || i.cur.flag == nil {
+		return false
+	}
+	i.cur.flag.Set(0)
+	return true
+}
+
+func (i *Instance) interruptIfDue(now int64) {
+	if d := i.deadline.Load(); d > 0 && now > d {
+		i.interrupt(d)
+	}
+}
+
+// interruptNow interrupts a running call whatever its deadline (Close).
+func (i *Instance) interruptNow() {
+	if d := i.deadline.Load(); d != 0 && d != interrupted {
+		i.interrupt(d)
+	}
+}
+
+func (i *Instance) interrupt(d int64) {
+	i.imu.Lock()
+	if i.deadline.CompareAndSwap(d, interrupted) && i.cur != nil && i.cur.flag != nil {
+		i.cur.flag.Set(1)
+	}
+	i.imu.Unlock()
+}
+
+func (i *Instance) beginCall(p phase) {
+	i.phase = p
+	i.misuseMsg = ""
+	i.hostErr = nil
+	i.errSet = false
+	i.errText = i.errText[:0]
+	i.stderr.first = ""
+}
+
+func (i *Instance) reason() string {
+	if !i.errSet {
+		return "no reason given (the plugin did not call set_error)"
+	}
+	return string(i.errText)
+}
+
+func (i *Instance) recordErr(kind FailureKind, msg string, err error) error {
+	return &RecordError{Processor: i.b.Name, Kind: kind, Msg: msg, Err: err}
+}
+
+// trapped classifies a failed call, discards the instance and returns the
+// record's error.
+func (i *Instance) trapped(ctx context.Context, fn string, err error, intr bool, limit time.Duration) error {
+	if !intr && errors.Is(err, ErrClosed) {
+		return i.recordErr(InstanceLost, "the runtime is closed", err)
+	}
+	if intr && i.rt.closing.Load() {
+		i.discard(ctx)
+		return i.recordErr(InstanceLost, fn+": interrupted: the runtime is closing", ErrClosed)
+	}
+	kind, msg := i.classify(err, intr, limit)
+	i.discard(ctx)
+	return i.recordErr(kind, fn+": "+msg, err)
+}
+
+// classify names the failure of a call that returned err or was interrupted.
+func (i *Instance) classify(err error, intr bool, limit time.Duration) (FailureKind, string) {
+	l := i.cur
+	msg := ""
+	var exit *sys.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		msg = fmt.Sprintf("plugin exited with code %d", exit.ExitCode())
+	default:
+		msg = firstLine(err.Error(), 240)
+	}
+	if line := i.stderr.takeFirst(); line != "" {
+		msg += " (stderr: " + firstLine(line, 240) + ")"
+	}
+	switch {
+	case intr:
+		return Timeout, fmt.Sprintf("interrupted after running longer than %v", limit)
+	case l.lm.growFailed:
+		return MemoryLimit, fmt.Sprintf("memory.grow refused at %d KiB (limit %d KiB): %s",
+			l.mem.Size()>>10, i.rt.limitBytes>>10, msg)
+	}
+	if maxPages, ok := l.mem.Definition().Max(); ok && uint64(l.mem.Size()) >= uint64(maxPages)*PageSize {
+		return MemoryLimit, fmt.Sprintf("memory at the module's declared maximum of %d pages: %s", maxPages, msg)
+	}
+	return Trap, msg
+}
+
+// discard closes the live wazero instance (no call is running).
+func (i *Instance) discard(ctx context.Context) {
+	l := i.cur
+	if l == nil {
+		return
+	}
+	i.imu.Lock()
+	i.cur = nil
+	i.imu.Unlock()
+	i.stdout.flush()
+	i.stderr.flush()
+	_ = l.mod.Close(ctx)
+}
+
+// revive re-instantiates after a discard.
+func (i *Instance) revive(ctx context.Context) error {
+	if i.closed {
+		return i.recordErr(InstanceLost, "the instance is closed", ErrClosed)
+	}
+	if err := i.start(ctx); err != nil {
+		return i.recordErr(InstanceLost, "re-instantiation failed: "+firstLine(err.Error(), 400), err)
+	}
+	return nil
+}
+
+// start instantiates the module and runs its initializers.
+func (i *Instance) start(ctx context.Context) error {
+	m := i.m
+	// Busy (never due) for Runtime.Close while wazero instantiates.
+	i.deadline.Store(math.MaxInt64)
+	if i.rt.closing.Load() {
+		i.deadline.Store(0)
+		return fmt.Errorf("engine: instantiate %q: %w", m.name, ErrClosed)
+	}
+	lm := newLinearMemory(i.rt.limitBytes)
+	mod, err := i.rt.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, lm), m.compiled, sandboxConfig(i.stdout, i.stderr))
+	i.deadline.Store(0)
+	if err != nil {
+		return m.err(InstantiateFailed, firstLine(err.Error(), 400), err)
+	}
+	l := &live{
+		mod:     mod,
+		mem:     mod.Memory(),
+		lm:      lm,
+		process: mod.ExportedFunction(abi.ExportProcess),
+		input:   mod.ExportedFunction(abi.ExportInput),
+	}
+	l.flag, _ = mod.ExportedGlobal(exportInterrupt).(api.MutableGlobal)
+	if l.mem == nil || l.flag == nil || l.process == nil || l.input == nil {
+		_ = mod.Close(ctx)
+		return m.err(InstantiateFailed, "instrumented exports missing (engine bug)", nil)
+	}
+	i.imu.Lock()
+	i.cur = l
+	i.imu.Unlock()
+
+	for _, name := range m.initFuncs {
+		i.beginCall(phaseInit)
+		intr, err := i.call(mod.ExportedFunction(name), i.rt.initTicks)
+		i.phase = phaseNone
+		if intr || err != nil {
+			if errors.Is(err, ErrClosed) && !intr {
+				i.discard(ctx)
+				return fmt.Errorf("engine: instantiate %q: %w", m.name, ErrClosed)
+			}
+			kind, msg := i.classify(err, intr, i.rt.opts.InitTimeout)
+			i.discard(ctx)
+			return m.err(InitTrapped, fmt.Sprintf("%s: %s: %s", displayName(name), kind, msg), err)
+		}
+		if i.misuseMsg != "" {
+			i.discard(ctx)
+			return m.err(InitFailed, fmt.Sprintf("%s: ABI misuse: %s", displayName(name), i.misuseMsg), nil)
+		}
+		if name == abi.ExportInit {
+			switch st := abi.Status(int32(i.stack[0])); st {
+			case abi.StatusOK:
+			case abi.StatusFailed:
+				msg := i.reason()
+				i.discard(ctx)
+				return m.err(InitFailed, abi.ExportInit+" returned StatusFailed: "+msg, nil)
+			default:
+				i.discard(ctx)
+				return m.err(InitFailed, fmt.Sprintf("%s returned unknown status %d", abi.ExportInit, st), nil)
+			}
+		}
+	}
+	ptr, kind, msg, err := i.callInput(ctx, defaultInputSize)
+	if kind != 0 {
+		if kind == InstanceLost {
+			i.discard(ctx)
+			return fmt.Errorf("engine: instantiate %q: %w", m.name, ErrClosed)
+		}
+		if kind == ABIMisuse {
+			i.discard(ctx)
+			return m.err(InitFailed, msg, err)
+		}
+		return m.err(InitTrapped, msg, err)
+	}
+	l.inPtr, l.inCap = ptr, 0
+	if ptr != 0 {
+		l.inCap = defaultInputSize
+	}
+	return nil
+}
+
+// displayName names an init function for messages.
+func displayName(export string) string {
+	if export == exportStart {
+		return "start function"
+	}
+	return export
+}
+
+// callInput asks the plugin for an input buffer of size bytes. ptr 0 means
+// the plugin has none. kind != 0 is a failure; a trap has already discarded
+// the instance.
+func (i *Instance) callInput(ctx context.Context, size uint32) (ptr uint32, kind FailureKind, msg string, err error) {
+	l := i.cur
+	i.beginCall(phaseInit)
+	i.stack[0] = uint64(size)
+	intr, err := i.call(l.input, i.rt.initTicks)
+	i.phase = phaseNone
+	if intr || err != nil {
+		if !intr && errors.Is(err, ErrClosed) {
+			return 0, InstanceLost, "the runtime is closed", err
+		}
+		kind, msg := i.classify(err, intr, i.rt.opts.InitTimeout)
+		i.discard(ctx)
+		return 0, kind, fmt.Sprintf("%s(%d): %s: %s", abi.ExportInput, size, kind, msg), err
+	}
+	if i.misuseMsg != "" {
+		return 0, ABIMisuse, fmt.Sprintf("%s(%d): %s", abi.ExportInput, size, i.misuseMsg), nil
+	}
+	ptr = uint32(i.stack[0])
+	if ptr == 0 {
+		return 0, 0, "", nil
+	}
+	if _, ok := l.mem.Read(ptr, size); !ok {
+		return 0, ABIMisuse, fmt.Sprintf("%s(%d) returned [%d, %d), outside plugin memory of %d bytes",
+			abi.ExportInput, size, ptr, uint64(ptr)+uint64(size), l.mem.Size()), nil
+	}
+	return ptr, 0, "", nil
+}
+
+// growInput gets an input buffer for a record of n bytes: first a power of
+// two (so that slowly growing records do not ask every time), then exactly n.
+func (i *Instance) growInput(ctx context.Context, n int) error {
+	if n > math.MaxInt32 {
+		return i.recordErr(PluginFailed, fmt.Sprintf("record of %d bytes is too large for the plugin's memory", n), nil)
+	}
+	sizes := [2]uint32{uint32(max(n, defaultInputSize)), uint32(n)}
+	if s := sizes[0]; s&(s-1) != 0 {
+		sizes[0] = 1 << bits.Len32(s)
+	}
+	for _, size := range sizes {
+		if size < uint32(n) {
+			continue
+		}
+		ptr, kind, msg, err := i.callInput(ctx, size)
+		if kind != 0 {
+			return i.recordErr(kind, msg, err)
+		}
+		if ptr != 0 {
+			i.cur.inPtr, i.cur.inCap = ptr, size
+			return nil
+		}
+	}
+	return i.recordErr(PluginFailed, fmt.Sprintf("the plugin has no input buffer for a record of %d bytes (%s returned 0)", n, abi.ExportInput), nil)
+}

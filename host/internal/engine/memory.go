@@ -1,0 +1,48 @@
+package engine
+
+import "github.com/tetratelabs/wazero/experimental"
+
+// linearMemory backs one instance's Wasm memory (experimental.LinearMemory)
+// and enforces the memory cap. wazero's own cap (WithMemoryLimitPages) is
+// checked before any hook runs, so a refused memory.grow would be invisible;
+// here the refusal is recorded, which is how a failure is classified
+// MemoryLimit rather than Trap.
+//
+// All methods run on the goroutine that is calling into the instance (memory
+// grows only from guest code or instantiation).
+type linearMemory struct {
+	buf        []byte
+	limit      uint64 // bytes
+	growFailed bool   // a grow past limit was refused since the last reset
+}
+
+func newLinearMemory(limit uint64) *linearMemory { return &linearMemory{limit: limit} }
+
+// Allocate implements experimental.MemoryAllocator; one linearMemory backs
+// exactly one memory.
+func (l *linearMemory) Allocate(capacity, _ uint64) experimental.LinearMemory {
+	l.buf = make([]byte, 0, min(capacity, l.limit))
+	return l
+}
+
+// Reallocate grows the memory to size bytes, or returns nil (memory.grow
+// yields -1) when size is over the cap. Bytes past the old length are zero:
+// the memory never shrinks and capacity beyond the length is never written.
+func (l *linearMemory) Reallocate(size uint64) []byte {
+	if size > l.limit {
+		l.growFailed = true
+		return nil
+	}
+	if size <= uint64(cap(l.buf)) {
+		l.buf = l.buf[:size]
+		return l.buf
+	}
+	grown := make([]byte, size, min(max(size, 2*uint64(cap(l.buf))), l.limit))
+	copy(grown, l.buf)
+	l.buf = grown
+	return l.buf
+}
+
+// Free drops the buffer; wazero calls it when the module is closed, which
+// the engine only does when no call is running.
+func (l *linearMemory) Free() { l.buf = nil }

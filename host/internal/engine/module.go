@@ -1,0 +1,400 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// SupportedABIVersions are the ABI versions this host speaks, ascending.
+var SupportedABIVersions = []int{abi.Version}
+
+// Info describes a validated module (what `wasmstream plugin inspect` shows).
+type Info struct {
+	// ABIVersion is the version the host speaks with the module: the
+	// highest version both support.
+	ABIVersion int
+	// ABIVersions are every version the module declares with a
+	// wasmstream_abi_version_N export, ascending.
+	ABIVersions []int
+	// Size is the length of the module's binary in bytes.
+	Size int
+	// SHA256 is the hex SHA-256 of the module's binary.
+	SHA256 string
+	// Exports are the module's exports in binary order (the engine's own
+	// instrumentation exports are not listed).
+	Exports []Symbol
+	// Imports are the module's imports in binary order.
+	Imports []Symbol
+	// MemoryMinPages is the minimum size of the exported memory in 64 KiB
+	// pages; MemoryMaxPages its declared maximum when HasMemoryMax.
+	MemoryMinPages uint32
+	MemoryMaxPages uint32
+	HasMemoryMax   bool
+	// HasStart, HasInitialize and HasInit tell which initializers run at
+	// instantiation, in this order: the start function, _initialize,
+	// wasmstream_init.
+	HasStart      bool
+	HasInitialize bool
+	HasInit       bool
+	// InstrumentedFunctions and InstrumentedLoops count the interrupt
+	// checks the engine inserted (one per function body and loop head).
+	InstrumentedFunctions int
+	InstrumentedLoops     int
+}
+
+// Symbol is one import or export.
+type Symbol struct {
+	Module    string // import module; "" for exports
+	Name      string
+	Kind      string // "func", "memory", "table", "global" or "tag"
+	Signature string // functions only, like "(i32, i32) -> i32"
+}
+
+// String formats the symbol like "wasmstream.emit: func (i32, i32) -> i32".
+func (s Symbol) String() string {
+	name := s.Name
+	if s.Module != "" {
+		name = s.Module + "." + s.Name
+	}
+	if s.Signature != "" {
+		return name + ": " + s.Kind + " " + s.Signature
+	}
+	return name + ": " + s.Kind
+}
+
+// Module is a validated, compiled plugin. Instantiate it once per task.
+type Module struct {
+	rt        *Runtime
+	name      string
+	compiled  wazero.CompiledModule
+	info      Info
+	initFuncs []string // exports to call after instantiation, in order
+
+	mu     sync.Mutex
+	refs   int // live Instances
+	closed bool
+}
+
+// Expected signatures of the ABI exports.
+const (
+	sigMarker     = "() -> ()"
+	sigInput      = "(i32) -> i32"
+	sigProcess    = "(i32) -> i32"
+	sigInitialize = "() -> ()"
+	sigInit       = "() -> i32"
+)
+
+// Compile validates wasm against the ABI, instruments it and compiles it.
+// name identifies the module in errors. Errors are *ModuleError.
+func (r *Runtime) Compile(ctx context.Context, name string, wasm []byte) (*Module, error) {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("engine: compile %q: %w", name, ErrClosed)
+	}
+	compiled, ins, info, err := compile(ctx, r.rt, name, wasm, r.limitBytes)
+	if err != nil {
+		return nil, err
+	}
+	m := &Module{rt: r, name: name, compiled: compiled, info: info}
+	if ins.hasStart {
+		m.initFuncs = append(m.initFuncs, exportStart)
+	}
+	if info.HasInitialize {
+		m.initFuncs = append(m.initFuncs, abi.ExportInitialize)
+	}
+	if info.HasInit {
+		m.initFuncs = append(m.initFuncs, abi.ExportInit)
+	}
+	return m, nil
+}
+
+// Inspect validates wasm exactly as Compile does (against the default memory
+// limit) without a Runtime and without instantiating it.
+func Inspect(ctx context.Context, wasm []byte) (Info, error) {
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().WithCoreFeatures(api.CoreFeaturesV2))
+	defer rt.Close(ctx)
+	_, _, info, err := compile(ctx, rt, "", wasm, DefaultMemoryLimit)
+	return info, err
+}
+
+// Info describes the module.
+func (m *Module) Info() Info { return m.info }
+
+// Name is the name given to Compile.
+func (m *Module) Name() string { return m.name }
+
+// Close releases the compiled code once every Instance of the module is
+// closed. Instantiate fails afterwards; live Instances keep working.
+func (m *Module) Close(ctx context.Context) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	now := m.refs == 0
+	m.mu.Unlock()
+	if now {
+		return m.compiled.Close(ctx)
+	}
+	return nil
+}
+
+func (m *Module) acquire() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return fmt.Errorf("engine: instantiate %q: module %w", m.name, ErrClosed)
+	}
+	m.refs++
+	return nil
+}
+
+func (m *Module) release(ctx context.Context) {
+	m.mu.Lock()
+	m.refs--
+	now := m.closed && m.refs == 0
+	m.mu.Unlock()
+	if now {
+		_ = m.compiled.Close(ctx)
+	}
+}
+
+func (m *Module) err(kind ModuleErrorKind, msg string, err error) error {
+	return &ModuleError{Module: m.name, Kind: kind, Msg: msg, Err: err}
+}
+
+// compile instruments, compiles and validates wasm in rt.
+func compile(ctx context.Context, rt wazero.Runtime, name string, wasm []byte, limit uint64) (wazero.CompiledModule, *instrumented, Info, error) {
+	fail := func(kind ModuleErrorKind, msg string, err error) (wazero.CompiledModule, *instrumented, Info, error) {
+		return nil, nil, Info{}, &ModuleError{Module: name, Kind: kind, Msg: msg, Err: err}
+	}
+	ins, err := instrument(wasm)
+	if errors.Is(err, errNotWasm) {
+		head := wasm[:min(len(wasm), 8)]
+		return fail(NotWasm, fmt.Sprintf("%v (%d bytes, starting %x; want \\0asm and version 1)", err, len(wasm), head), err)
+	}
+	if err != nil {
+		return fail(CompileFailed, err.Error(), err)
+	}
+	compiled, err := rt.CompileModule(ctx, ins.wasm)
+	if err != nil {
+		return fail(CompileFailed, firstLine(err.Error(), 400), err)
+	}
+	info, err := validate(name, compiled, ins, wasm, limit)
+	if err != nil {
+		_ = compiled.Close(ctx)
+		return nil, nil, Info{}, err
+	}
+	return compiled, ins, info, nil
+}
+
+// validate checks a compiled module against the ABI and describes it.
+func validate(name string, c wazero.CompiledModule, ins *instrumented, wasm []byte, limit uint64) (Info, error) {
+	fail := func(kind ModuleErrorKind, format string, args ...any) (Info, error) {
+		return Info{}, &ModuleError{Module: name, Kind: kind, Msg: fmt.Sprintf(format, args...)}
+	}
+	sum := sha256.Sum256(wasm)
+	info := Info{
+		Size:                  len(wasm),
+		SHA256:                hex.EncodeToString(sum[:]),
+		HasStart:              ins.hasStart,
+		InstrumentedFunctions: ins.funcs,
+		InstrumentedLoops:     ins.loops,
+	}
+	funcs := c.ExportedFunctions()
+	kinds := map[string]string{}
+	for _, e := range ins.exports {
+		s := Symbol{Name: e.Name, Kind: importKindName(e.Kind)}
+		if d, ok := funcs[e.Name]; ok && e.Kind == 0 {
+			s.Signature = signatureOf(d)
+		}
+		kinds[e.Name] = s.Kind
+		info.Exports = append(info.Exports, s)
+	}
+
+	// ABI version markers.
+	for n := range funcs {
+		suffix, ok := strings.CutPrefix(n, abi.VersionMarkerPrefix)
+		if !ok {
+			continue
+		}
+		if v, err := strconv.Atoi(suffix); err == nil && v > 0 && strconv.Itoa(v) == suffix {
+			info.ABIVersions = append(info.ABIVersions, v)
+		}
+	}
+	slices.Sort(info.ABIVersions)
+	if len(info.ABIVersions) == 0 {
+		return fail(NoABIMarker, "no %sN export; a version %d plugin exports %s: func %s",
+			abi.VersionMarkerPrefix, abi.Version, abi.VersionMarker, sigMarker)
+	}
+	for _, v := range info.ABIVersions {
+		if slices.Contains(SupportedABIVersions, v) {
+			info.ABIVersion = v
+		}
+	}
+	if info.ABIVersion == 0 {
+		return fail(UnsupportedABIVersion, "the module offers ABI version(s) %s; this host supports %s",
+			intList(info.ABIVersions), intList(SupportedABIVersions))
+	}
+	marker := abi.VersionMarkerPrefix + strconv.Itoa(info.ABIVersion)
+	if sig := signatureOf(funcs[marker]); sig != sigMarker {
+		return fail(WrongSignature, "%s is func %s, want func %s", marker, sig, sigMarker)
+	}
+
+	// Imports.
+	defs := map[string]api.FunctionDefinition{}
+	for _, d := range c.ImportedFunctions() {
+		m, n, _ := d.Import()
+		defs[m+"\x00"+n] = d
+	}
+	wasi := wasiSignatures()
+	var bad []string
+	for _, im := range ins.imports {
+		s := Symbol{Module: im.Module, Name: im.Name, Kind: importKindName(im.Kind)}
+		if d, ok := defs[im.Module+"\x00"+im.Name]; ok && im.Kind == 0 {
+			s.Signature = signatureOf(d)
+		}
+		info.Imports = append(info.Imports, s)
+		full := im.Module + "." + im.Name
+		var want string
+		var known bool
+		switch {
+		case im.Kind != 0:
+			bad = append(bad, fmt.Sprintf("%s is a %s import; a plugin may import functions only (and must define its own memory)", full, s.Kind))
+			continue
+		case im.Module == abi.ImportModule:
+			want, known = hostSignature(im.Name)
+		case im.Module == abi.WASIModule:
+			want, known = wasi[im.Name]
+		default:
+			bad = append(bad, fmt.Sprintf("%s: import module %q is not allowed (only %q and %q)", full, im.Module, abi.ImportModule, abi.WASIModule))
+			continue
+		}
+		if !known {
+			bad = append(bad, fmt.Sprintf("%s: the host provides no such function", full))
+		} else if s.Signature != want {
+			bad = append(bad, fmt.Sprintf("%s is func %s, want func %s", full, s.Signature, want))
+		}
+	}
+	if len(bad) > 0 {
+		return fail(ForbiddenImport, "%s", strings.Join(bad, "; "))
+	}
+
+	// Memory.
+	mem, ok := c.ExportedMemories()[abi.ExportMemory]
+	if !ok {
+		if k, exported := kinds[abi.ExportMemory]; exported {
+			return fail(WrongSignature, "%s is a %s export, want the plugin's linear memory", abi.ExportMemory, k)
+		}
+		return fail(MissingExport, "%s: the plugin must export its linear memory as %q", abi.ExportMemory, abi.ExportMemory)
+	}
+	info.MemoryMinPages = mem.Min()
+	info.MemoryMaxPages, info.HasMemoryMax = mem.Max()
+	if uint64(mem.Min())*PageSize > limit {
+		return fail(MemoryTooLarge, "minimum memory is %d pages (%d KiB), over the limit of %d pages (%d KiB)",
+			mem.Min(), uint64(mem.Min())*PageSize>>10, limit/PageSize, limit>>10)
+	}
+
+	// Function exports.
+	for _, e := range []struct {
+		name, sig string
+		required  bool
+		has       *bool
+	}{
+		{abi.ExportInput, sigInput, true, nil},
+		{abi.ExportProcess, sigProcess, true, nil},
+		{abi.ExportInitialize, sigInitialize, false, &info.HasInitialize},
+		{abi.ExportInit, sigInit, false, &info.HasInit},
+	} {
+		d, ok := funcs[e.name]
+		if !ok {
+			if k, exported := kinds[e.name]; exported {
+				return fail(WrongSignature, "%s is a %s export, want func %s", e.name, k, e.sig)
+			}
+			if e.required {
+				return fail(MissingExport, "%s, want func %s", e.name, e.sig)
+			}
+			continue
+		}
+		if sig := signatureOf(d); sig != e.sig {
+			return fail(WrongSignature, "%s is func %s, want func %s", e.name, sig, e.sig)
+		}
+		if e.has != nil {
+			*e.has = true
+		}
+	}
+	return info, nil
+}
+
+// signatureOf formats a function type like "(i32, i32) -> i32"; "" for nil.
+func signatureOf(d api.FunctionDefinition) string {
+	if d == nil {
+		return ""
+	}
+	return signature(d.ParamTypes(), d.ResultTypes())
+}
+
+func signature(params, results []api.ValueType) string {
+	list := func(ts []api.ValueType) string {
+		if len(ts) == 1 {
+			return api.ValueTypeName(ts[0])
+		}
+		names := make([]string, len(ts))
+		for k, t := range ts {
+			names[k] = api.ValueTypeName(t)
+		}
+		return "(" + strings.Join(names, ", ") + ")"
+	}
+	p := list(params)
+	if len(params) == 1 {
+		p = "(" + p + ")"
+	}
+	return p + " -> " + list(results)
+}
+
+func intList(vs []int) string {
+	s := make([]string, len(vs))
+	for k, v := range vs {
+		s[k] = strconv.Itoa(v)
+	}
+	return strings.Join(s, ", ")
+}
+
+var (
+	wasiOnce sync.Once
+	wasiSigs map[string]string
+)
+
+// wasiSignatures returns the functions of wazero's wasi_snapshot_preview1
+// module and their signatures.
+func wasiSignatures() map[string]string {
+	wasiOnce.Do(func() {
+		ctx := context.Background()
+		rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+		defer rt.Close(ctx)
+		wasiSigs = map[string]string{}
+		if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+			return
+		}
+		for n, d := range rt.Module(abi.WASIModule).ExportedFunctionDefinitions() {
+			wasiSigs[n] = signatureOf(d)
+		}
+	})
+	return wasiSigs
+}

@@ -1,0 +1,276 @@
+// Package engine runs wasmstream plugins: it validates and compiles Wasm
+// modules against the ABI in package abi, instantiates them sandboxed,
+// serves the host imports, and calls the plugin once per record with the
+// record copied straight into guest memory. It knows nothing of Kafka: the
+// caller hands it records (abi.Record), a Sink for emits and a State for
+// store access.
+//
+// # Limits (DESIGN.md I6, I7)
+//
+// Memory is capped per instance (Options.MemoryLimit). Every call into the
+// plugin is bounded in wall time (Options.RecordTimeout, Options.InitTimeout)
+// by a per-Runtime watchdog goroutine; the plugin's binary is instrumented at
+// Compile time with an interrupt check at every function entry and loop head
+// (see instrument.go for why wazero's WithCloseOnContextDone is not used), so
+// the per-record path has no goroutine, channel, timer or allocation. A trap,
+// a timeout or a memory-limit hit fails that record with a *RecordError and
+// discards the instance; the next record runs on a fresh one.
+//
+// # Concurrency
+//
+// A Runtime and a Module may be used from many goroutines. An Instance is
+// used by one goroutine at a time (a task); different Instances run in
+// parallel.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// Defaults for zero Options fields.
+const (
+	// DefaultMemoryLimit is the per-instance memory cap in bytes (64 MiB).
+	DefaultMemoryLimit = 64 << 20
+	// DefaultRecordTimeout is the wall-time limit of one process call.
+	DefaultRecordTimeout = time.Second
+	// MinInitTimeout is the smallest default init limit; see Options.InitTimeout.
+	MinInitTimeout = 10 * time.Second
+	// PageSize is the Wasm page size in bytes.
+	PageSize = 65536
+	// minTick is the shortest watchdog period.
+	minTick = time.Millisecond
+)
+
+// Options configures a Runtime. The zero value is usable.
+type Options struct {
+	// CacheDir is the directory of wazero's compilation cache, shared by
+	// runtimes and processes of the same wazero version; "" keeps compiled
+	// code in memory only.
+	CacheDir string
+	// MemoryLimit is the most linear memory one instance may have, in bytes,
+	// rounded down to whole 64 KiB pages (at least one page); 0 means
+	// DefaultMemoryLimit. A module whose minimum memory is larger is refused
+	// at Compile (MemoryTooLarge); a memory.grow past it fails (returns -1 to
+	// the plugin), and a record that then fails is classified MemoryLimit.
+	MemoryLimit uint64
+	// RecordTimeout is the wall time one process call (including the host
+	// functions it calls) may take; 0 means DefaultRecordTimeout. A call is
+	// interrupted between RecordTimeout and RecordTimeout*9/8 (plus
+	// scheduling delay) after it started. Time spent blocked inside a host
+	// function (a slow State) counts but cannot be interrupted.
+	RecordTimeout time.Duration
+	// InitTimeout bounds each init-time call (start function, _initialize,
+	// wasmstream_init, wasmstream_input); 0 means max(MinInitTimeout,
+	// 10*RecordTimeout). Go plugins' _initialize takes milliseconds.
+	InitTimeout time.Duration
+	// Logger receives the plugins' log() lines and their stdout/stderr lines,
+	// with the attribute processor=Binding.Name; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Runtime owns one wazero runtime (compiler backend where supported), the
+// sandboxed WASI module, the "wasmstream" host module and the watchdog that
+// enforces RecordTimeout. Close it when done.
+type Runtime struct {
+	opts       Options // normalized
+	limitBytes uint64  // memory cap per instance, a whole number of pages
+	rt         wazero.Runtime
+	cache      wazero.CompilationCache
+	logger     *slog.Logger
+
+	// Watchdog. tick counts periods of tickEvery since NewRuntime, from 1;
+	// an Instance in a call stores its deadline tick (see Instance.deadline).
+	tick        atomic.Int64
+	tickEvery   time.Duration
+	recordTicks int64
+	initTicks   int64
+	closing     atomic.Bool // set once by Close, read before every call
+	stop        chan struct{}
+	done        chan struct{}
+
+	mu        sync.Mutex
+	instances map[*Instance]struct{}
+	closed    bool
+}
+
+// ErrClosed is the cause of InstanceLost failures on a closed Runtime,
+// Module or Instance.
+var ErrClosed = errors.New("engine: closed")
+
+// NewRuntime creates a Runtime and starts its watchdog goroutine.
+func NewRuntime(ctx context.Context, o Options) (*Runtime, error) {
+	if o.MemoryLimit == 0 {
+		o.MemoryLimit = DefaultMemoryLimit
+	}
+	pages := o.MemoryLimit / PageSize
+	if pages < 1 {
+		pages = 1
+	}
+	if pages > 65536 {
+		pages = 65536
+	}
+	if o.RecordTimeout <= 0 {
+		o.RecordTimeout = DefaultRecordTimeout
+	}
+	if o.InitTimeout <= 0 {
+		o.InitTimeout = max(MinInitTimeout, 10*o.RecordTimeout)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	r := &Runtime{
+		opts:       o,
+		limitBytes: pages * PageSize,
+		logger:     o.Logger,
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+		instances:  make(map[*Instance]struct{}),
+	}
+	r.tickEvery = max(o.RecordTimeout/8, minTick)
+	r.recordTicks = ticksFor(o.RecordTimeout, r.tickEvery)
+	r.initTicks = ticksFor(o.InitTimeout, r.tickEvery)
+	r.tick.Store(1)
+
+	if o.CacheDir != "" {
+		c, err := wazero.NewCompilationCacheWithDir(o.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("engine: compilation cache %s: %w", o.CacheDir, err)
+		}
+		r.cache = c
+	} else {
+		r.cache = wazero.NewCompilationCache()
+	}
+	// Not WithCloseOnContextDone: interruption comes from the instrumented
+	// interrupt flag (instrument.go). Not WithMemoryLimitPages: a grow past
+	// wazero's limit fails before any hook can see it, so the cap is
+	// enforced by the per-instance memory allocator (memory.go), which also
+	// records that a grow was refused.
+	cfg := wazero.NewRuntimeConfig().
+		WithCoreFeatures(api.CoreFeaturesV2).
+		WithCompilationCache(r.cache)
+	r.rt = wazero.NewRuntimeWithConfig(ctx, cfg)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r.rt); err != nil {
+		_ = r.rt.Close(ctx)
+		_ = r.cache.Close(ctx)
+		return nil, fmt.Errorf("engine: instantiate WASI: %w", err)
+	}
+	if err := instantiateHostModule(ctx, r.rt); err != nil {
+		_ = r.rt.Close(ctx)
+		_ = r.cache.Close(ctx)
+		return nil, fmt.Errorf("engine: instantiate host module %q: %w", abi.ImportModule, err)
+	}
+	go r.watchdog()
+	return r, nil
+}
+
+func ticksFor(d, every time.Duration) int64 {
+	n := int64((d + every - 1) / every)
+	if n < 1 {
+		n = 1
+	}
+	return n
+}
+
+// MemoryLimit is the effective per-instance memory cap in bytes.
+func (r *Runtime) MemoryLimit() uint64 { return r.limitBytes }
+
+// RecordTimeout is the effective per-record time limit.
+func (r *Runtime) RecordTimeout() time.Duration { return r.opts.RecordTimeout }
+
+// watchdog advances the tick and interrupts every instance whose call is past
+// its deadline. It holds r.mu while scanning, so instances come and go
+// between scans only.
+func (r *Runtime) watchdog() {
+	defer close(r.done)
+	t := time.NewTicker(r.tickEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+			now := r.tick.Add(1)
+			r.mu.Lock()
+			for i := range r.instances {
+				i.interruptIfDue(now)
+			}
+			r.mu.Unlock()
+		}
+	}
+}
+
+// Close interrupts the calls still running, waits for them to return (or for
+// ctx to end), stops the watchdog and releases every module, instance and the
+// compilation cache (the cache directory stays). Instances of a closed Runtime
+// fail with InstanceLost. If ctx ends while a call is still stuck inside a
+// host function, Close returns ctx's error and leaves the wazero runtime open,
+// because unmapping code that is still running would crash the process.
+func (r *Runtime) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.closing.Store(true)
+	insts := make([]*Instance, 0, len(r.instances))
+	for i := range r.instances {
+		insts = append(insts, i)
+	}
+	r.mu.Unlock()
+
+	// Every call stores its deadline before it reads r.closing (see
+	// Instance.call), so after this loop no call runs and none will start.
+	for {
+		busy := false
+		for _, i := range insts {
+			if i.deadline.Load() != 0 {
+				busy = true
+				i.interruptNow()
+			}
+		}
+		if !busy {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("engine: close: calls still running: %w", ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	close(r.stop)
+	<-r.done
+	err := r.rt.Close(ctx)
+	if cerr := r.cache.Close(ctx); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (r *Runtime) register(i *Instance) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	r.instances[i] = struct{}{}
+	return nil
+}
+
+func (r *Runtime) unregister(i *Instance) {
+	r.mu.Lock()
+	delete(r.instances, i)
+	r.mu.Unlock()
+}

@@ -1,0 +1,21 @@
+;; cfginit: wasmstream_init fails (set_error + StatusFailed) when the
+;; processor config starts with "x"; every record traps. Tests use it to make
+;; a re-instantiation fail.
+(module
+  (import "wasmstream" "config" (func $config (param i32 i32) (result i32)))
+  (import "wasmstream" "set_error" (func $set_error (param i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "config says fail")
+  (func (export "wasmstream_abi_version_1"))
+  (func (export "wasmstream_input") (param $n i32) (result i32)
+    (if (i32.gt_u (local.get $n) (i32.const 4096)) (then (return (i32.const 0))))
+    (i32.const 1024))
+  (func (export "wasmstream_init") (result i32)
+    (if (i32.gt_s (call $config (i32.const 64) (i32.const 16)) (i32.const 0))
+      (then (if (i32.eq (i32.load8_u (i32.const 64)) (i32.const 0x78))
+        (then
+          (drop (call $set_error (i32.const 16) (i32.const 16)))
+          (return (i32.const 1))))))
+    (i32.const 0))
+  (func (export "wasmstream_process") (param $n i32) (result i32) unreachable)
+)

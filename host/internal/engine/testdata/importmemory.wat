@@ -1,0 +1,8 @@
+;; importmemory: imports its memory instead of defining it.
+(module
+  (import "wasmstream" "memory" (memory 1))
+  (export "memory" (memory 0))
+  (func (export "wasmstream_abi_version_1"))
+  (func (export "wasmstream_input") (param $n i32) (result i32) (i32.const 1024))
+  (func (export "wasmstream_process") (param $n i32) (result i32) (i32.const 0))
+)

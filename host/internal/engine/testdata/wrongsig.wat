@@ -1,0 +1,7 @@
+;; wrongsig: wasmstream_process takes an i64.
+(module
+  (memory (export "memory") 1)
+  (func (export "wasmstream_abi_version_1"))
+  (func (export "wasmstream_input") (param $n i32) (result i32) (i32.const 1024))
+  (func (export "wasmstream_process") (param $n i64) (result i32) (i32.const 0))
+)
