@@ -235,7 +235,36 @@ type pluginFactory loadedProcessor
 func (p *pluginFactory) Instantiate(ctx context.Context, _ runner.TaskID, sink runner.Sink) (runner.Processor, error) {
 	b := p.binding
 	b.Sink = sink
-	return p.module.Instantiate(ctx, b)
+	inst, err := p.module.Instantiate(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	return instance{inst}, nil
+}
+
+// instance adapts an engine instance to the runner, classifying failures.
+type instance struct{ *engine.Instance }
+
+func (i instance) Process(ctx context.Context, rec *abi.Record) error {
+	if err := i.Instance.Process(ctx, rec); err != nil {
+		return classified{err}
+	}
+	return nil
+}
+
+// classified gives an engine error the kind label the runner uses in
+// metrics and dead-letter headers: trap, timeout, memory_limit,
+// abi_misuse, plugin_failed, host_failed, instance_lost.
+type classified struct{ error }
+
+func (c classified) Unwrap() error { return c.error }
+
+func (c classified) FailureKind() string {
+	k := engine.KindOf(c.error)
+	if k == 0 {
+		return "error"
+	}
+	return strings.ReplaceAll(strings.ToLower(k.String()), " ", "_")
 }
 
 // Validate checks a config's plugins without Kafka: each compiles, speaks a

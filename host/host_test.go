@@ -1,0 +1,277 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/host/internal/runner"
+	"github.com/wasmstream/wasmstream/internal/testbroker"
+	"github.com/wasmstream/wasmstream/internal/wasmbuild"
+)
+
+// engineTestdata is a hand-written WAT plugin of the engine's test suite.
+func engineTestdata(name string) string {
+	return filepath.Join("internal", "engine", "testdata", name+".wasm")
+}
+
+type pipeline struct {
+	b       *testbroker.Broker
+	cfg     *Config
+	in, out string
+}
+
+// newPipeline makes a one-processor config on the test broker with fresh
+// topics (3 partitions).
+func newPipeline(t *testing.T, plugin string, onError string) *pipeline {
+	b := testbroker.New(t)
+	p := &pipeline{b: b, in: b.Name(t, "in"), out: b.Name(t, "out")}
+	b.CreateTopic(t, p.in, 3, nil)
+	b.CreateTopic(t, p.out, 3, nil)
+	p.cfg = &Config{
+		AppID: b.Name(t, "app"),
+		Kafka: KafkaConfig{Brokers: b.Addrs(), CommitInterval: 50 * time.Millisecond, SessionTimeout: 10 * time.Second},
+		Processors: []ProcessorConfig{{
+			Name: "proc", Plugin: plugin, Inputs: []string{p.in},
+			Outputs: map[string]string{"out": p.out}, OnError: onError,
+			Limits: Limits{RecordTimeout: 200 * time.Millisecond},
+		}},
+		Runtime: RuntimeConfig{CacheDir: "off"},
+	}
+	p.cfg.ApplyDefaults()
+	if err := p.cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	level := slog.LevelWarn
+	if os.Getenv("WASMSTREAM_TEST_VERBOSE") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(&lockedLog{t: t}, &slog.HandlerOptions{Level: level}))
+}
+
+type lockedLog struct {
+	mu sync.Mutex
+	t  *testing.T
+}
+
+func (w *lockedLog) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
+
+// run starts the host; the returned func stops it and returns Run's error.
+func (p *pipeline) run(t *testing.T) (*Host, func() error) {
+	h, err := New(context.Background(), p.cfg, WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(60 * time.Second):
+				runErr = errors.New("host did not stop within 60s")
+			}
+			h.Close()
+		})
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return h, stop
+}
+
+func (p *pipeline) produce(t *testing.T, keys ...string) {
+	recs := make([]*kgo.Record, len(keys))
+	for i, k := range keys {
+		recs[i] = &kgo.Record{Topic: p.in, Key: []byte(k), Value: []byte("v-" + k)}
+	}
+	p.b.Produce(t, recs...)
+}
+
+// waitProcessed waits until the group committed the input's end offsets.
+func (p *pipeline) waitProcessed(t *testing.T) {
+	t.Helper()
+	adm := p.b.Admin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(ctx, p.in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		committed, err := adm.FetchOffsets(ctx, p.cfg.AppID)
+		if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+			t.Fatalf("fetch offsets: %v", err)
+		}
+		done := true
+		ends.Each(func(e kadm.ListedOffset) {
+			c, _ := committed.Lookup(p.in, e.Partition)
+			if e.Offset > 0 && c.At != e.Offset {
+				done = false
+			}
+		})
+		if done {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("input not fully committed: ends %v, committed %v", ends, committed)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func keysOf(recs []*kgo.Record) []string {
+	var out []string
+	for _, r := range recs {
+		out = append(out, string(r.Key))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// A Go-SDK plugin (plugins/filter) end to end: JSON in, the matching
+// records out, offsets committed.
+func TestFilterPluginEndToEnd(t *testing.T) {
+	p := newPipeline(t, wasmbuild.Build(t, "./plugins/filter"), OnErrorFail)
+	p.cfg.Processors[0].Config = map[string]any{"field": "country", "op": "eq", "value": "NL"}
+	_, stop := p.run(t)
+	var recs []*kgo.Record
+	for i, c := range []string{"NL", "DE", "NL", "FR", "NL"} {
+		recs = append(recs, &kgo.Record{Topic: p.in, Key: []byte{byte('a' + i)}, Value: []byte(`{"country":"` + c + `"}`)})
+	}
+	p.b.Produce(t, recs...)
+	p.waitProcessed(t)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := keysOf(p.b.ReadCommitted(t, p.out, 30*time.Second)); strings.Join(got, ",") != "a,c,e" {
+		t.Fatalf("outputs %v, want a,c,e", got)
+	}
+}
+
+// Each kind of plugin fault fails only its record, goes through the
+// dead-letter policy with its kind named, and the host keeps processing
+// the following records on a fresh instance (I7).
+func TestPluginFaultsGoThroughPolicy(t *testing.T) {
+	cases := []struct {
+		plugin, badKey, kind string
+		good                 []string // keys the plugin processes without fault
+	}{
+		{"trap", "boom", "trap", []string{"ok1", "ok2"}},
+		{"loop", "spin", "timeout", []string{"ok1", "ok2"}},
+		{"membomb", "boom", "memory_limit", []string{"soft"}}, // membomb grows on every record; "soft" handles the refusal
+		{"badptr", "emit", "abi_misuse", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.plugin, func(t *testing.T) {
+			p := newPipeline(t, engineTestdata(c.plugin), OnErrorDeadLetter)
+			p.cfg.Processors[0].Limits.Memory = 4 << 20
+			h, stop := p.run(t)
+			p.produce(t, append([]string{c.badKey}, c.good...)...)
+			p.waitProcessed(t)
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			dlq := p.b.ReadCommitted(t, p.cfg.DeadLetterTopic(&p.cfg.Processors[0]), 30*time.Second)
+			if len(dlq) != 1 || string(dlq[0].Key) != c.badKey {
+				t.Fatalf("dead letters %v, want just %q", keysOf(dlq), c.badKey)
+			}
+			kind := ""
+			for _, hd := range dlq[0].Headers {
+				if hd.Key == runner.HeaderErrorKind {
+					kind = string(hd.Value)
+				}
+			}
+			if kind != c.kind {
+				t.Fatalf("dead letter kind %q, want %q", kind, c.kind)
+			}
+			if c.plugin != "membomb" { // membomb's "soft" emits nothing
+				if got := keysOf(p.b.ReadCommitted(t, p.out, 30*time.Second)); strings.Join(got, ",") != strings.Join(c.good, ",") {
+					t.Fatalf("outputs %v, want %v", got, c.good)
+				}
+			}
+			if st := h.Stats("proc"); st.DeadLettered.Load() != 1 {
+				t.Fatalf("dead-lettered %d", st.DeadLettered.Load())
+			}
+		})
+	}
+}
+
+func TestUnreachableBrokerIsAnError(t *testing.T) {
+	cfg := &Config{
+		AppID: "x", Kafka: KafkaConfig{Brokers: []string{"127.0.0.1:1"}},
+		Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata("passthrough"), Inputs: []string{"in"}, Outputs: map[string]string{"out": "out"}}},
+		Runtime:    RuntimeConfig{CacheDir: "off"},
+	}
+	cfg.ApplyDefaults()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := New(ctx, cfg, WithLogger(testLogger(t)))
+	if err == nil || !strings.Contains(err.Error(), "cannot reach Kafka at 127.0.0.1:1") {
+		t.Fatalf("New = %v, want an error naming the unreachable broker", err)
+	}
+	if time.Since(start) > 30*time.Second {
+		t.Fatalf("took %v", time.Since(start))
+	}
+}
+
+func TestMissingTopicIsAnError(t *testing.T) {
+	p := newPipeline(t, engineTestdata("passthrough"), OnErrorFail)
+	p.cfg.Processors[0].Inputs = []string{p.b.Name(t, "nosuch")}
+	_, err := New(context.Background(), p.cfg, WithLogger(testLogger(t)))
+	if err == nil || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), p.cfg.Processors[0].Inputs[0]) {
+		t.Fatalf("New = %v, want an error naming the missing input topic", err)
+	}
+}
+
+func TestBadPluginsAreRefusedAtStart(t *testing.T) {
+	for name, want := range map[string]string{
+		"corrupt":         "plugin",
+		"noabi":           "wasmstream_abi_version",
+		"abi2":            "version",
+		"missingprocess":  "wasmstream_process",
+		"forbiddenimport": "env",
+		"initfail":        "init",
+		"inittrap":        "init",
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := &Config{
+				AppID:      "x",
+				Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata(name), Inputs: []string{"in"}, Outputs: map[string]string{"out": "out"}}},
+				Runtime:    RuntimeConfig{CacheDir: "off"},
+			}
+			cfg.ApplyDefaults()
+			err := Validate(context.Background(), cfg, testLogger(t))
+			if err == nil || !strings.Contains(err.Error(), "processors[0] (p)") || !strings.Contains(err.Error(), want) {
+				t.Fatalf("Validate = %v, want it to name the processor and %q", err, want)
+			}
+			t.Logf("%s: %v", name, err)
+		})
+	}
+}
