@@ -124,7 +124,7 @@ func (p *pipeline) waitProcessed(t *testing.T) {
 	}
 	for {
 		committed, err := adm.FetchOffsets(ctx, p.cfg.AppID)
-		if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		if err != nil && !errors.Is(err, kerr.GroupIDNotFound) && !kerr.IsRetriable(err) {
 			t.Fatalf("fetch offsets: %v", err)
 		}
 		done := true

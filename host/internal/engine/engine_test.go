@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -253,6 +254,7 @@ func TestTimeout(t *testing.T) {
 		if !strings.Contains(err.Error(), "longer than 100ms") {
 			t.Errorf("%s: %v", key, err)
 		}
+		t.Logf("%s: interrupted after %v", key, took)
 		if took < limit || took > 2*limit {
 			t.Errorf("%s: interrupted after %v, want within [%v, %v]", key, took, limit, 2*limit)
 		}
@@ -265,6 +267,31 @@ func TestTimeout(t *testing.T) {
 	}
 	if n := len(logs.find("init")); n != 3 {
 		t.Errorf("init ran %d times, want 3 (first instance and one per timeout)", n)
+	}
+}
+
+// TestGCWhileGuestSpins: a guest spinning in native code still lets the Go
+// runtime stop the world (it passes through Go every checkPeriod checks);
+// without that, a GC would wait for the guest and the watchdog with it.
+func TestGCWhileGuestSpins(t *testing.T) {
+	r, _ := newRuntime(t, Options{RecordTimeout: 1500 * time.Millisecond})
+	i, _ := instantiate(t, compileFile(t, r, "loop"), Binding{})
+	done := make(chan error)
+	go func() { done <- i.Process(bg, rec("spin", "")) }()
+	time.Sleep(20 * time.Millisecond)
+	for _, key := range []string{"spin", "fib"} {
+		if key == "fib" {
+			go func() { done <- i.Process(bg, rec("fib", "")) }()
+			time.Sleep(20 * time.Millisecond)
+		}
+		start := time.Now()
+		runtime.GC()
+		if took := time.Since(start); took > 500*time.Millisecond {
+			t.Errorf("%s: runtime.GC took %v while the guest ran", key, took)
+		}
+		if err := <-done; !IsTimeout(err) {
+			t.Fatalf("%s: %v", key, err)
+		}
 	}
 }
 
@@ -285,7 +312,7 @@ func TestInterruptFlagReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	// And with the flag left set, the guest is interrupted at its next check.
-	i.cur.flag.Set(1)
+	i.cur.interrupt()
 	if err := i.Process(bg, rec("a", "b")); !IsTrap(err) {
 		t.Fatalf("with the flag set: %v", err)
 	}

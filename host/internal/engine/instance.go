@@ -122,6 +122,7 @@ type live struct {
 	mod     api.Module
 	mem     api.Memory
 	flag    api.MutableGlobal // the instrumented interrupt flag
+	count   api.MutableGlobal // the instrumented countdown to the next flag check
 	lm      *linearMemory
 	process api.Function
 	input   api.Function
@@ -256,10 +257,18 @@ func (i *Instance) call(fn api.Function, ticks int64) (intr bool, err error) {
 	return false, err
 }
 
+// interrupt makes the guest trap at its next check: the flag first, then
+// the countdown (if the guest's own decrement overwrites the countdown, the
+// flag is still seen within checkPeriod checks).
+func (l *live) interrupt() {
+	l.flag.Set(1)
+	l.count.Set(1)
+}
+
 // clearInterrupt resets the flag of a call that finished just as the
 // watchdog fired, so the instance can be kept.
 func (i *Instance) clearInterrupt() bool {
-	if i.cur == nil || i.cur.flag == nil {
+	if i.cur == nil {
 		return false
 	}
 	i.cur.flag.Set(0)
@@ -281,8 +290,8 @@ func (i *Instance) interruptNow() {
 
 func (i *Instance) interrupt(d int64) {
 	i.imu.Lock()
-	if i.deadline.CompareAndSwap(d, interrupted) && i.cur != nil && i.cur.flag != nil {
-		i.cur.flag.Set(1)
+	if i.deadline.CompareAndSwap(d, interrupted) && i.cur != nil {
+		i.cur.interrupt()
 	}
 	i.imu.Unlock()
 }
@@ -398,7 +407,8 @@ func (i *Instance) start(ctx context.Context) error {
 		input:   mod.ExportedFunction(abi.ExportInput),
 	}
 	l.flag, _ = mod.ExportedGlobal(exportInterrupt).(api.MutableGlobal)
-	if l.mem == nil || l.flag == nil || l.process == nil || l.input == nil {
+	l.count, _ = mod.ExportedGlobal(exportCountdown).(api.MutableGlobal)
+	if l.mem == nil || l.flag == nil || l.count == nil || l.process == nil || l.input == nil {
 		_ = mod.Close(ctx)
 		return m.err(InstantiateFailed, "instrumented exports missing (engine bug)", nil)
 	}

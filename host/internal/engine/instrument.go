@@ -8,36 +8,56 @@ import (
 )
 
 // This file rewrites a plugin's Wasm binary so that the host can interrupt it
-// at no per-call cost ("epoch interruption", as Wasmtime calls it).
+// at almost no cost ("epoch interruption", as Wasmtime calls it).
 //
 // Why not wazero's own mechanism: RuntimeConfig.WithCloseOnContextDone(true)
 // makes every api.Function call start a goroutine and a channel (3 heap
 // allocations and several hundred ns per call, whatever the context), makes
 // every loop iteration leave native code for a Go check (~40 ns each), and
-// still cannot stop loop-free recursion (fib(38) runs to the end). See
-// BenchmarkFloor and TestWazeroCloseOnContextDoneMissesRecursion.
+// still cannot stop loop-free recursion (fib(35) runs to the end). See
+// BenchmarkFloor, BenchmarkGuestCode and TestWazeroCloseOnContextDone.
+//
+// Why a check alone is not enough: native code is not preemptible by the Go
+// runtime. A guest spinning in a loop that never returns to Go blocks every
+// stop-the-world (GC) of the whole process, and with it the watchdog that
+// would set the flag. So the guest must pass through Go now and then.
 //
 // What the rewrite does:
-//   - appends one mutable i32 global (the interrupt flag, 0 at start) and
-//     exports it as exportInterrupt, so the watchdog can set it to 1;
-//   - inserts `global.get $flag; if; unreachable; end` (8 bytes) at the entry
-//     of every function and at the head of every loop, so any running code
-//     reaches a check within a bounded number of instructions (straight-line
-//     code is finite; every repetition goes through a loop head or a call);
+//   - appends two mutable i32 globals: the interrupt flag (0) and a
+//     countdown (checkPeriod), exported as exportInterrupt and
+//     exportCountdown; to interrupt, the watchdog sets the flag to 1 and the
+//     countdown to 1 (so the next check calls $yield);
+//   - appends one function, $yield: `if flag then unreachable; memory.grow 0;
+//     countdown = checkPeriod`. memory.grow always leaves native code for Go
+//     in wazero (even for 0 pages, which changes nothing), so every call is a
+//     Go preemption point;
+//   - inserts `countdown -= 1; if countdown == 0 then call $yield` (14+ bytes:
+//     one load, one store, one branch) at the entry of every function and at
+//     the head of every loop, so running code reaches a check within a
+//     bounded number of instructions (straight-line code is finite; every
+//     repetition goes through a loop head or a call), and reaches $yield at
+//     least once per checkPeriod checks;
 //   - moves the start function (if any) to an export (exportStart) so the
 //     host runs it under the watchdog instead of inside InstantiateModule;
 //   - drops DWARF custom sections (their code offsets would be stale);
-//   - rejects modules whose code names the flag's global index (global.get or
-//     global.set past the original globals), so a plugin cannot clear it.
+//   - rejects code that names the added globals or function (an index past
+//     the original ones), so a plugin cannot clear the flag or the countdown.
 //
-// Function, global (other than the appended one), type and table indices do
-// not change, so names, exports, tables and element segments stay valid.
+// Appended items take the next free index in each index space, so every
+// existing type, function, global, table and memory index is unchanged, and
+// names, exports, tables and element segments stay valid.
+
+// checkPeriod is how many checks run between two calls of $yield: the
+// longest stretch a plugin runs without a Go preemption point, and the
+// latency of an interrupt, are about this many loop iterations or calls.
+const checkPeriod = 1 << 14
 
 // Reserved export names added by the instrumentation. A plugin may not export
 // anything whose name starts with reservedExportPrefix.
 const (
 	reservedExportPrefix = "__wasmstream_"
 	exportInterrupt      = reservedExportPrefix + "interrupt"
+	exportCountdown      = reservedExportPrefix + "countdown"
 	exportStart          = reservedExportPrefix + "start"
 )
 
@@ -181,9 +201,10 @@ func instrument(src []byte) (*instrumented, error) {
 	}
 
 	out := &instrumented{}
-	var importedGlobals, definedGlobals uint32
+	var importedGlobals, definedGlobals, importedFuncs, definedFuncs, types uint32
 	startFunc := int64(-1)
 	for _, s := range secs {
+		pr := reader{b: s.payload}
 		switch s.id {
 		case secImport:
 			imps, err := parseImports(s.payload)
@@ -192,44 +213,78 @@ func instrument(src []byte) (*instrumented, error) {
 			}
 			out.imports = imps
 			for _, im := range imps {
-				if im.Kind == 3 {
+				switch im.Kind {
+				case 0:
+					importedFuncs++
+				case 3:
 					importedGlobals++
 				}
 			}
+		case secType:
+			types = pr.u32()
+		case secFunction:
+			definedFuncs = pr.u32()
 		case secGlobal:
-			pr := reader{b: s.payload}
 			definedGlobals = pr.u32()
-			if pr.err != nil {
-				return nil, fmt.Errorf("global section: %w", pr.err)
-			}
 		case secStart:
-			pr := reader{b: s.payload}
 			startFunc = int64(pr.u32())
-			if pr.err != nil {
-				return nil, fmt.Errorf("start section: %w", pr.err)
-			}
+		}
+		if pr.err != nil {
+			return nil, fmt.Errorf("section %d: %w", s.id, pr.err)
 		}
 	}
-	flag := importedGlobals + definedGlobals // index of the appended global
-	check := appendU32([]byte{0x23}, flag)   // global.get $flag
-	check = append(check, 0x04, 0x40, 0x00, 0x0B)
+	g := globalsAdded{flag: importedGlobals + definedGlobals}
+	g.countdown = g.flag + 1
+	yield := importedFuncs + definedFuncs         // index of the appended function
+	check := appendU32([]byte{0x23}, g.countdown) // global.get $countdown
+	check = append(check, 0x41, 0x01, 0x6B, 0x24) // i32.const 1; i32.sub; global.set
+	check = appendU32(check, g.countdown)
+	check = append(check, 0x23) // global.get $countdown
+	check = appendU32(check, g.countdown)
+	check = append(check, 0x45, 0x04, 0x40, 0x10) // i32.eqz; if; call $yield
+	check = appendU32(check, yield)
+	check = append(check, 0x0B) // end
+	limits := bodyLimits{globals: g.flag, funcs: yield}
 
+	// Each appended item goes into its section, which is created (in
+	// order) when the module has none.
+	want := map[byte][]byte{
+		secType:     {1, 0x60, 0, 0},
+		secFunction: appendU32([]byte{1}, types),
+		secGlobal:   appendGlobals([]byte{0}, 0, g),
+		secCode:     appendYield([]byte{0}, 0, g),
+	}
+	want[secExport], _, _ = extendExports([]byte{0}, g.flag, startFunc)
 	var newSecs []section
-	haveGlobal, haveExport := false, false
+	add := func(s section) {
+		// Insert the missing sections that must come before s.
+		for _, id := range []byte{secType, secFunction, secGlobal, secExport, secCode} {
+			if p, missing := want[id]; missing && (s.id == 0xFF || sectionRank(id) < sectionRank(s.id)) {
+				newSecs = append(newSecs, section{id, p})
+				delete(want, id)
+			}
+		}
+		if s.id != 0xFF {
+			newSecs = append(newSecs, s)
+		}
+	}
 	for _, s := range secs {
 		switch s.id {
 		case secCustom:
 			pr := reader{b: s.payload}
-			name := pr.name()
-			if pr.err == nil && strings.HasPrefix(name, ".debug_") {
+			if name := pr.name(); pr.err == nil && strings.HasPrefix(name, ".debug_") {
 				continue // DWARF: code offsets would be stale
 			}
+			newSecs = append(newSecs, s)
+			continue
+		case secType:
+			s.payload = appendCount(s.payload, types, 0x60, 0, 0) // () -> ()
+		case secFunction:
+			s.payload = appendCount(s.payload, definedFuncs, appendU32(nil, types)...)
 		case secGlobal:
-			haveGlobal = true
-			s.payload = appendGlobal(s.payload, definedGlobals)
+			s.payload = appendGlobals(s.payload, definedGlobals, g)
 		case secExport:
-			haveExport = true
-			p, exps, err := extendExports(s.payload, flag, startFunc)
+			p, exps, err := extendExports(s.payload, g.flag, startFunc)
 			if err != nil {
 				return nil, fmt.Errorf("export section: %w", err)
 			}
@@ -238,35 +293,23 @@ func instrument(src []byte) (*instrumented, error) {
 			out.hasStart = true
 			continue // now an export the host calls
 		case secCode:
-			p, funcs, loops, err := instrumentCode(s.payload, check, flag)
+			p, funcs, loops, err := instrumentCode(s.payload, check, limits)
 			if err != nil {
 				return nil, fmt.Errorf("code section: %w", err)
 			}
-			s.payload, out.funcs, out.loops = p, funcs, loops
-		}
-		if s.id != secCustom {
-			// Insert missing global/export sections just before the first
-			// section that must come after them.
-			rank := sectionRank(s.id)
-			if !haveGlobal && rank > sectionRank(secGlobal) {
-				haveGlobal = true
-				newSecs = append(newSecs, section{secGlobal, appendGlobal([]byte{0}, 0)})
+			if uint32(funcs) != definedFuncs {
+				return nil, fmt.Errorf("code section has %d bodies, function section %d", funcs, definedFuncs)
 			}
-			if !haveExport && rank > sectionRank(secExport) {
-				haveExport = true
-				p, _, _ := extendExports([]byte{0}, flag, startFunc)
-				newSecs = append(newSecs, section{secExport, p})
-			}
+			s.payload = appendYield(p, definedFuncs, g)
+			out.funcs, out.loops = funcs, loops
 		}
-		newSecs = append(newSecs, s)
+		delete(want, s.id)
+		add(s)
 	}
-	if !haveGlobal {
-		newSecs = append(newSecs, section{secGlobal, appendGlobal([]byte{0}, 0)})
+	if definedFuncs != 0 && want[secCode] != nil {
+		return nil, fmt.Errorf("function section has %d entries but there is no code section", definedFuncs)
 	}
-	if !haveExport {
-		p, _, _ := extendExports([]byte{0}, flag, startFunc)
-		newSecs = append(newSecs, section{secExport, p})
-	}
+	add(section{id: 0xFF}) // whatever is still missing goes at the end
 
 	n := 8
 	for _, s := range newSecs {
@@ -283,19 +326,48 @@ func instrument(src []byte) (*instrumented, error) {
 	return out, nil
 }
 
-// appendGlobal returns a global section payload with one more global, the
-// interrupt flag: (global (mut i32) (i32.const 0)).
-func appendGlobal(payload []byte, count uint32) []byte {
-	pr := reader{b: payload}
-	pr.u32()
-	rest := payload[pr.pos:]
+// globalsAdded are the indices of the appended globals.
+type globalsAdded struct{ flag, countdown uint32 }
+
+// appendCount returns a vector section payload with count+1 entries: the
+// old ones and item.
+func appendCount(payload []byte, count uint32, item ...byte) []byte {
 	p := appendU32(nil, count+1)
-	p = append(p, rest...)
-	return append(p, 0x7F, 0x01, 0x41, 0x00, 0x0B)
+	p = append(p, payload[countLen(payload):]...)
+	return append(p, item...)
 }
 
-// extendExports adds the interrupt flag export (and the start export) to an
-// export section payload, rejecting reserved names.
+// appendGlobals adds the interrupt flag, (global (mut i32) (i32.const 0)),
+// and the countdown, (global (mut i32) (i32.const checkPeriod)).
+func appendGlobals(payload []byte, count uint32, _ globalsAdded) []byte {
+	p := appendU32(nil, count+2)
+	p = append(p, payload[countLen(payload):]...)
+	p = append(p, 0x7F, 0x01, 0x41, 0x00, 0x0B)
+	p = append(p, 0x7F, 0x01, 0x41)
+	p = appendS32(p, checkPeriod)
+	return append(p, 0x0B)
+}
+
+// appendYield adds the body of $yield to a code section payload:
+//
+//	global.get $flag  if  unreachable  end
+//	i32.const 0  memory.grow 0  drop
+//	i32.const checkPeriod  global.set $countdown
+func appendYield(payload []byte, count uint32, g globalsAdded) []byte {
+	body := []byte{0x00, 0x23} // no locals; global.get
+	body = appendU32(body, g.flag)
+	body = append(body, 0x04, 0x40, 0x00, 0x0B, 0x41, 0x00, 0x40, 0x00, 0x1A, 0x41)
+	body = appendS32(body, checkPeriod)
+	body = append(body, 0x24)
+	body = appendU32(body, g.countdown)
+	body = append(body, 0x0B)
+	item := appendU32(nil, uint32(len(body)))
+	return appendCount(payload, count, append(item, body...)...)
+}
+
+// extendExports adds the exports of the interrupt flag and the countdown
+// (global flag and flag+1) and of the start function to an export section
+// payload, rejecting reserved names.
 func extendExports(payload []byte, flag uint32, startFunc int64) ([]byte, []wasmExport, error) {
 	pr := reader{b: payload}
 	count := pr.u32()
@@ -316,7 +388,7 @@ func extendExports(payload []byte, flag uint32, startFunc int64) ([]byte, []wasm
 	if pr.pos != len(payload) {
 		return nil, nil, errors.New("trailing bytes")
 	}
-	added := uint32(1)
+	added := uint32(2)
 	if startFunc >= 0 {
 		added++
 	}
@@ -325,6 +397,9 @@ func extendExports(payload []byte, flag uint32, startFunc int64) ([]byte, []wasm
 	p = appendName(p, exportInterrupt)
 	p = append(p, 3) // global
 	p = appendU32(p, flag)
+	p = appendName(p, exportCountdown)
+	p = append(p, 3) // global
+	p = appendU32(p, flag+1)
 	if startFunc >= 0 {
 		p = appendName(p, exportStart)
 		p = append(p, 0) // func
@@ -376,10 +451,13 @@ func parseImports(payload []byte) ([]wasmImport, error) {
 	return imps, nil
 }
 
+// bodyLimits are the first indices the original code may not name: the
+// appended globals and function.
+type bodyLimits struct{ globals, funcs uint32 }
+
 // instrumentCode rewrites the code section payload: a check at each function
-// entry and loop head. flag is the interrupt global's index; any global.get
-// or global.set of an index >= flag is rejected.
-func instrumentCode(payload, check []byte, flag uint32) ([]byte, int, int, error) {
+// entry and loop head.
+func instrumentCode(payload, check []byte, lim bodyLimits) ([]byte, int, int, error) {
 	r := reader{b: payload}
 	count := r.u32()
 	if r.err != nil {
@@ -401,7 +479,7 @@ func instrumentCode(payload, check []byte, flag uint32) ([]byte, int, int, error
 		r.pos += int(size)
 		var n int
 		var err error
-		body, n, err = instrumentBody(body[:0], src, check, flag)
+		body, n, err = instrumentBody(body[:0], src, check, lim)
 		if err != nil {
 			return nil, 0, 0, fmt.Errorf("function body %d: %w", f, err)
 		}
@@ -416,7 +494,7 @@ func instrumentCode(payload, check []byte, flag uint32) ([]byte, int, int, error
 }
 
 // instrumentBody appends the instrumented copy of one function body to dst.
-func instrumentBody(dst, src, check []byte, flag uint32) ([]byte, int, error) {
+func instrumentBody(dst, src, check []byte, lim bodyLimits) ([]byte, int, error) {
 	r := reader{b: src}
 	groups := r.u32()
 	for i := uint32(0); i < groups && r.err == nil; i++ {
@@ -444,8 +522,13 @@ func instrumentBody(dst, src, check []byte, flag uint32) ([]byte, int, error) {
 			loops++
 		case op == 0x23 || op == 0x24: // global.get, global.set
 			idx := r.u32()
-			if r.err == nil && idx >= flag {
+			if r.err == nil && idx >= lim.globals {
 				return nil, 0, fmt.Errorf("global index %d out of range at offset %d", idx, r.pos)
+			}
+		case op == 0x10 || op == 0x12 || op == 0xD2: // call, return_call, ref.func
+			idx := r.u32()
+			if r.err == nil && idx >= lim.funcs {
+				return nil, 0, fmt.Errorf("function index %d out of range at offset %d", idx, r.pos)
 			}
 		default:
 			r.skipImmediates(op)
@@ -583,9 +666,9 @@ func (r *reader) skipImmediates(op byte) {
 	case op == 0x02, op == 0x04, op == 0x06: // block, if, try
 		r.blockType()
 	case op == 0x07, op == 0x08, op == 0x09, op == 0x0C, op == 0x0D,
-		op == 0x10, op == 0x12, op == 0x14, op == 0x15, op == 0x18,
+		op == 0x14, op == 0x15, op == 0x18,
 		op >= 0x20 && op <= 0x22, op == 0x25, op == 0x26,
-		op == 0x3F, op == 0x40, op == 0xD2, op == 0xD5, op == 0xD6:
+		op == 0x3F, op == 0x40, op == 0xD5, op == 0xD6:
 		r.u32()
 	case op == 0x0E: // br_table
 		n := r.u32()
@@ -675,6 +758,17 @@ func appendU32(b []byte, v uint32) []byte {
 			continue
 		}
 		return append(b, c)
+	}
+}
+
+func appendS32(b []byte, v int32) []byte {
+	for {
+		c := byte(v & 0x7F)
+		v >>= 7
+		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
 	}
 }
 

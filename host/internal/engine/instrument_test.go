@@ -61,7 +61,7 @@ func TestInstrumentCounts(t *testing.T) {
 	}{
 		{"passthrough", 3, 0, false},
 		{"loop", 5, 1, false},
-		{"stateops", 5, 2, false},
+		{"stateops", 4, 2, false},
 		{"startloop", 4, 1, true},
 	} {
 		ins, err := instrument(wasmFile(t, c.file))

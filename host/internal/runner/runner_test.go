@@ -143,8 +143,8 @@ func (f *fixture) committed(t *testing.T, topic string) map[int32]int64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resp, err := f.b.Admin(t).FetchOffsets(ctx, f.group)
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		return map[int32]int64{} // nothing committed yet
+	if errors.Is(err, kerr.GroupIDNotFound) || kerr.IsRetriable(err) {
+		return map[int32]int64{} // nothing committed yet, or the coordinator is still starting
 	}
 	if err != nil {
 		t.Fatalf("fetch offsets: %v", err)

@@ -2,7 +2,7 @@
 ;; output 0 whose value is (little-endian):
 ;;    0 u32 argc             4 u32 argv buffer size
 ;;    8 u32 environ count   12 u32 environ buffer size
-;;   16 u32 errno of path_open(fd 3, "/etc/passwd")
+;;   16 u32 errno of path_open(fd 3, "etc/passwd")
 ;;   20 u32 errno of fd_prestat_get(3)
 ;;   24 u64 realtime #1     32 u64 realtime #2
 ;;   40 u64 monotonic #1    48 u64 monotonic #2
@@ -20,7 +20,7 @@
   (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
   (import "wasmstream" "emit" (func $emit (param i32 i32) (result i32)))
   (memory (export "memory") 2)
-  (data (i32.const 512) "/etc/passwd")
+  (data (i32.const 512) "etc/passwd")
   (data (i32.const 600) "hello from the sandbox\n")
   (func (export "wasmstream_abi_version_1"))
   (func (export "wasmstream_input") (param $n i32) (result i32)
@@ -30,7 +30,7 @@
     (drop (call $args_sizes_get (i32.const 70036) (i32.const 70040)))
     (drop (call $environ_sizes_get (i32.const 70044) (i32.const 70048)))
     (i32.store (i32.const 70052)
-      (call $path_open (i32.const 3) (i32.const 0) (i32.const 512) (i32.const 11)
+      (call $path_open (i32.const 3) (i32.const 0) (i32.const 512) (i32.const 10)
         (i32.const 0) (i64.const 2) (i64.const 0) (i32.const 0) (i32.const 300)))
     (i32.store (i32.const 70056) (call $fd_prestat_get (i32.const 3) (i32.const 320)))
     (drop (call $clock_time_get (i32.const 0) (i64.const 1) (i32.const 70060)))
