@@ -82,7 +82,15 @@ type ProcessorConfig struct {
 	// A plugin can emit only to these. Output indices are the names in
 	// sorted order.
 	Outputs map[string]string `koanf:"outputs"`
-	// Config is handed to the plugin as JSON (the ABI's config import).
+	// Stores are the processor's key-value state stores, by name. Each is
+	// kept per task (input partition) in the local state directory and
+	// backed by a compacted changelog topic <app_id>-<store>-changelog,
+	// from which a task's store is restored wherever the task runs. Store
+	// names are unique within the app. A processor with stores has exactly
+	// one input (its tasks are that topic's partitions).
+	Stores []string `koanf:"stores"`
+	// Config is handed to the plugin as JSON (the ABI's config import);
+	// a processor without config gets {}.
 	Config map[string]any `koanf:"config"`
 	// OnError is what a failed record (trap, timeout, memory limit, ABI
 	// misuse, or the plugin's own rejection) does: "fail" stops the task
@@ -104,8 +112,9 @@ type Limits struct {
 
 // StateConfig is where local state lives.
 type StateConfig struct {
-	// Dir holds the state stores. Default "./wasmstream-state", relative to
-	// the working directory.
+	// Dir holds the state stores, in a subdirectory per app_id. Default
+	// "wasmstream-state", relative to the working directory. One process
+	// at a time can use an app's directory (Pebble locks it).
 	Dir string `koanf:"dir"`
 }
 
@@ -430,6 +439,7 @@ func (c *Config) Validate() error {
 	}
 	names := map[string]int{}
 	inputs := map[string]string{}
+	stores := map[string]string{}
 	for i, p := range c.Processors {
 		at := fmt.Sprintf("processors[%d]", i)
 		switch {
@@ -467,6 +477,20 @@ func (c *Config) Validate() error {
 				bad(at+".outputs."+name, "%q is not a valid topic name", topic)
 			}
 		}
+		for j, st := range p.Stores {
+			at := fmt.Sprintf("%s.stores[%d]", at, j)
+			switch {
+			case !nameRE.MatchString(st):
+				bad(at, "%q must be made of a-z A-Z 0-9 . _ -", st)
+			case stores[st] != "":
+				bad(at, "store %q is already declared by processor %q (store names are unique in an app: they name changelog topics)", st, stores[st])
+			default:
+				stores[st] = p.Name
+			}
+		}
+		if len(p.Stores) > 0 && len(p.Inputs) > 1 {
+			bad(at+".inputs", "a processor with stores reads exactly one input topic (its tasks are that topic's partitions); split it into one processor per input")
+		}
 		switch p.OnError {
 		case OnErrorFail, OnErrorSkip, OnErrorDeadLetter:
 		default:
@@ -492,6 +516,16 @@ func (p *ProcessorConfig) OutputNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// ChangelogTopic is the compacted topic that backs a state store.
+func (c *Config) ChangelogTopic(store string) string {
+	return c.AppID + "-" + store + "-changelog"
+}
+
+// StateDir is the directory of this app's local state.
+func (c *Config) StateDir() string {
+	return filepath.Join(c.State.Dir, c.AppID)
 }
 
 // DeadLetterTopic is the topic failed records go to under on_error:

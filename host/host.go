@@ -18,13 +18,16 @@ import (
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/engine"
+	"github.com/wasmstream/wasmstream/host/internal/restore"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
+	"github.com/wasmstream/wasmstream/host/internal/state"
 )
 
 // Host runs the processors of one Config in this process.
 type Host struct {
 	cfg      *Config
 	log      *slog.Logger
+	state    *state.DB // nil when no processor has stores
 	runtimes []*engine.Runtime
 	procs    []*loadedProcessor
 	embedded *kfake.Cluster
@@ -45,6 +48,17 @@ type Option func(*options)
 type options struct {
 	logger       *slog.Logger
 	embeddedPort int
+	onRestore    func(RestoreProgress)
+}
+
+// RestoreProgress is the progress of one store's restore.
+type RestoreProgress = restore.Progress
+
+// WithRestoreProgress calls fn with the progress of every state restore
+// (after each applied batch and at the end), for progress bars. fn must
+// return quickly.
+func WithRestoreProgress(fn func(RestoreProgress)) Option {
+	return func(o *options) { o.onRestore = fn }
 }
 
 // WithLogger sets the host's logger. Default: slog.Default().
@@ -82,6 +96,13 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	if err := h.ensureTopics(ctx, createTopics); err != nil {
 		return nil, err
 	}
+	if h.stateful() {
+		db, err := state.Open(cfg.StateDir(), state.Options{Logger: h.log})
+		if err != nil {
+			return nil, fmt.Errorf("state.dir: %w", err)
+		}
+		h.state = db
+	}
 	specs := make([]runner.ProcessorSpec, len(h.procs))
 	for i, p := range h.procs {
 		specs[i] = runner.ProcessorSpec{
@@ -91,18 +112,24 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			OnError:         p.cfg.OnError,
 			DeadLetterTopic: cfg.DeadLetterTopic(p.cfg),
 			Plugin:          (*pluginFactory)(p),
+			Stores:          p.cfg.Stores,
+		}
+		for _, st := range p.cfg.Stores {
+			specs[i].Changelogs = append(specs[i].Changelogs, cfg.ChangelogTopic(st))
 		}
 	}
 	h.runner, err = runner.New(runner.Options{
-		AppID:          cfg.AppID,
-		Brokers:        h.brokers,
-		ClientID:       cfg.Kafka.ClientID,
-		CommitInterval: cfg.Kafka.CommitInterval,
-		CommitRecords:  cfg.Kafka.CommitRecords,
-		StartOffset:    cfg.Kafka.StartOffset,
-		SessionTimeout: cfg.Kafka.SessionTimeout,
-		Processors:     specs,
-		Logger:         h.log,
+		AppID:             cfg.AppID,
+		Brokers:           h.brokers,
+		ClientID:          cfg.Kafka.ClientID,
+		CommitInterval:    cfg.Kafka.CommitInterval,
+		CommitRecords:     cfg.Kafka.CommitRecords,
+		StartOffset:       cfg.Kafka.StartOffset,
+		SessionTimeout:    cfg.Kafka.SessionTimeout,
+		Processors:        specs,
+		State:             h.state,
+		Logger:            h.log,
+		OnRestoreProgress: o.onRestore,
 	})
 	if err != nil {
 		return nil, err
@@ -133,11 +160,29 @@ func (h *Host) Stats(processor string) *runner.Stats {
 	return h.runner.Stats(processor)
 }
 
-// Close releases the runtimes and the embedded broker. Call it after Run
-// returned.
+// Ready reports whether every assigned task has finished restoring its
+// state, so the process is processing all it owns.
+func (h *Host) Ready() bool { return h.runner != nil && h.runner.Restoring() == 0 }
+
+// stateful reports whether any processor has stores.
+func (h *Host) stateful() bool {
+	for _, p := range h.cfg.Processors {
+		if len(p.Stores) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Close releases the runtimes, the state and the embedded broker. Call it
+// after Run returned.
 func (h *Host) Close() error {
 	ctx := context.Background()
 	var errs []error
+	if h.state != nil {
+		errs = append(errs, h.state.Close())
+		h.state = nil
+	}
 	for _, rt := range h.runtimes {
 		errs = append(errs, rt.Close(ctx))
 	}
@@ -208,13 +253,16 @@ func loadProcessor(ctx context.Context, pc *ProcessorConfig, cacheDir string, lo
 	lp := &loadedProcessor{
 		cfg:     pc,
 		module:  mod,
-		binding: engine.Binding{Name: pc.Name, Outputs: names, Config: conf},
+		binding: engine.Binding{Name: pc.Name, Outputs: names, Stores: pc.Stores, Config: conf},
 		topics:  topics,
 	}
 	// Instantiate once now, so a plugin whose init fails is refused before
 	// any record is consumed.
 	check := lp.binding
 	check.Sink = discardSink{}
+	if len(pc.Stores) > 0 {
+		check.State = noState{}
+	}
 	inst, err := mod.Instantiate(ctx, check)
 	if err != nil {
 		return nil, rt, fmt.Errorf("plugin %s: %w", pc.Plugin, err)
@@ -229,12 +277,35 @@ type discardSink struct{}
 
 func (discardSink) Emit(int, *abi.Record) error { return nil }
 
+// noState serves the trial instance, which may not touch state during init
+// anyway (the engine refuses it with EPHASE).
+type noState struct{}
+
+func (noState) Get(int, []byte) ([]byte, bool, error)             { return nil, false, nil }
+func (noState) Put(int, []byte, []byte) error                     { return nil }
+func (noState) Delete(int, []byte) error                          { return nil }
+func (noState) Scan(int, []byte, []byte) (engine.Iterator, error) { return nil, errors.New("no state") }
+
+// taskState adapts a task's state to the engine's State interface.
+type taskState struct{ *state.Task }
+
+func (s taskState) Scan(store int, start, end []byte) (engine.Iterator, error) {
+	it, err := s.Task.Scan(store, start, end)
+	if err != nil {
+		return nil, err
+	}
+	return it, nil
+}
+
 // pluginFactory makes one engine instance per task.
 type pluginFactory loadedProcessor
 
-func (p *pluginFactory) Instantiate(ctx context.Context, _ runner.TaskID, sink runner.Sink) (runner.Processor, error) {
+func (p *pluginFactory) Instantiate(ctx context.Context, _ runner.TaskID, sink runner.Sink, st *state.Task) (runner.Processor, error) {
 	b := p.binding
 	b.Sink = sink
+	if st != nil {
+		b.State = taskState{st}
+	}
 	inst, err := p.module.Instantiate(ctx, b)
 	if err != nil {
 		return nil, err

@@ -275,3 +275,70 @@ func TestBadPluginsAreRefusedAtStart(t *testing.T) {
 		})
 	}
 }
+
+// latest returns the last value per key of a topic's records.
+func latest(recs []*kgo.Record) map[string]string {
+	out := map[string]string{}
+	for _, r := range recs {
+		out[string(r.Key)] = string(r.Value)
+	}
+	return out
+}
+
+// State survives restarts and moves between machines through its
+// changelog: a host with an empty state directory restores the counts, a
+// host with an old local store catches up from its checkpoint.
+func TestWordcountStateSurvivesRestartAndMove(t *testing.T) {
+	p := newPipeline(t, wasmbuild.Build(t, "./plugins/wordcount"), OnErrorFail)
+	p.cfg.Processors[0].Stores = []string{p.b.Name(t, "counts")}
+	p.cfg.Processors[0].Outputs = map[string]string{"counts": p.out}
+	// wordcount names its store "counts"; the config's store name must match.
+	p.cfg.Processors[0].Stores = []string{"counts"}
+	p.cfg.AppID = p.b.Name(t, "wc")
+	dirA, dirB := t.TempDir(), t.TempDir()
+	line := func(text string) {
+		p.b.Produce(t, &kgo.Record{Topic: p.in, Key: []byte("k"), Value: []byte(text)})
+	}
+	runWith := func(dir string, lines ...string) map[string]string {
+		p.cfg.State.Dir = dir
+		_, stop := p.run(t)
+		for _, l := range lines {
+			line(l)
+		}
+		p.waitProcessed(t)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		return latest(p.b.ReadCommitted(t, p.out, 30*time.Second))
+	}
+	got := runWith(dirA, "a b a", "b c")
+	if got["a"] != "2" || got["b"] != "2" || got["c"] != "1" {
+		t.Fatalf("first run counts %v", got)
+	}
+	got = runWith(dirB, "a") // an empty state dir: restored from the changelog
+	if got["a"] != "3" {
+		t.Fatalf("after moving to an empty state dir, a = %s, want 3", got["a"])
+	}
+	got = runWith(dirA, "b") // the old dir: its checkpoint is behind the changelog
+	if got["b"] != "3" {
+		t.Fatalf("back on the first state dir, b = %s, want 3", got["b"])
+	}
+}
+
+func TestChangelogWithWrongShapeIsRefused(t *testing.T) {
+	p := newPipeline(t, wasmbuild.Build(t, "./plugins/wordcount"), OnErrorFail)
+	p.cfg.Processors[0].Outputs = map[string]string{"counts": p.out}
+	p.cfg.Processors[0].Stores = []string{"counts"}
+	p.cfg.State.Dir = t.TempDir()
+	p.b.CreateTopic(t, p.cfg.ChangelogTopic("counts"), 1, map[string]string{"cleanup.policy": "compact"})
+	_, err := New(context.Background(), p.cfg, WithLogger(testLogger(t)))
+	if err == nil || !strings.Contains(err.Error(), "has 1 partitions but input") {
+		t.Fatalf("New = %v, want a refusal naming the partition mismatch", err)
+	}
+	p.cfg.AppID = p.b.Name(t, "app2")
+	p.b.CreateTopic(t, p.cfg.ChangelogTopic("counts"), 3, map[string]string{"cleanup.policy": "delete"})
+	_, err = New(context.Background(), p.cfg, WithLogger(testLogger(t)))
+	if err == nil || !strings.Contains(err.Error(), "cleanup.policy=delete") {
+		t.Fatalf("New = %v, want a refusal naming the cleanup policy", err)
+	}
+}

@@ -76,6 +76,13 @@ func (h *Host) ensureTopics(ctx context.Context, create bool) error {
 		}
 	}
 	for _, p := range h.cfg.Processors {
+		for _, store := range p.Stores {
+			if err := h.ensureChangelog(ctx, adm, h.cfg.ChangelogTopic(store), p.Inputs[0], int32(len(details[p.Inputs[0]].Partitions))); err != nil {
+				return fmt.Errorf("processor %q store %q: %w", p.Name, store, err)
+			}
+		}
+	}
+	for _, p := range h.cfg.Processors {
 		if p.OnError != OnErrorDeadLetter {
 			continue
 		}
@@ -99,4 +106,48 @@ func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions
 		return err
 	}
 	return resp.Err
+}
+
+// ensureChangelog creates a store's changelog topic (compacted, one
+// partition per input partition) or checks that an existing one has that
+// shape. A changelog with the wrong partition count would put a task's
+// state in another task's partition; one that is not compacted would lose
+// keys to retention: both are refused before any processing.
+func (h *Host) ensureChangelog(ctx context.Context, adm *kadm.Client, topic, input string, partitions int32) error {
+	if partitions <= 0 {
+		return fmt.Errorf("input topic %q has no partitions", input)
+	}
+	compact := "compact"
+	err := createTopic(ctx, adm, topic, partitions, map[string]*string{"cleanup.policy": &compact})
+	if err == nil {
+		h.log.Info("created changelog topic", "topic", topic, "partitions", partitions)
+		return nil
+	}
+	if !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("creating changelog topic %s: %w", topic, err)
+	}
+	details, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("changelog topic %s: %w", topic, err)
+	}
+	if n := int32(len(details[topic].Partitions)); n != partitions {
+		return fmt.Errorf("changelog topic %s has %d partitions but input %s has %d: a task's state must live in the changelog partition of the same number; delete the changelog (its state is lost) or repartition the input", topic, n, input, partitions)
+	}
+	configs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("changelog topic %s: describing configs: %w", topic, err)
+	}
+	rc, err := configs.On(topic, nil)
+	if err != nil {
+		return fmt.Errorf("changelog topic %s: describing configs: %w", topic, err)
+	}
+	if rc.Err != nil {
+		return fmt.Errorf("changelog topic %s: describing configs: %w", topic, rc.Err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" && !strings.Contains(c.MaybeValue(), "compact") {
+			return fmt.Errorf("changelog topic %s has cleanup.policy=%s; it must be compact, or retention deletes state", topic, c.MaybeValue())
+		}
+	}
+	return nil
 }

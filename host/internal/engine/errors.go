@@ -24,9 +24,9 @@ const (
 	// instance is discarded.
 	MemoryLimit
 	// ABIMisuse: the plugin broke the ABI: a pointer/length outside its
-	// memory, an undeclared output or store, a malformed emitted record, an
-	// unknown cursor, an unknown status, a bad input buffer. The instance is
-	// kept (its memory is intact).
+	// memory (EFAULT), an emit to an undeclared output (ENOOUTPUT), an
+	// unknown status, an input buffer outside its memory. The instance is
+	// discarded (abi/ABI.md, section 7).
 	ABIMisuse
 	// PluginFailed: the plugin returned StatusFailed; Msg is the reason it
 	// gave with set_error. The instance is kept.
@@ -65,7 +65,7 @@ func (k FailureKind) Error() string { return k.String() }
 // (the next record runs on a fresh instance, with the plugin's init run again
 // and its in-memory state gone).
 func (k FailureKind) Discards() bool {
-	return k == Trap || k == Timeout || k == MemoryLimit
+	return k == Trap || k == Timeout || k == MemoryLimit || k == ABIMisuse
 }
 
 // RecordError is the error Process returns when a record fails. Emits already
@@ -126,6 +126,9 @@ func IsABIMisuse(err error) bool { return KindOf(err) == ABIMisuse }
 // IsPluginFailed reports whether err is a record the plugin rejected.
 func IsPluginFailed(err error) bool { return KindOf(err) == PluginFailed }
 
+// IsHostFailed reports whether err is a record the host (Sink or State) failed.
+func IsHostFailed(err error) bool { return KindOf(err) == HostFailed }
+
 // IsInstanceLost reports whether err means no instance could run the record.
 func IsInstanceLost(err error) bool { return KindOf(err) == InstanceLost }
 
@@ -159,7 +162,9 @@ const (
 	// trapped, exited, hit the memory limit or timed out.
 	InitTrapped
 	// InitFailed: wasmstream_init returned StatusFailed (Msg is its set_error
-	// reason), an unknown status, or the plugin misused the ABI during init.
+	// reason) or an unknown status, or an init-time call passed a pointer
+	// outside plugin memory (EFAULT), or wasmstream_input returned a buffer
+	// outside it.
 	InitFailed
 )
 

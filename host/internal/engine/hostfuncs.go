@@ -20,10 +20,10 @@ import (
 // also recorded on the instance so the record fails with ABIMisuse even if
 // the plugin ignores the result.
 //
-// Errors that mean the plugin is wrong (EFAULT, EINVAL on emit, ENOOUTPUT,
-// ENOSTORE, ENOCURSOR, EPHASE) fail the record. Errors the plugin can handle
-// (ENOTFOUND, ETOOLARGE, ELIMIT, ENONAME, EINVAL for an unknown log level) do
-// not. EIO (the Sink or State failed) fails the record as HostFailed.
+// As abi/ABI.md says, EFAULT and ENOOUTPUT also fail the record (ABIMisuse,
+// and the instance is replaced), and EIO (the Sink or State failed) fails it
+// as HostFailed. Every other errno (EINVAL, ENOSTORE, ENOTFOUND, ETOOLARGE,
+// ENOCURSOR, EPHASE, ELIMIT, ENONAME) is only returned: the plugin decides.
 
 type hostFunc struct {
 	name   string
@@ -154,19 +154,16 @@ func (i *Instance) read(fn string, ptr, n uint32) ([]byte, bool) {
 	return b, ok
 }
 
-// inRecord fails calls made outside process with EPHASE.
-func (i *Instance) inRecord(fn string) int32 {
+// inRecord refuses calls made outside process with EPHASE.
+func (i *Instance) inRecord() int32 {
 	if i.phase == phaseRecord {
 		return 0
-	}
-	if i.phase == phaseInit {
-		i.misuse("%s during init: %s: %s is only allowed while processing a record", fn, abi.ErrnoPhase.Name(), fn)
 	}
 	return abi.ErrnoPhase.Result()
 }
 
 func (i *Instance) emit(ptr, n uint32) int32 {
-	if e := i.inRecord(abi.ImportEmit); e != 0 {
+	if e := i.inRecord(); e != 0 {
 		return e
 	}
 	if n > abi.MaxRecordSize {
@@ -177,7 +174,6 @@ func (i *Instance) emit(ptr, n uint32) int32 {
 		return abi.ErrnoFault.Result()
 	}
 	if err := i.emitRec.Decode(b); err != nil {
-		i.misuse("%s: %s: %d bytes are not a valid record: %v", abi.ImportEmit, abi.ErrnoInval.Name(), n, err)
 		return abi.ErrnoInval.Result()
 	}
 	if uint64(i.emitRec.Index) >= uint64(len(i.b.Outputs)) {
@@ -282,20 +278,18 @@ func (i *Instance) setError(ptr, n uint32) int32 {
 }
 
 // checkStore validates the phase and the store index of a state call.
-func (i *Instance) checkStore(fn string, store uint32) int32 {
-	if e := i.inRecord(fn); e != 0 {
+func (i *Instance) checkStore(store uint32) int32 {
+	if e := i.inRecord(); e != 0 {
 		return e
 	}
 	if i.b.State == nil || uint64(store) >= uint64(len(i.b.Stores)) {
-		i.misuse("%s: %s: store index %d, but the processor declares %d store(s)",
-			fn, abi.ErrnoNoStore.Name(), store, len(i.b.Stores))
 		return abi.ErrnoNoStore.Result()
 	}
 	return 0
 }
 
 func (i *Instance) stateGet(store, keyPtr, keyLen, outPtr, outCap uint32) int32 {
-	if e := i.checkStore(abi.ImportStateGet, store); e != 0 {
+	if e := i.checkStore(store); e != 0 {
 		return e
 	}
 	if keyLen > abi.MaxKeySize {
@@ -327,7 +321,7 @@ func (i *Instance) stateGet(store, keyPtr, keyLen, outPtr, outCap uint32) int32 
 }
 
 func (i *Instance) statePut(store, keyPtr, keyLen, valPtr, valLen uint32) int32 {
-	if e := i.checkStore(abi.ImportStatePut, store); e != 0 {
+	if e := i.checkStore(store); e != 0 {
 		return e
 	}
 	if keyLen > abi.MaxKeySize || valLen > abi.MaxValueSize {
@@ -349,7 +343,7 @@ func (i *Instance) statePut(store, keyPtr, keyLen, valPtr, valLen uint32) int32 
 }
 
 func (i *Instance) stateDelete(store, keyPtr, keyLen uint32) int32 {
-	if e := i.checkStore(abi.ImportStateDelete, store); e != 0 {
+	if e := i.checkStore(store); e != 0 {
 		return e
 	}
 	if keyLen > abi.MaxKeySize {
@@ -396,7 +390,7 @@ type cursor struct {
 }
 
 func (i *Instance) scanOpen(store, startPtr, startLen, endPtr, endLen uint32) int32 {
-	if e := i.checkStore(abi.ImportScanOpen, store); e != 0 {
+	if e := i.checkStore(store); e != 0 {
 		return e
 	}
 	if startLen > abi.MaxKeySize || endLen > abi.MaxKeySize {
@@ -433,19 +427,18 @@ func (i *Instance) scanOpen(store, startPtr, startLen, endPtr, endLen uint32) in
 	return abi.ErrnoLimit.Result()
 }
 
-func (i *Instance) cursor(fn string, id uint32) *cursor {
+func (i *Instance) cursor(id uint32) *cursor {
 	if uint64(id) < uint64(len(i.cursors)) && i.cursors[id].open {
 		return &i.cursors[id]
 	}
-	i.misuse("%s: %s: cursor %d is not open", fn, abi.ErrnoNoCursor.Name(), id)
 	return nil
 }
 
 func (i *Instance) scanNext(id, outPtr, outCap uint32) int32 {
-	if e := i.inRecord(abi.ImportScanNext); e != 0 {
+	if e := i.inRecord(); e != 0 {
 		return e
 	}
-	c := i.cursor(abi.ImportScanNext, id)
+	c := i.cursor(id)
 	if c == nil {
 		return abi.ErrnoNoCursor.Result()
 	}
@@ -483,10 +476,10 @@ func (i *Instance) scanNext(id, outPtr, outCap uint32) int32 {
 }
 
 func (i *Instance) scanClose(id uint32) int32 {
-	if e := i.inRecord(abi.ImportScanClose); e != 0 {
+	if e := i.inRecord(); e != 0 {
 		return e
 	}
-	c := i.cursor(abi.ImportScanClose, id)
+	c := i.cursor(id)
 	if c == nil {
 		return abi.ErrnoNoCursor.Result()
 	}

@@ -76,8 +76,9 @@ type Binding struct {
 	State State
 }
 
-// defaultInputSize is the input buffer the host asks for at start (bytes).
-const defaultInputSize = 64 << 10
+// defaultInputSize is the input buffer the host asks for at start, in bytes
+// (abi/ABI.md, section 3).
+const defaultInputSize = 4096
 
 // interrupted is the deadline value of a call the watchdog has interrupted.
 const interrupted = -1
@@ -167,9 +168,9 @@ func (m *Module) Instantiate(ctx context.Context, b Binding) (*Instance, error) 
 // Process runs the plugin on one record: it encodes rec into the plugin's
 // input buffer, calls wasmstream_process and returns nil or a *RecordError.
 // On error the caller must discard the record's emits and state writes. A
-// Trap, Timeout or MemoryLimit discards the instance; the next Process
-// re-instantiates it (running init again) and fails with InstanceLost if
-// that fails. ctx is checked before the call only: the call itself is
+// Trap, Timeout, MemoryLimit or ABIMisuse discards the instance (see
+// FailureKind.Discards); the next Process re-instantiates it (running init
+// again) and fails with InstanceLost if that fails. ctx is checked before the call only: the call itself is
 // bounded by Options.RecordTimeout. On the success path Process makes no
 // heap allocation in the host (the Sink and State may).
 func (i *Instance) Process(ctx context.Context, rec *abi.Record) error {
@@ -190,8 +191,7 @@ func (i *Instance) Process(ctx context.Context, rec *abi.Record) error {
 	l := i.cur
 	buf, ok := l.mem.Read(l.inPtr, uint32(n))
 	if !ok {
-		l.inCap = 0
-		return i.recordErr(ABIMisuse, "the input buffer is no longer inside plugin memory", nil)
+		return i.misused(ctx, "the input buffer is no longer inside plugin memory")
 	}
 	rec.EncodeTo(buf)
 
@@ -209,7 +209,7 @@ func (i *Instance) Process(ctx context.Context, rec *abi.Record) error {
 		return i.recordErr(HostFailed, i.hostErr.Error(), i.hostErr)
 	}
 	if i.misuseMsg != "" {
-		return i.recordErr(ABIMisuse, i.misuseMsg, nil)
+		return i.misused(ctx, i.misuseMsg)
 	}
 	switch st := abi.Status(int32(i.stack[0])); st {
 	case abi.StatusOK:
@@ -217,8 +217,16 @@ func (i *Instance) Process(ctx context.Context, rec *abi.Record) error {
 	case abi.StatusFailed:
 		return i.recordErr(PluginFailed, i.reason(), nil)
 	default:
-		return i.recordErr(ABIMisuse, fmt.Sprintf("%s returned unknown status %d", abi.ExportProcess, st), nil)
+		return i.misused(ctx, fmt.Sprintf("%s returned unknown status %d", abi.ExportProcess, st))
 	}
+}
+
+// misused fails the record with ABIMisuse and discards the instance: a
+// plugin that broke the ABI may have broken its own memory too (abi/ABI.md,
+// section 7).
+func (i *Instance) misused(ctx context.Context, msg string) error {
+	i.discard(ctx)
+	return i.recordErr(ABIMisuse, msg, nil)
 }
 
 // Close discards the instance. It must not run concurrently with Process.
@@ -519,6 +527,9 @@ func (i *Instance) growInput(ctx context.Context, n int) error {
 			continue
 		}
 		ptr, kind, msg, err := i.callInput(ctx, size)
+		if kind == ABIMisuse {
+			return i.misused(ctx, msg)
+		}
 		if kind != 0 {
 			return i.recordErr(kind, msg, err)
 		}

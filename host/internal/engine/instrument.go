@@ -31,8 +31,8 @@ import (
 //     countdown = checkPeriod`. memory.grow always leaves native code for Go
 //     in wazero (even for 0 pages, which changes nothing), so every call is a
 //     Go preemption point;
-//   - inserts `countdown -= 1; if countdown == 0 then call $yield` (14+ bytes:
-//     one load, one store, one branch) at the entry of every function and at
+//   - inserts `countdown -= 1; if countdown == 0 then call $yield` (about 15
+//     bytes; one load, one store, one branch) at the entry of every function and at
 //     the head of every loop, so running code reaches a check within a
 //     bounded number of instructions (straight-line code is finite; every
 //     repetition goes through a loop head or a call), and reaches $yield at
@@ -203,6 +203,7 @@ func instrument(src []byte) (*instrumented, error) {
 	out := &instrumented{}
 	var importedGlobals, definedGlobals, importedFuncs, definedFuncs, types uint32
 	startFunc := int64(-1)
+	hasMemory := false
 	for _, s := range secs {
 		pr := reader{b: s.payload}
 		switch s.id {
@@ -216,6 +217,8 @@ func instrument(src []byte) (*instrumented, error) {
 				switch im.Kind {
 				case 0:
 					importedFuncs++
+				case 2:
+					hasMemory = true
 				case 3:
 					importedGlobals++
 				}
@@ -228,12 +231,14 @@ func instrument(src []byte) (*instrumented, error) {
 			definedGlobals = pr.u32()
 		case secStart:
 			startFunc = int64(pr.u32())
+		case secMemory:
+			hasMemory = pr.u32() > 0
 		}
 		if pr.err != nil {
 			return nil, fmt.Errorf("section %d: %w", s.id, pr.err)
 		}
 	}
-	g := globalsAdded{flag: importedGlobals + definedGlobals}
+	g := globalsAdded{flag: importedGlobals + definedGlobals, memory: hasMemory}
 	g.countdown = g.flag + 1
 	yield := importedFuncs + definedFuncs         // index of the appended function
 	check := appendU32([]byte{0x23}, g.countdown) // global.get $countdown
@@ -251,7 +256,7 @@ func instrument(src []byte) (*instrumented, error) {
 	want := map[byte][]byte{
 		secType:     {1, 0x60, 0, 0},
 		secFunction: appendU32([]byte{1}, types),
-		secGlobal:   appendGlobals([]byte{0}, 0, g),
+		secGlobal:   appendGlobals([]byte{0}, 0),
 		secCode:     appendYield([]byte{0}, 0, g),
 	}
 	want[secExport], _, _ = extendExports([]byte{0}, g.flag, startFunc)
@@ -282,7 +287,7 @@ func instrument(src []byte) (*instrumented, error) {
 		case secFunction:
 			s.payload = appendCount(s.payload, definedFuncs, appendU32(nil, types)...)
 		case secGlobal:
-			s.payload = appendGlobals(s.payload, definedGlobals, g)
+			s.payload = appendGlobals(s.payload, definedGlobals)
 		case secExport:
 			p, exps, err := extendExports(s.payload, g.flag, startFunc)
 			if err != nil {
@@ -326,8 +331,13 @@ func instrument(src []byte) (*instrumented, error) {
 	return out, nil
 }
 
-// globalsAdded are the indices of the appended globals.
-type globalsAdded struct{ flag, countdown uint32 }
+// globalsAdded are the indices of the appended globals, and whether the
+// module has a memory for $yield to grow by 0 pages (a plugin without one is
+// refused by validation anyway).
+type globalsAdded struct {
+	flag, countdown uint32
+	memory          bool
+}
 
 // appendCount returns a vector section payload with count+1 entries: the
 // old ones and item.
@@ -339,7 +349,7 @@ func appendCount(payload []byte, count uint32, item ...byte) []byte {
 
 // appendGlobals adds the interrupt flag, (global (mut i32) (i32.const 0)),
 // and the countdown, (global (mut i32) (i32.const checkPeriod)).
-func appendGlobals(payload []byte, count uint32, _ globalsAdded) []byte {
+func appendGlobals(payload []byte, count uint32) []byte {
 	p := appendU32(nil, count+2)
 	p = append(p, payload[countLen(payload):]...)
 	p = append(p, 0x7F, 0x01, 0x41, 0x00, 0x0B)
@@ -356,7 +366,11 @@ func appendGlobals(payload []byte, count uint32, _ globalsAdded) []byte {
 func appendYield(payload []byte, count uint32, g globalsAdded) []byte {
 	body := []byte{0x00, 0x23} // no locals; global.get
 	body = appendU32(body, g.flag)
-	body = append(body, 0x04, 0x40, 0x00, 0x0B, 0x41, 0x00, 0x40, 0x00, 0x1A, 0x41)
+	body = append(body, 0x04, 0x40, 0x00, 0x0B)
+	if g.memory {
+		body = append(body, 0x41, 0x00, 0x40, 0x00, 0x1A)
+	}
+	body = append(body, 0x41)
 	body = appendS32(body, checkPeriod)
 	body = append(body, 0x24)
 	body = appendU32(body, g.countdown)

@@ -13,8 +13,11 @@
 // Compile time with an interrupt check at every function entry and loop head
 // (see instrument.go for why wazero's WithCloseOnContextDone is not used), so
 // the per-record path has no goroutine, channel, timer or allocation. A trap,
-// a timeout or a memory-limit hit fails that record with a *RecordError and
-// discards the instance; the next record runs on a fresh one.
+// a timeout, a memory-limit hit or an ABI misuse fails that record with a
+// *RecordError and discards the instance; the next record runs on a fresh
+// one. The host process never sees a guest's failure as anything but an
+// error value: wazero turns traps into errors, and the engine turns panics
+// in the Sink or State into HostFailed errors.
 //
 // # Concurrency
 //

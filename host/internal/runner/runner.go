@@ -20,6 +20,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/restore"
+	"github.com/wasmstream/wasmstream/host/internal/state"
 )
 
 // Processor is one plugin instance serving one task. Process must not keep
@@ -36,9 +38,11 @@ type Sink interface {
 	Emit(output int, rec *abi.Record) error
 }
 
-// Plugin makes a Processor for a task.
+// Plugin makes a Processor for a task. st is the task's state, nil for a
+// processor without stores; the processor reads and writes it during
+// Process only.
 type Plugin interface {
-	Instantiate(ctx context.Context, task TaskID, sink Sink) (Processor, error)
+	Instantiate(ctx context.Context, task TaskID, sink Sink, st *state.Task) (Processor, error)
 }
 
 // TaskID names a task: a processor and one of its input partitions.
@@ -61,6 +65,10 @@ type ProcessorSpec struct {
 	OnError         string
 	DeadLetterTopic string
 	Plugin          Plugin
+	// Stores are the processor's state stores; Changelogs[i] is the
+	// changelog topic of Stores[i]. A processor with stores has one input.
+	Stores     []string
+	Changelogs []string
 }
 
 // Options configure a Runner.
@@ -73,7 +81,15 @@ type Options struct {
 	StartOffset    string // "earliest" or "latest"
 	SessionTimeout time.Duration
 	Processors     []ProcessorSpec
-	Logger         *slog.Logger
+	// State holds the stores of stateful processors; required if any
+	// processor has stores.
+	State *state.DB
+	// Restore configures changelog restores (Brokers is filled in).
+	Restore restore.Config
+	// OnRestoreProgress, if set, sees every restore's progress (for
+	// progress bars); it must return quickly.
+	OnRestoreProgress func(restore.Progress)
+	Logger            *slog.Logger
 	// ExtraOpts are appended to the client options (tests use them).
 	ExtraOpts []kgo.Opt
 }
@@ -89,6 +105,10 @@ type Runner struct {
 	// tasks is touched only by the poll loop and by the group callbacks,
 	// which BlockRebalanceOnPoll runs serially with the loop.
 	tasks map[TaskID]*task
+
+	restorer *restore.Restorer // nil without stateful processors
+	progress restoreProgress
+	wake     chan struct{} // a restore finished; buffered 1
 
 	produceErr atomic.Pointer[error] // first produce failure since the last commit point
 	// broken is set when outputs failed: the work since the last commit
@@ -116,6 +136,7 @@ func New(opts Options) (*Runner, error) {
 		log:     opts.Logger,
 		byTopic: map[string]*procState{},
 		tasks:   map[TaskID]*task{},
+		wake:    make(chan struct{}, 1),
 	}
 	var topics []string
 	for _, spec := range opts.Processors {
@@ -163,8 +184,46 @@ func New(opts Options) (*Runner, error) {
 		return nil, fmt.Errorf("runner: kafka client: %w", err)
 	}
 	r.cl = cl
+	for _, ps := range r.procs {
+		if len(ps.spec.Stores) == 0 {
+			continue
+		}
+		if opts.State == nil {
+			cl.Close()
+			return nil, fmt.Errorf("runner: processor %q has stores but no state database was given", ps.spec.Name)
+		}
+		if r.restorer == nil {
+			rc := opts.Restore
+			rc.Brokers = opts.Brokers
+			if rc.Logger == nil {
+				rc.Logger = opts.Logger
+			}
+			user := rc.Progress
+			rc.Progress = func(p restore.Progress) {
+				r.progress.update(p)
+				if user != nil {
+					user(p)
+				}
+				if opts.OnRestoreProgress != nil {
+					opts.OnRestoreProgress(p)
+				}
+			}
+			if r.restorer, err = restore.New(rc); err != nil {
+				cl.Close()
+				return nil, fmt.Errorf("runner: %w", err)
+			}
+		}
+	}
 	return r, nil
 }
+
+// Restoring reports how many tasks are restoring their stores. A process
+// is ready when none is. Safe for concurrent use.
+func (r *Runner) Restoring() int { return r.progress.active() }
+
+// RestoreProgress returns the latest progress of every restore this runner
+// ran, by task and store. Safe for concurrent use.
+func (r *Runner) RestoreProgress() []restore.Progress { return r.progress.snapshot() }
 
 // Stats returns the counters of the named processor, or nil.
 func (r *Runner) Stats(processor string) *Stats {
@@ -207,6 +266,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		if ctx.Err() != nil {
 			return nil
 		}
+		r.finishRestores()
 		pollCtx, cancel := r.pollContext(ctx)
 		fetches := r.cl.PollRecords(pollCtx, maxPoll)
 		cancel()
@@ -235,15 +295,37 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 
 // pollContext bounds a poll by the next commit point while processed
 // records wait for their commit, so an idle input does not hold offsets back.
+//
+// A finished restore also ends the poll (through r.wake): its partition
+// is paused until the loop resumes it, so with every partition restoring
+// the poll would otherwise wait forever.
 func (r *Runner) pollContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	var pctx context.Context
+	var cancel context.CancelFunc
 	if r.sinceCommit == 0 {
-		return context.WithCancel(ctx)
+		pctx, cancel = context.WithCancel(ctx)
+	} else {
+		wait := r.opts.CommitInterval - time.Since(r.lastCommit)
+		if wait < time.Millisecond {
+			wait = time.Millisecond
+		}
+		pctx, cancel = context.WithTimeout(ctx, wait)
 	}
-	wait := r.opts.CommitInterval - time.Since(r.lastCommit)
-	if wait < time.Millisecond {
-		wait = time.Millisecond
+	if r.restorer == nil {
+		return pctx, cancel
 	}
-	return context.WithTimeout(ctx, wait)
+	// Tasks can be assigned, and their restores finish, during this very
+	// poll: listen whatever restoringTasks says now.
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-r.wake:
+			cancel()
+		case <-stop:
+		case <-pctx.Done():
+		}
+	}()
+	return pctx, func() { close(stop); cancel() }
 }
 
 func (r *Runner) commitDue() bool {
@@ -369,12 +451,24 @@ func (r *Runner) commit(ctx context.Context) error {
 	if r.broken != nil {
 		return r.broken
 	}
+	for _, t := range r.tasks {
+		t.produceChangelog()
+	}
 	if err := r.cl.Flush(ctx); err != nil {
 		return fmt.Errorf("flushing outputs: %w", err)
 	}
 	if perr := r.produceErr.Load(); perr != nil {
 		r.broken = fmt.Errorf("producing outputs failed, offsets not committed past the failed records: %w", *perr)
 		return r.broken
+	}
+	// Outputs and changelog records are acknowledged: the state can be
+	// applied, and only then the input offsets move (a crash in between
+	// reprocesses records on top of applied state: at-least-once).
+	for _, t := range r.tasks {
+		if err := t.applyState(); err != nil {
+			r.broken = err
+			return err
+		}
 	}
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	for id, t := range r.tasks {
@@ -406,6 +500,14 @@ func (r *Runner) commit(ctx context.Context) error {
 	return nil
 }
 
+// rewind makes the consumer fetch a partition again from rec's offset.
+// Only the poll loop calls it, before AllowRebalance.
+func (r *Runner) rewind(t *task, rec *kgo.Record) {
+	r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{
+		t.id.Topic: {t.id.Partition: {Epoch: -1, Offset: rec.Offset}},
+	})
+}
+
 func (r *Runner) produce(rec *kgo.Record) {
 	r.cl.Produce(context.Background(), rec, r.onProduced)
 }
@@ -432,6 +534,9 @@ func (r *Runner) shutdown() error {
 		delete(r.tasks, id)
 	}
 	r.cl.Close() // leaves the group
+	if r.restorer != nil {
+		r.restorer.Close()
+	}
 	return err
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/state"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 )
 
@@ -33,7 +34,7 @@ type goInstance struct {
 	sink Sink
 }
 
-func (p *goPlugin) Instantiate(_ context.Context, _ TaskID, sink Sink) (Processor, error) {
+func (p *goPlugin) Instantiate(_ context.Context, _ TaskID, sink Sink, _ *state.Task) (Processor, error) {
 	return &goInstance{p: p, sink: sink}, nil
 }
 

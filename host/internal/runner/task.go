@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/state"
 )
 
 type (
@@ -38,22 +40,49 @@ type task struct {
 	// failed record.
 	failed error
 
-	in      abi.Record // reused input record
-	staged  []*kgo.Record
-	emitErr error
+	in     abi.Record // reused input record
+	staged []*kgo.Record
+
+	// st is the task's state (nil without stores). restoring is set until
+	// its restore has finished and been taken in by the poll loop.
+	st        *state.Task
+	restoring *restoreState
+	// changelogNext[i] is the offset after the last changelog record of
+	// store i acknowledged since the last commit point (-1: none); set by
+	// produce promises, read after Flush.
+	changelogNext []atomic.Int64
 }
 
 func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, error) {
 	t := &task{id: id, r: r, proc: ps, next: -1}
-	inst, err := ps.spec.Plugin.Instantiate(ctx, id, t)
+	if len(ps.spec.Stores) > 0 {
+		t.st = r.opts.State.Task(ps.spec.Name, id.Partition, ps.spec.Stores)
+		t.changelogNext = make([]atomic.Int64, len(ps.spec.Stores))
+		for i := range t.changelogNext {
+			t.changelogNext[i].Store(-1)
+		}
+	}
+	inst, err := ps.spec.Plugin.Instantiate(ctx, id, t, t.st)
 	if err != nil {
+		if t.st != nil {
+			_ = t.st.Close()
+		}
 		return nil, fmt.Errorf("task %s: starting plugin: %w", id, err)
 	}
 	t.inst = inst
+	if t.st != nil {
+		r.startRestore(t)
+	}
 	return t, nil
 }
 
+// close ends the task: its restore is stopped, staged state that was not
+// applied is dropped (never written), the plugin instance is closed.
 func (t *task) close(ctx context.Context) {
+	t.stopRestore()
+	if t.st != nil {
+		_ = t.st.Close()
+	}
 	if t.inst != nil {
 		if err := t.inst.Close(ctx); err != nil {
 			t.r.log.Warn("closing plugin instance", "task", t.id.String(), "err", err)
@@ -101,6 +130,13 @@ func (t *task) Emit(output int, rec *abi.Record) error {
 // offset.
 func (t *task) processBatch(ctx context.Context, recs []*kgo.Record) (int, error) {
 	done := 0
+	if t.restoring != nil {
+		// Fetching is paused while the task restores, so records can only
+		// be here if they were fetched before the pause took effect. They
+		// are not processed on incomplete state: fetch them again later.
+		t.r.rewind(t, recs[0])
+		return 0, nil
+	}
 	for _, kr := range recs {
 		if t.failed != nil || ctx.Err() != nil {
 			break
@@ -132,8 +168,16 @@ func (t *task) processOne(ctx context.Context, kr *kgo.Record) error {
 	err := t.inst.Process(ctx, &t.in)
 	stats.observeLatency(time.Since(start))
 	if err != nil {
-		t.staged = t.staged[:0] // a failed record's emits never leave
+		// A failed record's emits never leave and its state writes are
+		// dropped: the record is atomic (ABI.md section 3).
+		t.staged = t.staged[:0]
+		if t.st != nil {
+			t.st.AbortRecord()
+		}
 		return err
+	}
+	if t.st != nil {
+		t.st.CommitRecord()
 	}
 	for _, out := range t.staged {
 		t.r.produce(out)
@@ -182,6 +226,60 @@ func (t *task) onFailure(kr *kgo.Record, err error) bool {
 		t.r.log.Error("record failed; task stopped at this offset (on_error: fail)", attrs...)
 		return false
 	}
+}
+
+// produceChangelog sends one changelog record per key the task changed
+// since the last commit point, to the task's partition of each store's
+// changelog, and records the acknowledged positions for the checkpoint.
+func (t *task) produceChangelog() {
+	if t.st == nil {
+		return
+	}
+	for _, c := range t.st.Dirty() {
+		store := c.Store
+		rec := &kgo.Record{
+			Topic:     t.proc.spec.Changelogs[store],
+			Partition: t.id.Partition,
+			Key:       c.Key,
+			Value:     c.Value,
+		}
+		if c.Delete {
+			rec.Value = nil // a tombstone: compaction removes the key
+		}
+		t.r.cl.Produce(context.Background(), rec, func(rec *kgo.Record, err error) {
+			if err != nil {
+				t.r.onProduced(rec, err)
+				return
+			}
+			next := &t.changelogNext[store]
+			for {
+				cur := next.Load()
+				if rec.Offset+1 <= cur || next.CompareAndSwap(cur, rec.Offset+1) {
+					break
+				}
+			}
+		})
+	}
+}
+
+// applyState writes the task's changes of this commit window to the local
+// store together with each changed store's new changelog checkpoint, in one
+// atomic batch (I3). Called only after the changelog records were
+// acknowledged; the checkpoint is the offset after the last of them.
+func (t *task) applyState() error {
+	if t.st == nil {
+		return nil
+	}
+	checkpoints := map[int]int64{}
+	for i := range t.changelogNext {
+		if next := t.changelogNext[i].Swap(-1); next >= 0 {
+			checkpoints[i] = next
+		}
+	}
+	if err := t.st.Apply(checkpoints); err != nil {
+		return fmt.Errorf("task %s: applying state: %w", t.id, err)
+	}
+	return nil
 }
 
 // Dead-letter headers name where the record came from and why it failed.

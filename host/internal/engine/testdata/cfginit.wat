@@ -1,6 +1,7 @@
-;; cfginit: wasmstream_init fails (set_error + StatusFailed) when the
-;; processor config starts with "x"; every record traps. Tests use it to make
-;; a re-instantiation fail.
+;; cfginit: wasmstream_init reads the processor config; when it starts with
+;; "x" init fails (set_error + StatusFailed), when it starts with "f" init
+;; calls config with a buffer outside memory (and ignores the error). Every
+;; record traps. Tests use it to make a (re-)instantiation fail.
 (module
   (import "wasmstream" "config" (func $config (param i32 i32) (result i32)))
   (import "wasmstream" "set_error" (func $set_error (param i32 i32) (result i32)))
@@ -12,10 +13,13 @@
     (i32.const 1024))
   (func (export "wasmstream_init") (result i32)
     (if (i32.gt_s (call $config (i32.const 64) (i32.const 16)) (i32.const 0))
-      (then (if (i32.eq (i32.load8_u (i32.const 64)) (i32.const 0x78))
-        (then
-          (drop (call $set_error (i32.const 16) (i32.const 16)))
-          (return (i32.const 1))))))
+      (then
+        (if (i32.eq (i32.load8_u (i32.const 64)) (i32.const 0x78)) ;; "x"
+          (then
+            (drop (call $set_error (i32.const 16) (i32.const 16)))
+            (return (i32.const 1))))
+        (if (i32.eq (i32.load8_u (i32.const 64)) (i32.const 0x66)) ;; "f"
+          (then (drop (call $config (i32.const 0xfffffff0) (i32.const 100)))))))
     (i32.const 0))
   (func (export "wasmstream_process") (param $n i32) (result i32) unreachable)
 )

@@ -11,8 +11,10 @@
 ;;   "scan" scan from "a" (no end): one record per entry, value = the raw
 ;;          scan entry, read with a 16-byte buffer and retried when larger
 ;;   "leak" opens 17 cursors and closes none; reports the 17th result
-;;   "sto9" state_get on store 9 (ENOSTORE: the record must fail)
-;;   "curs" scan_next on cursor 99 (ENOCURSOR: the record must fail)
+;;   "sto9" state_get on store 9 (ENOSTORE)
+;;   "curs" scan_next on cursor 99 (ENOCURSOR)
+;; Its input buffer holds at most 30000 bytes (not a power of two, so the
+;; host's first, rounded-up request for a larger record is refused).
 (module
   (import "wasmstream" "emit" (func $emit (param i32 i32) (result i32)))
   (import "wasmstream" "state_get" (func $get (param i32 i32 i32 i32 i32) (result i32)))
@@ -27,7 +29,7 @@
   (data (i32.const 48) "a")
   (func (export "wasmstream_abi_version_1"))
   (func (export "wasmstream_input") (param $n i32) (result i32)
-    (if (i32.gt_u (local.get $n) (i32.const 32768)) (then (return (i32.const 0))))
+    (if (i32.gt_u (local.get $n) (i32.const 30000)) (then (return (i32.const 0))))
     (i32.const 1024))
   ;; report emits a record with partition = code and value = [ptr, ptr+len)
   ;; (null when len < 0), built at 40000.
@@ -111,11 +113,15 @@
         (return (i32.const 0))))
     (if (i32.eq (local.get $k) (i32.const 0x396f7473)) ;; "sto9"
       (then
-        (drop (call $get (i32.const 9) (i32.const 16) (i32.const 2) (i32.const 80000) (i32.const 4)))
+        (call $report
+          (call $get (i32.const 9) (i32.const 16) (i32.const 2) (i32.const 80000) (i32.const 4))
+          (i32.const 0) (i32.const -1))
         (return (i32.const 0))))
     (if (i32.eq (local.get $k) (i32.const 0x73727563)) ;; "curs"
       (then
-        (drop (call $scan_next (i32.const 99) (i32.const 80000) (i32.const 16)))
+        (call $report
+          (call $scan_next (i32.const 99) (i32.const 80000) (i32.const 16))
+          (i32.const 0) (i32.const -1))
         (return (i32.const 0))))
     (i32.const 1))
 )

@@ -1,0 +1,192 @@
+package state
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Iterator walks a Scan in key order: Next returns the next entry, or ok ==
+// false at the end; key and value must not be modified and stay valid until
+// the next call to Next or Close. Close releases it (idempotent).
+//
+// It is an alias of an unnamed interface type, so that a package declaring
+// its iterator the same way (type Iterator = interface{...}) names the
+// identical type, and *Task's Scan satisfies that package's interface too.
+type Iterator = interface {
+	Next() (key, value []byte, ok bool, err error)
+	Close() error
+}
+
+// memEntry is one staged write inside a scan's range.
+type memEntry struct {
+	key []byte
+	entry
+}
+
+// iterator merges a snapshot of the staged writes (record overlay over
+// pending, taken when the scan opens) with a Pebble iterator over committed
+// values. Staged entries win over Pebble's for the same key; staged
+// tombstones hide keys. The Pebble iterator is a consistent snapshot too, so
+// a scan sees the state as of Scan, whatever is written while it is open.
+type iterator struct {
+	t     *Task
+	store string
+	mem   []memEntry
+	mi    int
+	it    *pebble.Iterator // nil for an empty range
+	plen  int              // length of the store prefix to strip from Pebble keys
+
+	started bool // it has been positioned
+	pvalid  bool // it is on an entry not yet merged
+	advance bool // it must step before the next comparison (its key/value were returned)
+	done    bool
+	closed  bool
+}
+
+// Scan iterates store over keys k with start <= k < end in byte order; an
+// empty end means no upper bound. The iterator sees the current record's
+// writes, the commit window's and committed values, as of this call. Close
+// it before the record ends (the engine does).
+func (t *Task) Scan(store int, start, end []byte) (Iterator, error) {
+	s, err := t.store(store)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.checkKey(s, start); err != nil {
+		return nil, err
+	}
+	if err := t.checkKey(s, end); err != nil {
+		return nil, err
+	}
+	it := &iterator{t: t, store: s.name, plen: len(s.data)}
+	if len(end) > 0 && bytes.Compare(start, end) >= 0 {
+		it.done = true // empty range
+		t.iters[it] = struct{}{}
+		return it, nil
+	}
+	lower := append(append(make([]byte, 0, len(s.data)+len(start)), s.data...), start...)
+	upper := s.dataEnd
+	if len(end) > 0 {
+		upper = append(append(make([]byte, 0, len(s.data)+len(end)), s.data...), end...)
+	}
+	it.mem = s.staged(start, end)
+	pit, err := t.db.pdb.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, fmt.Errorf("state: task %s store %q: scan: %w", t, s.name, err)
+	}
+	it.it = pit
+	t.iters[it] = struct{}{}
+	return it, nil
+}
+
+// staged returns the overlay and pending entries with start <= key < end
+// (empty end: unbounded), sorted, the overlay winning for a key in both.
+func (s *store) staged(start, end []byte) []memEntry {
+	in := func(k string) bool {
+		return k >= string(start) && (len(end) == 0 || k < string(end))
+	}
+	var out []memEntry
+	if len(s.pending) > 0 {
+		if s.sorted == nil {
+			s.sorted = make([]string, 0, len(s.pending))
+			for k := range s.pending {
+				s.sorted = append(s.sorted, k)
+			}
+			slices.Sort(s.sorted)
+		}
+		i, _ := slices.BinarySearch(s.sorted, string(start))
+		for ; i < len(s.sorted) && in(s.sorted[i]); i++ {
+			k := s.sorted[i]
+			if _, shadowed := s.overlay[k]; shadowed {
+				continue
+			}
+			out = append(out, memEntry{key: []byte(k), entry: s.pending[k]})
+		}
+	}
+	if len(s.overlay) > 0 {
+		n := len(out)
+		for k, e := range s.overlay {
+			if in(k) {
+				out = append(out, memEntry{key: []byte(k), entry: e})
+			}
+		}
+		if len(out) > n {
+			slices.SortFunc(out, func(a, b memEntry) int { return bytes.Compare(a.key, b.key) })
+		}
+	}
+	return out
+}
+
+// Next returns the next entry in key order, or ok == false at the end.
+func (i *iterator) Next() (key, value []byte, ok bool, err error) {
+	if i.closed {
+		return nil, nil, false, fmt.Errorf("%w: iterator used after Close", ErrClosed)
+	}
+	if i.done {
+		return nil, nil, false, nil
+	}
+	if err := i.t.usable(); err != nil {
+		return nil, nil, false, err
+	}
+	if !i.started {
+		i.started = true
+		i.pvalid = i.it.First()
+	} else if i.advance {
+		i.advance = false
+		i.pvalid = i.it.Next()
+	}
+	for {
+		var pk []byte
+		if i.pvalid {
+			pk = i.it.Key()[i.plen:]
+		}
+		if i.mi < len(i.mem) {
+			m := &i.mem[i.mi]
+			c := -1
+			if i.pvalid {
+				c = bytes.Compare(m.key, pk)
+			}
+			if c <= 0 {
+				i.mi++
+				if c == 0 { // the staged entry replaces the committed one
+					i.pvalid = i.it.Next()
+				}
+				if m.del {
+					continue
+				}
+				return m.key, m.val, true, nil
+			}
+		}
+		if !i.pvalid {
+			if err := i.it.Error(); err != nil {
+				return nil, nil, false, fmt.Errorf("state: task %s store %q: scan: %w", i.t, i.store, err)
+			}
+			i.done = true
+			return nil, nil, false, nil
+		}
+		v, err := i.it.ValueAndErr()
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("state: task %s store %q: scan value: %w", i.t, i.store, err)
+		}
+		i.advance = true
+		return pk, v, true, nil
+	}
+}
+
+// Close releases the iterator. It is idempotent.
+func (i *iterator) Close() error {
+	if i.closed {
+		return nil
+	}
+	i.closed = true
+	delete(i.t.iters, i)
+	if i.it != nil {
+		if err := i.it.Close(); err != nil {
+			return fmt.Errorf("state: task %s store %q: closing scan: %w", i.t, i.store, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,612 @@
+package state
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// Change is one dirty key of a commit window: its latest value, or a
+// tombstone. It becomes exactly one changelog record (a tombstone is a record
+// with a null value) and one Pebble write.
+type Change struct {
+	Store  int    // index into the Task's stores
+	Key    []byte // user key
+	Value  []byte // nil when Delete
+	Delete bool
+}
+
+// entry is a staged write: a value or a tombstone. Its slices are owned by
+// the Task and never modified after creation, so they may be shared between
+// the overlay, the pending set, the cache, Get results, Dirty and open scans.
+type entry struct {
+	val []byte
+	del bool
+}
+
+// cacheEntryOverhead approximates the bytes a cache entry costs beyond its
+// key and value (map slot, string and slice headers).
+const cacheEntryOverhead = 64
+
+type store struct {
+	name    string
+	data    []byte // prefix of this store's values
+	dataEnd []byte // prefixEnd(data)
+	cpKey   []byte // key of this store's checkpoint
+
+	// The read path, top wins: overlay (the current record), pending (the
+	// commit window), cache (committed values, or absent markers), Pebble.
+	overlay map[string]entry
+	pending map[string]entry
+	cache   map[string]entry
+	// sorted holds pending's keys in order once a Scan needed them; it is
+	// kept up to date from then on until the window ends, so processors
+	// that never scan never pay for it.
+	sorted []string
+
+	cpLoaded bool  // cp/cpOK reflect Pebble
+	cpOK     bool  // the store has a checkpoint
+	cp       int64 // next changelog offset the store holds everything below
+}
+
+// Task is one task's state: a processor's stores on one partition. It is not
+// safe for concurrent use: one goroutine uses it at a time (the task's
+// processing goroutine, or its restorer before processing starts).
+//
+// The methods Get, Put, Delete and Scan implement the engine's State shape.
+type Task struct {
+	db        *DB
+	processor string
+	partition int32
+	prefix    []byte // task prefix
+	end       []byte // prefixEnd(prefix)
+	stores    []*store
+	err       error // construction error, returned by every method
+
+	closed  atomic.Bool
+	wipeGen atomic.Uint64
+
+	cacheBytes int
+	kbuf       []byte   // scratch Pebble key
+	keys       []string // scratch key list for Apply
+	order      []int32  // scratch record order for ApplyRestored
+	iters      map[*iterator]struct{}
+}
+
+func newTask(db *DB, processor string, partition int32, names []string) *Task {
+	t := &Task{
+		db:        db,
+		processor: processor,
+		partition: partition,
+		prefix:    taskPrefix(processor, partition),
+		iters:     map[*iterator]struct{}{},
+	}
+	t.end = prefixEnd(t.prefix)
+	seen := map[string]bool{}
+	for _, n := range names {
+		if n == "" || seen[n] {
+			t.err = fmt.Errorf("%w: processor %q partition %d: store name %q is empty or repeated in %q",
+				ErrInvalidTask, processor, partition, n, names)
+			t.stores = nil
+			return t
+		}
+		seen[n] = true
+		s := &store{
+			name:    n,
+			data:    storePrefix(t.prefix, kindData, n),
+			cpKey:   storePrefix(t.prefix, kindCheckpoint, n),
+			overlay: map[string]entry{},
+			pending: map[string]entry{},
+			cache:   map[string]entry{},
+		}
+		s.dataEnd = prefixEnd(s.data)
+		t.stores = append(t.stores, s)
+	}
+	return t
+}
+
+// Processor, Partition and Stores describe the task.
+func (t *Task) Processor() string { return t.processor }
+
+// Partition is the task's partition.
+func (t *Task) Partition() int32 { return t.partition }
+
+// Stores returns the names of the task's stores, by index.
+func (t *Task) Stores() []string {
+	names := make([]string, len(t.stores))
+	for i, s := range t.stores {
+		names[i] = s.name
+	}
+	return names
+}
+
+func (t *Task) String() string {
+	return fmt.Sprintf("%s/%d", t.processor, t.partition)
+}
+
+// WipeGeneration counts the Wipes of this handle. A restorer compares it
+// before each ApplyRestored so that a wipe it did not do (corruption
+// handling) makes it start over instead of writing a checkpoint over a hole.
+// Safe to call from any goroutine.
+func (t *Task) WipeGeneration() uint64 { return t.wipeGen.Load() }
+
+// Close releases the handle: open iterators are closed and staged writes
+// dropped; nothing is written. Later calls return ErrClosed.
+func (t *Task) Close() error {
+	for it := range t.iters {
+		_ = it.Close()
+	}
+	if t.closed.Swap(true) {
+		return nil
+	}
+	t.db.release(t)
+	for _, s := range t.stores {
+		s.overlay, s.pending, s.cache, s.sorted = nil, nil, nil, nil
+	}
+	return nil
+}
+
+func (t *Task) usable() error {
+	if t.err != nil {
+		return t.err
+	}
+	if t.closed.Load() || t.db.closed.Load() {
+		return fmt.Errorf("%w: task %s", ErrClosed, t)
+	}
+	return nil
+}
+
+func (t *Task) store(i int) (*store, error) {
+	if err := t.usable(); err != nil {
+		return nil, err
+	}
+	if i < 0 || i >= len(t.stores) {
+		return nil, fmt.Errorf("%w: task %s has %d stores, not index %d", ErrNoStore, t, len(t.stores), i)
+	}
+	return t.stores[i], nil
+}
+
+func (t *Task) checkKey(s *store, key []byte) error {
+	if len(key) > abi.MaxKeySize {
+		return &SizeError{What: "key", Store: s.name, Size: len(key), Max: abi.MaxKeySize}
+	}
+	return nil
+}
+
+// Get returns the value of key in store, seen through the current record's
+// writes, then the commit window's, then committed state. The value must not
+// be modified; it stays valid at least until the next call on this Task.
+func (t *Task) Get(store int, key []byte) (value []byte, found bool, err error) {
+	s, err := t.store(store)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := t.checkKey(s, key); err != nil {
+		return nil, false, err
+	}
+	if len(s.overlay) > 0 {
+		if e, ok := s.overlay[string(key)]; ok {
+			return e.val, !e.del, nil
+		}
+	}
+	if e, ok := s.pending[string(key)]; ok {
+		return e.val, !e.del, nil
+	}
+	if e, ok := s.cache[string(key)]; ok {
+		return e.val, !e.del, nil
+	}
+	t.kbuf = append(append(t.kbuf[:0], s.data...), key...)
+	v, closer, err := t.db.pdb.Get(t.kbuf)
+	if errors.Is(err, pebble.ErrNotFound) {
+		t.cachePut(s, string(key), entry{del: true})
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("state: task %s store %q: get: %w", t, s.name, err)
+	}
+	val := make([]byte, len(v))
+	copy(val, v)
+	_ = closer.Close()
+	t.cachePut(s, string(key), entry{val: val})
+	return val, true, nil
+}
+
+// Put sets key to value in store for the current record. It copies both.
+func (t *Task) Put(store int, key, value []byte) error {
+	s, err := t.store(store)
+	if err != nil {
+		return err
+	}
+	if err := t.checkKey(s, key); err != nil {
+		return err
+	}
+	if len(value) > abi.MaxValueSize {
+		return &SizeError{What: "value", Store: s.name, Size: len(value), Max: abi.MaxValueSize}
+	}
+	s.overlay[string(key)] = entry{val: append(make([]byte, 0, len(value)), value...)}
+	return nil
+}
+
+// Delete removes key from store for the current record.
+func (t *Task) Delete(store int, key []byte) error {
+	s, err := t.store(store)
+	if err != nil {
+		return err
+	}
+	if err := t.checkKey(s, key); err != nil {
+		return err
+	}
+	s.overlay[string(key)] = entry{del: true}
+	return nil
+}
+
+// CommitRecord ends the current record successfully: its writes join the
+// commit window's pending set, one entry per key (the latest write wins).
+func (t *Task) CommitRecord() {
+	if t.usable() != nil {
+		return
+	}
+	for _, s := range t.stores {
+		if len(s.overlay) == 0 {
+			continue
+		}
+		for k, e := range s.overlay {
+			if s.sorted != nil {
+				if _, ok := s.pending[k]; !ok {
+					i, _ := slices.BinarySearch(s.sorted, k)
+					s.sorted = slices.Insert(s.sorted, i, k)
+				}
+			}
+			s.pending[k] = e
+		}
+		s.clearOverlay()
+	}
+}
+
+// AbortRecord ends the current record as failed: its writes are dropped,
+// so the record leaves nothing behind.
+func (t *Task) AbortRecord() {
+	if t.usable() != nil {
+		return
+	}
+	for _, s := range t.stores {
+		s.clearOverlay()
+	}
+}
+
+func (s *store) clearOverlay() {
+	if len(s.overlay) > 1024 {
+		s.overlay = map[string]entry{} // do not keep a huge table around
+	} else {
+		clear(s.overlay)
+	}
+}
+
+// Dirty returns the commit window's changes: one per dirty key, in no
+// particular order. The record overlay is not included. Keys are fresh
+// copies; values are shared with the Task and must not be modified; both
+// stay valid after Apply or Discard.
+func (t *Task) Dirty() []Change {
+	if t.usable() != nil {
+		return nil
+	}
+	n, size := 0, 0
+	for _, s := range t.stores {
+		n += len(s.pending)
+		for k := range s.pending {
+			size += len(k)
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	changes := make([]Change, 0, n)
+	buf := make([]byte, 0, size)
+	for i, s := range t.stores {
+		for k, e := range s.pending {
+			off := len(buf)
+			buf = append(buf, k...)
+			changes = append(changes, Change{Store: i, Key: buf[off:len(buf):len(buf)], Value: e.val, Delete: e.del})
+		}
+	}
+	return changes
+}
+
+// Apply makes the commit window durable in Pebble: every dirty key and the
+// new changelog checkpoint of each given store, in one atomic batch (I3).
+// Then the pending set is cleared and the committed values join the cache.
+//
+// checkpoints maps a store index to the changelog offset the store now holds
+// everything below (the offset after its last changelog record of this
+// window). Every store with dirty keys needs one, higher than its current
+// checkpoint; a clean store may be given one that does not go backwards.
+// A store without a checkpoint (never restored, or wiped) is refused with
+// ErrNotRestored. On error nothing is written and the window stays pending
+// (retry Apply, or Discard).
+func (t *Task) Apply(checkpoints map[int]int64) error {
+	if err := t.usable(); err != nil {
+		return err
+	}
+	for _, s := range t.stores {
+		if len(s.overlay) > 0 {
+			return fmt.Errorf("%w: task %s: Apply with uncommitted writes of the current record in store %q", ErrRecordOpen, t, s.name)
+		}
+	}
+	for i := range checkpoints {
+		if i < 0 || i >= len(t.stores) {
+			return fmt.Errorf("%w: checkpoint for store %d; task %s has %d stores", ErrNoStore, i, t, len(t.stores))
+		}
+	}
+	dirty := false
+	for i, s := range t.stores {
+		dirty = dirty || len(s.pending) > 0
+		cp, given := checkpoints[i]
+		if !given {
+			if len(s.pending) > 0 {
+				return fmt.Errorf("%w: task %s store %q has %d dirty keys", ErrCheckpointMissing, t, s.name, len(s.pending))
+			}
+			continue
+		}
+		if err := t.loadCheckpoint(s); err != nil {
+			return err
+		}
+		if !s.cpOK {
+			return fmt.Errorf("%w: task %s store %q has no checkpoint, refusing %d", ErrNotRestored, t, s.name, cp)
+		}
+		if cp < s.cp || (len(s.pending) > 0 && cp == s.cp) {
+			return fmt.Errorf("%w: task %s store %q: %d after %d with %d dirty keys", ErrCheckpointRegress, t, s.name, cp, s.cp, len(s.pending))
+		}
+	}
+	if !dirty && len(checkpoints) == 0 {
+		return nil
+	}
+
+	b := t.db.pdb.NewBatch()
+	defer b.Close()
+	for _, s := range t.stores {
+		// Keys go into the batch in order: Pebble inserts a batch into its
+		// memtable skiplist remembering the previous insert's position, so
+		// ordered keys make each insert cheap where random order would walk
+		// the skiplist from the top every time (the dominant cost of a
+		// commit point).
+		keys := s.sorted
+		if keys == nil {
+			keys = t.keys[:0]
+			for k := range s.pending {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			t.keys = keys
+		}
+		for _, k := range keys {
+			e := s.pending[k]
+			t.kbuf = append(append(t.kbuf[:0], s.data...), k...)
+			var err error
+			if e.del {
+				err = b.Delete(t.kbuf, nil)
+			} else {
+				err = b.Set(t.kbuf, e.val, nil)
+			}
+			if err != nil {
+				return fmt.Errorf("state: task %s store %q: batch: %w", t, s.name, err)
+			}
+		}
+	}
+	for i, cp := range checkpoints {
+		if err := b.Set(t.stores[i].cpKey, encodeOffset(cp), nil); err != nil {
+			return fmt.Errorf("state: task %s: batch: %w", t, err)
+		}
+	}
+	if err := b.Commit(t.db.wopts); err != nil {
+		return fmt.Errorf("state: task %s: applying the commit window: %w", t, err)
+	}
+
+	for _, s := range t.stores {
+		for k, e := range s.pending {
+			t.cachePut(s, k, e)
+		}
+		s.clearPending()
+	}
+	for i, cp := range checkpoints {
+		t.stores[i].cp = cp
+	}
+	return nil
+}
+
+// Discard drops the commit window and the current record (the transaction
+// aborted): reads see committed state again.
+func (t *Task) Discard() {
+	if t.usable() != nil {
+		return
+	}
+	for _, s := range t.stores {
+		s.clearOverlay()
+		s.clearPending()
+	}
+}
+
+func (s *store) clearPending() {
+	if len(s.pending) > 1<<16 {
+		s.pending = map[string]entry{}
+	} else {
+		clear(s.pending)
+	}
+	s.sorted = nil
+}
+
+// Checkpoint returns store's changelog checkpoint: the offset of the next
+// changelog record to restore (the store holds the effect of every record
+// below it). ok is false when the store has none: it was never restored, or
+// it was wiped.
+func (t *Task) Checkpoint(store int) (offset int64, ok bool, err error) {
+	s, err := t.store(store)
+	if err != nil {
+		return 0, false, err
+	}
+	if err := t.loadCheckpoint(s); err != nil {
+		return 0, false, err
+	}
+	return s.cp, s.cpOK, nil
+}
+
+func (t *Task) loadCheckpoint(s *store) error {
+	if s.cpLoaded {
+		return nil
+	}
+	v, closer, err := t.db.pdb.Get(s.cpKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		s.cpLoaded, s.cpOK, s.cp = true, false, 0
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("state: task %s store %q: reading checkpoint: %w", t, s.name, err)
+	}
+	defer closer.Close()
+	cp, err := decodeOffset(v)
+	if err != nil {
+		return fmt.Errorf("task %s store %q: %w", t, s.name, err)
+	}
+	s.cpLoaded, s.cpOK, s.cp = true, true, cp
+	return nil
+}
+
+// Wipe deletes the task's whole key range, every store's data and
+// checkpoint (including stores no longer in the store list), in one synced
+// atomic batch, and drops everything staged or cached. Afterwards every
+// store reports no checkpoint and must be restored before Apply accepts
+// checkpoints for it.
+func (t *Task) Wipe() error {
+	if err := t.usable(); err != nil {
+		return err
+	}
+	b := t.db.pdb.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange(t.prefix, t.end, nil); err != nil {
+		return fmt.Errorf("state: task %s: wipe: %w", t, err)
+	}
+	// Whatever happens to the commit, the in-memory view must not outlive
+	// the data it described.
+	t.wipeGen.Add(1)
+	for _, s := range t.stores {
+		s.clearOverlay()
+		s.clearPending()
+		clear(s.cache)
+		s.cpLoaded, s.cpOK, s.cp = false, false, 0
+	}
+	t.cacheBytes = 0
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("state: task %s: wipe: %w", t, err)
+	}
+	return nil
+}
+
+// ApplyRestored writes changelog records restored into store, and the
+// store's new checkpoint nextOffset (the offset after the last changelog
+// record the batch covers), in one atomic batch. recs are in changelog order;
+// for a key that appears more than once the last record wins. A Change with
+// Delete set or a nil Value is a tombstone. The store's cache is dropped.
+// nextOffset must not be lower than the current checkpoint.
+//
+// Restoring happens before processing: with processed writes staged it
+// returns ErrPendingWrites.
+func (t *Task) ApplyRestored(store int, recs []Change, nextOffset int64) error {
+	s, err := t.store(store)
+	if err != nil {
+		return err
+	}
+	for _, o := range t.stores {
+		if len(o.overlay) > 0 || len(o.pending) > 0 {
+			return fmt.Errorf("%w: task %s store %q", ErrPendingWrites, t, o.name)
+		}
+	}
+	if err := t.loadCheckpoint(s); err != nil {
+		return err
+	}
+	if nextOffset < 0 || (s.cpOK && nextOffset < s.cp) {
+		return fmt.Errorf("%w: task %s store %q: restored checkpoint %d after %d", ErrCheckpointRegress, t, s.name, nextOffset, s.cp)
+	}
+	// Write in key order, like Apply, so that each memtable insert starts
+	// next to the previous one (about 2x cheaper for scattered keys). Ties
+	// keep changelog order, so the later record of a key gets the higher
+	// sequence number in the batch and wins.
+	order := t.order[:0]
+	for i := range recs {
+		order = append(order, int32(i))
+	}
+	if !slices.IsSortedFunc(recs, compareChangeKeys) {
+		slices.SortFunc(order, func(a, b int32) int {
+			if c := bytes.Compare(recs[a].Key, recs[b].Key); c != 0 {
+				return c
+			}
+			return int(a - b)
+		})
+	}
+	t.order = order
+	size := len(s.cpKey) + 8 + 16
+	for i := range recs {
+		size += len(s.data) + len(recs[i].Key) + len(recs[i].Value) + 16
+	}
+	b := t.db.pdb.NewBatchWithSize(size) // no regrowing (copying) while it fills
+	defer b.Close()
+	for _, i := range order {
+		r := &recs[i]
+		t.kbuf = append(append(t.kbuf[:0], s.data...), r.Key...)
+		if r.Delete || r.Value == nil {
+			err = b.Delete(t.kbuf, nil)
+		} else {
+			err = b.Set(t.kbuf, r.Value, nil)
+		}
+		if err != nil {
+			return fmt.Errorf("state: task %s store %q: restore batch: %w", t, s.name, err)
+		}
+	}
+	if err := b.Set(s.cpKey, encodeOffset(nextOffset), nil); err != nil {
+		return fmt.Errorf("state: task %s store %q: restore batch: %w", t, s.name, err)
+	}
+	if err := b.Commit(t.db.wopts); err != nil {
+		return fmt.Errorf("state: task %s store %q: applying %d restored records: %w", t, s.name, len(recs), err)
+	}
+	for k, e := range s.cache {
+		t.cacheBytes -= len(k) + len(e.val) + cacheEntryOverhead
+	}
+	clear(s.cache)
+	s.cpLoaded, s.cpOK, s.cp = true, true, nextOffset
+	return nil
+}
+
+// cachePut records a committed value (or an absent key) and evicts entries
+// when the Task's budget is exceeded. Go map iteration starts at a random
+// position, so eviction is random replacement: cheap, no per-access
+// bookkeeping on the hot path.
+func (t *Task) cachePut(s *store, k string, e entry) {
+	budget := t.db.cache
+	if budget <= 0 {
+		return
+	}
+	if old, ok := s.cache[k]; ok {
+		t.cacheBytes -= len(k) + len(old.val) + cacheEntryOverhead
+	}
+	s.cache[k] = e
+	t.cacheBytes += len(k) + len(e.val) + cacheEntryOverhead
+	if t.cacheBytes <= budget {
+		return
+	}
+	target := budget - budget/4
+	for _, st := range t.stores {
+		for ck, ce := range st.cache {
+			if t.cacheBytes <= target {
+				return
+			}
+			delete(st.cache, ck)
+			t.cacheBytes -= len(ck) + len(ce.val) + cacheEntryOverhead
+		}
+	}
+}
+
+func compareChangeKeys(a, b Change) int { return bytes.Compare(a.Key, b.Key) }
