@@ -30,6 +30,15 @@ type Config struct {
 	// processes with the same AppID share the work. Required.
 	AppID string `koanf:"app_id"`
 
+	// Guarantee is "exactly_once" (default) or "at_least_once", for every
+	// processor of the app (they share one consumer group and one
+	// producer). exactly_once: a commit point is one Kafka transaction
+	// holding the outputs, changelog records, dead letters and input
+	// offsets; local state is applied only if it commits. at_least_once:
+	// outputs and changelogs are acknowledged, state applied, then offsets
+	// committed; a crash can repeat records.
+	Guarantee string `koanf:"guarantee"`
+
 	Kafka      KafkaConfig       `koanf:"kafka"`
 	Processors []ProcessorConfig `koanf:"processors"`
 	State      StateConfig       `koanf:"state"`
@@ -64,6 +73,11 @@ type KafkaConfig struct {
 	TopicPartitions int `koanf:"topic_partitions"`
 	// SessionTimeout is the consumer group session timeout. Default 45s.
 	SessionTimeout time.Duration `koanf:"session_timeout"`
+	// TransactionTimeout (exactly_once) is how long the broker lets a
+	// transaction stay open before aborting it: after a crash, the
+	// partitions of the dead process wait up to this long before another
+	// process can take them over. Default 10s.
+	TransactionTimeout time.Duration `koanf:"transaction_timeout"`
 }
 
 // ProcessorConfig declares one processor: a plugin, what it reads, what it
@@ -183,14 +197,15 @@ func (b ByteSize) String() string {
 
 // Defaults.
 const (
-	DefaultClientID        = "wasmstream"
-	DefaultCommitInterval  = 100 * time.Millisecond
-	DefaultCommitRecords   = 10000
-	DefaultTopicPartitions = 3
-	DefaultSessionTimeout  = 45 * time.Second
-	DefaultMemory          = 64 << 20
-	DefaultRecordTimeout   = time.Second
-	DefaultStateDir        = "wasmstream-state"
+	DefaultClientID           = "wasmstream"
+	DefaultCommitInterval     = 100 * time.Millisecond
+	DefaultCommitRecords      = 10000
+	DefaultTopicPartitions    = 3
+	DefaultSessionTimeout     = 45 * time.Second
+	DefaultTransactionTimeout = 10 * time.Second
+	DefaultMemory             = 64 << 20
+	DefaultRecordTimeout      = time.Second
+	DefaultStateDir           = "wasmstream-state"
 )
 
 // EnvPrefix starts every environment variable the config reads. After the
@@ -371,6 +386,12 @@ func (c *Config) ApplyDefaults() {
 	if c.Kafka.SessionTimeout == 0 {
 		c.Kafka.SessionTimeout = DefaultSessionTimeout
 	}
+	if c.Kafka.TransactionTimeout == 0 {
+		c.Kafka.TransactionTimeout = DefaultTransactionTimeout
+	}
+	if c.Guarantee == "" {
+		c.Guarantee = ExactlyOnce
+	}
 	if c.State.Dir == "" {
 		c.State.Dir = DefaultStateDir
 	}
@@ -390,6 +411,12 @@ func (c *Config) ApplyDefaults() {
 		}
 	}
 }
+
+// Processing guarantees.
+const (
+	ExactlyOnce = "exactly_once"
+	AtLeastOnce = "at_least_once"
+)
 
 // Error policies.
 const (
@@ -422,6 +449,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Kafka.CommitRecords < 0 {
 		bad("kafka.commit_records", "must be positive")
+	}
+	if c.Guarantee != ExactlyOnce && c.Guarantee != AtLeastOnce {
+		bad("guarantee", "%q must be exactly_once or at_least_once", c.Guarantee)
+	}
+	if c.Kafka.TransactionTimeout < time.Second {
+		bad("kafka.transaction_timeout", "%s is below 1s", c.Kafka.TransactionTimeout)
 	}
 	if c.Kafka.StartOffset != "earliest" && c.Kafka.StartOffset != "latest" {
 		bad("kafka.start_offset", "%q must be earliest or latest", c.Kafka.StartOffset)

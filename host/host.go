@@ -5,6 +5,8 @@ package host
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -378,6 +380,16 @@ func (h *Host) startEmbedded(port int) error {
 	h.log.Warn("no kafka.brokers configured: started an embedded in-process Kafka for development only; data is not durable",
 		"address", strings.Join(h.brokers, ","))
 	return nil
+}
+
+// instanceID names this process's transactional producer. It is new at
+// every start: zombie processes are fenced through the consumer group
+// generation that every transactional offset commit carries (KIP-447),
+// not through the transactional id.
+func instanceID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // brokerTimeout bounds the first contact with Kafka, so an unreachable

@@ -80,7 +80,14 @@ type Options struct {
 	CommitRecords  int
 	StartOffset    string // "earliest" or "latest"
 	SessionTimeout time.Duration
-	Processors     []ProcessorSpec
+	// ExactlyOnce makes every commit point one Kafka transaction holding
+	// the outputs, changelog records, dead letters and input offsets of
+	// the work since the last one (I2). TransactionalID must then be
+	// unique per live process.
+	ExactlyOnce        bool
+	TransactionalID    string
+	TransactionTimeout time.Duration
+	Processors         []ProcessorSpec
 	// State holds the stores of stateful processors; required if any
 	// processor has stores.
 	State *state.DB
@@ -96,11 +103,19 @@ type Options struct {
 
 // Runner runs the processors of one process as one consumer group member.
 type Runner struct {
-	opts    Options
-	log     *slog.Logger
-	cl      *kgo.Client
-	byTopic map[string]*procState // input topic -> processor
-	procs   []*procState
+	opts  Options
+	log   *slog.Logger
+	cl    *kgo.Client
+	sess  *kgo.GroupTransactSession // exactly_once only; cl is its client
+	inTxn bool                      // a transaction is open (exactly_once)
+	// aborts counts consecutive aborted transactions whose produce failed;
+	// past maxProduceAborts the runner gives up instead of spinning.
+	produceAborts int
+	// rebalanceWanted is set (from a kgo goroutine) when a rebalance waits
+	// for this member; the loop then ends its transaction before allowing it.
+	rebalanceWanted atomic.Bool
+	byTopic         map[string]*procState // input topic -> processor
+	procs           []*procState
 
 	// tasks is touched only by the poll loop and by the group callbacks,
 	// which BlockRebalanceOnPoll runs serially with the loop.
@@ -178,8 +193,28 @@ func New(opts Options) (*Runner, error) {
 	if opts.SessionTimeout > 0 {
 		kopts = append(kopts, kgo.SessionTimeout(opts.SessionTimeout))
 	}
-	kopts = append(kopts, opts.ExtraOpts...)
-	cl, err := kgo.NewClient(kopts...)
+	var cl *kgo.Client
+	var err error
+	if opts.ExactlyOnce {
+		if opts.TransactionalID == "" {
+			return nil, errors.New("runner: exactly_once needs a transactional id")
+		}
+		kopts = append(kopts,
+			kgo.TransactionalID(opts.TransactionalID),
+			kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { r.rebalanceWanted.Store(true) }),
+		)
+		if opts.TransactionTimeout > 0 {
+			kopts = append(kopts, kgo.TransactionTimeout(opts.TransactionTimeout))
+		}
+		kopts = append(kopts, opts.ExtraOpts...)
+		r.sess, err = kgo.NewGroupTransactSession(kopts...)
+		if err == nil {
+			cl = r.sess.Client()
+		}
+	} else {
+		kopts = append(kopts, opts.ExtraOpts...)
+		cl, err = kgo.NewClient(kopts...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("runner: kafka client: %w", err)
 	}
@@ -280,10 +315,14 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 			}
 			r.log.Warn("fetch error", "topic", topic, "partition", p, "err", ferr)
 		})
-		if err := r.processFetches(ctx, fetches); err != nil {
+		if err := r.beginIfNeeded(fetches); err != nil {
+			fatal = err
+		} else if err := r.processFetches(ctx, fetches); err != nil {
 			fatal = err
 		}
-		if fatal == nil && r.commitDue() {
+		// A waiting rebalance is let in with no open transaction, so it
+		// does not abort processed work.
+		if fatal == nil && (r.commitDue() || r.rebalanceWanted.Swap(false)) {
 			fatal = r.commit(ctx)
 		}
 		r.cl.AllowRebalance()
@@ -369,8 +408,15 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 		}()
 	}
 	wg.Wait()
-	for _, n := range processed {
+	for i, n := range processed {
 		r.sinceCommit += n
+		// A task that stopped before the end of its records (failed under
+		// on_error: fail, or shutting down) must not have the rest counted
+		// as consumed: fetch them again from where it stopped.
+		if t := batch[i].t; t.stoppedAt >= 0 {
+			r.rewind(t, t.stoppedAt)
+			t.stoppedAt = -1
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -407,9 +453,17 @@ func (r *Runner) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[str
 }
 
 // onRevoked ends the revoked tasks' work before their partitions are
-// released: everything processed is flushed and committed (I5). Because of
-// BlockRebalanceOnPoll this runs between polls, when nothing is in flight.
+// released (I5). Because of BlockRebalanceOnPoll this runs between polls,
+// when nothing is in flight. Under at_least_once everything processed is
+// flushed and committed. Under exactly_once the loop has already committed
+// if it saw the rebalance coming; otherwise the open transaction is
+// aborted by the session and every task rewinds to its committed offsets.
 func (r *Runner) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	if r.sess != nil {
+		r.closeTasks(ctx, revoked)
+		r.log.Info("partitions revoked", "partitions", revoked)
+		return
+	}
 	if err := r.commit(ctx); err != nil {
 		// The new owner re-reads from the last committed offset: duplicates
 		// are possible under at-least-once, loss is not.
@@ -450,6 +504,9 @@ func (r *Runner) closeTasks(ctx context.Context, parts map[string][]int32) {
 func (r *Runner) commit(ctx context.Context) error {
 	if r.broken != nil {
 		return r.broken
+	}
+	if r.sess != nil {
+		return r.commitTxn(ctx)
 	}
 	for _, t := range r.tasks {
 		t.produceChangelog()
@@ -500,11 +557,12 @@ func (r *Runner) commit(ctx context.Context) error {
 	return nil
 }
 
-// rewind makes the consumer fetch a partition again from rec's offset.
+// rewind makes the consumer fetch a partition again from offset, and
+// (under exactly_once) makes that the offset the next transaction commits.
 // Only the poll loop calls it, before AllowRebalance.
-func (r *Runner) rewind(t *task, rec *kgo.Record) {
+func (r *Runner) rewind(t *task, offset int64) {
 	r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{
-		t.id.Topic: {t.id.Partition: {Epoch: -1, Offset: rec.Offset}},
+		t.id.Topic: {t.id.Partition: {Epoch: -1, Offset: offset}},
 	})
 }
 
@@ -524,7 +582,7 @@ func (r *Runner) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var err error
-	if r.sinceCommit > 0 && r.broken == nil {
+	if (r.sinceCommit > 0 || r.inTxn) && r.broken == nil {
 		if err = r.commit(ctx); err != nil {
 			err = fmt.Errorf("final commit: %w", err)
 		}

@@ -57,14 +57,15 @@ func (i *goInstance) Process(_ context.Context, rec *abi.Record) error {
 func (i *goInstance) Close(context.Context) error { return nil }
 
 type fixture struct {
+	eos          bool
 	b            *testbroker.Broker
 	in, out, dlq string
 	group        string
 }
 
-func newFixture(t *testing.T, partitions int) *fixture {
+func newFixture(t *testing.T, eos bool, partitions int) *fixture {
 	b := testbroker.New(t)
-	f := &fixture{b: b, in: b.Name(t, "in"), out: b.Name(t, "out"), dlq: b.Name(t, "dlq"), group: b.Name(t, "app")}
+	f := &fixture{b: b, eos: eos, in: b.Name(t, "in"), out: b.Name(t, "out"), dlq: b.Name(t, "dlq"), group: b.Name(t, "app")}
 	b.CreateTopic(t, f.in, partitions, nil)
 	b.CreateTopic(t, f.out, partitions, nil)
 	b.CreateTopic(t, f.dlq, partitions, nil)
@@ -82,13 +83,16 @@ func (f *fixture) produceInputs(t *testing.T, from, n int) {
 
 func (f *fixture) runner(t *testing.T, p Plugin, onError string, extra ...kgo.Opt) *Runner {
 	r, err := New(Options{
-		AppID:          f.group,
-		Brokers:        f.b.Addrs(),
-		ClientID:       "test",
-		CommitInterval: 50 * time.Millisecond,
-		CommitRecords:  1000,
-		StartOffset:    "earliest",
-		SessionTimeout: 10 * time.Second,
+		AppID:              f.group,
+		Brokers:            f.b.Addrs(),
+		ClientID:           "test",
+		CommitInterval:     50 * time.Millisecond,
+		CommitRecords:      1000,
+		StartOffset:        "earliest",
+		SessionTimeout:     10 * time.Second,
+		ExactlyOnce:        f.eos,
+		TransactionalID:    f.b.Name(t, "txn"),
+		TransactionTimeout: 10 * time.Second,
 		Processors: []ProcessorSpec{{
 			Name: "upper", Inputs: []string{f.in}, Outputs: []string{f.out},
 			OnError: onError, DeadLetterTopic: f.dlq, Plugin: p,
@@ -210,8 +214,8 @@ func values(recs []*kgo.Record) []string {
 	return out
 }
 
-func TestProcessesEveryRecordAndCommits(t *testing.T) {
-	f := newFixture(t, 3)
+func testProcessesEveryRecordAndCommits(t *testing.T, eos bool) {
+	f := newFixture(t, eos, 3)
 	f.produceInputs(t, 0, 300)
 	r := f.runner(t, &goPlugin{}, "fail")
 	stop := start(t, r)
@@ -243,8 +247,8 @@ func TestProcessesEveryRecordAndCommits(t *testing.T) {
 // Under on_error: fail the task stops at the failed record: its offset is
 // the committed one, so a restart retries it, and no later record of that
 // partition is processed. Other partitions go on.
-func TestFailPolicyStopsTaskAtRecord(t *testing.T) {
-	f := newFixture(t, 1)
+func testFailPolicyStopsTaskAtRecord(t *testing.T, eos bool) {
+	f := newFixture(t, eos, 1)
 	f.produceInputs(t, 0, 10) // single partition: offsets 0..9 = k0..k9
 	r := f.runner(t, &goPlugin{fail: map[string]bool{"k4": true}}, "fail")
 	stop := start(t, r)
@@ -265,8 +269,8 @@ func TestFailPolicyStopsTaskAtRecord(t *testing.T) {
 	}
 }
 
-func TestSkipPolicyMovesOn(t *testing.T) {
-	f := newFixture(t, 2)
+func testSkipPolicyMovesOn(t *testing.T, eos bool) {
+	f := newFixture(t, eos, 2)
 	f.produceInputs(t, 0, 20)
 	r := f.runner(t, &goPlugin{fail: map[string]bool{"k3": true, "k7": true}}, "skip")
 	stop := start(t, r)
@@ -288,8 +292,8 @@ func TestSkipPolicyMovesOn(t *testing.T) {
 	}
 }
 
-func TestDeadLetterHoldsExactlyTheFailedRecords(t *testing.T) {
-	f := newFixture(t, 2)
+func testDeadLetterHoldsExactlyTheFailedRecords(t *testing.T, eos bool) {
+	f := newFixture(t, eos, 2)
 	f.produceInputs(t, 0, 20)
 	r := f.runner(t, &goPlugin{fail: map[string]bool{"k3": true, "k7": true}}, "dead_letter")
 	stop := start(t, r)
@@ -318,8 +322,8 @@ func TestDeadLetterHoldsExactlyTheFailedRecords(t *testing.T) {
 // I1: when outputs cannot be acknowledged, no input offset is committed
 // past them. The output topic does not exist and topic auto-creation is off,
 // so every produce fails after the delivery timeout.
-func TestNoCommitWhenOutputsFail(t *testing.T) {
-	f := newFixture(t, 1)
+func testNoCommitWhenOutputsFail(t *testing.T, eos bool) {
+	f := newFixture(t, eos, 1)
 	f.produceInputs(t, 0, 5)
 	f.out = f.b.Name(t, "missing") // never created
 	r := f.runner(t, &goPlugin{}, "fail", kgo.RecordDeliveryTimeout(2*time.Second))
@@ -337,8 +341,8 @@ func TestNoCommitWhenOutputsFail(t *testing.T) {
 
 // Two members of one group split the partitions; together they process
 // every record. The second joins while the first is running.
-func TestGroupMembersShareWork(t *testing.T) {
-	f := newFixture(t, 4)
+func testGroupMembersShareWork(t *testing.T, eos bool) {
+	f := newFixture(t, eos, 4)
 	f.produceInputs(t, 0, 200)
 	r1 := f.runner(t, &goPlugin{}, "fail")
 	stop1 := start(t, r1)
@@ -366,8 +370,8 @@ func TestGroupMembersShareWork(t *testing.T) {
 
 // A clean stop commits exactly what was processed: a restart neither loses
 // nor repeats a record.
-func TestRestartContinuesFromCommit(t *testing.T) {
-	f := newFixture(t, 2)
+func testRestartContinuesFromCommit(t *testing.T, eos bool) {
+	f := newFixture(t, eos, 2)
 	f.produceInputs(t, 0, 100)
 	r := f.runner(t, &goPlugin{}, "fail")
 	stop := start(t, r)
@@ -387,5 +391,32 @@ func TestRestartContinuesFromCommit(t *testing.T) {
 	}
 	if out := f.b.ReadCommitted(t, f.out, 30*time.Second); len(out) != 200 {
 		t.Fatalf("got %d outputs, want 200", len(out))
+	}
+}
+
+// Every runner test runs under both guarantees: the outcomes checked hold
+// for each (no crash is involved, so at_least_once repeats nothing either).
+func TestRunner(t *testing.T) {
+	cases := []struct {
+		name string
+		fn   func(*testing.T, bool)
+	}{
+		{"ProcessesEveryRecordAndCommits", testProcessesEveryRecordAndCommits},
+		{"FailPolicyStopsTaskAtRecord", testFailPolicyStopsTaskAtRecord},
+		{"SkipPolicyMovesOn", testSkipPolicyMovesOn},
+		{"DeadLetterHoldsExactlyTheFailedRecords", testDeadLetterHoldsExactlyTheFailedRecords},
+		{"NoCommitWhenOutputsFail", testNoCommitWhenOutputsFail},
+		{"GroupMembersShareWork", testGroupMembersShareWork},
+		{"RestartContinuesFromCommit", testRestartContinuesFromCommit},
+	}
+	for _, mode := range []struct {
+		name string
+		eos  bool
+	}{{"exactly_once", true}, {"at_least_once", false}} {
+		t.Run(mode.name, func(t *testing.T) {
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) { c.fn(t, mode.eos) })
+			}
+		})
 	}
 }

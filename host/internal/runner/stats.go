@@ -19,6 +19,7 @@ type Stats struct {
 	DeadLettered atomic.Int64 // failed records sent to the dead-letter topic
 	FailedTasks  atomic.Int64 // tasks stopped by on_error: fail
 	Commits      atomic.Int64 // commit points that committed offsets
+	Aborts       atomic.Int64 // transactions aborted (exactly_once): their work is redone
 
 	// LatencyBuckets counts records by plugin time: bucket i holds records
 	// that took less than LatencyBounds[i]; the last bucket the rest.

@@ -36,9 +36,14 @@ type task struct {
 	epoch int32
 	dirty bool // next moved since the last commit
 
-	// failed stops the task under the fail policy; next stays at the
-	// failed record.
-	failed error
+	// failed stops the task under the fail policy at offset failedAt; next
+	// stays there.
+	failed   error
+	failedAt int64
+	// stoppedAt is the offset of the first record of the current batch the
+	// task did not finish (-1: it finished them all); the loop rewinds the
+	// consumer there.
+	stoppedAt int64
 
 	in     abi.Record // reused input record
 	staged []*kgo.Record
@@ -54,7 +59,7 @@ type task struct {
 }
 
 func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, error) {
-	t := &task{id: id, r: r, proc: ps, next: -1}
+	t := &task{id: id, r: r, proc: ps, next: -1, stoppedAt: -1}
 	if len(ps.spec.Stores) > 0 {
 		t.st = r.opts.State.Task(ps.spec.Name, id.Partition, ps.spec.Stores)
 		t.changelogNext = make([]atomic.Int64, len(ps.spec.Stores))
@@ -134,11 +139,16 @@ func (t *task) processBatch(ctx context.Context, recs []*kgo.Record) (int, error
 		// Fetching is paused while the task restores, so records can only
 		// be here if they were fetched before the pause took effect. They
 		// are not processed on incomplete state: fetch them again later.
-		t.r.rewind(t, recs[0])
+		t.stoppedAt = recs[0].Offset
 		return 0, nil
 	}
 	for _, kr := range recs {
-		if t.failed != nil || ctx.Err() != nil {
+		if t.failed != nil {
+			t.stoppedAt = t.failedAt // never count a record past the failed one
+			break
+		}
+		if ctx.Err() != nil {
+			t.stoppedAt = kr.Offset
 			break
 		}
 		if t.next >= 0 && kr.Offset < t.next {
@@ -146,6 +156,8 @@ func (t *task) processBatch(ctx context.Context, recs []*kgo.Record) (int, error
 		}
 		if err := t.processOne(ctx, kr); err != nil {
 			if handled := t.onFailure(kr, err); !handled {
+				t.failedAt = kr.Offset
+				t.stoppedAt = kr.Offset
 				break
 			}
 		}
