@@ -97,6 +97,8 @@ type Options struct {
 	// progress bars); it must return quickly.
 	OnRestoreProgress func(restore.Progress)
 	Logger            *slog.Logger
+	// MaxPoll bounds the records of one poll. Default DefaultMaxPoll.
+	MaxPoll int
 	// ExtraOpts are appended to the client options (tests use them).
 	ExtraOpts []kgo.Opt
 }
@@ -145,6 +147,9 @@ type procState struct {
 func New(opts Options) (*Runner, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.MaxPoll <= 0 {
+		opts.MaxPoll = DefaultMaxPoll
 	}
 	r := &Runner{
 		opts:    opts,
@@ -282,9 +287,10 @@ func (r *Runner) failedTasks() map[TaskID]error {
 	return out
 }
 
-// maxPoll bounds the records taken in one poll: the work done between two
-// chances to rebalance.
-const maxPoll = 5000
+// DefaultMaxPoll bounds the records taken in one poll: the work done
+// between two chances to rebalance, since rebalances wait for the poll's
+// records to be processed.
+const DefaultMaxPoll = 1000
 
 // Run consumes, processes and commits until ctx is canceled or a fatal
 // error happens. On cancel it finishes the record in flight, commits what
@@ -303,7 +309,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		}
 		r.finishRestores()
 		pollCtx, cancel := r.pollContext(ctx)
-		fetches := r.cl.PollRecords(pollCtx, maxPoll)
+		fetches := r.cl.PollRecords(pollCtx, r.opts.MaxPoll)
 		cancel()
 		if fetches.IsClientClosed() {
 			return nil

@@ -1,0 +1,61 @@
+package host
+
+import (
+	"log/slog"
+
+	"github.com/wasmstream/wasmstream/host/internal/state"
+)
+
+// Errors of OpenStateReadOnly. Test with errors.Is.
+var (
+	// ErrStateInUse: a running host (this process's or another's) has the
+	// state directory open; Pebble allows one user at a time.
+	ErrStateInUse = state.ErrLocked
+	// ErrNoState: the directory does not exist or holds no state database.
+	ErrNoState = state.ErrNoDatabase
+	// ErrStateCorrupt: damaged files or a key layout this version does not
+	// read.
+	ErrStateCorrupt = state.ErrCorrupt
+)
+
+// StateStore is one store of one task (processor, partition) found in a
+// local state directory.
+type StateStore = state.StoreInfo
+
+// StateReader reads an app's local state directory (Config.StateDir)
+// without Kafka and without writing to it, for debugging. It holds the
+// directory lock until Close, so a host cannot start on the directory
+// meanwhile.
+type StateReader struct {
+	r *state.Reader
+}
+
+// OpenStateReadOnly opens the state directory dir (usually
+// cfg.StateDir()) read-only. log receives Pebble's messages; nil discards
+// them. Errors match ErrNoState, ErrStateInUse or ErrStateCorrupt, or are
+// file system errors.
+func OpenStateReadOnly(dir string, log *slog.Logger) (*StateReader, error) {
+	r, err := state.OpenReadOnly(dir, log)
+	if err != nil {
+		return nil, err
+	}
+	return &StateReader{r: r}, nil
+}
+
+// Dir is the directory read.
+func (s *StateReader) Dir() string { return s.r.Dir() }
+
+// Stores lists every task store in the directory with its changelog
+// checkpoint, sorted by processor, partition and store.
+func (s *StateReader) Stores() ([]StateStore, error) { return s.r.Stores() }
+
+// Scan calls fn with every key and value of store of the task processor on
+// partition, in key order; key and value are valid only during the call.
+// An error from fn stops the scan and is returned. A task or store that is
+// not in the directory has no keys.
+func (s *StateReader) Scan(processor string, partition int32, store string, fn func(key, value []byte) error) error {
+	return s.r.Scan(processor, partition, store, fn)
+}
+
+// Close releases the directory. Idempotent.
+func (s *StateReader) Close() error { return s.r.Close() }
