@@ -21,6 +21,9 @@ Usage:
   wasmstream run -c pipeline.yaml       run the pipeline until SIGINT/SIGTERM
   wasmstream validate -c pipeline.yaml  check the config and every plugin
   wasmstream plugin inspect FILE.wasm   show a plugin's ABI version, exports, imports
+  wasmstream state dump -c pipeline.yaml --store NAME [--partition N]
+                                        print a store's keys, values and checkpoint
+                                        from the local state directory (offline)
   wasmstream demo                       run a demo on an embedded Kafka
   wasmstream help                       this text
 
@@ -57,6 +60,8 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer, enviro
 		}
 		fmt.Fprintln(stderr, "usage: wasmstream plugin inspect FILE.wasm")
 		return exitUsage
+	case "state":
+		return e.state(args[1:])
 	case "demo":
 		return e.demo(ctx, args[1:])
 	case "help", "-h", "--help":
@@ -68,12 +73,16 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer, enviro
 	}
 }
 
-// configFlags parses the flags shared by commands that read a config.
-func (e *env) configFlags(name string, args []string) (*pflag.FlagSet, string, bool) {
+// configFlags parses the flags shared by commands that read a config, and
+// those extra registers.
+func (e *env) configFlags(name string, args []string, extra ...func(*pflag.FlagSet)) (*pflag.FlagSet, string, bool) {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	path := fs.StringP("config", "c", "", "pipeline config file (YAML)")
 	host.ConfigFlags(fs)
+	for _, f := range extra {
+		f(fs)
+	}
 	if err := fs.Parse(args); err != nil {
 		return nil, "", false
 	}
@@ -89,10 +98,12 @@ func (e *env) loadConfig(path string, fs *pflag.FlagSet) (*host.Config, bool) {
 	return cfg, true
 }
 
-func (e *env) logger(level string) *slog.Logger {
+func (e *env) logger(level string) *slog.Logger { return loggerTo(e.stderr, level) }
+
+func loggerTo(w io.Writer, level string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: l}))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
 }
 
 func (e *env) run(ctx context.Context, args []string) int {
@@ -108,19 +119,30 @@ func (e *env) run(ctx context.Context, args []string) int {
 	if !ok {
 		return exitError
 	}
-	log := e.logger(cfg.Log.Level)
-	h, err := host.New(ctx, cfg, host.WithLogger(log))
+	// Restore progress: bars on a terminal, drawn below the log lines,
+	// which then go through them; elsewhere the restore's own log lines
+	// (start, progress every 10s, completion) are the progress.
+	stderr := e.stderr
+	opts := []host.Option{}
+	if width, ok := terminal(e.stderr, e.environ); ok && hasStores(cfg) {
+		bars := newRestoreBars(e.stderr, width)
+		defer bars.Close()
+		stderr = bars
+		opts = append(opts, host.WithRestoreProgress(bars.Update))
+	}
+	log := loggerTo(stderr, cfg.Log.Level)
+	h, err := host.New(ctx, cfg, append(opts, host.WithLogger(log))...)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "wasmstream: %v\n", err)
+		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
 		return exitError
 	}
 	defer h.Close()
 	if h.Embedded() {
-		fmt.Fprintf(e.stderr, "wasmstream: DEVELOPMENT MODE: embedded Kafka at %s (set kafka.brokers for a real cluster)\n", strings.Join(h.Brokers(), ","))
+		fmt.Fprintf(stderr, "wasmstream: DEVELOPMENT MODE: embedded Kafka at %s (set kafka.brokers for a real cluster)\n", strings.Join(h.Brokers(), ","))
 	}
 	log.Info("running", "app_id", cfg.AppID, "processors", len(cfg.Processors), "brokers", strings.Join(h.Brokers(), ","))
 	if err := h.Run(ctx); err != nil {
-		fmt.Fprintf(e.stderr, "wasmstream: %v\n", err)
+		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
 		return exitError
 	}
 	log.Info("stopped cleanly")
@@ -221,6 +243,16 @@ func (e *env) demo(ctx context.Context, args []string) int {
 		return exitError
 	}
 	return exitOK
+}
+
+// hasStores reports whether any processor is stateful (and so restores).
+func hasStores(cfg *host.Config) bool {
+	for _, p := range cfg.Processors {
+		if len(p.Stores) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func indent(s string) string {

@@ -28,7 +28,7 @@ import (
 // fails records whose key is in fail.
 type goPlugin struct {
 	fail  map[string]bool
-	delay time.Duration // per record, to keep records buffered in the client
+	delay time.Duration    // per record, to keep records buffered in the client
 	seen  [16]atomic.Int64 // records processed per input partition
 }
 
