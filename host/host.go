@@ -51,6 +51,7 @@ type options struct {
 	logger       *slog.Logger
 	embeddedPort int
 	onRestore    func(RestoreProgress)
+	restore      restore.Config // tests tune fetch and batch sizes
 }
 
 // RestoreProgress is the progress of one store's restore.
@@ -132,6 +133,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		State:             h.state,
 		Logger:            h.log,
 		OnRestoreProgress: o.onRestore,
+		Restore:           o.restore,
 	})
 	if err != nil {
 		return nil, err

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -341,4 +343,125 @@ func TestChangelogWithWrongShapeIsRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "cleanup.policy=delete") {
 		t.Fatalf("New = %v, want a refusal naming the cleanup policy", err)
 	}
+}
+
+// The Faust failure (shared/seeds/faust-recovery-stuck-offset-reset-latest.txt)
+// end to end: input consumers start at "latest"; a task restores a large
+// changelog on a new machine, and while it does the changelog's log start
+// is moved past the restore position. The restore must finish — wiping the
+// partial store and rebuilding from the new log start, counted — and
+// processing must resume.
+func TestRestoreFinishesWhenLogStartMovesDuringRestore(t *testing.T) {
+	p := newPipeline(t, wasmbuild.Build(t, "./internal/testplugins/counter"), OnErrorFail)
+	p.in, p.out = p.b.Name(t, "in1"), p.b.Name(t, "out1")
+	p.b.CreateTopic(t, p.in, 1, nil)
+	p.b.CreateTopic(t, p.out, 1, nil)
+	pc := &p.cfg.Processors[0]
+	pc.Inputs, pc.Outputs, pc.Stores = []string{p.in}, map[string]string{"out": p.out}, []string{"counts"}
+	p.cfg.Kafka.CommitRecords = 100000
+	p.cfg.Kafka.CommitInterval = time.Second
+
+	// Build a changelog of 50,000 keys.
+	const keys = 50000
+	p.cfg.State.Dir = t.TempDir()
+	_, stop := p.run(t)
+	recs := make([]*kgo.Record, 0, keys)
+	for i := 0; i < keys; i++ {
+		recs = append(recs, &kgo.Record{Topic: p.in, Key: []byte(fmt.Sprintf("key-%05d", i)), Value: []byte(fmt.Sprintf("id-%d", i))})
+	}
+	p.b.Produce(t, recs...)
+	p.waitProcessed(t)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	changelog := p.cfg.ChangelogTopic("counts")
+	end := p.endOffset(t, changelog)
+	if end < keys {
+		t.Fatalf("changelog has %d records, want at least %d", end, keys)
+	}
+
+	// A new machine (empty state dir) with input reset "latest": during
+	// its restore, after the first batch, the log start moves to end-100.
+	p.cfg.State.Dir = t.TempDir()
+	p.cfg.Kafka.StartOffset = "latest"
+	var moved sync.Once
+	var wipes atomic.Int64
+	// Small fetches and batches, so most of the changelog is still on the
+	// broker when the log start moves.
+	small := func(o *options) {
+		o.restore.FetchMaxPartitionBytes = 2 << 10
+		o.restore.BatchRecords = 200
+	}
+	h, err := New(context.Background(), p.cfg, WithLogger(testLogger(t)), small, WithRestoreProgress(func(pr RestoreProgress) {
+		if pr.Restored > 0 && !pr.Done {
+			moved.Do(func() { p.b.DeleteRecords(t, changelog, 0, end-100) })
+		}
+		if pr.Wipes > 0 {
+			wipes.Store(int64(pr.Wipes)) // the pass that wiped; a later pass reports 0
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		h.Close()
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for !h.Ready() || wipes.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("restore did not finish with a wipe (ready=%v wipes=%d)", h.Ready(), wipes.Load())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Processing resumes on the rebuilt store: a key whose changelog record
+	// survived the move continues its count; a key whose record was
+	// deleted starts again at 1.
+	surviving := p.b.ReadCommitted(t, changelog, 30*time.Second)
+	if len(surviving) == 0 || len(surviving) > 100 {
+		t.Fatalf("%d changelog records after the move, want 1..100", len(surviving))
+	}
+	kept := map[string]bool{}
+	for _, r := range surviving {
+		kept[string(r.Key)] = true
+	}
+	keptKey := string(surviving[0].Key)
+	deletedKey := ""
+	for i := 0; deletedKey == ""; i++ {
+		if k := fmt.Sprintf("key-%05d", i); !kept[k] {
+			deletedKey = k
+		}
+	}
+	p.b.Produce(t, &kgo.Record{Topic: p.in, Key: []byte(keptKey), Value: []byte("after-1")},
+		&kgo.Record{Topic: p.in, Key: []byte(deletedKey), Value: []byte("after-2")})
+	deadline = time.Now().Add(60 * time.Second)
+	for {
+		got := latest(p.b.ReadCommitted(t, p.out, 30*time.Second))
+		if got["after-1"] != "" && got["after-2"] != "" {
+			if got["after-1"] != keptKey+":2" || got["after-2"] != deletedKey+":1" {
+				t.Fatalf("after the restore: %q and %q, want %s:2 and %s:1", got["after-1"], got["after-2"], keptKey, deletedKey)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("processing did not resume after the restore")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("restore wiped %d time(s) and finished", wipes.Load())
+}
+
+func (p *pipeline) endOffset(t *testing.T, topic string) int64 {
+	ends, err := p.b.Admin(t).ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, _ := ends.Lookup(topic, 0)
+	return o.Offset
 }
