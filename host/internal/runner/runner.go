@@ -193,6 +193,10 @@ func New(opts Options) (*Runner, error) {
 		kgo.OnPartitionsLost(r.onLost),
 		kgo.RecordPartitioner(outputPartitioner{kgo.StickyKeyPartitioner(nil)}),
 		kgo.ProducerLinger(5 * time.Millisecond),
+		// A partition resumed after its restore joins the next fetch only
+		// when the one in flight returns; the default 5 s wait would delay
+		// every task start by up to that.
+		kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.WithLogger(kgoLogger{opts.Logger}),
 	}
 	if opts.SessionTimeout > 0 {
