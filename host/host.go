@@ -14,11 +14,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/admin"
 	"github.com/wasmstream/wasmstream/host/internal/engine"
 	"github.com/wasmstream/wasmstream/host/internal/restore"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
@@ -35,6 +37,9 @@ type Host struct {
 	embedded *kfake.Cluster
 	brokers  []string
 	runner   *runner.Runner
+	admin    *admin.Server         // nil when admin.listen is empty
+	started  atomic.Bool           // New finished: the fields above are set
+	runErr   atomic.Pointer[error] // Run's error, for /healthz
 }
 
 type loadedProcessor struct {
@@ -85,6 +90,13 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			h.Close()
 		}
 	}()
+	// The admin endpoint first: a taken address fails before plugins
+	// compile and Kafka is contacted, and /healthz answers during both.
+	if cfg.Admin.Listen != "" {
+		if h.admin, err = admin.New(cfg.Admin.Listen, adminSource{h}, h.log); err != nil {
+			return nil, err
+		}
+	}
 	if err := h.loadPlugins(ctx); err != nil {
 		return nil, err
 	}
@@ -138,7 +150,16 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	if err != nil {
 		return nil, err
 	}
+	h.started.Store(true)
 	return h, nil
+}
+
+// AdminAddr is the admin endpoint's address, or "" when it is off.
+func (h *Host) AdminAddr() string {
+	if h.admin == nil {
+		return ""
+	}
+	return h.admin.Addr()
 }
 
 // Brokers returns the seed brokers in use: the configured ones, or the
@@ -152,7 +173,11 @@ func (h *Host) Embedded() bool { return h.embedded != nil }
 // flight finishes, processed records are committed, the group is left) or
 // a fatal error. Run may be called once.
 func (h *Host) Run(ctx context.Context) error {
-	return h.runner.Run(ctx)
+	err := h.runner.Run(ctx)
+	if err != nil {
+		h.runErr.Store(&err)
+	}
+	return err
 }
 
 // Stats returns the counters of a processor, or nil if there is none by
@@ -183,6 +208,12 @@ func (h *Host) stateful() bool {
 func (h *Host) Close() error {
 	ctx := context.Background()
 	var errs []error
+	if h.admin != nil {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		errs = append(errs, h.admin.Close(actx))
+		cancel()
+		h.admin = nil
+	}
 	if h.state != nil {
 		errs = append(errs, h.state.Close())
 		h.state = nil

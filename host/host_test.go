@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -464,4 +466,65 @@ func (p *pipeline) endOffset(t *testing.T, topic string) int64 {
 	}
 	o, _ := ends.Lookup(topic, 0)
 	return o.Offset
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// The admin endpoint reports health, readiness, metrics and processors of
+// a running host; a task stopped by on_error: fail makes it unhealthy; a
+// taken admin address is refused before anything else starts.
+func TestAdminEndpoint(t *testing.T) {
+	p := newPipeline(t, engineTestdata("trap"), OnErrorFail)
+	p.cfg.Admin.Listen = "127.0.0.1:0"
+	h, stop := p.run(t)
+	base := "http://" + h.AdminAddr()
+	if code, body := httpGet(t, base+"/healthz"); code != http.StatusOK {
+		t.Fatalf("healthz %d %s", code, body)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if code, _ := httpGet(t, base+"/readyz"); code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("never ready")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.produce(t, "ok1", "boom", "ok2")
+	var code int
+	var body string
+	for {
+		if code, body = httpGet(t, base+"/healthz"); code == http.StatusServiceUnavailable || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "proc") {
+		t.Fatalf("healthz after a failed task: %d %q", code, body)
+	}
+	_, metrics := httpGet(t, base+"/metrics")
+	for _, want := range []string{`wasmstream_record_failures_total{processor="proc",kind="trap"} 1`, `wasmstream_tasks_failed_total{processor="proc"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %q:\n%s", want, metrics)
+		}
+	}
+	if _, procs := httpGet(t, base+"/v1/processors"); !strings.Contains(procs, `"name": "proc"`) || !strings.Contains(procs, `"sha256"`) {
+		t.Errorf("/v1/processors: %s", procs)
+	}
+	second := *p.cfg
+	second.Admin.Listen = h.AdminAddr()
+	if _, err := New(context.Background(), &second, WithLogger(testLogger(t))); err == nil || !strings.Contains(err.Error(), "already in use") {
+		t.Fatalf("a second host on the same admin address: %v", err)
+	}
+	_ = stop()
 }

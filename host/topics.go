@@ -67,17 +67,22 @@ func (h *Host) ensureTopics(ctx context.Context, create bool) error {
 		}
 		h.log.Info("created topic", "topic", t, "partitions", h.cfg.Kafka.TopicPartitions, "for", want[t])
 	}
+	// Partition counts: listed ones, and for the topics just created the
+	// count they were created with (a fresh listing may come from a
+	// metadata cache that does not know them yet).
+	partitions := map[string]int32{}
+	for _, t := range names {
+		partitions[t] = int32(len(details[t].Partitions))
+	}
+	for _, t := range missing {
+		partitions[t] = int32(h.cfg.Kafka.TopicPartitions)
+	}
 	// Dead-letter topics are the host's own: created whatever create_topics
 	// says, with as many partitions as the processor's widest input so a
 	// failed record keeps its partition.
-	if len(missing) > 0 {
-		if details, err = adm.ListTopics(ctx, names...); err != nil {
-			return fmt.Errorf("listing topics: %w", err)
-		}
-	}
 	for _, p := range h.cfg.Processors {
 		for _, store := range p.Stores {
-			if err := h.ensureChangelog(ctx, adm, h.cfg.ChangelogTopic(store), p.Inputs[0], int32(len(details[p.Inputs[0]].Partitions))); err != nil {
+			if err := h.ensureChangelog(ctx, adm, h.cfg.ChangelogTopic(store), p.Inputs[0], partitions[p.Inputs[0]]); err != nil {
 				return fmt.Errorf("processor %q store %q: %w", p.Name, store, err)
 			}
 		}
@@ -88,7 +93,7 @@ func (h *Host) ensureTopics(ctx context.Context, create bool) error {
 		}
 		parts := int32(1)
 		for _, in := range p.Inputs {
-			if n := int32(len(details[in].Partitions)); n > parts {
+			if n := partitions[in]; n > parts {
 				parts = n
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -123,9 +124,10 @@ func (e *env) run(ctx context.Context, args []string) int {
 	// which then go through them; elsewhere the restore's own log lines
 	// (start, progress every 10s, completion) are the progress.
 	stderr := e.stderr
+	var bars *restoreBars
 	opts := []host.Option{}
 	if width, ok := terminal(e.stderr, e.environ); ok && hasStores(cfg) {
-		bars := newRestoreBars(e.stderr, width)
+		bars = newRestoreBars(e.stderr, width)
 		defer bars.Close()
 		stderr = bars
 		opts = append(opts, host.WithRestoreProgress(bars.Update))
@@ -137,6 +139,13 @@ func (e *env) run(ctx context.Context, args []string) int {
 		return exitError
 	}
 	defer h.Close()
+	if bars != nil {
+		// A failed or canceled restore sends no final progress: drop its
+		// bar once the host says no restore runs.
+		stop := make(chan struct{})
+		defer close(stop)
+		go bars.watch(h.Ready, time.Second, stop)
+	}
 	if h.Embedded() {
 		fmt.Fprintf(stderr, "wasmstream: DEVELOPMENT MODE: embedded Kafka at %s (set kafka.brokers for a real cluster)\n", strings.Join(h.Brokers(), ","))
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -101,10 +102,26 @@ func TestDemo(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("demo exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"embedded Kafka", "in  ada", "out ada", "12 records in, 12 out, 0 failed"} {
+	for _, want := range []string{"embedded Kafka", "in  ada", "out ada", "12 records in, 12 out, 0 failed",
+		// part 2: word counts kept across a restart and a move
+		"host 1 on state dir A (empty)",
+		"counts: the=3 dog=2 ",
+		"restarted: counts continued from the local store (checkpoint at offset ",
+		"counts: the 3 -> 5, dog 2 -> 3, fox 1 -> 2, wakes new -> 1",
+		"host 3 on state dir B (empty: a new machine)",
+		"counts: the 5 -> 6, end new -> 1",
+	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
+	}
+	if !regexp.MustCompile(`restored [1-9][0-9]* records from the changelog`).MatchString(out) {
+		t.Errorf("demo output does not say how many records host 3 restored:\n%s", out)
+	}
+	// The restart found the checkpoint that the first host left.
+	m := regexp.MustCompile(`state dir A holds 9 words, checkpoint at changelog offset ([0-9]+)\n`).FindStringSubmatch(out)
+	if m == nil || !strings.Contains(out, "(checkpoint at offset "+m[1]+"); nothing to read from the changelog") {
+		t.Errorf("demo output: the restart does not continue from host 1's checkpoint:\n%s", out)
 	}
 	if strings.Contains(out, "ada@example.com\",\"card\":{\"number\":\"4111-1111-1111-1000\"}") {
 		t.Error("demo output shows an unmasked record as output")

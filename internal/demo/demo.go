@@ -1,6 +1,9 @@
-// Package demo is `wasmstream demo`: an embedded Kafka, a bundled plugin,
-// sample records in, processed records out, printed side by side. It uses
-// only the public host API, as a user's program would.
+// Package demo is `wasmstream demo`: an embedded Kafka, bundled plugins,
+// sample records in, processed records out, printed side by side. Part one
+// masks PII with a stateless plugin; part two counts words with a stateful
+// one and shows its state surviving a restart (local store and checkpoint)
+// and a move to an empty state directory (restore from the changelog). It
+// uses only the public host API, as a user's program would.
 package demo
 
 import (
@@ -12,9 +15,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host"
@@ -25,13 +30,20 @@ import (
 //go:embed plugins/mask.wasm
 var MaskWasm []byte
 
+// WordcountWasm is plugins/wordcount built for wasip1 (make demo-plugins).
+//
+//go:embed plugins/wordcount.wasm
+var WordcountWasm []byte
+
 // Options configure Run.
 type Options struct {
 	Out     io.Writer    // where the demo prints; required
 	Logger  *slog.Logger // host logs; nil = discard
 	Records int          // sample records to produce; default 12
 	// Brokers, when set, runs the demo against an existing cluster
-	// instead of the embedded one (tests use it).
+	// instead of the embedded one; its topic and app names then get a
+	// suffix unique to the run, since such a cluster keeps earlier runs'
+	// data.
 	Brokers []string
 	// Timeout bounds the whole demo. Default 60s.
 	Timeout time.Duration
@@ -40,7 +52,8 @@ type Options struct {
 var names = []string{"ada", "grace", "alan", "edsger", "barbara", "donald", "frances", "ken", "dennis", "margaret", "john", "leslie"}
 
 // Run runs the demo and returns when every sample record came out of the
-// pipeline, or with an error naming what did not happen.
+// pipeline and the stateful part has shown its restarts, or with an error
+// naming what did not happen.
 func Run(ctx context.Context, o Options) error {
 	if o.Records <= 0 {
 		o.Records = 12
@@ -59,18 +72,46 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+
+	// One broker for the whole demo, so that the hosts of part two, started
+	// one after the other, share the topics and the changelog. A host
+	// starts its own embedded broker only when kafka.brokers is empty, and
+	// that broker would end with the host.
+	brokers, suffix := o.Brokers, ""
+	if len(brokers) == 0 {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1))
+		if err != nil {
+			return fmt.Errorf("embedded kafka: %w", err)
+		}
+		defer c.Close()
+		brokers = c.ListenAddrs()
+		addrs := strings.Join(brokers, ",")
+		fmt.Fprintf(o.Out, "embedded Kafka (development only) listening on %s\n", addrs)
+		fmt.Fprintf(o.Out, "  any Kafka client can connect while the demo runs, e.g.: kcat -b %s -L\n", addrs)
+	} else {
+		suffix = "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	}
+	if err := runMask(ctx, o, dir, brokers, suffix); err != nil {
+		return err
+	}
+	return runWordcount(ctx, o, dir, brokers, suffix)
+}
+
+// runMask is part one: the mask plugin hashes PII fields of sign-ups.
+func runMask(ctx context.Context, o Options, dir string, brokers []string, suffix string) error {
 	plugin := filepath.Join(dir, "mask.wasm")
 	if err := os.WriteFile(plugin, MaskWasm, 0o644); err != nil {
 		return err
 	}
+	in, outTopic := "signups"+suffix, "signups-masked"+suffix
 	cfg := &host.Config{
-		AppID: "wasmstream-demo",
-		Kafka: host.KafkaConfig{Brokers: o.Brokers, CreateTopics: true, TopicPartitions: 3, CommitInterval: 50 * time.Millisecond},
+		AppID: "wasmstream-demo" + suffix,
+		Kafka: host.KafkaConfig{Brokers: brokers, CreateTopics: true, TopicPartitions: 3, CommitInterval: 50 * time.Millisecond},
 		Processors: []host.ProcessorConfig{{
 			Name:    "mask-pii",
 			Plugin:  plugin,
-			Inputs:  []string{"signups"},
-			Outputs: map[string]string{"out": "signups-masked"},
+			Inputs:  []string{in},
+			Outputs: map[string]string{"out": outTopic},
 			Config:  map[string]any{"fields": []any{"email", "card.number"}, "mode": "hash", "salt": "demo-salt"},
 			OnError: host.OnErrorDeadLetter,
 		}},
@@ -86,19 +127,15 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer h.Close()
-	brokers := strings.Join(h.Brokers(), ",")
-	if h.Embedded() {
-		fmt.Fprintf(o.Out, "embedded Kafka (development only) listening on %s\n", brokers)
-		fmt.Fprintf(o.Out, "  any Kafka client can connect while the demo runs, e.g.: kcat -b %s -L\n", brokers)
-	}
-	fmt.Fprintf(o.Out, "processor mask-pii: plugin mask.wasm (%d KiB), signups -> signups-masked, hashes email and card.number\n\n", len(MaskWasm)>>10)
+	fmt.Fprintf(o.Out, "\n== part 1: a stateless processor ==\n")
+	fmt.Fprintf(o.Out, "processor mask-pii: plugin mask.wasm (%d KiB), %s -> %s, hashes email and card.number\n\n", len(MaskWasm)>>10, in, outTopic)
 
 	runErr := make(chan error, 1)
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	go func() { runErr <- h.Run(runCtx) }()
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers()...), kgo.ConsumeTopics("signups-masked"),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(outTopic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		return err
@@ -112,12 +149,12 @@ func Run(ctx context.Context, o Options) error {
 		}
 		v := fmt.Sprintf(`{"user":%q,"email":"%s@example.com","card":{"number":"4111-1111-1111-%04d","exp":"12/29"},"plan":"pro"}`, name, name, 1000+i)
 		inputs[name] = v
-		res := cl.ProduceSync(ctx, &kgo.Record{Topic: "signups", Key: []byte(name), Value: []byte(v)})
+		res := cl.ProduceSync(ctx, &kgo.Record{Topic: in, Key: []byte(name), Value: []byte(v)})
 		if err := res.FirstErr(); err != nil {
 			return fmt.Errorf("producing sample input: %w", err)
 		}
 	}
-	fmt.Fprintf(o.Out, "produced %d records to signups; waiting for signups-masked...\n\n", o.Records)
+	fmt.Fprintf(o.Out, "produced %d records to %s; waiting for %s...\n\n", o.Records, in, outTopic)
 
 	start := time.Now()
 	got := 0

@@ -119,9 +119,14 @@ type Runner struct {
 	byTopic         map[string]*procState // input topic -> processor
 	procs           []*procState
 
-	// tasks is touched only by the poll loop and by the group callbacks,
-	// which BlockRebalanceOnPoll runs serially with the loop.
-	tasks map[TaskID]*task
+	// mu guards everything the poll loop and the group callbacks share:
+	// tasks, the commit bookkeeping, the transaction state. The loop holds
+	// it except while it polls; callbacks take it.
+	mu sync.Mutex
+	// closing is set when the client is being closed; callbacks then do
+	// nothing (the tasks are already closed).
+	closing bool
+	tasks   map[TaskID]*task
 
 	restorer *restore.Restorer // nil without stateful processors
 	progress restoreProgress
@@ -170,6 +175,38 @@ func New(opts Options) (*Runner, error) {
 			topics = append(topics, in)
 		}
 		r.procs = append(r.procs, ps)
+	}
+	// The restorer exists before the client: the client may join the
+	// group, and a task start its restore, as soon as it is created.
+	for _, ps := range r.procs {
+		if len(ps.spec.Stores) == 0 {
+			continue
+		}
+		if opts.State == nil {
+			return nil, fmt.Errorf("runner: processor %q has stores but no state database was given", ps.spec.Name)
+		}
+		if r.restorer == nil {
+			rc := opts.Restore
+			rc.Brokers = opts.Brokers
+			if rc.Logger == nil {
+				rc.Logger = opts.Logger
+			}
+			user := rc.Progress
+			rc.Progress = func(p restore.Progress) {
+				r.progress.update(p)
+				if user != nil {
+					user(p)
+				}
+				if opts.OnRestoreProgress != nil {
+					opts.OnRestoreProgress(p)
+				}
+			}
+			restorer, err := restore.New(rc)
+			if err != nil {
+				return nil, fmt.Errorf("runner: %w", err)
+			}
+			r.restorer = restorer
+		}
 	}
 	start := kgo.NewOffset().AtStart()
 	if opts.StartOffset == "latest" {
@@ -225,39 +262,12 @@ func New(opts Options) (*Runner, error) {
 		cl, err = kgo.NewClient(kopts...)
 	}
 	if err != nil {
+		if r.restorer != nil {
+			r.restorer.Close()
+		}
 		return nil, fmt.Errorf("runner: kafka client: %w", err)
 	}
 	r.cl = cl
-	for _, ps := range r.procs {
-		if len(ps.spec.Stores) == 0 {
-			continue
-		}
-		if opts.State == nil {
-			cl.Close()
-			return nil, fmt.Errorf("runner: processor %q has stores but no state database was given", ps.spec.Name)
-		}
-		if r.restorer == nil {
-			rc := opts.Restore
-			rc.Brokers = opts.Brokers
-			if rc.Logger == nil {
-				rc.Logger = opts.Logger
-			}
-			user := rc.Progress
-			rc.Progress = func(p restore.Progress) {
-				r.progress.update(p)
-				if user != nil {
-					user(p)
-				}
-				if opts.OnRestoreProgress != nil {
-					opts.OnRestoreProgress(p)
-				}
-			}
-			if r.restorer, err = restore.New(rc); err != nil {
-				cl.Close()
-				return nil, fmt.Errorf("runner: %w", err)
-			}
-		}
-	}
 	return r, nil
 }
 
@@ -291,6 +301,10 @@ func (r *Runner) failedTasks() map[TaskID]error {
 	return out
 }
 
+// commitTimeout bounds one commit point (flush, offset commit or
+// transaction end).
+const commitTimeout = 30 * time.Second
+
 // DefaultMaxPoll bounds the records taken in one poll: the work done
 // between two chances to rebalance, since rebalances wait for the poll's
 // records to be processed.
@@ -306,40 +320,63 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 			err = cerr
 		}
 	}()
+	r.mu.Lock()
 	r.lastCommit = time.Now()
+	r.mu.Unlock()
 	for {
-		if ctx.Err() != nil {
-			return nil
-		}
-		r.finishRestores()
-		pollCtx, cancel := r.pollContext(ctx)
-		fetches := r.cl.PollRecords(pollCtx, r.opts.MaxPoll)
-		cancel()
-		if fetches.IsClientClosed() {
-			return nil
-		}
-		var fatal error
-		fetches.EachError(func(topic string, p int32, ferr error) {
-			if errors.Is(ferr, context.DeadlineExceeded) || errors.Is(ferr, context.Canceled) {
-				return
-			}
-			r.log.Warn("fetch error", "topic", topic, "partition", p, "err", ferr)
-		})
-		if err := r.beginIfNeeded(fetches); err != nil {
-			fatal = err
-		} else if err := r.processFetches(ctx, fetches); err != nil {
-			fatal = err
-		}
-		// A waiting rebalance is let in with no open transaction, so it
-		// does not abort processed work.
-		if fatal == nil && (r.commitDue() || r.rebalanceWanted.Swap(false)) {
-			fatal = r.commit(ctx)
-		}
-		r.cl.AllowRebalance()
-		if fatal != nil {
-			return fatal
+		done, err := r.iterate(ctx)
+		if done || err != nil {
+			return err
 		}
 	}
+}
+
+// iterate is one poll and what follows it. Everything but the poll itself
+// runs under r.mu, which the group callbacks also take: BlockRebalanceOnPoll
+// holds callbacks back only until AllowRebalance, so without the lock a
+// callback could run between AllowRebalance and the next poll, alongside
+// the loop's own bookkeeping.
+func (r *Runner) iterate(ctx context.Context) (done bool, err error) {
+	r.mu.Lock()
+	if ctx.Err() != nil {
+		r.mu.Unlock()
+		return true, nil
+	}
+	r.finishRestores()
+	pollCtx, cancel := r.pollContext(ctx)
+	r.mu.Unlock()
+
+	fetches := r.cl.PollRecords(pollCtx, r.opts.MaxPoll)
+	cancel()
+	if fetches.IsClientClosed() {
+		return true, nil
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var fatal error
+	fetches.EachError(func(topic string, p int32, ferr error) {
+		if errors.Is(ferr, context.DeadlineExceeded) || errors.Is(ferr, context.Canceled) {
+			return
+		}
+		r.log.Warn("fetch error", "topic", topic, "partition", p, "err", ferr)
+	})
+	if err := r.beginIfNeeded(fetches); err != nil {
+		fatal = err
+	} else if err := r.processFetches(ctx, fetches); err != nil {
+		fatal = err
+	}
+	// A waiting rebalance is let in with no open transaction, so it
+	// does not abort processed work.
+	if fatal == nil && (r.commitDue() || r.rebalanceWanted.Swap(false)) {
+		// A stop (ctx canceled) must not cut a commit point in half: it
+		// gets its own bounded context.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+		fatal = r.commit(cctx)
+		cancel()
+	}
+	r.cl.AllowRebalance()
+	return false, fatal
 }
 
 // pollContext bounds a poll by the next commit point while processed
@@ -452,6 +489,11 @@ func (r *Runner) taskFor(ctx context.Context, topic string, partition int32) (*t
 }
 
 func (r *Runner) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closing {
+		return
+	}
 	for topic, parts := range assigned {
 		for _, p := range parts {
 			if _, err := r.taskFor(ctx, topic, p); err != nil {
@@ -469,6 +511,11 @@ func (r *Runner) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[str
 // if it saw the rebalance coming; otherwise the open transaction is
 // aborted by the session and every task rewinds to its committed offsets.
 func (r *Runner) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closing {
+		return
+	}
 	if r.sess != nil {
 		r.closeTasks(ctx, revoked)
 		r.log.Info("partitions revoked", "partitions", revoked)
@@ -486,6 +533,11 @@ func (r *Runner) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 // onLost drops the tasks without committing: another member may already own
 // the partitions, so nothing of ours may be committed for them.
 func (r *Runner) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closing {
+		return
+	}
 	r.closeTasks(ctx, lost)
 	r.sinceCommit = 0
 	r.log.Warn("partitions lost; uncommitted work for them is dropped", "partitions", lost)
@@ -591,6 +643,15 @@ func (r *Runner) onProduced(rec *kgo.Record, err error) {
 func (r *Runner) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	r.mu.Lock()
+	defer func() {
+		r.closing = true
+		r.mu.Unlock()
+		r.cl.Close() // leaves the group; callbacks it triggers see closing
+		if r.restorer != nil {
+			r.restorer.Close()
+		}
+	}()
 	var err error
 	if (r.sinceCommit > 0 || r.inTxn) && r.broken == nil {
 		if err = r.commit(ctx); err != nil {
@@ -600,10 +661,6 @@ func (r *Runner) shutdown() error {
 	for id, t := range r.tasks {
 		t.close(ctx)
 		delete(r.tasks, id)
-	}
-	r.cl.Close() // leaves the group
-	if r.restorer != nil {
-		r.restorer.Close()
 	}
 	return err
 }

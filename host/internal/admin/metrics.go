@@ -1,0 +1,283 @@
+package admin
+
+import (
+	"bytes"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The Prometheus text exposition format, version 0.0.4, written by hand:
+// every metric here is read from a snapshot at scrape time, which is what
+// the format is made for, and it keeps the module free of client_golang
+// (see RATIONALE.md).
+const metricsContentType = "text/plain; version=0.0.4; charset=utf-8"
+
+// family is one metric family to write. A family with no samples is not
+// written.
+type family struct {
+	name, help, typ string
+	samples         []sample
+}
+
+type sample struct {
+	suffix string // "", "_bucket", "_sum", "_count"
+	labels []Label
+	value  float64
+}
+
+// Names of the built-in families; an extra family may not reuse one.
+const (
+	mRecordsIn     = "wasmstream_records_in_total"
+	mRecordsOut    = "wasmstream_records_out_total"
+	mSkipped       = "wasmstream_records_skipped_total"
+	mDeadLettered  = "wasmstream_records_dead_lettered_total"
+	mFailures      = "wasmstream_record_failures_total"
+	mFailedTasks   = "wasmstream_tasks_failed_total"
+	mCommits       = "wasmstream_commits_total"
+	mAborts        = "wasmstream_transaction_aborts_total"
+	mLatency       = "wasmstream_record_processing_seconds"
+	mPluginInfo    = "wasmstream_plugin_info"
+	mSwaps         = "wasmstream_plugin_swaps_total"
+	mRollbacks     = "wasmstream_plugin_rollbacks_total"
+	mRestoring     = "wasmstream_restoring_tasks"
+	mRestored      = "wasmstream_restore_records"
+	mRestoreTarget = "wasmstream_restore_target_offset"
+	mRestorePos    = "wasmstream_restore_position_offset"
+	mRestoreRate   = "wasmstream_restore_records_per_second"
+	mRestoreWipes  = "wasmstream_restore_wipes"
+	mRestoreDone   = "wasmstream_restore_done"
+	mLag           = "wasmstream_consumer_lag_records"
+)
+
+// buildFamilies turns a snapshot and the processor descriptions into
+// metric families, in a fixed order. bad is called for every extra
+// family that is not written, with the reason.
+func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason string)) []family {
+	counter := func(name, help string) *family { return &family{name: name, help: help, typ: "counter"} }
+	gauge := func(name, help string) *family { return &family{name: name, help: help, typ: "gauge"} }
+
+	in := counter(mRecordsIn, "Records handed to the processor's plugin.")
+	out := counter(mRecordsOut, "Records emitted by the processor's successful records.")
+	skipped := counter(mSkipped, "Failed records skipped (on_error: skip).")
+	dead := counter(mDeadLettered, "Failed records written to the dead-letter topic (on_error: dead_letter).")
+	failures := counter(mFailures, "Failed records by failure kind.")
+	failedTasks := counter(mFailedTasks, "Tasks stopped by a failed record under on_error: fail, or by a failed restore.")
+	commits := counter(mCommits, "Commit points that committed the processor's input offsets.")
+	aborts := counter(mAborts, "Transactions aborted (exactly_once); their work is done again.")
+	latency := &family{name: mLatency, typ: "histogram",
+		help: "Time in the plugin per record, in seconds (a bucket's bound is exclusive, at nanosecond precision)."}
+	swaps := counter(mSwaps, "Plugin swaps that took effect.")
+	rollbacks := counter(mRollbacks, "Plugin swaps rolled back to the previous module.")
+
+	for _, p := range snap.Processors {
+		l := []Label{{"processor", p.Name}}
+		in.add(l, float64(p.RecordsIn))
+		out.add(l, float64(p.RecordsOut))
+		skipped.add(l, float64(p.Skipped))
+		dead.add(l, float64(p.DeadLettered))
+		failedTasks.add(l, float64(p.FailedTasks))
+		commits.add(l, float64(p.Commits))
+		aborts.add(l, float64(p.Aborts))
+		kinds := make([]string, 0, len(p.Failures))
+		for k := range p.Failures {
+			kinds = append(kinds, k)
+		}
+		slices.Sort(kinds)
+		for _, k := range kinds {
+			failures.add([]Label{{"processor", p.Name}, {"kind", k}}, float64(p.Failures[k]))
+		}
+		addHistogram(latency, l, p.Latency)
+		if p.Lifecycle != nil {
+			swaps.add(l, float64(p.Lifecycle.Swaps))
+			rollbacks.add(l, float64(p.Lifecycle.Rollbacks))
+		}
+	}
+
+	info := gauge(mPluginInfo, "The plugin module each processor runs now (always 1).")
+	for _, p := range procs {
+		info.add([]Label{
+			{"processor", p.Name},
+			{"sha256", p.Plugin.SHA256},
+			{"abi_version", strconv.Itoa(p.Plugin.ABIVersion)},
+			{"version", p.Plugin.Version},
+		}, 1)
+	}
+
+	restoring := gauge(mRestoring, "Tasks restoring their state now; the process is ready when 0.")
+	restoring.add(nil, float64(snap.RestoringTasks))
+	restored := gauge(mRestored, "Changelog records applied by the latest restore of the task's store.")
+	target := gauge(mRestoreTarget, "Changelog offset the latest restore of the task's store reads up to.")
+	pos := gauge(mRestorePos, "Next changelog offset the latest restore of the task's store reads.")
+	rate := gauge(mRestoreRate, "Records applied per second by the latest restore of the task's store.")
+	wipes := gauge(mRestoreWipes, "Task wipes made by the latest restore of the task's store.")
+	done := gauge(mRestoreDone, "1 when the latest restore of the task's store reached its target.")
+	for _, r := range snap.Restores {
+		l := []Label{{"task", r.Task}, {"store", r.Store}}
+		restored.add(l, float64(r.Restored))
+		target.add(l, float64(r.Target))
+		pos.add(l, float64(r.Position))
+		rate.add(l, r.Rate)
+		wipes.add(l, float64(r.Wipes))
+		done.add(l, b2f(r.Done))
+	}
+
+	lag := gauge(mLag, "Records between the task's position and the end of its input partition.")
+	for _, g := range snap.Lag {
+		lag.add([]Label{{"processor", g.Processor}, {"topic", g.Topic}, {"partition", strconv.Itoa(int(g.Partition))}}, float64(g.Lag))
+	}
+
+	fams := []family{*in, *out, *skipped, *dead, *failures, *failedTasks, *commits, *aborts, *latency,
+		*info, *swaps, *rollbacks,
+		*restoring, *restored, *target, *pos, *rate, *wipes, *done,
+		*lag}
+	seen := map[string]bool{}
+	for _, f := range fams {
+		seen[f.name] = true
+	}
+	for _, x := range snap.Extra {
+		if reason := checkExtra(x, seen); reason != "" {
+			bad(x.Name, reason)
+			continue
+		}
+		seen[x.Name] = true
+		f := family{name: x.Name, help: x.Help, typ: string(x.Type)}
+		for _, s := range x.Samples {
+			f.add(s.Labels, s.Value)
+		}
+		fams = append(fams, f)
+	}
+	return fams
+}
+
+func (f *family) add(labels []Label, v float64) {
+	f.samples = append(f.samples, sample{labels: labels, value: v})
+}
+
+// addHistogram adds a histogram's samples: cumulative buckets with the le
+// label, then _sum and _count.
+func addHistogram(f *family, labels []Label, h Histogram) {
+	if len(h.Counts) != len(h.Bounds)+1 {
+		return
+	}
+	var cum uint64
+	for i, c := range h.Counts {
+		cum += c
+		le := "+Inf"
+		if i < len(h.Bounds) {
+			le = formatFloat(h.Bounds[i])
+		}
+		f.samples = append(f.samples, sample{suffix: "_bucket", labels: withLabel(labels, "le", le), value: float64(cum)})
+	}
+	f.samples = append(f.samples,
+		sample{suffix: "_sum", labels: labels, value: h.Sum},
+		sample{suffix: "_count", labels: labels, value: float64(cum)})
+}
+
+func withLabel(labels []Label, name, value string) []Label {
+	out := make([]Label, len(labels), len(labels)+1)
+	copy(out, labels)
+	return append(out, Label{name, value})
+}
+
+var (
+	metricNameRE = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
+	labelNameRE  = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+)
+
+// checkExtra returns why an extra family cannot be written, or "".
+func checkExtra(f Family, seen map[string]bool) string {
+	switch {
+	case !metricNameRE.MatchString(f.Name):
+		return "invalid metric name"
+	case seen[f.Name]:
+		return "the name is already taken"
+	case f.Type != Counter && f.Type != Gauge:
+		return "type must be counter or gauge"
+	}
+	for _, s := range f.Samples {
+		for _, l := range s.Labels {
+			if !labelNameRE.MatchString(l.Name) || strings.HasPrefix(l.Name, "__") {
+				return "invalid label name " + strconv.Quote(l.Name)
+			}
+		}
+	}
+	return ""
+}
+
+// writeText writes families in the text exposition format.
+func writeText(buf *bytes.Buffer, fams []family) {
+	for _, f := range fams {
+		if len(f.samples) == 0 {
+			continue
+		}
+		buf.WriteString("# HELP ")
+		buf.WriteString(f.name)
+		buf.WriteByte(' ')
+		buf.WriteString(escapeHelp(f.help))
+		buf.WriteString("\n# TYPE ")
+		buf.WriteString(f.name)
+		buf.WriteByte(' ')
+		buf.WriteString(f.typ)
+		buf.WriteByte('\n')
+		for _, s := range f.samples {
+			buf.WriteString(f.name)
+			buf.WriteString(s.suffix)
+			first := true
+			for _, l := range s.labels {
+				if l.Value == "" { // the same as no label, in Prometheus
+					continue
+				}
+				if first {
+					buf.WriteByte('{')
+					first = false
+				} else {
+					buf.WriteByte(',')
+				}
+				buf.WriteString(l.Name)
+				buf.WriteString(`="`)
+				buf.WriteString(escapeLabel(l.Value))
+				buf.WriteByte('"')
+			}
+			if !first {
+				buf.WriteByte('}')
+			}
+			buf.WriteByte(' ')
+			buf.WriteString(formatFloat(s.value))
+			buf.WriteByte('\n')
+		}
+	}
+}
+
+var (
+	helpEscaper  = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
+	labelEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
+)
+
+func escapeHelp(s string) string  { return helpEscaper.Replace(s) }
+func escapeLabel(s string) string { return labelEscaper.Replace(s) }
+
+// formatFloat writes integers as integers (counters stay readable) and
+// anything else in Go's shortest form, which the format accepts.
+func formatFloat(v float64) string {
+	switch {
+	case math.IsInf(v, 1):
+		return "+Inf"
+	case math.IsInf(v, -1):
+		return "-Inf"
+	case math.IsNaN(v):
+		return "NaN"
+	case v == math.Trunc(v) && math.Abs(v) <= 1<<53: // exact integers
+		return strconv.FormatInt(int64(v), 10)
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

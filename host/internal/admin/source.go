@@ -1,0 +1,158 @@
+package admin
+
+import "strconv"
+
+// Source is what the admin endpoint reads: the host implements it, tests
+// use a fake. Every method is called on the request's goroutine, possibly
+// concurrently with the others and with itself, so it must be safe for
+// concurrent use, and it should return quickly (a scrape waits on it).
+// Returned values are owned by the caller.
+type Source interface {
+	// Health reports whether the process works as configured. Not ok means
+	// it needs attention: a task stopped by on_error: fail, or the runner
+	// stopped on a fatal error. reason says which, for the 503 body.
+	Health() (ok bool, reason string)
+	// Ready reports whether every assigned task finished restoring its
+	// state, so the process processes all it owns. When not ok, reason is
+	// the 503 body, e.g. RestoringReason(n).
+	Ready() (ok bool, reason string)
+	// Processors describes the configured processors and the plugin each
+	// runs now, in a stable order (the config's).
+	Processors() []ProcessorInfo
+	// Metrics returns the current numbers.
+	Metrics() Snapshot
+}
+
+// ProcessorInfo describes one processor: what it reads and writes and the
+// plugin it runs now. It is served by /v1/processors and, for the plugin,
+// as the wasmstream_plugin_info metric.
+type ProcessorInfo struct {
+	Name    string
+	Inputs  []string
+	Outputs map[string]string // output name (as the plugin emits) -> topic
+	Stores  []string
+	OnError string // fail, skip or dead_letter
+	Plugin  PluginInfo
+}
+
+// PluginInfo identifies a processor's active plugin module.
+type PluginInfo struct {
+	Path       string
+	SHA256     string // hex
+	Size       int64  // bytes of the module
+	ABIVersion int    // the ABI version the host speaks with it
+	// Version is a human version of the module, when the host knows one
+	// (for plugin swaps); "" otherwise. SHA256 is always the identity.
+	Version string
+}
+
+// Snapshot is the numbers of one scrape. Optional parts the host does not
+// supply yet (Lifecycle, Lag, Extra) are simply left empty: their metrics
+// are then not written.
+type Snapshot struct {
+	Processors []ProcessorMetrics
+	// RestoringTasks is how many tasks are restoring now.
+	RestoringTasks int
+	// Restores is the latest progress of every restore, by task and store.
+	Restores []RestoreProgress
+	// Lag is the consumer lag of the assigned input partitions. Not
+	// supplied yet; written as wasmstream_consumer_lag_records when set.
+	Lag []PartitionLag
+	// Extra are further metric families for metrics this package has no
+	// field for yet. A family whose name is invalid, or is the name of a
+	// built-in family, is not written (and logged once).
+	Extra []Family
+}
+
+// ProcessorMetrics are one processor's counters. They only grow over the
+// life of the process.
+type ProcessorMetrics struct {
+	Name         string
+	RecordsIn    int64
+	RecordsOut   int64
+	Skipped      int64
+	DeadLettered int64
+	FailedTasks  int64
+	Commits      int64
+	Aborts       int64
+	// Failures counts failed records by kind (trap, timeout, ...).
+	Failures map[string]int64
+	// Latency is the time in the plugin per record.
+	Latency Histogram
+	// Lifecycle is the plugin swap history; nil while the host has no
+	// plugin swaps (then no swap metrics are written).
+	Lifecycle *Lifecycle
+}
+
+// Histogram is a latency histogram in seconds. Counts holds one count per
+// bucket, not cumulative: Counts[i] counts observations under Bounds[i]
+// (and at or above Bounds[i-1]); the last, Counts[len(Bounds)], those at
+// or above the last bound. Bounds ascend. A histogram whose Counts is not
+// len(Bounds)+1 long is not written.
+type Histogram struct {
+	Bounds []float64
+	Counts []uint64
+	Sum    float64
+}
+
+// RestoreProgress is the latest progress of one store's restore.
+type RestoreProgress struct {
+	Task      string // processor/partition
+	Store     string
+	Topic     string // the changelog
+	Partition int32
+	Start     int64 // where reading began
+	Target    int64 // the offset to reach
+	Position  int64 // the next offset to read
+	Restored  int64 // changelog records applied
+	Rate      float64
+	Wipes     int
+	Restarts  int
+	Done      bool
+}
+
+// Lifecycle counts a processor's plugin swaps.
+type Lifecycle struct {
+	Swaps     int64 // plugin swaps that took effect
+	Rollbacks int64 // swaps rolled back to the previous module
+}
+
+// PartitionLag is how far a task's committed position is behind the end
+// of its input partition, in records.
+type PartitionLag struct {
+	Processor string
+	Topic     string
+	Partition int32
+	Lag       int64
+}
+
+// MetricType is the Prometheus type of an extra family.
+type MetricType string
+
+// Metric types of extra families.
+const (
+	Counter MetricType = "counter"
+	Gauge   MetricType = "gauge"
+)
+
+// Family is a metric family supplied by the host (Snapshot.Extra).
+type Family struct {
+	Name    string // e.g. wasmstream_something_total
+	Help    string
+	Type    MetricType
+	Samples []Sample
+}
+
+// Sample is one value of a family.
+type Sample struct {
+	Labels []Label
+	Value  float64
+}
+
+// Label is a label pair.
+type Label struct{ Name, Value string }
+
+// RestoringReason is the readiness reason while n tasks restore.
+func RestoringReason(n int) string {
+	return "restoring " + strconv.Itoa(n) + " tasks"
+}
