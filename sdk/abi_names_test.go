@@ -2,6 +2,7 @@ package sdk_test
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,14 +11,26 @@ import (
 )
 
 // Directive arguments must be literals, so the import and export names in
-// imports_wasm.go cannot use the abi constants; this keeps them equal.
+// imports_wasm.go (and wasmstream_process in sdk.go) cannot use the abi
+// constants; this keeps them equal.
 func TestWasmDirectivesMatchABI(t *testing.T) {
-	src, err := os.ReadFile("imports_wasm.go")
+	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
+	var lines []string
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, strings.Split(string(src), "\n")...)
+	}
 	var imports, exports []string
-	for _, line := range strings.Split(string(src), "\n") {
+	for _, line := range lines {
 		f := strings.Fields(line)
 		switch {
 		case len(f) == 3 && f[0] == "//go:wasmimport":

@@ -82,3 +82,34 @@ func TestInputBufferGrowth(t *testing.T) {
 		t.Fatalf("over maxInput: %d bytes, want nil (the export returns 0)", len(b))
 	}
 }
+
+// Header names are strings; decoding reuses the previous records' when the
+// bytes are the same, so a steady stream of records with headers does not
+// allocate either, however the handler emits them.
+func TestPerRecordAllocationsWithHeaders(t *testing.T) {
+	prev := fakeabi.CurrentHost()
+	fakeabi.SetHost(nopHost{})
+	defer fakeabi.SetHost(prev)
+	prevHandler, prevInit := handler, initHook
+	defer func() { handler, initHook = prevHandler, prevInit }()
+	reset()
+
+	out := Output("out")
+	Handle(func(r *Record) error {
+		if err := out.Emit(Out{Key: r.Key, Value: r.Value, Headers: r.Headers}); err != nil {
+			return err
+		}
+		return out.Emit(Out{Key: r.Value, Value: r.Key, Headers: r.Headers[1:]})
+	})
+	rec := abi.Record{Timestamp: 1, Offset: 2, Key: []byte("key"), Value: make([]byte, 100),
+		Headers: []abi.Header{{Key: "trace-id", Value: []byte("abc")}, {Key: "source", Value: nil}}}
+	enc := rec.AppendEncode(nil)
+	buf := input(uint32(len(enc)))
+	copy(buf, enc)
+	if st := process(uint32(len(enc))); st != abi.StatusOK {
+		t.Fatalf("status %d", st)
+	}
+	if n := testing.AllocsPerRun(200, func() { process(uint32(len(enc))) }); n != 0 {
+		t.Errorf("record with headers: %v allocations, want 0", n)
+	}
+}

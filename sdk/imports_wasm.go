@@ -102,10 +102,7 @@ func exportInput(size uint32) uint32 {
 	return uint32(uintptr(unsafe.Pointer(&b[0])))
 }
 
-// exportProcess is abi.ExportProcess.
-//
-//go:wasmexport wasmstream_process
-func exportProcess(n uint32) int32 { return int32(process(n)) }
+// process (sdk.go) is abi.ExportProcess.
 
 // exportInit is abi.ExportInit.
 //

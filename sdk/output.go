@@ -1,6 +1,11 @@
 package sdk
 
-import "github.com/wasmstream/wasmstream/abi"
+import (
+	"encoding/binary"
+	"unsafe"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
 
 // OutputHandle is a named output of the processor. Outputs are declared in
 // the host's processor config (outputs: name -> topic); a plugin can emit
@@ -49,47 +54,211 @@ type Out struct {
 // abi.ErrnoNoName (undeclared output), abi.ErrnoPhase (called during
 // init).
 func (o *OutputHandle) Emit(r Out) error {
-	return o.emit(&r, abi.AnyPartition)
+	// Small enough to be inlined, and passing the fields rather than &r, so
+	// that the caller's Out literal need not be built in memory (see "The
+	// per-record path" in sdk.go).
+	return o.emit(r.Key, r.Value, r.Headers, r.Timestamp, abi.AnyPartition)
 }
 
 // EmitTo is Emit to an explicit partition of the output topic. A partition
 // the topic does not have fails the record when the host produces it.
 func (o *OutputHandle) EmitTo(partition int32, r Out) error {
-	return o.emit(&r, partition)
+	return o.emit(r.Key, r.Value, r.Headers, r.Timestamp, partition)
 }
+
+// noOffset is abi.NoOffset as the u64 the layout holds.
+const noOffset = uint64(1<<64 + abi.NoOffset)
 
 // emitBuf holds the encoding of the record being emitted; reused so that a
 // steady stream of emits does not allocate.
 var emitBuf []byte
 
-func (o *OutputHandle) emit(r *Out, partition int32) error {
+// emit sends a record. Its fast path is a record that is the input's own
+// key and value without headers, from a handler, to a resolved output: the
+// input bytes are then the encoding but for the fixed fields before the key
+// length, so emit writes those and hands the host the input buffer. The
+// checks are arithmetic and every other case leaves for emitAny, so that
+// this path takes no branch (see "The per-record path" in sdk.go).
+func (o *OutputHandle) emit(key, value []byte, headers []Header, ts int64, partition int32) error {
+	n := curLen
+	if o.gen != generation || o.err != nil || n == 0 || n > abi.MaxRecordSize || len(headers) != 0 {
+		return o.emitAny(key, value, headers, ts, partition)
+	}
+	rec := inputBuf[:n]
+	fixed := rec[:abi.HeaderSize] // n >= abi.HeaderSize while a handler runs
+	le := binary.LittleEndian
+	// The layout's lengths (-1 for null) and where the bytes would be.
+	keyLen, valLen := int32(len(key)), int32(len(value))
+	if key == nil {
+		keyLen = -1
+	}
+	if value == nil {
+		valLen = -1
+	}
+	at := uintptr(unsafe.Pointer(unsafe.SliceData(rec))) + abi.HeaderSize
+	keyAt := uintptr(unsafe.Pointer(unsafe.SliceData(key))) ^ at
+	valAt := uintptr(unsafe.Pointer(unsafe.SliceData(value))) ^ (at + uintptr(len(key)))
+	if len(key) == 0 {
+		keyAt = 0
+	}
+	if len(value) == 0 {
+		valAt = 0
+	}
+	lens := uint64(uint32(keyLen)) | uint64(uint32(valLen))<<32
+	if lens != le.Uint64(fixed[24:]) || le.Uint32(fixed[32:]) != 0 || keyAt|valAt != 0 {
+		return o.emitAny(key, value, headers, ts, partition)
+	}
+	if ts == 0 {
+		ts = cur.Timestamp
+	}
+	le.PutUint64(fixed[0:], uint64(ts))
+	le.PutUint64(fixed[8:], noOffset)
+	le.PutUint32(fixed[16:], uint32(partition))
+	le.PutUint32(fixed[20:], o.idx)
+	if res := hostEmit(rec); res < 0 {
+		return hostErr(abi.ImportEmit, o.name, res)
+	}
+	return nil
+}
+
+// emitAny is emit for every record.
+func (o *OutputHandle) emitAny(key, value []byte, headers []Header, ts int64, partition int32) error {
 	idx, err := o.index()
 	if err != nil {
 		return err
 	}
-	ts := r.Timestamp
-	if ts == 0 && processing {
-		ts = cur.Timestamp
+	var rec []byte
+	if n := curLen; n > 0 {
+		if ts == 0 {
+			ts = cur.Timestamp
+		}
+		// The input's own bytes are the encoding: only the fixed fields
+		// before the key length differ. (A larger input takes the other
+		// branch, which refuses it.)
+		if n <= abi.MaxRecordSize && isInput(key, value, headers) {
+			rec = inputBuf[:n]
+		}
 	}
-	rec := abi.Record{
-		Timestamp: ts,
-		Offset:    abi.NoOffset,
-		Partition: partition,
-		Index:     idx,
-		Key:       r.Key,
-		Value:     r.Value,
-		Headers:   r.Headers,
+	if rec == nil {
+		n := encodedSize(key, value, headers)
+		// Checked here rather than left to the host so that an oversized
+		// record neither grows emitBuf for good nor crosses into the host.
+		if n > abi.MaxRecordSize {
+			return &HostError{Call: abi.ImportEmit, Name: o.name, Errno: abi.ErrnoTooLarge}
+		}
+		if cap(emitBuf) < n {
+			emitBuf = make([]byte, n)
+		}
+		rec = emitBuf[:n]
+		encodeBody(rec, key, value, headers)
 	}
-	// Checked here rather than left to the host so that an oversized
-	// record neither grows emitBuf for good nor crosses into the host.
-	if rec.EncodedSize() > abi.MaxRecordSize {
-		return &HostError{Call: abi.ImportEmit, Name: o.name, Errno: abi.ErrnoTooLarge}
-	}
-	emitBuf = rec.AppendEncode(emitBuf[:0])
-	if res := hostEmit(emitBuf); res < 0 {
+	_ = rec[abi.HeaderSize-1]
+	le := binary.LittleEndian
+	le.PutUint64(rec[0:], uint64(ts))
+	le.PutUint64(rec[8:], noOffset)
+	le.PutUint32(rec[16:], uint32(partition))
+	le.PutUint32(rec[20:], idx)
+	if res := hostEmit(rec); res < 0 {
 		return hostErr(abi.ImportEmit, o.name, res)
 	}
 	return nil
+}
+
+// isInput reports whether a record with this key, value and headers encodes
+// to the bytes of the input record from its key length on: the same
+// lengths, null where the input has null, slices that are the input's own
+// bytes (where the handler got them from; modified in place or not, they
+// are what an encoding would copy), and the same header names. The input
+// layout was checked by process, and the handler cannot reach its
+// length fields (its slices are capped).
+func isInput(key, value []byte, headers []Header) bool {
+	src := inputBuf[:curLen]
+	_ = src[abi.HeaderSize-1]
+	le := binary.LittleEndian
+	p := abi.HeaderSize
+	if !sameField(key, src, &p, int32(le.Uint32(src[24:]))) ||
+		!sameField(value, src, &p, int32(le.Uint32(src[28:]))) ||
+		uint64(len(headers)) != uint64(le.Uint32(src[32:])) {
+		return false
+	}
+	if len(headers) == 0 {
+		return true
+	}
+	return sameHeaders(headers, src, p)
+}
+
+// sameHeaders is isInput for the headers, at src[p:].
+func sameHeaders(headers []Header, src []byte, p int) bool {
+	le := binary.LittleEndian
+	for i := range headers {
+		h := &headers[i]
+		nameLen := int(le.Uint32(src[p:]))
+		valLen := int32(le.Uint32(src[p+4:]))
+		p += 8
+		if len(h.Key) != nameLen || h.Key != string(src[p:p+nameLen]) {
+			return false
+		}
+		p += nameLen
+		if !sameField(h.Value, src, &p, valLen) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameField reports whether b is the field of length n (-1: null) at
+// src[*p:], and moves *p past it.
+func sameField(b, src []byte, p *int, n int32) bool {
+	if n < 0 {
+		return b == nil
+	}
+	if b == nil || len(b) != int(n) {
+		return false
+	}
+	if n > 0 && unsafe.SliceData(b) != &src[*p] {
+		return false
+	}
+	*p += int(n)
+	return true
+}
+
+// encodedSize is the size of a record's layout (abi.Record.EncodedSize).
+func encodedSize(key, value []byte, headers []Header) int {
+	n := abi.HeaderSize + len(key) + len(value)
+	for i := range headers {
+		n += 8 + len(headers[i].Key) + len(headers[i].Value)
+	}
+	return n
+}
+
+// encodeBody writes a record's layout from the key length on into dst,
+// which is encodedSize bytes (abi.Record.EncodeTo without the four fields
+// emit writes itself). Every length fits an int32: the record is at most
+// abi.MaxRecordSize bytes.
+func encodeBody(dst, key, value []byte, headers []Header) {
+	le := binary.LittleEndian
+	le.PutUint32(dst[24:], uint32(lenOrNull(key)))
+	le.PutUint32(dst[28:], uint32(lenOrNull(value)))
+	le.PutUint32(dst[32:], uint32(len(headers)))
+	p := abi.HeaderSize
+	p += copy(dst[p:], key)
+	p += copy(dst[p:], value)
+	for i := range headers {
+		h := &headers[i]
+		le.PutUint32(dst[p:], uint32(len(h.Key)))
+		le.PutUint32(dst[p+4:], uint32(lenOrNull(h.Value)))
+		p += 8
+		p += copy(dst[p:], h.Key)
+		p += copy(dst[p:], h.Value)
+	}
+}
+
+// lenOrNull is a field's length, -1 for nil (null).
+func lenOrNull(b []byte) int32 {
+	if b == nil {
+		return -1
+	}
+	return int32(len(b))
 }
 
 // ref is a name resolved to a host index once per instance.
