@@ -382,12 +382,22 @@ func TestRestoreFinishesWhenLogStartMovesDuringRestore(t *testing.T) {
 		t.Fatalf("changelog has %d records, want at least %d", end, keys)
 	}
 
+	// Real Kafka refuses DeleteRecords on a compact-only topic; a changelog
+	// that also has time retention (compact,delete, which the host accepts)
+	// is where the log start moves under a restore.
+	val := "compact,delete"
+	if _, err := p.b.Admin(t).AlterTopicConfigs(context.Background(),
+		[]kadm.AlterConfig{{Op: kadm.SetConfig, Name: "cleanup.policy", Value: &val}}, changelog); err != nil {
+		t.Fatal(err)
+	}
+
 	// A new machine (empty state dir) with input reset "latest": during
 	// its restore, after the first batch, the log start moves to end-100.
 	p.cfg.State.Dir = t.TempDir()
 	p.cfg.Kafka.StartOffset = "latest"
 	var moved sync.Once
 	var wipes atomic.Int64
+	deleteErr := make(chan error, 1)
 	// Small fetches and batches, so most of the changelog is still on the
 	// broker when the log start moves.
 	small := func(o *options) {
@@ -396,7 +406,17 @@ func TestRestoreFinishesWhenLogStartMovesDuringRestore(t *testing.T) {
 	}
 	h, err := New(context.Background(), p.cfg, WithLogger(testLogger(t)), small, WithRestoreProgress(func(pr RestoreProgress) {
 		if pr.Restored > 0 && !pr.Done {
-			moved.Do(func() { p.b.DeleteRecords(t, changelog, 0, end-100) })
+			moved.Do(func() {
+				// Not p.b.DeleteRecords: this runs on the restore's goroutine,
+				// where a test failure must not be a Goexit.
+				o := kadm.Offsets{}
+				o.AddOffset(changelog, 0, end-100, -1)
+				resp, err := p.b.Admin(t).DeleteRecords(context.Background(), o)
+				if err == nil {
+					err = resp.Error()
+				}
+				deleteErr <- err
+			})
 		}
 		if pr.Wipes > 0 {
 			wipes.Store(int64(pr.Wipes)) // the pass that wiped; a later pass reports 0
@@ -417,6 +437,13 @@ func TestRestoreFinishesWhenLogStartMovesDuringRestore(t *testing.T) {
 	}()
 	deadline := time.Now().Add(60 * time.Second)
 	for !h.Ready() || wipes.Load() == 0 {
+		select {
+		case err := <-deleteErr:
+			if err != nil {
+				t.Fatalf("moving the changelog's log start: %v", err)
+			}
+		default:
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("restore did not finish with a wipe (ready=%v wipes=%d)", h.Ready(), wipes.Load())
 		}
