@@ -7,11 +7,11 @@
 #   make demo        go run ./cmd/wasmstream demo
 #   make check       gofmt, vet (native and wasip1), go mod tidy, the demo plugins up to date
 #   make bench       the per-record benchmarks
-#   make kafka-up / kafka-down   a real broker on 127.0.0.1:39092 for local development
+#   make kafka-up / kafka-down   a real broker on 127.0.0.1:19092 for local development
 
 SHELL := /bin/bash
 GO ?= go
-KAFKA_ADDR ?= 127.0.0.1:39092
+KAFKA_ADDR ?= 127.0.0.1:19092
 # Packages whose tests take their broker from internal/testbroker: the
 # integration suite, run a second time against the real broker.
 INTEGRATION_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | grep 'internal/testbroker' | grep -v '^github.com/wasmstream/wasmstream/internal/testbroker ' | cut -d' ' -f1; echo github.com/wasmstream/wasmstream/internal/testbroker)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/kafka.sh — a real single-node Apache Kafka 4.1.1 (KRaft, broker and
 # controller in one JVM) on 127.0.0.1, for the integration tests that run
-# against real Kafka (WASMSTREAM_TEST_BROKERS=127.0.0.1:39092, see
+# against real Kafka (WASMSTREAM_TEST_BROKERS=127.0.0.1:19092, see
 # internal/testbroker).
 #
 #   scripts/kafka.sh start      fresh cluster: wipes the data dir, formats, starts, waits until ready
@@ -16,8 +16,8 @@
 #
 # Environment (all optional):
 #   WASMSTREAM_KAFKA_HOME              cache, data and logs (default <repo>/.cache/kafka)
-#   WASMSTREAM_KAFKA_PORT              client listener port (default 39092)
-#   WASMSTREAM_KAFKA_CONTROLLER_PORT   KRaft controller port (default 39093)
+#   WASMSTREAM_KAFKA_PORT              client listener port (default 19092)
+#   WASMSTREAM_KAFKA_CONTROLLER_PORT   KRaft controller port (default 19093)
 #   WASMSTREAM_KAFKA_START_TIMEOUT     seconds to wait for the broker to be ready (default 90)
 #   WASMSTREAM_KAFKA_STOP_TIMEOUT      seconds to wait after SIGTERM before SIGKILL (default 30)
 #   WASMSTREAM_KAFKA_MVN_TIMEOUT       seconds allowed for the one-time jar download (default 900)
@@ -32,8 +32,10 @@ POM="$REPO/scripts/kafka/pom.xml"
 LOG4J="$REPO/scripts/kafka/log4j2.properties"
 
 KHOME="${WASMSTREAM_KAFKA_HOME:-$REPO/.cache/kafka}"
-PORT="${WASMSTREAM_KAFKA_PORT:-39092}"
-CPORT="${WASMSTREAM_KAFKA_CONTROLLER_PORT:-39093}"
+# The ports are below Linux's ephemeral range (32768-60999), so no outgoing
+# connection or test listener on a random port can take them first.
+PORT="${WASMSTREAM_KAFKA_PORT:-19092}"
+CPORT="${WASMSTREAM_KAFKA_CONTROLLER_PORT:-19093}"
 START_TIMEOUT="${WASMSTREAM_KAFKA_START_TIMEOUT:-90}"
 STOP_TIMEOUT="${WASMSTREAM_KAFKA_STOP_TIMEOUT:-30}"
 MVN_TIMEOUT="${WASMSTREAM_KAFKA_MVN_TIMEOUT:-900}"

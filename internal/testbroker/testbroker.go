@@ -4,7 +4,7 @@
 //   - by default an in-process kfake cluster (github.com/twmb/franz-go/pkg/kfake),
 //     a new one per New call, listening on 127.0.0.1 and closed when the test ends;
 //   - the real broker when WASMSTREAM_TEST_BROKERS is set to its comma-separated
-//     seed addresses (scripts/kafka.sh start runs one at 127.0.0.1:39092).
+//     seed addresses (scripts/kafka.sh start runs one at 127.0.0.1:19092).
 //
 // Tests never hard-code topic or group names: Name makes one unique per test,
 // because the real broker is shared by every test of a run (and by earlier
@@ -43,7 +43,7 @@ import (
 )
 
 // EnvBrokers names the environment variable that selects the real broker: its
-// value is a comma-separated list of seed addresses, e.g. "127.0.0.1:39092".
+// value is a comma-separated list of seed addresses, e.g. "127.0.0.1:19092".
 // Unset or empty means kfake.
 const EnvBrokers = "WASMSTREAM_TEST_BROKERS"
 
