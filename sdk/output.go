@@ -81,7 +81,7 @@ var emitBuf []byte
 // this path takes no branch (see "The per-record path" in sdk.go).
 func (o *OutputHandle) emit(key, value []byte, headers []Header, ts int64, partition int32) error {
 	n := curLen
-	if o.gen != generation || o.err != nil || n == 0 || n > abi.MaxRecordSize || len(headers) != 0 {
+	if o.ok != generation || uint(n-1) >= abi.MaxRecordSize || len(headers) != 0 { // n in [1, abi.MaxRecordSize]
 		return o.emitAny(key, value, headers, ts, partition)
 	}
 	rec := inputBuf[:n]
@@ -113,8 +113,7 @@ func (o *OutputHandle) emit(key, value []byte, headers []Header, ts int64, parti
 	}
 	le.PutUint64(fixed[0:], uint64(ts))
 	le.PutUint64(fixed[8:], noOffset)
-	le.PutUint32(fixed[16:], uint32(partition))
-	le.PutUint32(fixed[20:], o.idx)
+	le.PutUint64(fixed[16:], uint64(uint32(partition))|uint64(o.idx)<<32) // partition, index
 	if res := hostEmit(rec); res < 0 {
 		return hostErr(abi.ImportEmit, o.name, res)
 	}
@@ -268,6 +267,7 @@ type ref struct {
 	idx  uint32
 	err  error  // a resolution that failed for good (ENONAME)
 	gen  uint32 // generation idx or err belongs to; 0 = unresolved
+	ok   uint32 // gen when idx is valid (err is nil), for emit's one check
 }
 
 func (r *ref) index() (uint32, error) {
@@ -289,6 +289,6 @@ func (r *ref) index() (uint32, error) {
 		}
 		return 0, err
 	}
-	r.idx, r.err, r.gen = uint32(res), nil, generation
+	r.idx, r.err, r.gen, r.ok = uint32(res), nil, generation, generation
 	return r.idx, nil
 }
