@@ -80,16 +80,7 @@ type RecordError struct {
 
 // Error reads like: processor "p": timeout: record took longer than 1s.
 func (e *RecordError) Error() string {
-	var b strings.Builder
-	b.WriteString("processor ")
-	b.WriteString(quote(e.Processor))
-	b.WriteString(": ")
-	b.WriteString(e.Kind.String())
-	if e.Msg != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Msg)
-	}
-	return b.String()
+	return describe("processor", e.Processor, e.Kind.String(), e.Msg)
 }
 
 // Unwrap returns Err.
@@ -204,16 +195,7 @@ type ModuleError struct {
 
 // Error reads like: module "m": missing export: wasmstream_process, want func (i32) -> i32.
 func (e *ModuleError) Error() string {
-	var b strings.Builder
-	b.WriteString("module ")
-	b.WriteString(quote(e.Module))
-	b.WriteString(": ")
-	b.WriteString(e.Kind.String())
-	if e.Msg != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Msg)
-	}
-	return b.String()
+	return describe("module", e.Module, e.Kind.String(), e.Msg)
 }
 
 // Unwrap returns Err.
@@ -236,6 +218,21 @@ func ModuleErrorKindOf(err error) ModuleErrorKind {
 }
 
 func quote(s string) string { return strconv.Quote(s) }
+
+// describe formats `what "name": kind: msg` (": msg" only when msg is set).
+func describe(what, name, kind, msg string) string {
+	var b strings.Builder
+	b.WriteString(what)
+	b.WriteString(" ")
+	b.WriteString(quote(name))
+	b.WriteString(": ")
+	b.WriteString(kind)
+	if msg != "" {
+		b.WriteString(": ")
+		b.WriteString(msg)
+	}
+	return b.String()
+}
 
 // firstLine returns s up to its first newline, cut at max bytes.
 func firstLine(s string, max int) string {
