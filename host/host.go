@@ -134,18 +134,21 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		}
 	}
 	h.runner, err = runner.New(runner.Options{
-		AppID:             cfg.AppID,
-		Brokers:           h.brokers,
-		ClientID:          cfg.Kafka.ClientID,
-		CommitInterval:    cfg.Kafka.CommitInterval,
-		CommitRecords:     cfg.Kafka.CommitRecords,
-		StartOffset:       cfg.Kafka.StartOffset,
-		SessionTimeout:    cfg.Kafka.SessionTimeout,
-		Processors:        specs,
-		State:             h.state,
-		Logger:            h.log,
-		OnRestoreProgress: o.onRestore,
-		Restore:           o.restore,
+		AppID:              cfg.AppID,
+		Brokers:            h.brokers,
+		ClientID:           cfg.Kafka.ClientID,
+		CommitInterval:     cfg.Kafka.CommitInterval,
+		CommitRecords:      cfg.Kafka.CommitRecords,
+		StartOffset:        cfg.Kafka.StartOffset,
+		SessionTimeout:     cfg.Kafka.SessionTimeout,
+		ExactlyOnce:        cfg.Guarantee == ExactlyOnce,
+		TransactionalID:    cfg.AppID + "-" + instanceID(),
+		TransactionTimeout: cfg.Kafka.TransactionTimeout,
+		Processors:         specs,
+		State:              h.state,
+		Logger:             h.log,
+		OnRestoreProgress:  o.onRestore,
+		Restore:            o.restore,
 	})
 	if err != nil {
 		return nil, err

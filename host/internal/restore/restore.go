@@ -106,6 +106,13 @@ type Config struct {
 	// target, before a direct fetch checks whether anything is left to read.
 	// Default 1 s; must exceed FetchMaxWait.
 	IdleProbe time.Duration
+	// OpenTransactionWait bounds how long a restore waits, before fixing its
+	// target, for transactions open on the changelog to end. A producer
+	// that crashed or froze mid-transaction holds the last stable offset
+	// below records other owners committed after it began; restoring to it
+	// would miss them. The broker aborts such a transaction at its timeout,
+	// so this should exceed kafka.transaction_timeout. Default 30 s.
+	OpenTransactionWait time.Duration
 	// StallTimeout bounds a restore whose position does not move. Default 2 min.
 	StallTimeout time.Duration
 	// ProgressLogEvery spaces the progress log lines. Default 10 s.
@@ -142,6 +149,9 @@ func (c *Config) defaults() {
 	}
 	if c.IdleProbe <= c.FetchMaxWait {
 		c.IdleProbe = 2 * c.FetchMaxWait
+	}
+	if c.OpenTransactionWait <= 0 {
+		c.OpenTransactionWait = 30 * time.Second
 	}
 	if c.StallTimeout <= 0 {
 		c.StallTimeout = 2 * time.Minute
@@ -364,6 +374,29 @@ func (u *run) restore(ctx context.Context) error {
 	offs, err := u.r.list(ctx, u.topic, u.partition)
 	if err != nil {
 		return err
+	}
+	// A transaction still open (a crashed or stopped producer's) holds the
+	// last stable offset below records committed after it began: restoring
+	// to it would miss them. Wait until every transaction open now has
+	// ended (the broker aborts it at its timeout at the latest).
+	if offs.lso < offs.hwm {
+		hwm := offs.hwm
+		u.log.Info("restore: waiting for open transactions to end", "last_stable_offset", offs.lso, "high_watermark", hwm)
+		deadline := time.Now().Add(u.r.cfg.OpenTransactionWait)
+		for offs.lso < hwm && time.Now().Before(deadline) {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+			if offs, err = u.r.list(ctx, u.topic, u.partition); err != nil {
+				return err
+			}
+		}
+		if offs.lso < hwm {
+			u.log.Warn("restore: a transaction is still open on the changelog; restoring to the last stable offset",
+				"last_stable_offset", offs.lso, "high_watermark", hwm, "waited", u.r.cfg.OpenTransactionWait)
+		}
 	}
 	u.target, u.topicID = offs.lso, offs.id
 	switch {

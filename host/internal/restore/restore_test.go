@@ -312,6 +312,7 @@ func TestRestoreTailGapUnderOpenTransaction(t *testing.T) {
 	tk := db.Task("proc", 0, []string{"s"})
 	cfg := testConfig(t, b)
 	cfg.StallTimeout = 10 * time.Second
+	cfg.OpenTransactionWait = 200 * time.Millisecond // this transaction never ends
 	res, err := newRestorer(t, cfg).Restore(ctx, tk, 0, topic, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,128 @@
+//go:build chaos && unix
+
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// input is one acknowledged input record: a unique id (the value), its key,
+// and where it landed.
+type input struct {
+	id, key   string
+	partition int32
+	offset    int64
+}
+
+// produce writes n records (unique ids, keys from numKeys) synchronously
+// and remembers where they landed.
+func (h *harness) produce(ctx context.Context, n int) error {
+	h.producerMu.Lock()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		id := fmt.Sprintf("id-%07d", h.nextID)
+		h.nextID++
+		key := fmt.Sprintf("k%02d", h.rng.IntN(numKeys))
+		recs[i] = &kgo.Record{Topic: h.in, Key: []byte(key), Value: []byte(id)}
+	}
+	h.producerMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	res := h.prod.ProduceSync(ctx, recs...)
+	if err := res.FirstErr(); err != nil {
+		return fmt.Errorf("producing %d input records: %w", n, err)
+	}
+	h.producerMu.Lock()
+	for _, r := range res {
+		h.inputs = append(h.inputs, input{id: string(r.Record.Value), key: string(r.Record.Key), partition: r.Record.Partition, offset: r.Record.Offset})
+	}
+	h.producerMu.Unlock()
+	return nil
+}
+
+// produceNow writes a burst of n records from the test goroutine.
+func (h *harness) produceNow(n int) {
+	h.t.Helper()
+	if err := h.produce(context.Background(), n); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) acked() []input {
+	h.producerMu.Lock()
+	defer h.producerMu.Unlock()
+	return append([]input(nil), h.inputs...)
+}
+
+// steady is a background producer writing at a constant rate.
+type steady struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+	n      int // records written
+}
+
+// produceSteadily writes total records evenly over d (in a batch every
+// 20 ms) in the background; total <= 0 means until stopped, at rate per
+// second.
+func (h *harness) produceSteadily(total int, d time.Duration, rate int) *steady {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &steady{cancel: cancel, done: make(chan struct{})}
+	if total > 0 {
+		rate = int(float64(total) / d.Seconds())
+	}
+	go func() {
+		defer close(s.done)
+		start := time.Now()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			want := int(time.Since(start).Seconds() * float64(rate))
+			if total > 0 && want > total {
+				want = total
+			}
+			if n := want - s.n; n > 0 {
+				if err := h.produce(ctx, n); err != nil {
+					if ctx.Err() == nil {
+						s.err = err
+					}
+					return
+				}
+				s.n += n
+			}
+			if total > 0 && s.n >= total {
+				return
+			}
+		}
+	}()
+	return s
+}
+
+// finish waits up to bound for the producer to write everything (stop
+// ends an endless one first) and fails the test on a produce error.
+func (s *steady) finish(h *harness, stop bool, bound time.Duration) {
+	h.t.Helper()
+	if stop {
+		s.cancel()
+	}
+	select {
+	case <-s.done:
+	case <-time.After(bound):
+		s.cancel()
+		<-s.done
+		h.t.Fatalf("the input producer did not finish within %v (%d records written)", bound, s.n)
+	}
+	s.cancel()
+	if s.err != nil {
+		h.t.Fatal(s.err)
+	}
+}
