@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -131,9 +132,21 @@ func (h *Host) ensureChangelog(ctx context.Context, adm *kadm.Client, topic, inp
 	if !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("creating changelog topic %s: %w", topic, err)
 	}
-	details, err := adm.ListTopics(ctx, topic)
-	if err != nil {
-		return fmt.Errorf("changelog topic %s: %w", topic, err)
+	// Another member may have just created it: until the metadata knows
+	// its partitions, listing shows none. Wait for them, briefly.
+	var details kadm.TopicDetails
+	for try := 0; ; try++ {
+		if details, err = adm.ListTopics(ctx, topic); err != nil {
+			return fmt.Errorf("changelog topic %s: %w", topic, err)
+		}
+		if len(details[topic].Partitions) > 0 || try >= 50 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("changelog topic %s: %w", topic, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	if n := int32(len(details[topic].Partitions)); n != partitions {
 		return fmt.Errorf("changelog topic %s has %d partitions but input %s has %d: a task's state must live in the changelog partition of the same number; delete the changelog (its state is lost) or repartition the input", topic, n, input, partitions)
