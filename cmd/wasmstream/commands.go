@@ -75,7 +75,8 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer, enviro
 }
 
 // configFlags parses the flags shared by commands that read a config, and
-// those extra registers.
+// those extra registers. The config file (-c) is required; its absence is a
+// usage error, reported here.
 func (e *env) configFlags(name string, args []string, extra ...func(*pflag.FlagSet)) (*pflag.FlagSet, string, bool) {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(e.stderr)
@@ -85,6 +86,10 @@ func (e *env) configFlags(name string, args []string, extra ...func(*pflag.FlagS
 		f(fs)
 	}
 	if err := fs.Parse(args); err != nil {
+		return nil, "", false
+	}
+	if *path == "" {
+		fmt.Fprintf(e.stderr, "wasmstream %s: -c pipeline.yaml is required\n", name)
 		return nil, "", false
 	}
 	return fs, *path, true
@@ -110,10 +115,6 @@ func loggerTo(w io.Writer, level string) *slog.Logger {
 func (e *env) run(ctx context.Context, args []string) int {
 	fs, path, ok := e.configFlags("run", args)
 	if !ok {
-		return exitUsage
-	}
-	if path == "" {
-		fmt.Fprintln(e.stderr, "wasmstream run: -c pipeline.yaml is required")
 		return exitUsage
 	}
 	cfg, ok := e.loadConfig(path, fs)
@@ -161,10 +162,6 @@ func (e *env) run(ctx context.Context, args []string) int {
 func (e *env) validate(ctx context.Context, args []string) int {
 	fs, path, ok := e.configFlags("validate", args)
 	if !ok {
-		return exitUsage
-	}
-	if path == "" {
-		fmt.Fprintln(e.stderr, "wasmstream validate: -c pipeline.yaml is required")
 		return exitUsage
 	}
 	cfg, ok := e.loadConfig(path, fs)

@@ -49,10 +49,6 @@ func (e *env) stateDump(args []string) int {
 	if !ok {
 		return exitUsage
 	}
-	if path == "" {
-		fmt.Fprintln(e.stderr, "wasmstream state dump: -c pipeline.yaml is required")
-		return exitUsage
-	}
 	storeName, _ := fs.GetString("store")
 	procName, _ := fs.GetString("processor")
 	partition, _ := fs.GetInt32("partition")
