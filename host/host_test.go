@@ -1,14 +1,12 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -61,25 +59,7 @@ func newPipeline(t *testing.T, plugin string, onError string) *pipeline {
 	return p
 }
 
-func testLogger(t *testing.T) *slog.Logger {
-	level := slog.LevelWarn
-	if os.Getenv("WASMSTREAM_TEST_VERBOSE") != "" {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(&lockedLog{t: t}, &slog.HandlerOptions{Level: level}))
-}
-
-type lockedLog struct {
-	mu sync.Mutex
-	t  *testing.T
-}
-
-func (w *lockedLog) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.t.Log(string(bytes.TrimRight(p, "\n")))
-	return len(p), nil
-}
+func testLogger(t *testing.T) *slog.Logger { return testbroker.Logger(t, slog.LevelWarn) }
 
 // run starts the host; the returned func stops it and returns Run's error.
 func (p *pipeline) run(t *testing.T) (*Host, func() error) {

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"maps"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,26 +19,7 @@ import (
 )
 
 // testLogger sends log lines to t.Log until the test ends.
-func testLogger(t testing.TB) *slog.Logger {
-	w := &tlogWriter{t: t}
-	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
-
-type tlogWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *tlogWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
+func testLogger(t testing.TB) *slog.Logger { return testbroker.Logger(t, slog.LevelInfo) }
 
 // testConfig is a restore configuration for tests: small fetches and
 // batches so that restores take several batches, and bounded waits.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sort"
 	"strconv"
 	"sync"
@@ -113,20 +112,7 @@ func (f *fixture) runner(t *testing.T, p Plugin, onError string, extra ...kgo.Op
 	return r
 }
 
-func testLogger(t *testing.T) *slog.Logger {
-	level := slog.LevelWarn
-	if os.Getenv("WASMSTREAM_TEST_VERBOSE") != "" {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level}))
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(bytes.TrimRight(p, "\n")))
-	return len(p), nil
-}
+func testLogger(t *testing.T) *slog.Logger { return testbroker.Logger(t, slog.LevelWarn) }
 
 // start runs r until the test ends or stop is called; stop returns Run's error.
 func start(t *testing.T, r *Runner) (stop func() error) {
