@@ -40,17 +40,6 @@ func (r *Runner) startRestore(t *task) {
 	}()
 }
 
-// restoringTasks counts tasks whose restore has not been taken in yet.
-func (r *Runner) restoringTasks() int {
-	n := 0
-	for _, t := range r.tasks {
-		if t.restoring != nil {
-			n++
-		}
-	}
-	return n
-}
-
 // finishRestores starts the tasks whose restore finished: their partition
 // is resumed from the committed offset. A failed restore stops the task,
 // like a failed record under on_error: fail, and its partition stays

@@ -289,18 +289,6 @@ func (r *Runner) Stats(processor string) *Stats {
 	return nil
 }
 
-// FailedTasks lists the tasks stopped by the fail policy, with their errors.
-// Safe to call only from the goroutine running Run, or after Run returned.
-func (r *Runner) failedTasks() map[TaskID]error {
-	out := map[TaskID]error{}
-	for id, t := range r.tasks {
-		if t.failed != nil {
-			out[id] = t.failed
-		}
-	}
-	return out
-}
-
 // commitTimeout bounds one commit point (flush, offset commit or
 // transaction end).
 const commitTimeout = 30 * time.Second
