@@ -389,7 +389,7 @@ func (r *Runner) pollContext(ctx context.Context) (context.Context, context.Canc
 		return pctx, cancel
 	}
 	// Tasks can be assigned, and their restores finish, during this very
-	// poll: listen whatever restoringTasks says now.
+	// poll: listen even when no task is restoring now.
 	stop := make(chan struct{})
 	go func() {
 		select {
