@@ -139,6 +139,7 @@ type Runner struct {
 	broken      error
 	sinceCommit int
 	lastCommit  time.Time
+	commits     commitSamples // durations of commit points that had work
 }
 
 type procState struct {
@@ -279,6 +280,13 @@ func (r *Runner) Restoring() int { return r.progress.active() }
 // ran, by task and store. Safe for concurrent use.
 func (r *Runner) RestoreProgress() []restore.Progress { return r.progress.snapshot() }
 
+// CommitLatencies returns the durations of the latest commit points that
+// had work to commit (at most 4096), how many there were in all, and their
+// total duration. Safe for concurrent use.
+func (r *Runner) CommitLatencies() (latest []time.Duration, count int, total time.Duration) {
+	return r.commits.snapshot()
+}
+
 // Stats returns the counters of the named processor, or nil.
 func (r *Runner) Stats(processor string) *Stats {
 	for _, p := range r.procs {
@@ -360,7 +368,9 @@ func (r *Runner) iterate(ctx context.Context) (done bool, err error) {
 		// A stop (ctx canceled) must not cut a commit point in half: it
 		// gets its own bounded context.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+		start := time.Now()
 		fatal = r.commit(cctx)
+		r.commits.add(time.Since(start))
 		cancel()
 	}
 	r.cl.AllowRebalance()

@@ -88,3 +88,32 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 		k.l.Debug("kafka: "+msg, keyvals...)
 	}
 }
+
+// commitSamples keeps the durations of the latest commit points (flush,
+// offset commit or transaction end), for the metrics endpoint and the
+// throughput benchmarks' latency distribution.
+type commitSamples struct {
+	mu    sync.Mutex
+	ring  [4096]time.Duration
+	n     int // samples ever recorded
+	total time.Duration
+}
+
+func (c *commitSamples) add(d time.Duration) {
+	c.mu.Lock()
+	c.ring[c.n%len(c.ring)] = d
+	c.n++
+	c.total += d
+	c.mu.Unlock()
+}
+
+// snapshot returns the retained samples (at most the latest 4096), the
+// count ever recorded and their total duration.
+func (c *commitSamples) snapshot() ([]time.Duration, int, time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := min(c.n, len(c.ring))
+	out := make([]time.Duration, k)
+	copy(out, c.ring[:k])
+	return out, c.n, c.total
+}
