@@ -73,6 +73,11 @@ type KafkaConfig struct {
 	TopicPartitions int `koanf:"topic_partitions"`
 	// SessionTimeout is the consumer group session timeout. Default 45s.
 	SessionTimeout time.Duration `koanf:"session_timeout"`
+	// GroupProtocol is the consumer group protocol: "auto" (default) uses
+	// KIP-848 ("consumer") when the brokers support it and "classic"
+	// (cooperative-sticky) otherwise. KIP-848 rebalances have no group-wide
+	// barrier: a crashed member does not stall the others.
+	GroupProtocol string `koanf:"group_protocol"`
 	// TransactionTimeout (exactly_once) is how long the broker lets a
 	// transaction stay open before aborting it: after a crash, the
 	// partitions of the dead process wait up to this long before another
@@ -386,6 +391,9 @@ func (c *Config) ApplyDefaults() {
 	if c.Kafka.SessionTimeout == 0 {
 		c.Kafka.SessionTimeout = DefaultSessionTimeout
 	}
+	if c.Kafka.GroupProtocol == "" {
+		c.Kafka.GroupProtocol = "auto"
+	}
 	if c.Kafka.TransactionTimeout == 0 {
 		c.Kafka.TransactionTimeout = DefaultTransactionTimeout
 	}
@@ -455,6 +463,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Kafka.TransactionTimeout < time.Second {
 		bad("kafka.transaction_timeout", "%s is below 1s", c.Kafka.TransactionTimeout)
+	}
+	switch c.Kafka.GroupProtocol {
+	case "auto", "consumer", "classic":
+	default:
+		bad("kafka.group_protocol", "%q must be auto, consumer or classic", c.Kafka.GroupProtocol)
 	}
 	if c.Kafka.StartOffset != "earliest" && c.Kafka.StartOffset != "latest" {
 		bad("kafka.start_offset", "%q must be earliest or latest", c.Kafka.StartOffset)

@@ -133,7 +133,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			specs[i].Changelogs = append(specs[i].Changelogs, cfg.ChangelogTopic(st))
 		}
 	}
-	h.runner, err = runner.New(runner.Options{
+	h.runner, err = runner.New(ctx, runner.Options{
 		AppID:              cfg.AppID,
 		Brokers:            h.brokers,
 		ClientID:           cfg.Kafka.ClientID,
@@ -141,6 +141,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		CommitRecords:      cfg.Kafka.CommitRecords,
 		StartOffset:        cfg.Kafka.StartOffset,
 		SessionTimeout:     cfg.Kafka.SessionTimeout,
+		GroupProtocol:      cfg.Kafka.GroupProtocol,
 		ExactlyOnce:        cfg.Guarantee == ExactlyOnce,
 		TransactionalID:    cfg.AppID + "-" + instanceID(),
 		TransactionTimeout: cfg.Kafka.TransactionTimeout,

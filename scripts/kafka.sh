@@ -180,12 +180,12 @@ transaction.state.log.num.partitions=10
 auto.create.topics.enable=false
 num.partitions=1
 
-# Groups: no initial rebalance delay; KIP-848 members heartbeat every 1 s and
+# Groups: no initial rebalance delay; KIP-848 members heartbeat every 0.5 s and
 # are expired after 10 s (defaults 5 s / 45 s).
 group.initial.rebalance.delay.ms=0
 group.coordinator.rebalance.protocols=classic,consumer
 group.consumer.min.heartbeat.interval.ms=500
-group.consumer.heartbeat.interval.ms=1000
+group.consumer.heartbeat.interval.ms=500
 group.consumer.min.session.timeout.ms=6000
 group.consumer.session.timeout.ms=10000
 

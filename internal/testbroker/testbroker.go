@@ -135,7 +135,14 @@ func New(t testing.TB, opts ...Option) *Broker {
 		return b
 	}
 
-	b.fakeOpts = append([]kfake.Opt{kfake.NumBrokers(1)}, o.kfakeOpts...)
+	// KIP-848 group timings as scripts/kafka.sh gives the real broker: a
+	// member hears of a rebalance within half a second, and a dead member
+	// is expired after 10 s (the broker defaults, 5 s and 45 s, would make
+	// every rebalance test wait).
+	b.fakeOpts = append([]kfake.Opt{kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{
+		"group.consumer.heartbeat.interval.ms": "500",
+		"group.consumer.session.timeout.ms":    "10000",
+	})}, o.kfakeOpts...)
 	if o.restartable {
 		b.dataDir = t.TempDir()
 		b.fakeOpts = append(b.fakeOpts, kfake.DataDir(b.dataDir))

@@ -80,6 +80,9 @@ type Options struct {
 	CommitRecords  int
 	StartOffset    string // "earliest" or "latest"
 	SessionTimeout time.Duration
+	// GroupProtocol is ProtocolAuto (default), ProtocolConsumer or
+	// ProtocolClassic.
+	GroupProtocol string
 	// ExactlyOnce makes every commit point one Kafka transaction holding
 	// the outputs, changelog records, dead letters and input offsets of
 	// the work since the last one (I2). TransactionalID must then be
@@ -116,6 +119,10 @@ type Runner struct {
 	// rebalanceWanted is set (from a kgo goroutine) when a rebalance waits
 	// for this member; the loop then ends its transaction before allowing it.
 	rebalanceWanted atomic.Bool
+	// callbackBlocked is set while a group callback waits for
+	// AllowRebalance (set by the blocked signal, cleared when a callback
+	// runs); endTxn's watchdog reads it.
+	callbackBlocked atomic.Bool
 	byTopic         map[string]*procState // input topic -> processor
 	procs           []*procState
 
@@ -127,6 +134,15 @@ type Runner struct {
 	// nothing (the tasks are already closed).
 	closing bool
 	tasks   map[TaskID]*task
+	// protocol is the group protocol in use (ProtocolConsumer or
+	// ProtocolClassic).
+	protocol string
+
+	// cbMu guards ending and queued: group callbacks that arrive while a
+	// transaction ends are queued instead of waiting for r.mu (endTxn).
+	cbMu   sync.Mutex
+	ending bool
+	queued []callback
 
 	restorer *restore.Restorer // nil without stateful processors
 	progress restoreProgress
@@ -149,8 +165,9 @@ type procState struct {
 }
 
 // New validates opts and connects a client. It does not join the group
-// until Run.
-func New(opts Options) (*Runner, error) {
+// until Run. ctx bounds the brokers' answer on the group protocols they
+// support.
+func New(ctx context.Context, opts Options) (*Runner, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -225,7 +242,6 @@ func New(opts Options) (*Runner, error) {
 		// record has been processed: the host never holds a record across
 		// a rebalance (invariant I5).
 		kgo.BlockRebalanceOnPoll(),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()),
 		kgo.OnPartitionsAssigned(r.onAssigned),
 		kgo.OnPartitionsRevoked(r.onRevoked),
 		kgo.OnPartitionsLost(r.onLost),
@@ -240,18 +256,40 @@ func New(opts Options) (*Runner, error) {
 	if opts.SessionTimeout > 0 {
 		kopts = append(kopts, kgo.SessionTimeout(opts.SessionTimeout))
 	}
+	gopts, protocol, err := groupOpts(ctx, opts.Brokers, opts.GroupProtocol, opts.ExtraOpts)
+	if err != nil {
+		if r.restorer != nil {
+			r.restorer.Close()
+		}
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	r.protocol = protocol
+	kopts = append(kopts, gopts...)
+	txnTimeout := opts.TransactionTimeout
+	if opts.ExactlyOnce && protocol == ProtocolClassic && opts.SessionTimeout > 0 && txnTimeout < opts.SessionTimeout+10*time.Second {
+		// A classic rebalance is a barrier that can wait a whole session
+		// timeout for a dead member, and a transaction open when it starts
+		// can only end after it (End needs a heartbeat): it must outlive
+		// the wait, or the broker aborts it and fences the producer.
+		txnTimeout = opts.SessionTimeout + 10*time.Second
+		opts.Logger.Warn("classic group protocol: transaction timeout raised above the session timeout",
+			"transaction_timeout", txnTimeout, "session_timeout", opts.SessionTimeout)
+	}
+	opts.Logger.Info("consumer group protocol", "protocol", protocol)
 	var cl *kgo.Client
-	var err error
 	if opts.ExactlyOnce {
 		if opts.TransactionalID == "" {
 			return nil, errors.New("runner: exactly_once needs a transactional id")
 		}
 		kopts = append(kopts,
 			kgo.TransactionalID(opts.TransactionalID),
-			kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) { r.rebalanceWanted.Store(true) }),
+			kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) {
+				r.callbackBlocked.Store(true)
+				r.rebalanceWanted.Store(true)
+			}),
 		)
-		if opts.TransactionTimeout > 0 {
-			kopts = append(kopts, kgo.TransactionTimeout(opts.TransactionTimeout))
+		if txnTimeout > 0 {
+			kopts = append(kopts, kgo.TransactionTimeout(txnTimeout))
 		}
 		kopts = append(kopts, opts.ExtraOpts...)
 		r.sess, err = kgo.NewGroupTransactSession(kopts...)
@@ -271,6 +309,10 @@ func New(opts Options) (*Runner, error) {
 	r.cl = cl
 	return r, nil
 }
+
+// Protocol is the consumer group protocol in use: ProtocolConsumer or
+// ProtocolClassic.
+func (r *Runner) Protocol() string { return r.protocol }
 
 // Restoring reports how many tasks are restoring their stores. A process
 // is ready when none is. Safe for concurrent use.
@@ -487,11 +529,19 @@ func (r *Runner) taskFor(ctx context.Context, topic string, partition int32) (*t
 }
 
 func (r *Runner) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	if r.deferCallback("assigned", assigned) {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closing {
 		return
 	}
+	r.assign(ctx, assigned)
+}
+
+// assign starts the tasks of newly assigned partitions; the caller holds r.mu.
+func (r *Runner) assign(ctx context.Context, assigned map[string][]int32) {
 	for topic, parts := range assigned {
 		for _, p := range parts {
 			if _, err := r.taskFor(ctx, topic, p); err != nil {
@@ -509,6 +559,9 @@ func (r *Runner) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[str
 // if it saw the rebalance coming; otherwise the open transaction is
 // aborted by the session and every task rewinds to its committed offsets.
 func (r *Runner) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+	if r.deferCallback("revoked", revoked) {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closing {
@@ -531,6 +584,9 @@ func (r *Runner) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[strin
 // onLost drops the tasks without committing: another member may already own
 // the partitions, so nothing of ours may be committed for them.
 func (r *Runner) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	if r.deferCallback("lost", lost) {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closing {
@@ -603,6 +659,16 @@ func (r *Runner) commit(ctx context.Context) error {
 			cerr = commitError(resp, err)
 		})
 		if cerr != nil {
+			if retriableCommitErr(cerr) {
+				// The group moved on (a rebalance, a newer member epoch):
+				// the offsets stay uncommitted and go with the next commit
+				// point, or the next owner processes the records again
+				// (at-least-once). The outputs are already acknowledged.
+				r.log.Info("offset commit refused by the group; retrying at the next commit point", "err", cerr)
+				r.sinceCommit = 0
+				r.lastCommit = time.Now()
+				return nil
+			}
 			return fmt.Errorf("committing offsets: %w", cerr)
 		}
 		for _, t := range r.tasks {

@@ -88,7 +88,7 @@ func (f *fixture) produceInputs(t *testing.T, from, n int) {
 }
 
 func (f *fixture) runner(t *testing.T, p Plugin, onError string, extra ...kgo.Opt) *Runner {
-	r, err := New(Options{
+	r, err := New(context.Background(), Options{
 		AppID:              f.group,
 		Brokers:            f.b.Addrs(),
 		ClientID:           "test",

@@ -38,6 +38,7 @@ func (r *Runner) beginIfNeeded(fetches kgo.Fetches) error {
 // and every task drops its pending state: the work is done again, and none
 // of the aborted outputs is visible to read_committed consumers.
 func (r *Runner) commitTxn(ctx context.Context) error {
+	defer r.runQueued(ctx)
 	if !r.inTxn {
 		r.sinceCommit = 0
 		return nil
@@ -62,7 +63,7 @@ func (r *Runner) commitTxn(ctx context.Context) error {
 			try = kgo.TryAbort
 		}
 	}
-	committed, err := r.sess.End(ctx, try)
+	committed, err := r.endTxn(ctx, try)
 	r.inTxn = false
 	r.sinceCommit = 0
 	r.lastCommit = time.Now()
