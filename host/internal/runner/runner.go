@@ -64,7 +64,10 @@ type ProcessorSpec struct {
 	// OnError is "fail", "skip" or "dead_letter".
 	OnError         string
 	DeadLetterTopic string
-	Plugin          Plugin
+	// Plugin is the initial version, named Version (default "initial");
+	// Swap changes it while the runner runs.
+	Plugin  Plugin
+	Version string
 	// Stores are the processor's state stores; Changelogs[i] is the
 	// changelog topic of Stores[i]. A processor with stores has one input.
 	Stores     []string
@@ -102,6 +105,9 @@ type Options struct {
 	Logger            *slog.Logger
 	// MaxPoll bounds the records of one poll. Default DefaultMaxPoll.
 	MaxPoll int
+	// OnRollback, if set, is told of every automatic rollback (a swapped
+	// version that failed its Canary), on its own goroutine.
+	OnRollback func(RollbackEvent)
 	// ExtraOpts are appended to the client options (tests use them).
 	ExtraOpts []kgo.Opt
 }
@@ -162,6 +168,16 @@ type procState struct {
 	spec       ProcessorSpec
 	inputIndex map[string]uint32
 	Stats      *Stats
+	// active is the version new tasks start with and every task moves
+	// to (loop only).
+	active *version
+	stalls stallSamples
+
+	// mu guards what Swap and ActiveVersion share with the loop.
+	mu           sync.Mutex
+	want         *swapRequest // a Swap not yet taken in by the loop
+	activeID     string
+	taskVersions map[TaskID]taskVersion
 }
 
 // New validates opts and connects a client. It does not join the group
@@ -183,7 +199,13 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	}
 	var topics []string
 	for _, spec := range opts.Processors {
-		ps := &procState{spec: spec, inputIndex: map[string]uint32{}, Stats: newStats()}
+		ps := &procState{spec: spec, inputIndex: map[string]uint32{}, Stats: newStats(), taskVersions: map[TaskID]taskVersion{}}
+		if spec.Version == "" {
+			spec.Version = "initial"
+			ps.spec.Version = spec.Version
+		}
+		ps.active = &version{Version: Version{ID: spec.Version, Plugin: spec.Plugin}, header: []byte(spec.Version)}
+		ps.activeID = spec.Version
 		for i, in := range spec.Inputs {
 			if other, dup := r.byTopic[in]; dup {
 				return nil, fmt.Errorf("runner: topic %q is an input of both %q and %q", in, other.spec.Name, spec.Name)
@@ -381,6 +403,7 @@ func (r *Runner) iterate(ctx context.Context) (done bool, err error) {
 		return true, nil
 	}
 	r.finishRestores()
+	r.advanceSwaps(ctx)
 	pollCtx, cancel := r.pollContext(ctx)
 	r.mu.Unlock()
 
@@ -413,6 +436,9 @@ func (r *Runner) iterate(ctx context.Context) (done bool, err error) {
 		start := time.Now()
 		fatal = r.commit(cctx)
 		r.commits.add(time.Since(start))
+		if fatal == nil {
+			r.advanceSwaps(cctx)
+		}
 		cancel()
 	}
 	r.cl.AllowRebalance()
@@ -437,11 +463,8 @@ func (r *Runner) pollContext(ctx context.Context) (context.Context, context.Canc
 		}
 		pctx, cancel = context.WithTimeout(ctx, wait)
 	}
-	if r.restorer == nil {
-		return pctx, cancel
-	}
-	// Tasks can be assigned, and their restores finish, during this very
-	// poll: listen even when no task is restoring now.
+	// Tasks can be assigned, and their restores or a swap's instances
+	// finish, during this very poll: listen even when nothing is pending.
 	stop := make(chan struct{})
 	go func() {
 		select {
@@ -624,6 +647,9 @@ func (r *Runner) commit(ctx context.Context) error {
 	if r.sess != nil {
 		return r.commitTxn(ctx)
 	}
+	if failed := r.failedCanaries(); len(failed) > 0 {
+		return r.rollBackALO(ctx, failed)
+	}
 	for _, t := range r.tasks {
 		t.produceChangelog()
 	}
@@ -678,8 +704,39 @@ func (r *Runner) commit(ctx context.Context) error {
 			p.Stats.Commits.Add(1)
 		}
 	}
+	for _, t := range r.tasks {
+		t.windowStart = -1
+	}
 	r.sinceCommit = 0
 	r.lastCommit = time.Now()
+	return nil
+}
+
+// rollBackALO is the at_least_once commit point at which a swapped version
+// failed its canary. What it produced cannot be taken back (its outputs
+// stand: at-least-once), but nothing since the last commit point is
+// committed: every task drops its pending state and rewinds to the first
+// record it processed since then, and the previous version processes those
+// records again, the failed ones included.
+func (r *Runner) rollBackALO(ctx context.Context, failed []*task) error {
+	if err := r.cl.Flush(ctx); err != nil {
+		return fmt.Errorf("flushing outputs: %w", err)
+	}
+	for _, t := range r.tasks {
+		if t.windowStart < 0 {
+			continue
+		}
+		if t.st != nil {
+			t.st.Discard()
+		}
+		r.rewind(t, t.windowStart)
+		t.windowStart = -1
+		t.next = -1
+		t.dirty = false
+	}
+	r.sinceCommit = 0
+	r.lastCommit = time.Now()
+	r.rollBack(ctx, failed)
 	return nil
 }
 

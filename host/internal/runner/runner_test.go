@@ -88,7 +88,12 @@ func (f *fixture) produceInputs(t *testing.T, from, n int) {
 }
 
 func (f *fixture) runner(t *testing.T, p Plugin, onError string, extra ...kgo.Opt) *Runner {
-	r, err := New(context.Background(), Options{
+	return f.runnerWith(t, p, onError, nil, extra...)
+}
+
+// runnerWith is runner with mutate applied to the options before New.
+func (f *fixture) runnerWith(t *testing.T, p Plugin, onError string, mutate func(*Options), extra ...kgo.Opt) *Runner {
+	opts := Options{
 		AppID:              f.group,
 		Brokers:            f.b.Addrs(),
 		ClientID:           "test",
@@ -105,7 +110,11 @@ func (f *fixture) runner(t *testing.T, p Plugin, onError string, extra ...kgo.Op
 		}},
 		Logger:    testLogger(t),
 		ExtraOpts: extra,
-	})
+	}
+	if mutate != nil {
+		mutate(&opts)
+	}
+	r, err := New(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

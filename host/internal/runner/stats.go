@@ -20,6 +20,9 @@ type Stats struct {
 	FailedTasks  atomic.Int64 // tasks stopped by on_error: fail
 	Commits      atomic.Int64 // commit points that committed offsets
 	Aborts       atomic.Int64 // transactions aborted (exactly_once): their work is redone
+	Swaps        atomic.Int64 // tasks switched to a new plugin version
+	SwapFailures atomic.Int64 // tasks whose new version did not instantiate (they kept the old)
+	Rollbacks    atomic.Int64 // automatic rollbacks of a version that failed its canary
 
 	// LatencyBuckets counts records by plugin time: bucket i holds records
 	// that took less than LatencyBounds[i]; the last bucket the rest.

@@ -35,6 +35,10 @@ type task struct {
 	next  int64
 	epoch int32
 	dirty bool // next moved since the last commit
+	// windowStart is the offset of the first record processed since the
+	// last commit point (-1: none): where an at_least_once rollback
+	// rewinds to.
+	windowStart int64
 
 	// failed stops the task under the fail policy at offset failedAt; next
 	// stays there.
@@ -48,6 +52,21 @@ type task struct {
 	in     abi.Record // reused input record
 	staged []*kgo.Record
 
+	// ver is the plugin version inst runs. prep is an instance of the
+	// processor's newer version being made in the background; prevInst the
+	// previous version's instance, kept during the canary window.
+	ver       *version
+	prep      *prepared
+	prevInst  Processor
+	swappedAt time.Time
+	// canaryIn and canaryFailed count the records the current version
+	// processed, and failed, since the task switched to it.
+	canaryIn, canaryFailed int64
+	// lastProcessed is when the last record finished; stallFrom, set at a
+	// switch, is the old version's last record, for SwapStalls.
+	lastProcessed time.Time
+	stallFrom     time.Time
+
 	// st is the task's state (nil without stores). restoring is set until
 	// its restore has finished and been taken in by the poll loop.
 	st        *state.Task
@@ -59,7 +78,7 @@ type task struct {
 }
 
 func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, error) {
-	t := &task{id: id, r: r, proc: ps, next: -1, stoppedAt: -1}
+	t := &task{id: id, r: r, proc: ps, next: -1, stoppedAt: -1, windowStart: -1, ver: ps.active}
 	if len(ps.spec.Stores) > 0 {
 		t.st = r.opts.State.Task(ps.spec.Name, id.Partition, ps.spec.Stores)
 		t.changelogNext = make([]atomic.Int64, len(ps.spec.Stores))
@@ -67,7 +86,7 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 			t.changelogNext[i].Store(-1)
 		}
 	}
-	inst, err := ps.spec.Plugin.Instantiate(ctx, id, t, t.st)
+	inst, err := t.ver.Plugin.Instantiate(ctx, id, t, t.st)
 	if err != nil {
 		if t.st != nil {
 			_ = t.st.Close()
@@ -75,6 +94,7 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 		return nil, fmt.Errorf("task %s: starting plugin: %w", id, err)
 	}
 	t.inst = inst
+	ps.setTaskVersion(id, t.ver)
 	if t.st != nil {
 		r.startRestore(t)
 	}
@@ -85,6 +105,12 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 // applied is dropped (never written), the plugin instance is closed.
 func (t *task) close(ctx context.Context) {
 	t.stopRestore()
+	t.discardPrepared(ctx)
+	if t.prevInst != nil {
+		_ = t.prevInst.Close(ctx)
+		t.prevInst = nil
+	}
+	t.proc.setTaskVersion(t.id, nil)
 	if t.st != nil {
 		_ = t.st.Close()
 	}
@@ -118,12 +144,12 @@ func (t *task) Emit(output int, rec *abi.Record) error {
 	if rec.Timestamp != 0 {
 		kr.Timestamp = time.UnixMilli(rec.Timestamp)
 	}
-	if len(rec.Headers) > 0 {
-		kr.Headers = make([]kgo.RecordHeader, len(rec.Headers))
-		for i, h := range rec.Headers {
-			kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: append([]byte(nil), h.Value...)}
-		}
+	// The plugin's headers, then the version that produced the record.
+	kr.Headers = make([]kgo.RecordHeader, len(rec.Headers)+1)
+	for i, h := range rec.Headers {
+		kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: append([]byte(nil), h.Value...)}
 	}
+	kr.Headers[len(rec.Headers)] = kgo.RecordHeader{Key: HeaderVersion, Value: t.ver.header}
 	t.staged = append(t.staged, kr)
 	return nil
 }
@@ -154,7 +180,13 @@ func (t *task) processBatch(ctx context.Context, recs []*kgo.Record) (int, error
 		if t.next >= 0 && kr.Offset < t.next {
 			continue // already processed (a re-fetch after a rewind)
 		}
-		if err := t.processOne(ctx, kr); err != nil {
+		if t.windowStart < 0 {
+			t.windowStart = kr.Offset
+		}
+		err := t.processOne(ctx, kr)
+		t.canaryIn++
+		if err != nil {
+			t.canaryFailed++
 			if handled := t.onFailure(kr, err); !handled {
 				t.failedAt = kr.Offset
 				t.stoppedAt = kr.Offset
@@ -178,7 +210,13 @@ func (t *task) processOne(ctx context.Context, kr *kgo.Record) error {
 	t.staged = t.staged[:0]
 	start := time.Now()
 	err := t.inst.Process(ctx, &t.in)
-	stats.observeLatency(time.Since(start))
+	end := time.Now()
+	stats.observeLatency(end.Sub(start))
+	if !t.stallFrom.IsZero() {
+		t.proc.stalls.add(start.Sub(t.stallFrom))
+		t.stallFrom = time.Time{}
+	}
+	t.lastProcessed = end
 	if err != nil {
 		// A failed record's emits never leave and its state writes are
 		// dropped: the record is atomic (ABI.md section 3).
@@ -305,7 +343,7 @@ const (
 )
 
 func (t *task) deadLetter(kr *kgo.Record, kind string, err error) *kgo.Record {
-	hs := make([]kgo.RecordHeader, 0, len(kr.Headers)+6)
+	hs := make([]kgo.RecordHeader, 0, len(kr.Headers)+7)
 	hs = append(hs, kr.Headers...)
 	hs = append(hs,
 		kgo.RecordHeader{Key: HeaderErrorKind, Value: []byte(kind)},
@@ -314,6 +352,7 @@ func (t *task) deadLetter(kr *kgo.Record, kind string, err error) *kgo.Record {
 		kgo.RecordHeader{Key: HeaderSourceTopic, Value: []byte(kr.Topic)},
 		kgo.RecordHeader{Key: HeaderSourcePart, Value: []byte(strconv.Itoa(int(kr.Partition)))},
 		kgo.RecordHeader{Key: HeaderSourceOff, Value: []byte(strconv.FormatInt(kr.Offset, 10))},
+		kgo.RecordHeader{Key: HeaderVersion, Value: t.ver.header},
 	)
 	return &kgo.Record{
 		Topic:     t.proc.spec.DeadLetterTopic,

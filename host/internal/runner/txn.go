@@ -47,12 +47,18 @@ func (r *Runner) commitTxn(ctx context.Context) error {
 		t.produceChangelog()
 	}
 	try := kgo.TryCommit
+	failedCanaries := r.failedCanaries()
+	if len(failedCanaries) > 0 {
+		// A swapped version failed its canary: nothing it produced since
+		// the last commit point may be committed.
+		try = kgo.TryAbort
+	}
 	var perr error
 	if p := r.produceErr.Swap(nil); p != nil {
 		perr = *p
 		try = kgo.TryAbort
 	}
-	if try == kgo.TryCommit {
+	if try == kgo.TryCommit && perr == nil {
 		// Flush here so a produce that fails during the flush still turns
 		// the commit into an abort.
 		if err := r.cl.Flush(ctx); err != nil {
@@ -79,6 +85,11 @@ func (r *Runner) commitTxn(ctx context.Context) error {
 		for _, p := range r.procs {
 			p.Stats.Aborts.Add(1)
 		}
+		if len(failedCanaries) > 0 {
+			r.log.Warn("transaction aborted: a swapped plugin version failed its canary; its records are processed again by the previous version")
+			r.rollBack(ctx, failedCanaries)
+			return nil
+		}
 		if perr != nil {
 			r.produceAborts++
 			r.log.Warn("transaction aborted because a produce failed; processing again from the committed offsets",
@@ -102,6 +113,7 @@ func (r *Runner) commitTxn(ctx context.Context) error {
 			return err
 		}
 		t.dirty = false
+		t.windowStart = -1
 	}
 	for _, p := range r.procs {
 		p.Stats.Commits.Add(1)
@@ -123,5 +135,6 @@ func (r *Runner) dropPending() {
 		}
 		t.next = -1
 		t.dirty = false
+		t.windowStart = -1
 	}
 }

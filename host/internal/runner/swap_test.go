@@ -1,0 +1,212 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/host/internal/state"
+)
+
+func versionOf(r *kgo.Record) string {
+	for _, h := range r.Headers {
+		if h.Key == HeaderVersion {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// waitProcessed waits until the processor has taken in at least n records.
+func waitProcessed(t *testing.T, r *Runner, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for r.Stats("upper").RecordsIn.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("processed %d records, want %d", r.Stats("upper").RecordsIn.Load(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A swap while records flow: every input comes out exactly once; within
+// each partition the outputs of the old version all come before those of
+// the new one (a task switches once, at a commit point); every task ends
+// on the new version.
+func testSwapUnderLoad(t *testing.T, eos bool) {
+	f := newFixture(t, eos, 4)
+	const n = 4000
+	f.produceInputs(t, 0, n/2)
+	r := f.runner(t, &goPlugin{delay: 100 * time.Microsecond}, "fail")
+	stop := start(t, r)
+	waitProcessed(t, r, 300)
+	if err := r.Swap("upper", Version{ID: "v2", Plugin: &goPlugin{delay: 100 * time.Microsecond}}, Canary{}); err != nil {
+		t.Fatal(err)
+	}
+	f.produceInputs(t, n/2, n/2)
+	f.waitCommitted(t, f.endOffsets(t, f.in))
+	active, tasks := r.ActiveVersion("upper")
+	stalls := r.SwapStalls("upper")
+	swaps := r.Stats("upper").Swaps.Load()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if active != "v2" || len(tasks) != 4 {
+		t.Fatalf("active version %q, tasks %v; want v2 on 4 tasks", active, tasks)
+	}
+	for id, v := range tasks {
+		if v != "v2" {
+			t.Fatalf("task %s runs %q after the swap", id, v)
+		}
+	}
+	if swaps != 4 {
+		t.Fatalf("%d task switches, want 4", swaps)
+	}
+	out := f.b.ReadCommitted(t, f.out, 30*time.Second)
+	seen := map[string]int{}
+	last := map[int32]string{}
+	counts := map[string]int{}
+	for _, o := range out {
+		seen[string(o.Value)]++
+		v := versionOf(o)
+		counts[v]++
+		switch prev := last[o.Partition]; {
+		case prev == "" || prev == v:
+		case prev == "initial" && v == "v2":
+		default:
+			t.Fatalf("partition %d: version %q after %q", o.Partition, v, prev)
+		}
+		last[o.Partition] = v
+	}
+	for i := 0; i < n; i++ {
+		if c := seen["VALUE-"+strconv.Itoa(i)]; c != 1 {
+			t.Fatalf("input %d came out %d times", i, c)
+		}
+	}
+	if counts["initial"] == 0 || counts["v2"] == 0 {
+		t.Fatalf("outputs by version %v: the swap did not happen under load", counts)
+	}
+	t.Logf("outputs by version %v; stalls %v", counts, stalls)
+}
+
+// A new version that fails a third of its records is rolled back on its
+// own: the transaction holding its failures is aborted, so under
+// exactly_once none of its outputs is committed and every input comes out
+// exactly once, from the old version. Under at_least_once the rollback
+// happens too, and every input comes out at least once.
+func testAutoRollback(t *testing.T, eos bool, onError string) {
+	f := newFixture(t, eos, 4)
+	const n = 3000
+	f.produceInputs(t, 0, n/2)
+	var mu sync.Mutex
+	var events []RollbackEvent
+	r := f.runnerWith(t, &goPlugin{delay: 100 * time.Microsecond}, onError, func(o *Options) {
+		o.OnRollback = func(ev RollbackEvent) { mu.Lock(); events = append(events, ev); mu.Unlock() }
+	})
+	stop := start(t, r)
+	waitProcessed(t, r, 200)
+	bad := &goPlugin{delay: 100 * time.Microsecond, fail: map[string]bool{}}
+	for i := 0; i < n; i += 3 {
+		bad.fail["k"+strconv.Itoa(i)] = true
+	}
+	if err := r.Swap("upper", Version{ID: "v2", Plugin: bad}, Canary{Window: 30 * time.Second, MaxFailureRatio: 0.1}); err != nil {
+		t.Fatal(err)
+	}
+	f.produceInputs(t, n/2, n/2)
+	f.waitCommitted(t, f.endOffsets(t, f.in))
+	active, _ := r.ActiveVersion("upper")
+	rollbacks := r.Stats("upper").Rollbacks.Load()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if active != "initial" || rollbacks != 1 {
+		t.Fatalf("active %q after %d rollbacks; want initial after 1", active, rollbacks)
+	}
+	mu.Lock()
+	if len(events) != 1 || events[0].From != "v2" || events[0].To != "initial" {
+		t.Fatalf("rollback events %+v", events)
+	}
+	mu.Unlock()
+	out := f.b.ReadCommitted(t, f.out, 30*time.Second)
+	seen := map[string]int{}
+	v2 := 0
+	for _, o := range out {
+		seen[string(o.Value)]++
+		if versionOf(o) == "v2" {
+			v2++
+		}
+	}
+	if eos && v2 > 0 {
+		t.Fatalf("%d committed outputs carry the rolled-back version", v2)
+	}
+	for i := 0; i < n; i++ {
+		c := seen["VALUE-"+strconv.Itoa(i)]
+		if c == 0 || (eos && c != 1) {
+			t.Fatalf("input %d came out %d times", i, c)
+		}
+	}
+	t.Logf("%d outputs, %d from v2, rollback: %s", len(out), v2, events[0].Reason)
+}
+
+func TestSwap(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		eos  bool
+	}{{"exactly_once", true}, {"at_least_once", false}} {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Run("UnderLoad", func(t *testing.T) { testSwapUnderLoad(t, mode.eos) })
+			t.Run("AutoRollbackSkip", func(t *testing.T) { testAutoRollback(t, mode.eos, "skip") })
+			if mode.eos {
+				t.Run("AutoRollbackFail", func(t *testing.T) { testAutoRollback(t, mode.eos, "fail") })
+			}
+		})
+	}
+}
+
+// A version whose instances cannot start is not switched to: the tasks
+// keep the old one, and the failure is counted.
+func TestSwapToBrokenVersionKeepsTheOld(t *testing.T) {
+	f := newFixture(t, true, 2)
+	f.produceInputs(t, 0, 100)
+	r := f.runner(t, &goPlugin{}, "fail")
+	stop := start(t, r)
+	waitProcessed(t, r, 100)
+	if err := r.Swap("upper", Version{ID: "broken", Plugin: brokenPlugin{}}, Canary{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for r.Stats("upper").SwapFailures.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the broken version was never tried")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	f.produceInputs(t, 100, 100)
+	f.waitCommitted(t, f.endOffsets(t, f.in))
+	active, tasks := r.ActiveVersion("upper")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if active != "initial" {
+		t.Fatalf("active version %q, want initial", active)
+	}
+	for id, v := range tasks {
+		if v != "initial" {
+			t.Fatalf("task %s runs %q", id, v)
+		}
+	}
+	if err := r.Swap("nope", Version{ID: "x"}, Canary{}); err == nil {
+		t.Fatal("Swap of an unknown processor succeeded")
+	}
+}
+
+type brokenPlugin struct{}
+
+func (brokenPlugin) Instantiate(context.Context, TaskID, Sink, *state.Task) (Processor, error) {
+	return nil, errors.New("init trapped")
+}
