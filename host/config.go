@@ -43,6 +43,7 @@ type Config struct {
 	Processors []ProcessorConfig `koanf:"processors"`
 	State      StateConfig       `koanf:"state"`
 	Runtime    RuntimeConfig     `koanf:"runtime"`
+	Swap       SwapConfig        `koanf:"swap"`
 	Admin      AdminConfig       `koanf:"admin"`
 	Log        LogConfig         `koanf:"log"`
 }
@@ -142,6 +143,26 @@ type RuntimeConfig struct {
 	// CacheDir keeps compiled modules between runs. Default: the user cache
 	// directory + "/wasmstream"; "off" disables the file cache.
 	CacheDir string `koanf:"cache_dir"`
+	// MaxModuleSize bounds a plugin module, from the config or deployed.
+	// Default 64MiB.
+	MaxModuleSize ByteSize `koanf:"max_module_size"`
+}
+
+// SwapConfig governs hot swaps of deployed plugin versions (wasmstream
+// deploy): the canary that rolls a failing version back on its own.
+type SwapConfig struct {
+	// CanaryWindow is how long after a task switched to a new version its
+	// failures are watched. Default 60s; "0s" turns automatic rollback off.
+	CanaryWindow time.Duration `koanf:"canary_window"`
+	// MaxFailureRatio is the share of a task's records the new version may
+	// fail within the window (0 to 1); more rolls it back. Default 0.01.
+	MaxFailureRatio float64 `koanf:"max_failure_ratio"`
+	// MinRecords is how many records a task must have processed with the
+	// new version before its failure ratio counts. Default 1.
+	MinRecords int `koanf:"min_records"`
+	// canaryWindowSet records that canary_window was given (0 means off,
+	// not "use the default").
+	canaryWindowSet bool
 }
 
 // AdminConfig is the admin HTTP endpoint.
@@ -207,6 +228,9 @@ const (
 	DefaultCommitRecords      = 10000
 	DefaultTopicPartitions    = 3
 	DefaultSessionTimeout     = 45 * time.Second
+	DefaultMaxModuleSize      = 64 << 20
+	DefaultCanaryWindow       = 60 * time.Second
+	DefaultMaxFailureRatio    = 0.01
 	DefaultTransactionTimeout = 10 * time.Second
 	DefaultMemory             = 64 << 20
 	DefaultRecordTimeout      = time.Second
@@ -315,6 +339,7 @@ func LoadConfig(path string, environ []string, fs *pflag.FlagSet) (*Config, erro
 		return nil, decodeErrors(err)
 	}
 	unused := unusedKeys(dc.Metadata.Unused)
+	cfg.Swap.canaryWindowSet = k.Exists("swap.canary_window")
 	cfg.ApplyDefaults()
 	if path != "" {
 		base := filepath.Dir(path)
@@ -406,6 +431,18 @@ func (c *Config) ApplyDefaults() {
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
+	if c.Runtime.MaxModuleSize == 0 {
+		c.Runtime.MaxModuleSize = DefaultMaxModuleSize
+	}
+	if c.Swap.CanaryWindow == 0 && !c.Swap.canaryWindowSet {
+		c.Swap.CanaryWindow = DefaultCanaryWindow
+	}
+	if c.Swap.MaxFailureRatio == 0 {
+		c.Swap.MaxFailureRatio = DefaultMaxFailureRatio
+	}
+	if c.Swap.MinRecords == 0 {
+		c.Swap.MinRecords = 1
+	}
 	for i := range c.Processors {
 		p := &c.Processors[i]
 		if p.OnError == "" {
@@ -468,6 +505,18 @@ func (c *Config) Validate() error {
 	case "auto", "consumer", "classic":
 	default:
 		bad("kafka.group_protocol", "%q must be auto, consumer or classic", c.Kafka.GroupProtocol)
+	}
+	if c.Swap.CanaryWindow < 0 {
+		bad("swap.canary_window", "must not be negative")
+	}
+	if c.Swap.MaxFailureRatio < 0 || c.Swap.MaxFailureRatio > 1 {
+		bad("swap.max_failure_ratio", "%v must be between 0 and 1", c.Swap.MaxFailureRatio)
+	}
+	if c.Swap.MinRecords < 0 {
+		bad("swap.min_records", "must be positive")
+	}
+	if c.Runtime.MaxModuleSize < 1024 {
+		bad("runtime.max_module_size", "%d bytes is too small", c.Runtime.MaxModuleSize)
 	}
 	if c.Kafka.StartOffset != "earliest" && c.Kafka.StartOffset != "latest" {
 		bad("kafka.start_offset", "%q must be earliest or latest", c.Kafka.StartOffset)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/admin"
+	"github.com/wasmstream/wasmstream/host/internal/control"
 	"github.com/wasmstream/wasmstream/host/internal/engine"
 	"github.com/wasmstream/wasmstream/host/internal/restore"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
@@ -40,13 +42,25 @@ type Host struct {
 	admin    *admin.Server         // nil when admin.listen is empty
 	started  atomic.Bool           // New finished: the fields above are set
 	runErr   atomic.Pointer[error] // Run's error, for /healthz
+
+	// The control topic: the plugin versions deployed to the app.
+	ctlTopic  string
+	ctlReader *control.Reader
+	versions  map[string]*procVersions // by processor
+	pubMu     sync.Mutex
+	publisher *control.Publisher // made on the first automatic rollback
 }
 
 type loadedProcessor struct {
 	cfg     *ProcessorConfig
-	module  *engine.Module
+	rt      *engine.Runtime
+	module  *engine.Module // the version the host starts with
 	binding engine.Binding // Sink is set per task
 	topics  []string       // output topics in output-index order
+	// configVersion is the config file's plugin; version the one the host
+	// starts with (the control topic's, when it has one).
+	configVersion control.Version
+	version       control.Version
 }
 
 // Option changes how New builds a Host.
@@ -111,6 +125,9 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	if err := h.ensureTopics(ctx, createTopics); err != nil {
 		return nil, err
 	}
+	if err := h.loadControl(ctx); err != nil {
+		return nil, err
+	}
 	if h.stateful() {
 		db, err := state.Open(cfg.StateDir(), state.Options{Logger: h.log})
 		if err != nil {
@@ -126,7 +143,8 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			Outputs:         p.topics,
 			OnError:         p.cfg.OnError,
 			DeadLetterTopic: cfg.DeadLetterTopic(p.cfg),
-			Plugin:          (*pluginFactory)(p),
+			Plugin:          &pluginFactory{module: p.module, binding: p.binding},
+			Version:         versionID(p.version),
 			Stores:          p.cfg.Stores,
 		}
 		for _, st := range p.cfg.Stores {
@@ -148,6 +166,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		Processors:         specs,
 		State:              h.state,
 		Logger:             h.log,
+		OnRollback:         h.onRollback,
 		OnRestoreProgress:  o.onRestore,
 		Restore:            o.restore,
 	})
@@ -177,6 +196,16 @@ func (h *Host) Embedded() bool { return h.embedded != nil }
 // flight finishes, processed records are committed, the group is left) or
 // a fatal error. Run may be called once.
 func (h *Host) Run(ctx context.Context) error {
+	fctx, stopFollow := context.WithCancel(ctx)
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		h.follow(fctx)
+	}()
+	defer func() {
+		stopFollow()
+		<-followed
+	}()
 	err := h.runner.Run(ctx)
 	if err != nil {
 		h.runErr.Store(&err)
@@ -222,6 +251,16 @@ func (h *Host) Close() error {
 		errs = append(errs, h.state.Close())
 		h.state = nil
 	}
+	if h.ctlReader != nil {
+		h.ctlReader.Close()
+		h.ctlReader = nil
+	}
+	h.pubMu.Lock()
+	if h.publisher != nil {
+		h.publisher.Close()
+		h.publisher = nil
+	}
+	h.pubMu.Unlock()
 	for _, rt := range h.runtimes {
 		errs = append(errs, rt.Close(ctx))
 	}
@@ -247,7 +286,7 @@ func (h *Host) loadPlugins(ctx context.Context) error {
 	}
 	for i := range h.cfg.Processors {
 		pc := &h.cfg.Processors[i]
-		lp, rt, err := loadProcessor(ctx, pc, cacheDir, h.log)
+		lp, rt, err := loadProcessor(ctx, pc, cacheDir, h.cfg.Runtime.MaxModuleSize, h.log)
 		if rt != nil {
 			h.runtimes = append(h.runtimes, rt)
 		}
@@ -259,7 +298,7 @@ func (h *Host) loadPlugins(ctx context.Context) error {
 	return nil
 }
 
-func loadProcessor(ctx context.Context, pc *ProcessorConfig, cacheDir string, log *slog.Logger) (*loadedProcessor, *engine.Runtime, error) {
+func loadProcessor(ctx context.Context, pc *ProcessorConfig, cacheDir string, maxModuleSize ByteSize, log *slog.Logger) (*loadedProcessor, *engine.Runtime, error) {
 	wasm, err := os.ReadFile(pc.Plugin)
 	if err != nil {
 		return nil, nil, fmt.Errorf("plugin: %w", err)
@@ -273,9 +312,8 @@ func loadProcessor(ctx context.Context, pc *ProcessorConfig, cacheDir string, lo
 	if err != nil {
 		return nil, nil, fmt.Errorf("wasm runtime: %w", err)
 	}
-	mod, err := rt.Compile(ctx, pc.Name, wasm)
-	if err != nil {
-		return nil, rt, fmt.Errorf("plugin %s: %w", pc.Plugin, err)
+	if uint64(len(wasm)) > uint64(maxModuleSize) {
+		return nil, rt, fmt.Errorf("plugin %s: %d bytes is over runtime.max_module_size (%d)", pc.Plugin, len(wasm), maxModuleSize)
 	}
 	conf, err := json.Marshal(pc.Config)
 	if err != nil {
@@ -290,24 +328,39 @@ func loadProcessor(ctx context.Context, pc *ProcessorConfig, cacheDir string, lo
 		topics[i] = pc.Outputs[n]
 	}
 	lp := &loadedProcessor{
-		cfg:     pc,
-		module:  mod,
-		binding: engine.Binding{Name: pc.Name, Outputs: names, Stores: pc.Stores, Config: conf},
-		topics:  topics,
+		cfg:           pc,
+		rt:            rt,
+		binding:       engine.Binding{Name: pc.Name, Outputs: names, Stores: pc.Stores, Config: conf},
+		topics:        topics,
+		configVersion: control.NewVersion(wasm, "config"),
 	}
-	// Instantiate once now, so a plugin whose init fails is refused before
-	// any record is consumed.
+	lp.version = lp.configVersion
+	if lp.module, err = lp.compile(ctx, wasm); err != nil {
+		return nil, rt, fmt.Errorf("plugin %s: %w", pc.Plugin, err)
+	}
+	return lp, rt, nil
+}
+
+// compile compiles a version of the processor's plugin and instantiates it
+// once with the processor's binding, so a module whose init fails is
+// refused before any task uses it.
+func (lp *loadedProcessor) compile(ctx context.Context, wasm []byte) (*engine.Module, error) {
+	mod, err := lp.rt.Compile(ctx, lp.cfg.Name, wasm)
+	if err != nil {
+		return nil, err
+	}
 	check := lp.binding
 	check.Sink = discardSink{}
-	if len(pc.Stores) > 0 {
+	if len(lp.cfg.Stores) > 0 {
 		check.State = noState{}
 	}
 	inst, err := mod.Instantiate(ctx, check)
 	if err != nil {
-		return nil, rt, fmt.Errorf("plugin %s: %w", pc.Plugin, err)
+		_ = mod.Close(ctx)
+		return nil, err
 	}
 	_ = inst.Close(ctx)
-	return lp, rt, nil
+	return mod, nil
 }
 
 // discardSink takes the emits of the trial instance, which processes no
@@ -336,8 +389,11 @@ func (s taskState) Scan(store int, start, end []byte) (engine.Iterator, error) {
 	return it, nil
 }
 
-// pluginFactory makes one engine instance per task.
-type pluginFactory loadedProcessor
+// pluginFactory makes one engine instance per task of one plugin version.
+type pluginFactory struct {
+	module  *engine.Module
+	binding engine.Binding
+}
 
 func (p *pluginFactory) Instantiate(ctx context.Context, _ runner.TaskID, sink runner.Sink, st *state.Task) (runner.Processor, error) {
 	b := p.binding
@@ -386,7 +442,7 @@ func Validate(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	var errs []error
 	for i := range cfg.Processors {
 		pc := &cfg.Processors[i]
-		_, rt, err := loadProcessor(ctx, pc, "", log)
+		_, rt, err := loadProcessor(ctx, pc, "", cfg.Runtime.MaxModuleSize, log)
 		if rt != nil {
 			_ = rt.Close(ctx)
 		}
@@ -408,7 +464,9 @@ func InspectPlugin(ctx context.Context, wasm []byte) (PluginInfo, error) {
 // startEmbedded starts the in-process development broker (franz-go's kfake)
 // on 127.0.0.1.
 func (h *Host) startEmbedded(port int) error {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.DefaultNumPartitions(h.cfg.Kafka.TopicPartitions))
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.DefaultNumPartitions(h.cfg.Kafka.TopicPartitions),
+		// Members hear of a rebalance within a second (default 5 s).
+		kfake.BrokerConfigs(map[string]string{"group.consumer.heartbeat.interval.ms": "1000"}))
 	if err != nil {
 		return fmt.Errorf("embedded kafka: %w", err)
 	}
