@@ -4,7 +4,7 @@
 //	GET /healthz         200 "ok", or 503 and the reason (a stopped task, a stopped runner)
 //	GET /readyz          200 "ok" once every assigned task is restored, else 503 "restoring N tasks"
 //	GET /metrics         Prometheus text format 0.0.4
-//	GET /v1/processors   JSON: each processor, its plugin and its counters
+//	GET /v1/processors   JSON: each processor, its plugin versions and its counters
 //
 // Every endpoint is read-only (HEAD is served like GET; other methods get
 // 405). The package knows neither the runner nor the engine: it reads
@@ -227,6 +227,29 @@ type processorDoc struct {
 	OnError  string            `json:"on_error"`
 	Plugin   pluginDoc         `json:"plugin"`
 	Counters countersDoc       `json:"counters"`
+	// ActiveVersion is the version new tasks start with (the same module
+	// as plugin); Tasks the version each assigned task runs (they differ
+	// during a swap); Refused the latest versions this process refused.
+	ActiveVersion versionDoc   `json:"active_version"`
+	Tasks         []taskDoc    `json:"tasks"`
+	Refused       []refusalDoc `json:"refused"`
+}
+
+type versionDoc struct {
+	ID     string `json:"id"`
+	SHA256 string `json:"sha256"`
+	Label  string `json:"label"`
+}
+
+type taskDoc struct {
+	Task    string `json:"task"`
+	Version string `json:"version"`
+}
+
+type refusalDoc struct {
+	versionDoc
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
 }
 
 type pluginDoc struct {
@@ -246,6 +269,10 @@ type countersDoc struct {
 	Commits      int64            `json:"commits"`
 	Aborts       int64            `json:"aborts"`
 	Failures     map[string]int64 `json:"failures"`
+	Swaps        int64            `json:"swaps"`
+	SwapFailures int64            `json:"swap_failures"`
+	Rollbacks    int64            `json:"rollbacks"`
+	Refusals     int64            `json:"refusals"`
 }
 
 func (s *Server) processors(w http.ResponseWriter, _ *http.Request) {
@@ -257,7 +284,11 @@ func (s *Server) processors(w http.ResponseWriter, _ *http.Request) {
 	doc := processorsDoc{Processors: make([]processorDoc, 0, len(procs))}
 	for _, p := range procs {
 		m := byName[p.Name]
-		doc.Processors = append(doc.Processors, processorDoc{
+		lc := m.Lifecycle
+		if lc == nil {
+			lc = &Lifecycle{}
+		}
+		d := processorDoc{
 			Name:    p.Name,
 			Inputs:  orEmpty(p.Inputs),
 			Outputs: orEmptyMap(p.Outputs),
@@ -279,8 +310,25 @@ func (s *Server) processors(w http.ResponseWriter, _ *http.Request) {
 				Commits:      m.Commits,
 				Aborts:       m.Aborts,
 				Failures:     orEmptyMap(m.Failures),
+				Swaps:        lc.Swaps,
+				SwapFailures: lc.SwapFailures,
+				Rollbacks:    lc.Rollbacks,
+				Refusals:     lc.Refusals,
 			},
-		})
+			ActiveVersion: versionDoc{ID: p.Plugin.Version, SHA256: p.Plugin.SHA256, Label: p.Plugin.Label},
+			Tasks:         make([]taskDoc, 0, len(lc.Tasks)),
+			Refused:       make([]refusalDoc, 0, len(lc.Refused)),
+		}
+		for _, t := range lc.Tasks {
+			d.Tasks = append(d.Tasks, taskDoc{Task: t.Task, Version: t.Version})
+		}
+		for _, r := range lc.Refused {
+			d.Refused = append(d.Refused, refusalDoc{
+				versionDoc: versionDoc{ID: r.Version, SHA256: r.SHA256, Label: r.Label},
+				Reason:     r.Reason, At: r.At,
+			})
+		}
+		doc.Processors = append(doc.Processors, d)
 	}
 	body, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil { // plain structs of strings and numbers: cannot happen

@@ -242,8 +242,8 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 	// Not supplied: not written.
-	for _, name := range []string{mSwaps, mRollbacks, mLag} {
-		if strings.Contains(body, name) {
+	for _, name := range []string{mSwaps, mSwapFailures, mRollbacks, mRefusals, mTasks, mCommitSeconds, mLag} {
+		if strings.Contains(body, "# TYPE "+name+" ") {
 			t.Errorf("%s written though not supplied", name)
 		}
 	}
@@ -255,7 +255,9 @@ func TestMetrics(t *testing.T) {
 func TestMetricsLater(t *testing.T) {
 	src := newFake()
 	src.procs[0].Plugin.Version = "v2"
-	src.snap.Processors[0].Lifecycle = &Lifecycle{Swaps: 3, Rollbacks: 1}
+	src.snap.Processors[0].Lifecycle = &Lifecycle{Swaps: 3, SwapFailures: 2, Rollbacks: 1, Refusals: 4,
+		Tasks: []TaskVersion{{Task: "nl-orders/orders/0", Version: "v2"}, {Task: "nl-orders/orders/1", Version: `a "quoted" \ label@ab12`}}}
+	src.snap.CommitLatency = &Summary{Quantiles: []Quantile{{Q: 0.5, Value: 0.002}}, Count: 9, Sum: 0.03}
 	src.snap.Lag = []PartitionLag{{Processor: "nl-orders", Topic: "orders", Partition: 2, Lag: 42}}
 	src.snap.Extra = []Family{
 		{Name: "wasmstream_example_total", Help: "An example.\nSecond line \\ done.", Type: Counter,
@@ -278,7 +280,15 @@ func TestMetricsLater(t *testing.T) {
 	for _, line := range []string{
 		`wasmstream_plugin_info{processor="nl-orders",sha256="ab12",abi_version="1",version="v2"} 1`,
 		`wasmstream_plugin_swaps_total{processor="nl-orders"} 3`,
+		`wasmstream_plugin_swap_failures_total{processor="nl-orders"} 2`,
 		`wasmstream_plugin_rollbacks_total{processor="nl-orders"} 1`,
+		`wasmstream_plugin_refusals_total{processor="nl-orders"} 4`,
+		`wasmstream_tasks{processor="nl-orders",version="a \"quoted\" \\ label@ab12"} 1`,
+		`wasmstream_tasks{processor="nl-orders",version="v2"} 1`,
+		"# TYPE wasmstream_commit_seconds summary",
+		`wasmstream_commit_seconds{quantile="0.5"} 0.002`,
+		"wasmstream_commit_seconds_sum 0.03",
+		"wasmstream_commit_seconds_count 9",
 		`wasmstream_consumer_lag_records{processor="nl-orders",topic="orders",partition="2"} 42`,
 		`# HELP wasmstream_example_total An example.\nSecond line \\ done.`,
 		"# TYPE wasmstream_example_total counter",
@@ -356,6 +366,9 @@ func checkExposition(t *testing.T, body string) {
 		switch {
 		case strings.HasPrefix(l, "# HELP "):
 			name := strings.Fields(l)[2]
+			if !metricNameRE.MatchString(name) {
+				t.Errorf("invalid family name %q", name)
+			}
 			if seen[name] {
 				t.Errorf("family %s twice", name)
 			}
@@ -371,8 +384,11 @@ func checkExposition(t *testing.T, body string) {
 			name, _, _ := strings.Cut(l, " ")
 			name, _, _ = strings.Cut(name, "{")
 			ok := name == current
-			if typ == "histogram" {
+			switch typ {
+			case "histogram":
 				ok = name == current+"_bucket" || name == current+"_sum" || name == current+"_count"
+			case "summary":
+				ok = name == current || name == current+"_sum" || name == current+"_count"
 			}
 			if !ok {
 				t.Errorf("sample %q outside its family (%s)", l, current)
@@ -408,7 +424,12 @@ func TestProcessors(t *testing.T) {
 			"records_in": 100.0, "records_out": 40.0, "skipped": 0.0, "dead_lettered": 2.0,
 			"failed_tasks": 0.0, "commits": 7.0, "aborts": 1.0,
 			"failures": map[string]any{"trap": 1.0, "timeout": 1.0},
+			"swaps":    0.0, "swap_failures": 0.0, "rollbacks": 0.0, "refusals": 0.0,
 		},
+		// No versions known: the active one is the plugin's hash alone.
+		"active_version": map[string]any{"id": "", "sha256": "ab12", "label": ""},
+		"tasks":          []any{},
+		"refused":        []any{},
 	}
 	if !reflect.DeepEqual(procs[0], want) {
 		t.Errorf("processor 0:\n got %v\nwant %v", procs[0], want)
@@ -437,6 +458,60 @@ func TestProcessors(t *testing.T) {
 	_, body = get(t, s, "/v1/processors")
 	if !strings.Contains(body, `"processors": []`) {
 		t.Errorf("no processors: %s", body)
+	}
+}
+
+// The versions of a processor in the middle of a swap, with a refusal:
+// active_version, tasks, refused and the swap counters.
+func TestProcessorsVersions(t *testing.T) {
+	src := newFake()
+	at := time.Date(2025, 3, 4, 5, 6, 7, 8, time.UTC)
+	src.procs[0].Plugin = PluginInfo{SHA256: "bb", Size: 99, ABIVersion: 1, Version: "v2@bbbbbbbbbbbb", Label: "v2"}
+	src.snap.Processors[0].Lifecycle = &Lifecycle{
+		Swaps: 2, SwapFailures: 1, Rollbacks: 0, Refusals: 3,
+		Tasks: []TaskVersion{
+			{Task: "nl-orders/orders/0", Version: "v2@bbbbbbbbbbbb"},
+			{Task: "nl-orders/orders/1", Version: "config@aaaaaaaaaaaa"},
+		},
+		Refused: []Refusal{
+			{Version: "(unreadable)", Reason: "control: corrupt: not a JSON object", At: at},
+			{Version: "v3@cccccccccccc", SHA256: "cc", Label: "v3", Reason: "chunk 0 missing", At: at.Add(time.Second)},
+		},
+	}
+	s := start(t, src)
+	_, body := get(t, s, "/v1/processors")
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	p0 := doc["processors"].([]any)[0].(map[string]any)
+	for field, want := range map[string]any{
+		"active_version": map[string]any{"id": "v2@bbbbbbbbbbbb", "sha256": "bb", "label": "v2"},
+		"tasks": []any{
+			map[string]any{"task": "nl-orders/orders/0", "version": "v2@bbbbbbbbbbbb"},
+			map[string]any{"task": "nl-orders/orders/1", "version": "config@aaaaaaaaaaaa"},
+		},
+		"refused": []any{
+			map[string]any{"id": "(unreadable)", "sha256": "", "label": "",
+				"reason": "control: corrupt: not a JSON object", "at": "2025-03-04T05:06:07.000000008Z"},
+			map[string]any{"id": "v3@cccccccccccc", "sha256": "cc", "label": "v3",
+				"reason": "chunk 0 missing", "at": "2025-03-04T05:06:08.000000008Z"},
+		},
+		// plugin keeps its fields; version is the active version's ID.
+		"plugin": map[string]any{"path": "", "sha256": "bb", "size": 99.0, "abi_version": 1.0, "version": "v2@bbbbbbbbbbbb"},
+	} {
+		if !reflect.DeepEqual(p0[field], want) {
+			t.Errorf("%s:\n got %v\nwant %v", field, p0[field], want)
+		}
+	}
+	c := p0["counters"].(map[string]any)
+	if c["swaps"] != 2.0 || c["swap_failures"] != 1.0 || c["rollbacks"] != 0.0 || c["refusals"] != 3.0 || c["records_in"] != 100.0 {
+		t.Errorf("counters: %v", c)
+	}
+	// The other processor has no Lifecycle: empty lists, not null.
+	p1 := doc["processors"].([]any)[1].(map[string]any)
+	if !reflect.DeepEqual(p1["tasks"], []any{}) || !reflect.DeepEqual(p1["refused"], []any{}) {
+		t.Errorf("processor without versions: tasks %v refused %v", p1["tasks"], p1["refused"])
 	}
 }
 

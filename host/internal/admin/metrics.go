@@ -39,9 +39,13 @@ const (
 	mCommits       = "wasmstream_commits_total"
 	mAborts        = "wasmstream_transaction_aborts_total"
 	mLatency       = "wasmstream_record_processing_seconds"
+	mCommitSeconds = "wasmstream_commit_seconds"
 	mPluginInfo    = "wasmstream_plugin_info"
+	mTasks         = "wasmstream_tasks"
 	mSwaps         = "wasmstream_plugin_swaps_total"
+	mSwapFailures  = "wasmstream_plugin_swap_failures_total"
 	mRollbacks     = "wasmstream_plugin_rollbacks_total"
+	mRefusals      = "wasmstream_plugin_refusals_total"
 	mRestoring     = "wasmstream_restoring_tasks"
 	mRestored      = "wasmstream_restore_records"
 	mRestoreTarget = "wasmstream_restore_target_offset"
@@ -69,8 +73,15 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 	aborts := counter(mAborts, "Transactions aborted (exactly_once); their work is done again.")
 	latency := &family{name: mLatency, typ: "histogram",
 		help: "Time in the plugin per record, in seconds (a bucket's bound is exclusive, at nanosecond precision)."}
-	swaps := counter(mSwaps, "Plugin swaps that took effect.")
-	rollbacks := counter(mRollbacks, "Plugin swaps rolled back to the previous module.")
+	swaps := counter(mSwaps, "Tasks switched to a new plugin version.")
+	swapFailures := counter(mSwapFailures, "Tasks whose new plugin version did not start; they kept the running one.")
+	rollbacks := counter(mRollbacks, "Automatic rollbacks of a plugin version that failed its canary.")
+	refusals := counter(mRefusals, "Plugin versions from the control topic this process refused to run; it kept the running one.")
+	// Tasks per version rather than one series per task: as many series
+	// as versions running (one, two during a swap), not as partitions,
+	// and none that come and go with every rebalance. /v1/processors
+	// lists each task's version.
+	tasks := gauge(mTasks, "Tasks assigned to this process, by the plugin version they run.")
 
 	for _, p := range snap.Processors {
 		l := []Label{{"processor", p.Name}}
@@ -90,18 +101,31 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 			failures.add([]Label{{"processor", p.Name}, {"kind", k}}, float64(p.Failures[k]))
 		}
 		addHistogram(latency, l, p.Latency)
-		if p.Lifecycle != nil {
-			swaps.add(l, float64(p.Lifecycle.Swaps))
-			rollbacks.add(l, float64(p.Lifecycle.Rollbacks))
+		if lc := p.Lifecycle; lc != nil {
+			swaps.add(l, float64(lc.Swaps))
+			swapFailures.add(l, float64(lc.SwapFailures))
+			rollbacks.add(l, float64(lc.Rollbacks))
+			refusals.add(l, float64(lc.Refusals))
+			addTaskCounts(tasks, p.Name, activeVersion(procs, p.Name), lc.Tasks)
 		}
 	}
 
-	info := gauge(mPluginInfo, "The plugin module each processor runs now (always 1).")
+	commitSecs := &family{name: mCommitSeconds, typ: "summary",
+		help: "Duration of the process's commit points (flush, offset commit or transaction end) in seconds; quantiles over the latest ones."}
+	if snap.CommitLatency != nil {
+		addSummary(commitSecs, nil, *snap.CommitLatency)
+	}
+
+	info := gauge(mPluginInfo, "The plugin version each processor's new tasks start with (always 1).")
 	for _, p := range procs {
+		abi := ""
+		if p.Plugin.ABIVersion > 0 {
+			abi = strconv.Itoa(p.Plugin.ABIVersion)
+		}
 		info.add([]Label{
 			{"processor", p.Name},
 			{"sha256", p.Plugin.SHA256},
-			{"abi_version", strconv.Itoa(p.Plugin.ABIVersion)},
+			{"abi_version", abi},
 			{"version", p.Plugin.Version},
 		}, 1)
 	}
@@ -129,8 +153,8 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 		lag.add([]Label{{"processor", g.Processor}, {"topic", g.Topic}, {"partition", strconv.Itoa(int(g.Partition))}}, float64(g.Lag))
 	}
 
-	fams := []family{*in, *out, *skipped, *dead, *failures, *failedTasks, *commits, *aborts, *latency,
-		*info, *swaps, *rollbacks,
+	fams := []family{*in, *out, *skipped, *dead, *failures, *failedTasks, *commits, *aborts, *latency, *commitSecs,
+		*info, *tasks, *swaps, *swapFailures, *rollbacks, *refusals,
 		*restoring, *restored, *target, *pos, *rate, *wipes, *done,
 		*lag}
 	seen := map[string]bool{}
@@ -174,6 +198,47 @@ func addHistogram(f *family, labels []Label, h Histogram) {
 	f.samples = append(f.samples,
 		sample{suffix: "_sum", labels: labels, value: h.Sum},
 		sample{suffix: "_count", labels: labels, value: float64(cum)})
+}
+
+// addTaskCounts adds the number of tasks running each version of a
+// processor, in version order; the active version is written with 0 when
+// no task runs it, so the processor's series never vanish.
+func addTaskCounts(f *family, processor, active string, tasks []TaskVersion) {
+	n := map[string]int{}
+	if active != "" {
+		n[active] = 0
+	}
+	for _, t := range tasks {
+		n[t.Version]++
+	}
+	versions := make([]string, 0, len(n))
+	for v := range n {
+		versions = append(versions, v)
+	}
+	slices.Sort(versions)
+	for _, v := range versions {
+		f.add([]Label{{"processor", processor}, {"version", v}}, float64(n[v]))
+	}
+}
+
+func activeVersion(procs []ProcessorInfo, name string) string {
+	for _, p := range procs {
+		if p.Name == name {
+			return p.Plugin.Version
+		}
+	}
+	return ""
+}
+
+// addSummary adds a summary's samples: one per quantile with the quantile
+// label, then _sum and _count.
+func addSummary(f *family, labels []Label, s Summary) {
+	for _, q := range s.Quantiles {
+		f.samples = append(f.samples, sample{labels: withLabel(labels, "quantile", formatFloat(q.Q)), value: q.Value})
+	}
+	f.samples = append(f.samples,
+		sample{suffix: "_sum", labels: labels, value: s.Sum},
+		sample{suffix: "_count", labels: labels, value: float64(s.Count)})
 }
 
 func withLabel(labels []Label, name, value string) []Label {

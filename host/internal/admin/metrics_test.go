@@ -3,7 +3,9 @@ package admin
 import (
 	"bytes"
 	"math"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestFormatFloat(t *testing.T) {
@@ -73,7 +75,7 @@ wasmstream_record_processing_seconds_bucket{processor="p",le="1"} 2
 wasmstream_record_processing_seconds_bucket{processor="p",le="+Inf"} 3
 wasmstream_record_processing_seconds_sum{processor="p"} 1.5
 wasmstream_record_processing_seconds_count{processor="p"} 3
-# HELP wasmstream_plugin_info The plugin module each processor runs now (always 1).
+# HELP wasmstream_plugin_info The plugin version each processor's new tasks start with (always 1).
 # TYPE wasmstream_plugin_info gauge
 wasmstream_plugin_info{processor="p",sha256="ff",abi_version="1"} 1
 # HELP wasmstream_restoring_tasks Tasks restoring their state now; the process is ready when 0.
@@ -82,5 +84,133 @@ wasmstream_restoring_tasks 0
 `
 	if got := buf.String(); got != want {
 		t.Errorf("exposition:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// The version families, byte for byte: plugin_info names the active
+// version; tasks counts the tasks per version (p is in the middle of a
+// swap; idle has no task, and its active version is written with 0); the
+// swap counters; the commit summary.
+func TestWriteTextExactVersions(t *testing.T) {
+	snap := Snapshot{
+		Processors: []ProcessorMetrics{{
+			Name: "p",
+			Lifecycle: &Lifecycle{
+				Swaps: 5, SwapFailures: 1, Rollbacks: 2, Refusals: 3,
+				Tasks: []TaskVersion{
+					{Task: "p/in/0", Version: "v2@bbbbbbbbbbbb"},
+					{Task: "p/in/1", Version: "config@aaaaaaaaaaaa"},
+					{Task: "p/in/2", Version: "v2@bbbbbbbbbbbb"},
+				},
+			},
+		}, {
+			Name:      "idle",
+			Lifecycle: &Lifecycle{},
+		}},
+		CommitLatency: &Summary{
+			Quantiles: []Quantile{{0.5, 0.004}, {0.99, 0.25}},
+			Count:     12, Sum: 0.5,
+		},
+	}
+	procs := []ProcessorInfo{
+		{Name: "p", Plugin: PluginInfo{SHA256: "bb", ABIVersion: 1, Version: "v2@bbbbbbbbbbbb", Label: "v2"}},
+		{Name: "idle", Plugin: PluginInfo{SHA256: "cc", Version: "config@cccccccccccc"}},
+	}
+	var buf bytes.Buffer
+	writeText(&buf, buildFamilies(snap, procs, func(string, string) {}))
+	got := buf.String()
+	// Only the families of this test: from the commit summary to the
+	// restoring gauge (the counters before it are covered above).
+	begin := strings.Index(got, "# HELP wasmstream_commit_seconds")
+	end := strings.Index(got, "# HELP wasmstream_restoring_tasks")
+	if begin < 0 || end < begin {
+		t.Fatalf("families missing or out of order:\n%s", got)
+	}
+	want := `# HELP wasmstream_commit_seconds Duration of the process's commit points (flush, offset commit or transaction end) in seconds; quantiles over the latest ones.
+# TYPE wasmstream_commit_seconds summary
+wasmstream_commit_seconds{quantile="0.5"} 0.004
+wasmstream_commit_seconds{quantile="0.99"} 0.25
+wasmstream_commit_seconds_sum 0.5
+wasmstream_commit_seconds_count 12
+# HELP wasmstream_plugin_info The plugin version each processor's new tasks start with (always 1).
+# TYPE wasmstream_plugin_info gauge
+wasmstream_plugin_info{processor="p",sha256="bb",abi_version="1",version="v2@bbbbbbbbbbbb"} 1
+wasmstream_plugin_info{processor="idle",sha256="cc",version="config@cccccccccccc"} 1
+# HELP wasmstream_tasks Tasks assigned to this process, by the plugin version they run.
+# TYPE wasmstream_tasks gauge
+wasmstream_tasks{processor="p",version="config@aaaaaaaaaaaa"} 1
+wasmstream_tasks{processor="p",version="v2@bbbbbbbbbbbb"} 2
+wasmstream_tasks{processor="idle",version="config@cccccccccccc"} 0
+# HELP wasmstream_plugin_swaps_total Tasks switched to a new plugin version.
+# TYPE wasmstream_plugin_swaps_total counter
+wasmstream_plugin_swaps_total{processor="p"} 5
+wasmstream_plugin_swaps_total{processor="idle"} 0
+# HELP wasmstream_plugin_swap_failures_total Tasks whose new plugin version did not start; they kept the running one.
+# TYPE wasmstream_plugin_swap_failures_total counter
+wasmstream_plugin_swap_failures_total{processor="p"} 1
+wasmstream_plugin_swap_failures_total{processor="idle"} 0
+# HELP wasmstream_plugin_rollbacks_total Automatic rollbacks of a plugin version that failed its canary.
+# TYPE wasmstream_plugin_rollbacks_total counter
+wasmstream_plugin_rollbacks_total{processor="p"} 2
+wasmstream_plugin_rollbacks_total{processor="idle"} 0
+# HELP wasmstream_plugin_refusals_total Plugin versions from the control topic this process refused to run; it kept the running one.
+# TYPE wasmstream_plugin_refusals_total counter
+wasmstream_plugin_refusals_total{processor="p"} 3
+wasmstream_plugin_refusals_total{processor="idle"} 0
+`
+	if got := got[begin:end]; got != want {
+		t.Errorf("exposition:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestNewSummary(t *testing.T) {
+	ms := func(n ...int) []time.Duration {
+		out := make([]time.Duration, len(n))
+		for i, v := range n {
+			out[i] = time.Duration(v) * time.Millisecond
+		}
+		return out
+	}
+	// 1..100 ms, shuffled: nearest rank gives 50, 90, 99 and 100 ms.
+	window := ms()
+	for i := range 100 {
+		window = append(window, time.Duration((i*37)%100+1)*time.Millisecond)
+	}
+	s := NewSummary(window, 5000, 42*time.Second)
+	want := []Quantile{{0.5, 0.05}, {0.9, 0.09}, {0.99, 0.099}, {1, 0.1}}
+	if len(s.Quantiles) != len(want) {
+		t.Fatalf("quantiles %v, want %v", s.Quantiles, want)
+	}
+	for i, q := range s.Quantiles {
+		if q.Q != want[i].Q || math.Abs(q.Value-want[i].Value) > 1e-12 {
+			t.Errorf("quantile %d = %v, want %v", i, q, want[i])
+		}
+	}
+	if s.Count != 5000 || s.Sum != 42 {
+		t.Errorf("count %d sum %v, want 5000 and 42 (all observations, not the window's)", s.Count, s.Sum)
+	}
+	if window[1] != 38*time.Millisecond {
+		t.Error("NewSummary sorted the caller's slice")
+	}
+
+	one := NewSummary(ms(7), 1, 7*time.Millisecond)
+	for _, q := range one.Quantiles {
+		if q.Value != 0.007 {
+			t.Errorf("one observation: quantile %v = %v, want 0.007", q.Q, q.Value)
+		}
+	}
+	// No commit point yet: NaN quantiles, zero count and sum (what
+	// Prometheus clients write for an empty summary).
+	empty := NewSummary(nil, 0, 0)
+	for _, q := range empty.Quantiles {
+		if !math.IsNaN(q.Value) {
+			t.Errorf("empty window: quantile %v = %v, want NaN", q.Q, q.Value)
+		}
+	}
+	var buf bytes.Buffer
+	writeText(&buf, buildFamilies(Snapshot{CommitLatency: &empty}, nil, func(string, string) {}))
+	if !strings.Contains(buf.String(), "wasmstream_commit_seconds{quantile=\"0.5\"} NaN\n") ||
+		!strings.Contains(buf.String(), "wasmstream_commit_seconds_count 0\n") {
+		t.Errorf("empty summary:\n%s", buf.String())
 	}
 }

@@ -1,6 +1,11 @@
 package admin
 
-import "strconv"
+import (
+	"math"
+	"slices"
+	"strconv"
+	"time"
+)
 
 // Source is what the admin endpoint reads: the host implements it, tests
 // use a fake. Every method is called on the request's goroutine, possibly
@@ -35,22 +40,33 @@ type ProcessorInfo struct {
 	Plugin  PluginInfo
 }
 
-// PluginInfo identifies a processor's active plugin module.
+// PluginInfo identifies a processor's active plugin module: the version
+// its new tasks start with (during a swap some tasks still run the
+// previous one; Lifecycle.Tasks says which).
 type PluginInfo struct {
+	// Path is the config file's plugin, or "" when the active module is
+	// not that file's (a version deployed through the control topic).
 	Path       string
 	SHA256     string // hex
 	Size       int64  // bytes of the module
-	ABIVersion int    // the ABI version the host speaks with it
-	// Version is a human version of the module, when the host knows one
-	// (for plugin swaps); "" otherwise. SHA256 is always the identity.
+	ABIVersion int    // the ABI version the host speaks with it; 0 if unknown
+	// Version is the version's ID (the wasmstream-version header of its
+	// outputs), when the host knows one; "" otherwise. SHA256 is always
+	// the identity.
 	Version string
+	// Label is the version's free-text label ("config" for the config
+	// file's plugin, else the one given at deploy); may be "".
+	Label string
 }
 
 // Snapshot is the numbers of one scrape. Optional parts the host does not
-// supply yet (Lifecycle, Lag, Extra) are simply left empty: their metrics
-// are then not written.
+// supply (Lifecycle, CommitLatency, Lag, Extra) are simply left empty:
+// their metrics are then not written.
 type Snapshot struct {
 	Processors []ProcessorMetrics
+	// CommitLatency is the duration of the commit points (flush, offset
+	// commit or transaction end) of the whole process; nil when unknown.
+	CommitLatency *Summary
 	// RestoringTasks is how many tasks are restoring now.
 	RestoringTasks int
 	// Restores is the latest progress of every restore, by task and store.
@@ -79,8 +95,9 @@ type ProcessorMetrics struct {
 	Failures map[string]int64
 	// Latency is the time in the plugin per record.
 	Latency Histogram
-	// Lifecycle is the plugin swap history; nil while the host has no
-	// plugin swaps (then no swap metrics are written).
+	// Lifecycle is the processor's plugin versions in this process; nil
+	// when the host does not know them (then no version or swap metrics
+	// are written).
 	Lifecycle *Lifecycle
 }
 
@@ -111,10 +128,68 @@ type RestoreProgress struct {
 	Done      bool
 }
 
-// Lifecycle counts a processor's plugin swaps.
+// Lifecycle is where a processor's plugin versions stand in this process:
+// the version each task runs, the versions refused, and the swap counters
+// (which only grow).
 type Lifecycle struct {
-	Swaps     int64 // plugin swaps that took effect
-	Rollbacks int64 // swaps rolled back to the previous module
+	Swaps        int64 // task switches to a new plugin version
+	SwapFailures int64 // task switches that failed (the task kept its version)
+	Rollbacks    int64 // automatic rollbacks of a version that failed its canary
+	Refusals     int64 // versions from the control topic this process refused to run
+	// Tasks is the version each assigned task runs, sorted by task.
+	Tasks []TaskVersion
+	// Refused is the latest refusals, oldest first (the host keeps a few).
+	Refused []Refusal
+}
+
+// TaskVersion is the plugin version one task runs.
+type TaskVersion struct {
+	Task    string // processor/topic/partition
+	Version string // a version ID, as PluginInfo.Version
+}
+
+// Refusal is a plugin version this process would not run: it kept the
+// running one.
+type Refusal struct {
+	Version string // the version ID; "(unreadable)" for a manifest that does not decode
+	SHA256  string // "" when unknown
+	Label   string
+	Reason  string
+	At      time.Time
+}
+
+// Summary is a duration distribution in seconds in the Prometheus summary
+// form: quantiles over a recent window of observations, and the count and
+// sum of all observations ever made.
+type Summary struct {
+	Quantiles []Quantile // ascending by Q
+	Count     uint64
+	Sum       float64
+}
+
+// Quantile is the value at or below which a fraction Q of the window's
+// observations lie; NaN when the window is empty.
+type Quantile struct{ Q, Value float64 }
+
+// SummaryQuantiles are the quantiles NewSummary computes.
+var SummaryQuantiles = []float64{0.5, 0.9, 0.99, 1}
+
+// NewSummary summarizes window, the latest observations, with count and
+// total over all observations: SummaryQuantiles of the window
+// (nearest rank), count and total in seconds.
+func NewSummary(window []time.Duration, count int, total time.Duration) Summary {
+	sorted := slices.Clone(window)
+	slices.Sort(sorted)
+	s := Summary{Count: uint64(max(count, 0)), Sum: total.Seconds()}
+	for _, q := range SummaryQuantiles {
+		v := math.NaN()
+		if n := len(sorted); n > 0 {
+			rank := int(math.Ceil(q*float64(n))) - 1
+			v = sorted[min(max(rank, 0), n-1)].Seconds()
+		}
+		s.Quantiles = append(s.Quantiles, Quantile{Q: q, Value: v})
+	}
+	return s
 }
 
 // PartitionLag is how far a task's committed position is behind the end
