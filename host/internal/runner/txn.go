@@ -70,6 +70,11 @@ func (r *Runner) commitTxn(ctx context.Context) error {
 		}
 	}
 	committed, err := r.endTxn(ctx, try)
+	// Every record of the transaction has its answer by now (End flushes
+	// or aborts them all); an abort fails the buffered ones with "client is
+	// aborting buffered records", which must not count against the next
+	// transaction.
+	r.produceErr.Store(nil)
 	r.inTxn = false
 	r.sinceCommit = 0
 	r.lastCommit = time.Now()

@@ -1,0 +1,296 @@
+package host
+
+import (
+	"context"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/host/internal/control"
+	"github.com/wasmstream/wasmstream/host/internal/runner"
+	"github.com/wasmstream/wasmstream/internal/wasmbuild"
+)
+
+// counterPipeline is a stateful pipeline running internal/testplugins/counter
+// (store "counts"), whose outputs show per key the exact sequence of counts.
+func counterPipeline(t *testing.T) *pipeline {
+	p := newPipeline(t, wasmbuild.Build(t, "./internal/testplugins/counter"), OnErrorSkip)
+	p.cfg.Processors[0].Stores = []string{"counts"}
+	p.cfg.State.Dir = t.TempDir()
+	return p
+}
+
+// feeder produces input ids id0, id1, ... (keys k0..k29) in small batches
+// until stopped, so swaps happen under load.
+type feeder struct {
+	stop chan struct{}
+	done chan struct{}
+	n    int
+}
+
+func feed(t *testing.T, p *pipeline, batch int, every time.Duration) *feeder {
+	f := &feeder{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		for {
+			recs := make([]*kgo.Record, batch)
+			for i := range recs {
+				id := f.n + i
+				recs[i] = &kgo.Record{Topic: p.in, Key: []byte("k" + strconv.Itoa(id%30)), Value: []byte("id" + strconv.Itoa(id))}
+			}
+			p.b.Produce(t, recs...)
+			f.n += batch
+			select {
+			case <-f.stop:
+				return
+			case <-time.After(every):
+			}
+		}
+	}()
+	return f
+}
+
+// end stops producing and returns how many ids were produced.
+func (f *feeder) end() int {
+	close(f.stop)
+	<-f.done
+	return f.n
+}
+
+// deploy publishes a version of processor "proc" the way `wasmstream
+// deploy` does: the config's plugin first, as the initial version.
+func deploy(t *testing.T, p *pipeline, wasmPath, label string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pub, err := control.NewPublisher(control.Config{Brokers: p.b.Addrs(), Topic: control.TopicName(p.cfg.AppID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	initial, err := os.ReadFile(p.cfg.Processors[0].Plugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := pub.DeployInitial(ctx, "proc", initial, "config", "test"); err != nil {
+		t.Fatal(err)
+	}
+	wasm, err := os.ReadFile(wasmPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := pub.Deploy(ctx, "proc", wasm, label, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return versionID(m.Version)
+}
+
+// waitVersion waits until h runs version id on every task it has (at least one).
+func waitVersion(t *testing.T, h *Host, id string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		v := h.Versions()[0]
+		all := len(v.Tasks) > 0 && v.Active.ID == id
+		for _, tv := range v.Tasks {
+			all = all && tv == id
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("host runs %+v, want %s on every task", v, id)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func headerOf(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// checkCounts checks the counter's committed outputs against the n input
+// ids: every id exactly once; per key, the counts 1..m exactly once each, and
+// the versions along them in the order given by rank (never going back).
+// It returns the number of outputs per version.
+func checkCounts(t *testing.T, out []*kgo.Record, n int, rank map[string]int) map[string]int {
+	t.Helper()
+	ids := map[string]int{}
+	type step struct {
+		n   int
+		ver string
+	}
+	perKey := map[string][]step{}
+	byVersion := map[string]int{}
+	for _, o := range out {
+		ids[string(o.Key)]++
+		key, count, ok := strings.Cut(string(o.Value), ":")
+		if !ok {
+			t.Fatalf("output value %q", o.Value)
+		}
+		c, _ := strconv.Atoi(count)
+		ver := headerOf(o, runner.HeaderVersion)
+		byVersion[ver]++
+		perKey[key] = append(perKey[key], step{c, ver})
+	}
+	for i := 0; i < n; i++ {
+		if c := ids["id"+strconv.Itoa(i)]; c != 1 {
+			t.Fatalf("id%d came out %d times (%d outputs for %d inputs)", i, c, len(out), n)
+		}
+	}
+	for key, steps := range perKey {
+		sort.Slice(steps, func(i, j int) bool { return steps[i].n < steps[j].n })
+		for i, s := range steps {
+			if s.n != i+1 {
+				t.Fatalf("key %s: counts %v, want 1..%d", key, steps, len(steps))
+			}
+			r, ok := rank[s.ver]
+			if !ok {
+				t.Fatalf("key %s count %d from version %q, not one of %v", key, s.n, s.ver, rank)
+			}
+			if i > 0 && r < rank[steps[i-1].ver] {
+				t.Fatalf("key %s: version went back from %s to %s at count %d", key, steps[i-1].ver, s.ver, s.n)
+			}
+		}
+	}
+	return byVersion
+}
+
+// A deploy under load with exactly_once: the running host switches each
+// task once, at a commit point; every input comes out exactly once; per
+// key the counts continue across the swap (the state is untouched) and the
+// versions go old -> new, never back. A restart then runs the new version.
+func TestSwapUnderLoadExactlyOnce(t *testing.T) {
+	p := counterPipeline(t)
+	h, stop := p.run(t)
+	old := h.Versions()[0].Active.ID
+	f := feed(t, p, 50, 10*time.Millisecond)
+	time.Sleep(500 * time.Millisecond)
+	v2 := deploy(t, p, wasmbuild.Build(t, "./internal/testplugins/counterv2"), "v2")
+	waitVersion(t, h, v2)
+	time.Sleep(300 * time.Millisecond)
+	n := f.end()
+	p.waitProcessed(t)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	byVersion := checkCounts(t, p.b.ReadCommitted(t, p.out, 30*time.Second), n, map[string]int{old: 0, v2: 1})
+	if byVersion[old] == 0 || byVersion[v2] == 0 {
+		t.Fatalf("outputs by version %v: the swap did not happen under load", byVersion)
+	}
+	t.Logf("%d inputs; outputs by version %v", n, byVersion)
+
+	// A restart runs the deployed version, not the config file's.
+	h2, stop2 := p.run(t)
+	if got := h2.Versions()[0].Active.ID; got != v2 {
+		t.Fatalf("after a restart the host runs %s, want %s", got, v2)
+	}
+	p.produce(t, "k1")
+	p.waitProcessed(t)
+	if err := stop2(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A fleet: two running hosts both switch to a deployed version; a host
+// started after the deploy starts with it.
+func TestSwapFleetConverges(t *testing.T) {
+	p := counterPipeline(t)
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	var hosts []*Host
+	for _, d := range dirs[:2] {
+		p.cfg.State.Dir = d
+		h, _ := p.run(t)
+		hosts = append(hosts, h)
+	}
+	f := feed(t, p, 20, 20*time.Millisecond)
+	v2 := deploy(t, p, wasmbuild.Build(t, "./internal/testplugins/counterv2"), "v2")
+	for _, h := range hosts {
+		waitVersion(t, h, v2)
+	}
+	p.cfg.State.Dir = dirs[2]
+	late, _ := p.run(t)
+	if got := late.Versions()[0].Active.ID; got != v2 {
+		t.Fatalf("a host started after the deploy runs %s, want %s", got, v2)
+	}
+	n := f.end()
+	p.waitProcessed(t)
+	checkCounts(t, p.b.ReadCommitted(t, p.out, 30*time.Second), n, map[string]int{versionID(hosts[0].procs[0].configVersion): 0, v2: 1})
+}
+
+// A new version failing a third of its records is rolled back by the fleet
+// on its own: the transactions holding its failures are aborted, so no
+// committed output carries its version, every input comes out exactly once
+// and the counts run on without a gap. The control topic records the
+// rollback, so a host started afterwards runs the old version.
+func TestAutoRollbackFleet(t *testing.T) {
+	p := counterPipeline(t)
+	p.cfg.Swap = SwapConfig{CanaryWindow: 30 * time.Second, MaxFailureRatio: 0.05, MinRecords: 1}
+	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
+	var hosts []*Host
+	for _, d := range dirs[:2] {
+		p.cfg.State.Dir = d
+		h, _ := p.run(t)
+		hosts = append(hosts, h)
+	}
+	old := hosts[0].Versions()[0].Active.ID
+	f := feed(t, p, 20, 20*time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	bad := deploy(t, p, wasmbuild.Build(t, "./internal/testplugins/counterbad"), "bad")
+	// The first host to see the failures rolls back and publishes it; the
+	// other follows the control topic (or rolls back on its own first).
+	deadline := time.Now().Add(60 * time.Second)
+	for hosts[0].Stats("proc").Rollbacks.Load()+hosts[1].Stats("proc").Rollbacks.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no rollback: %+v / %+v", hosts[0].Versions(), hosts[1].Versions())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, h := range hosts {
+		waitVersion(t, h, old)
+	}
+	n := f.end()
+	p.waitProcessed(t)
+	byVersion := checkCounts(t, p.b.ReadCommitted(t, p.out, 30*time.Second), n, map[string]int{old: 0})
+	if byVersion[bad] != 0 {
+		t.Fatalf("%d committed outputs from the rolled-back version", byVersion[bad])
+	}
+	rollbacks := hosts[0].Stats("proc").Rollbacks.Load() + hosts[1].Stats("proc").Rollbacks.Load()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rd, err := control.NewReader(control.Config{Brokers: p.b.Addrs(), Topic: control.TopicName(p.cfg.AppID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	st, err := rd.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.Manifest("proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if versionID(m.Version) != old || !strings.HasPrefix(m.Reason, "auto-rollback") {
+		t.Fatalf("control topic names %s (%s), want %s after an auto-rollback", versionID(m.Version), m.Reason, old)
+	}
+	p.cfg.State.Dir = dirs[2]
+	late, _ := p.run(t)
+	if got := late.Versions()[0].Active.ID; got != old {
+		t.Fatalf("a host started after the rollback runs %s, want %s", got, old)
+	}
+	t.Logf("%d inputs, outputs by version %v, %d rollbacks, topic reason %q", n, byVersion, rollbacks, m.Reason)
+}
+
