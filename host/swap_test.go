@@ -293,4 +293,3 @@ func TestAutoRollbackFleet(t *testing.T) {
 	}
 	t.Logf("%d inputs, outputs by version %v, %d rollbacks, topic reason %q", n, byVersion, rollbacks, m.Reason)
 }
-
