@@ -275,15 +275,7 @@ func (h *Host) Close() error {
 // loadPlugins compiles every processor's plugin into its own runtime (the
 // memory limit is a runtime setting) and checks it instantiates.
 func (h *Host) loadPlugins(ctx context.Context) error {
-	cacheDir := h.cfg.Runtime.CacheDir
-	if cacheDir == "" {
-		if dir, err := os.UserCacheDir(); err == nil {
-			cacheDir = filepath.Join(dir, "wasmstream")
-		}
-	}
-	if cacheDir == "off" {
-		cacheDir = ""
-	}
+	cacheDir := compileCacheDir(h.cfg)
 	for i := range h.cfg.Processors {
 		pc := &h.cfg.Processors[i]
 		lp, rt, err := loadProcessor(ctx, pc, cacheDir, h.cfg.Runtime.MaxModuleSize, h.log)
@@ -298,10 +290,51 @@ func (h *Host) loadPlugins(ctx context.Context) error {
 	return nil
 }
 
+// compileCacheDir is the directory of compiled modules runtime.cache_dir
+// names ("" for none).
+func compileCacheDir(cfg *Config) string {
+	cacheDir := cfg.Runtime.CacheDir
+	if cacheDir == "" {
+		if dir, err := os.UserCacheDir(); err == nil {
+			cacheDir = filepath.Join(dir, "wasmstream")
+		}
+	}
+	if cacheDir == "off" {
+		cacheDir = ""
+	}
+	return cacheDir
+}
+
 func loadProcessor(ctx context.Context, pc *ProcessorConfig, cacheDir string, maxModuleSize ByteSize, log *slog.Logger) (*loadedProcessor, *engine.Runtime, error) {
 	wasm, err := os.ReadFile(pc.Plugin)
 	if err != nil {
 		return nil, nil, fmt.Errorf("plugin: %w", err)
+	}
+	lp, err := newProcessor(ctx, pc, cacheDir, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	if uint64(len(wasm)) > uint64(maxModuleSize) {
+		return nil, lp.rt, fmt.Errorf("plugin %s: %d bytes is over runtime.max_module_size (%d)", pc.Plugin, len(wasm), maxModuleSize)
+	}
+	lp.configVersion = control.NewVersion(wasm, "config")
+	lp.version = lp.configVersion
+	if lp.module, err = lp.compile(ctx, wasm); err != nil {
+		return nil, lp.rt, fmt.Errorf("plugin %s: %w", pc.Plugin, err)
+	}
+	return lp, lp.rt, nil
+}
+
+// newProcessor makes the processor's runtime (its limits) and binding (its
+// config, outputs and stores), ready to compile versions of its plugin.
+// The caller closes lp.rt.
+func newProcessor(ctx context.Context, pc *ProcessorConfig, cacheDir string, log *slog.Logger) (*loadedProcessor, error) {
+	conf, err := json.Marshal(pc.Config)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if pc.Config == nil {
+		conf = []byte("{}")
 	}
 	rt, err := engine.NewRuntime(ctx, engine.Options{
 		CacheDir:      cacheDir,
@@ -310,35 +343,19 @@ func loadProcessor(ctx context.Context, pc *ProcessorConfig, cacheDir string, ma
 		Logger:        log,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("wasm runtime: %w", err)
-	}
-	if uint64(len(wasm)) > uint64(maxModuleSize) {
-		return nil, rt, fmt.Errorf("plugin %s: %d bytes is over runtime.max_module_size (%d)", pc.Plugin, len(wasm), maxModuleSize)
-	}
-	conf, err := json.Marshal(pc.Config)
-	if err != nil {
-		return nil, rt, fmt.Errorf("config: %w", err)
-	}
-	if pc.Config == nil {
-		conf = []byte("{}")
+		return nil, fmt.Errorf("wasm runtime: %w", err)
 	}
 	names := pc.OutputNames()
 	topics := make([]string, len(names))
 	for i, n := range names {
 		topics[i] = pc.Outputs[n]
 	}
-	lp := &loadedProcessor{
-		cfg:           pc,
-		rt:            rt,
-		binding:       engine.Binding{Name: pc.Name, Outputs: names, Stores: pc.Stores, Config: conf},
-		topics:        topics,
-		configVersion: control.NewVersion(wasm, "config"),
-	}
-	lp.version = lp.configVersion
-	if lp.module, err = lp.compile(ctx, wasm); err != nil {
-		return nil, rt, fmt.Errorf("plugin %s: %w", pc.Plugin, err)
-	}
-	return lp, rt, nil
+	return &loadedProcessor{
+		cfg:     pc,
+		rt:      rt,
+		binding: engine.Binding{Name: pc.Name, Outputs: names, Stores: pc.Stores, Config: conf},
+		topics:  topics,
+	}, nil
 }
 
 // compile compiles a version of the processor's plugin and instantiates it
