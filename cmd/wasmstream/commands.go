@@ -25,6 +25,11 @@ Usage:
   wasmstream state dump -c pipeline.yaml --store NAME [--partition N]
                                         print a store's keys, values and checkpoint
                                         from the local state directory (offline)
+  wasmstream deploy -c pipeline.yaml PROCESSOR FILE.wasm [--label L]
+                                        publish a plugin version; running processes
+                                        switch to it at their next commit point
+  wasmstream rollback -c pipeline.yaml PROCESSOR
+                                        make the previous plugin version active again
   wasmstream demo                       run a demo on an embedded Kafka
   wasmstream help                       this text
 
@@ -63,6 +68,10 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer, enviro
 		return exitUsage
 	case "state":
 		return e.state(args[1:])
+	case "deploy":
+		return e.deploy(ctx, args[1:])
+	case "rollback":
+		return e.rollback(ctx, args[1:])
 	case "demo":
 		return e.demo(ctx, args[1:])
 	case "help", "-h", "--help":
@@ -86,6 +95,7 @@ func (e *env) configFlags(name string, args []string, extra ...func(*pflag.FlagS
 		f(fs)
 	}
 	if err := fs.Parse(args); err != nil {
+		e.flagError(name, err)
 		return nil, "", false
 	}
 	if *path == "" {
@@ -93,6 +103,14 @@ func (e *env) configFlags(name string, args []string, extra ...func(*pflag.FlagS
 		return nil, "", false
 	}
 	return fs, *path, true
+}
+
+// flagError reports a command line pflag refused (with ContinueOnError it
+// prints nothing itself); -h has printed the usage already.
+func (e *env) flagError(name string, err error) {
+	if !errors.Is(err, pflag.ErrHelp) {
+		fmt.Fprintf(e.stderr, "wasmstream %s: %v (wasmstream %s -h lists its flags)\n", name, err, name)
+	}
 }
 
 func (e *env) loadConfig(path string, fs *pflag.FlagSet) (*host.Config, bool) {
@@ -235,6 +253,7 @@ func (e *env) demo(ctx context.Context, args []string) int {
 	records := fs.Int("records", 12, "sample records to produce")
 	verbose := fs.Bool("verbose", false, "show host logs")
 	if err := fs.Parse(args); err != nil {
+		e.flagError("demo", err)
 		return exitUsage
 	}
 	level := "error"

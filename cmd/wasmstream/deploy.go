@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/wasmstream/wasmstream/host"
+)
+
+const deployUsage = `usage: wasmstream deploy -c pipeline.yaml PROCESSOR FILE.wasm [--label LABEL]
+
+Publishes FILE.wasm as PROCESSOR's plugin version to the app's control topic
+(<app_id>-plugins on kafka.brokers). Every running wasmstream of the app
+switches each of its tasks to it at the task's next commit point. The module
+is checked first, as a running process would (size, compile, instantiate with
+the processor's config, limits, outputs and stores): one that cannot run is
+refused and nothing is published. The first deploy of a processor also
+records the config file's plugin, labeled "config", to roll back to.
+
+--label defaults to FILE's base name without .wasm; --label "" leaves the
+version unlabeled (known by its hash alone). Outputs carry the version as
+the header wasmstream-version: LABEL@SHA256-PREFIX.
+`
+
+const rollbackUsage = `usage: wasmstream rollback -c pipeline.yaml PROCESSOR
+
+Makes PROCESSOR's previous plugin version active again in the app's control
+topic; running processes switch back at their next commit point.
+`
+
+func (e *env) deploy(ctx context.Context, args []string) int {
+	fs, path, ok := e.configFlags("deploy", args, func(fs *pflag.FlagSet) {
+		fs.String("label", "", "the version's label (default: FILE's base name without .wasm)")
+		fs.Usage = func() {
+			fmt.Fprint(e.stderr, deployUsage+"\nFlags:\n")
+			fs.PrintDefaults()
+		}
+	})
+	if !ok {
+		return exitUsage
+	}
+	if fs.NArg() != 2 {
+		fmt.Fprint(e.stderr, deployUsage)
+		return exitUsage
+	}
+	processor, file := fs.Arg(0), fs.Arg(1)
+	label, _ := fs.GetString("label")
+	if !fs.Changed("label") {
+		label = strings.TrimSuffix(filepath.Base(file), ".wasm")
+	}
+	cfg, ok := e.loadConfig(path, fs)
+	if !ok {
+		return exitError
+	}
+	wasm, err := os.ReadFile(file)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "wasmstream deploy: %v\n", err)
+		return exitError
+	}
+	res, err := host.Deploy(ctx, cfg, processor, wasm, label, e.logger(commandLogLevel(fs, cfg)))
+	switch {
+	case errors.Is(err, host.ErrAlreadyActive):
+		fmt.Fprintf(e.stdout, "%s already runs %s (%s): nothing to deploy\n", processor, res.Active.ID, file)
+		return exitOK
+	case err != nil:
+		fmt.Fprintf(e.stderr, "wasmstream deploy: %s: %v\n", file, err)
+		return exitError
+	}
+	was := "no previous version: the config file's plugin could not run, so there is nothing to roll back to"
+	if res.Previous.ID != "" {
+		was = "was " + res.Previous.ID
+	}
+	fmt.Fprintf(e.stdout, "deployed %s %s to %s at offset %d (%s); running processes switch at their next commit point\n",
+		processor, res.Active.ID, res.Topic, res.Offset, was)
+	return exitOK
+}
+
+func (e *env) rollback(ctx context.Context, args []string) int {
+	fs, path, ok := e.configFlags("rollback", args, func(fs *pflag.FlagSet) {
+		fs.Usage = func() {
+			fmt.Fprint(e.stderr, rollbackUsage+"\nFlags:\n")
+			fs.PrintDefaults()
+		}
+	})
+	if !ok {
+		return exitUsage
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprint(e.stderr, rollbackUsage)
+		return exitUsage
+	}
+	processor := fs.Arg(0)
+	cfg, ok := e.loadConfig(path, fs)
+	if !ok {
+		return exitError
+	}
+	res, err := host.Rollback(ctx, cfg, processor, e.logger(commandLogLevel(fs, cfg)))
+	if err != nil {
+		fmt.Fprintf(e.stderr, "wasmstream rollback: %v\n", err)
+		return exitError
+	}
+	fmt.Fprintf(e.stdout, "rolled back %s to %s in %s at offset %d (was %s); running processes switch at their next commit point\n",
+		processor, res.Active.ID, res.Topic, res.Offset, res.Previous.ID)
+	return exitOK
+}
+
+// commandLogLevel is the log level of a one-shot command: warn, unless
+// --log-level asks for another (the config's log.level is for run).
+func commandLogLevel(fs *pflag.FlagSet, cfg *host.Config) string {
+	if fs.Changed("log-level") {
+		return cfg.Log.Level
+	}
+	return "warn"
+}

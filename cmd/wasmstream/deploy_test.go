@@ -1,0 +1,117 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/wasmstream/wasmstream/internal/testbroker"
+)
+
+// shortHash is the hash prefix of a version ID.
+func shortHash(t *testing.T, path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
+}
+
+// deployConfig writes a one-processor config ("proc", the passthrough
+// plugin) on b; with b nil, kafka.brokers is empty.
+func deployConfig(t *testing.T, b *testbroker.Broker) (path, appID string) {
+	plugin, _ := filepath.Abs(testdata("passthrough"))
+	appID, brokers := "deploy-cli", ""
+	if b != nil {
+		appID, brokers = b.Name(t, "app"), strings.Join(b.Addrs(), ",")
+	}
+	return writeFile(t, t.TempDir(), "pipeline.yaml", "app_id: "+appID+"\nkafka:\n  brokers: ["+brokers+"]\nruntime: {cache_dir: \"off\"}\n"+
+		"processors:\n  - name: proc\n    plugin: "+plugin+"\n    inputs: [in]\n    outputs: {out: out}\n"), appID
+}
+
+func TestDeployAndRollbackCommands(t *testing.T) {
+	b := testbroker.New(t)
+	cfg, appID := deployConfig(t, b)
+	v1, v2 := "config@"+shortHash(t, testdata("passthrough")), "trap@"+shortHash(t, testdata("trap"))
+
+	// The label defaults to the file's base name; flags may follow the
+	// positionals.
+	code, out, errs := runCLI(t, "deploy", "proc", testdata("trap"), "-c", cfg)
+	want := regexp.MustCompile(`^deployed proc ` + v2 + ` to ` + appID + `-plugins at offset [0-9]+ \(was ` + v1 +
+		`\); running processes switch at their next commit point\n$`)
+	if code != exitOK || !want.MatchString(out) {
+		t.Fatalf("deploy: exit %d, stdout %q, stderr %q; want %s", code, out, errs, want)
+	}
+
+	// Again: nothing to do, and not an error.
+	code, out, errs = runCLI(t, "deploy", "-c", cfg, "proc", testdata("trap"), "--label", "other")
+	if code != exitOK || !strings.Contains(out, "proc already runs "+v2) || !strings.Contains(out, "nothing to deploy") {
+		t.Fatalf("deploy of the active version: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+
+	code, out, errs = runCLI(t, "rollback", "-c", cfg, "proc")
+	want = regexp.MustCompile(`^rolled back proc to ` + v1 + ` in ` + appID + `-plugins at offset [0-9]+ \(was ` + v2 +
+		`\); running processes switch at their next commit point\n$`)
+	if code != exitOK || !want.MatchString(out) {
+		t.Fatalf("rollback: exit %d, stdout %q, stderr %q; want %s", code, out, errs, want)
+	}
+	code, out, errs = runCLI(t, "rollback", "-c", cfg, "proc")
+	if code != exitError || out != "" || !strings.Contains(errs, "wasmstream rollback: processor \"proc\" runs "+v1+" and has no previous version") {
+		t.Fatalf("rollback with no previous version: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+
+	// --label "" leaves the version unlabeled.
+	code, out, errs = runCLI(t, "deploy", "-c", cfg, "proc", testdata("loop"), "--label", "")
+	if code != exitOK || !strings.Contains(out, "deployed proc "+shortHash(t, testdata("loop"))+" to ") {
+		t.Fatalf("deploy without label: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+func TestDeployCommandRefusals(t *testing.T) {
+	b := testbroker.New(t)
+	cfg, _ := deployConfig(t, b)
+	embedded, _ := deployConfig(t, nil)
+	notWasm := writeFile(t, t.TempDir(), "notes.wasm", "hello, not wasm")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"deploy", "-c", cfg, "proc", "/no/such/file.wasm"}, "no such file"},
+		{[]string{"deploy", "-c", cfg, "proc", notWasm}, `processor "proc" cannot run this module (nothing published)`},
+		{[]string{"deploy", "-c", cfg, "proc", testdata("abi2")}, "unsupported ABI version"},
+		{[]string{"deploy", "-c", cfg, "proc", testdata("missingprocess")}, "missing export: wasmstream_process"},
+		{[]string{"deploy", "-c", cfg, "proc", testdata("inittrap")}, "init trapped"},
+		{[]string{"deploy", "-c", cfg, "nope", testdata("trap")}, `unknown processor "nope"; the config's processors: proc`},
+		{[]string{"deploy", "-c", embedded, "proc", testdata("trap")}, "kafka.brokers is empty"},
+		{[]string{"rollback", "-c", cfg, "proc"}, "nothing deployed"},
+		{[]string{"rollback", "-c", cfg, "nope"}, `unknown processor "nope"`},
+		{[]string{"rollback", "-c", embedded, "proc"}, "kafka.brokers is empty"},
+	} {
+		code, out, errs := runCLI(t, c.args...)
+		if code != exitError || out != "" || !strings.Contains(errs, c.want) || !strings.HasPrefix(errs, "wasmstream "+c.args[0]+": ") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 saying %q", c.args, code, out, errs, c.want)
+		}
+	}
+}
+
+func TestDeployUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"deploy"},
+		{"deploy", "proc", "x.wasm"},              // no -c
+		{"deploy", "-c", "p.yaml", "proc"},        // no file
+		{"deploy", "-c", "p.yaml", "a", "b", "c"}, // one too many
+		{"deploy", "-c", "p.yaml", "--nope", "proc", "x.wasm"},
+		{"rollback", "-c", "p.yaml"},
+		{"rollback", "-c", "p.yaml", "a", "b"},
+		{"rollback", "proc"},
+	} {
+		if code, out, errs := runCLI(t, args...); code != exitUsage || out != "" || errs == "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want a usage error", args, code, out, errs)
+		}
+	}
+}
