@@ -35,10 +35,12 @@
 //  5. Records are applied in batches with Task.ApplyRestored, each with the
 //     checkpoint "offset after the batch", so an interrupted restore resumes
 //     where it stopped and a checkpoint never claims a record the store does
-//     not hold. Batches are applied in order by a second goroutine, the only
-//     one using the Task while the consumer reads, so that reading the next
-//     batch overlaps writing the last; everything read is applied before a
-//     restore returns or restarts. Before each batch the Task's wipe
+//     not hold. The reader sorts each batch by key and keeps the last record
+//     of each key (see sorter). Batches are applied in order by a second
+//     goroutine, the only one using the Task while the consumer reads, so
+//     that reading the next batch overlaps writing the last; everything read
+//     is applied before a restore returns or restarts. Before each batch the
+//     Task's wipe
 //     generation is compared: if anyone wiped the task meanwhile, the batch
 //     is dropped and restore starts over from the log start instead of
 //     writing a checkpoint over a hole (the Kafka Streams revive bug).
@@ -324,10 +326,11 @@ type run struct {
 	// poller side
 	pos        int64 // next offset to read
 	target     int64
-	submitted  int64 // position of the last batch handed to the applier
-	batch      []state.Change
+	submitted  int64          // position of the last batch handed to the applier
+	batch      []state.Change // records read since the last submit, in changelog order
 	batchBytes int
-	free       chan []state.Change // batch slices the applier is done with
+	sorter     sorter
+	free       chan []state.Change // sorted batch slices the applier is done with
 	lastMove   time.Time           // when pos last advanced
 }
 
@@ -347,6 +350,7 @@ func (r *Restorer) Restore(ctx context.Context, task *state.Task, store int, top
 		began: time.Now(),
 		free:  make(chan []state.Change, 3),
 	}
+	u.batch = make([]state.Change, 0, min(r.cfg.BatchRecords, 1<<16))
 	u.res.Task, u.res.Store, u.res.Topic, u.res.Partition = task.String(), names[store], topic, partition
 	err := u.restore(ctx)
 	u.fillProgress(u.pos)
@@ -437,7 +441,7 @@ func (u *run) restore(ctx context.Context) error {
 			// Record where the store is complete up to, even when nothing
 			// was read (empty changelog, only markers, a fresh store at the
 			// log start).
-			err = u.apply(nil, u.pos, true)
+			err = u.apply(nil, 0, u.pos, true)
 			if errors.Is(err, errWiped) {
 				err = u.wipedElsewhere(ctx)
 			}
@@ -597,21 +601,24 @@ func (u *run) maybeSubmit(ctx context.Context, a *applier) error {
 	return ctx.Err()
 }
 
-// submit hands the batch read so far, with the position after it, to the
-// applier.
+// submit hands the batch read so far, sorted by key with one record per key
+// (see sorter), with the position after it, to the applier.
 func (u *run) submit(a *applier) error {
 	if len(u.batch) == 0 && u.pos == u.submitted {
 		return nil
 	}
-	recs := u.batch
+	var sorted []state.Change
 	select {
-	case u.batch = <-u.free:
+	case sorted = <-u.free:
 	default:
-		u.batch = make([]state.Change, 0, min(u.cfg.BatchRecords, 1<<16))
+		sorted = make([]state.Change, 0, min(len(u.batch), u.cfg.BatchRecords))
 	}
-	u.batchBytes = 0
+	sorted = u.sorter.sort(sorted, u.batch)
+	read := len(u.batch)
+	clear(u.batch) // let the fetched records go
+	u.batch, u.batchBytes = u.batch[:0], 0
 	u.submitted = u.pos
-	return a.submit(recs, u.pos)
+	return a.submit(sorted, read, u.pos)
 }
 
 func (u *run) recycle(recs []state.Change) {
@@ -635,7 +642,8 @@ type applier struct {
 }
 
 type applyReq struct {
-	recs []state.Change
+	recs []state.Change // sorted, one per key
+	read int            // records of the changelog they came from
 	next int64
 }
 
@@ -658,7 +666,7 @@ func (a *applier) loop() {
 	}()
 	for req := range a.ch {
 		if a.err == nil {
-			if err := a.u.apply(req.recs, req.next, false); err != nil {
+			if err := a.u.apply(req.recs, req.read, req.next, false); err != nil {
 				a.err = err
 				a.failed.Store(true)
 			}
@@ -668,13 +676,13 @@ func (a *applier) loop() {
 	finished = true
 }
 
-func (a *applier) submit(recs []state.Change, next int64) error {
+func (a *applier) submit(recs []state.Change, read int, next int64) error {
 	if a.failed.Load() {
 		a.u.recycle(recs)
 		return a.stop()
 	}
 	select {
-	case a.ch <- applyReq{recs, next}:
+	case a.ch <- applyReq{recs, read, next}:
 		return nil
 	case <-a.done: // ended early
 		return a.stop()
@@ -692,12 +700,13 @@ func (a *applier) stop() error {
 	return a.err
 }
 
-// apply writes recs and the checkpoint next in one state batch. With final
-// set it writes the checkpoint even with no records when the store has none
-// yet. If the task was wiped since our last write (by anyone), it writes
+// apply writes recs (the read changelog records made into a sorted batch
+// with one record per key) and the checkpoint next in one state batch. With
+// final set it writes the checkpoint even with no records when the store has
+// none yet. If the task was wiped since our last write (by anyone), it writes
 // nothing and returns errWiped: writing would make the checkpoint claim the
 // records the wipe removed.
-func (u *run) apply(recs []state.Change, next int64, final bool) error {
+func (u *run) apply(recs []state.Change, read int, next int64, final bool) error {
 	if u.task.WipeGeneration() != u.gen {
 		return errWiped
 	}
@@ -710,7 +719,7 @@ func (u *run) apply(recs []state.Change, next int64, final bool) error {
 	if err := u.task.ApplyRestored(u.store, recs, next); err != nil {
 		return err
 	}
-	u.res.Restored += int64(len(recs))
+	u.res.Restored += int64(read)
 	u.cp, u.hasCP = next, true
 	u.fillProgress(next)
 	if time.Since(u.lastLog) >= u.cfg.ProgressLogEvery {
