@@ -37,7 +37,7 @@ type pipeline struct {
 
 // newPipeline makes a one-processor config on the test broker with fresh
 // topics (3 partitions).
-func newPipeline(t *testing.T, plugin string, onError string) *pipeline {
+func newPipeline(t testing.TB, plugin string, onError string) *pipeline {
 	b := testbroker.New(t)
 	p := &pipeline{b: b, in: b.Name(t, "in"), out: b.Name(t, "out")}
 	b.CreateTopic(t, p.in, 3, nil)
@@ -59,10 +59,10 @@ func newPipeline(t *testing.T, plugin string, onError string) *pipeline {
 	return p
 }
 
-func testLogger(t *testing.T) *slog.Logger { return testbroker.Logger(t, slog.LevelWarn) }
+func testLogger(t testing.TB) *slog.Logger { return testbroker.Logger(t, slog.LevelWarn) }
 
 // run starts the host; the returned func stops it and returns Run's error.
-func (p *pipeline) run(t *testing.T) (*Host, func() error) {
+func (p *pipeline) run(t testing.TB) (*Host, func() error) {
 	h, err := New(context.Background(), p.cfg, WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatalf("New: %v", err)

@@ -317,11 +317,11 @@ func (pv *procVersions) byIDLocked(id string) (control.Version, bool) {
 	return v, ok
 }
 
-// SwapStalls returns the latest per-task swap stalls of a processor (see
-// runner.Runner.SwapStalls).
-func (h *Host) SwapStalls(processor string) []time.Duration {
+// SwapStalls returns the latest per-task swap stalls of a processor and
+// the gaps across commit points without a swap (see runner.Runner.SwapStalls).
+func (h *Host) SwapStalls(processor string) (stalls, gaps []time.Duration) {
 	if h.runner == nil {
-		return nil
+		return nil, nil
 	}
 	return h.runner.SwapStalls(processor)
 }

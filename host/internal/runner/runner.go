@@ -172,6 +172,9 @@ type procState struct {
 	// to (loop only).
 	active *version
 	stalls stallSamples
+	// gaps are the same measure across commit points without a swap:
+	// the pause every commit point makes, the baseline of stalls.
+	gaps stallSamples
 
 	// mu guards what Swap and ActiveVersion share with the loop.
 	mu           sync.Mutex

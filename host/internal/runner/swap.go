@@ -107,14 +107,17 @@ func (r *Runner) ActiveVersion(processor string) (active string, tasks map[TaskI
 // SwapStalls returns, for the named processor, the latest per-task stalls
 // of its swaps: the time from the last record the old version processed to
 // the first the new one processed, in the same task (at most 4096 samples).
-func (r *Runner) SwapStalls(processor string) []time.Duration {
+// gaps are the same measure across commit points without a switch: the
+// pause any commit point makes, which a swap's stall includes.
+func (r *Runner) SwapStalls(processor string) (stalls, gaps []time.Duration) {
 	for _, ps := range r.procs {
 		if ps.spec.Name == processor {
-			d, _, _ := ps.stalls.snapshot()
-			return d
+			stalls, _, _ = ps.stalls.snapshot()
+			gaps, _, _ = ps.gaps.snapshot()
+			return stalls, gaps
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 func (r *Runner) wakeLoop() {
@@ -171,6 +174,9 @@ func (r *Runner) advanceSwaps(ctx context.Context) {
 			default:
 			}
 		}
+		if t.stallFrom.IsZero() && !t.lastProcessed.IsZero() {
+			t.gapFrom = t.lastProcessed
+		}
 		if t.prevInst != nil && now.Sub(t.swappedAt) >= t.ver.canary.Window {
 			// The canary window is over: the version stays.
 			_ = t.prevInst.Close(ctx)
@@ -186,9 +192,11 @@ func (r *Runner) advanceSwaps(ctx context.Context) {
 func (r *Runner) prepare(t *task, v *version) *prepared {
 	p := &prepared{ver: v, done: make(chan struct{})}
 	go func() {
-		defer close(p.done)
-		defer r.wakeLoop()
 		p.inst, p.err = v.Plugin.Instantiate(context.Background(), t.id, t, t.st)
+		// done first: the loop, woken, must find the instance ready (an
+		// idle loop would otherwise wait in its poll for the next record).
+		close(p.done)
+		r.wakeLoop()
 	}()
 	return p
 }

@@ -51,7 +51,7 @@ func testSwapUnderLoad(t *testing.T, eos bool) {
 	f.produceInputs(t, n/2, n/2)
 	f.waitCommitted(t, f.endOffsets(t, f.in))
 	active, tasks := r.ActiveVersion("upper")
-	stalls := r.SwapStalls("upper")
+	stalls, _ := r.SwapStalls("upper")
 	swaps := r.Stats("upper").Swaps.Load()
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -209,4 +209,39 @@ type brokenPlugin struct{}
 
 func (brokenPlugin) Instantiate(context.Context, TaskID, Sink, *state.Task) (Processor, error) {
 	return nil, errors.New("init trapped")
+}
+
+// A swap reaches the tasks of an idle runner too: with no record to
+// process, the loop waits in its poll, and the new version's instances
+// being ready must end that wait.
+func TestSwapWhileIdle(t *testing.T) {
+	f := newFixture(t, true, 3)
+	f.produceInputs(t, 0, 30)
+	r := f.runner(t, &goPlugin{}, "fail")
+	stop := start(t, r)
+	f.waitCommitted(t, f.endOffsets(t, f.in))
+	for i := 2; i <= 6; i++ {
+		id := "v" + strconv.Itoa(i)
+		if err := r.Swap("upper", Version{ID: id, Plugin: &goPlugin{}}, Canary{}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			_, tasks := r.ActiveVersion("upper")
+			done := len(tasks) == 3
+			for _, v := range tasks {
+				done = done && v == id
+			}
+			if done {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("idle tasks still run %v, want %s", tasks, id)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -66,6 +66,7 @@ type task struct {
 	// switch, is the old version's last record, for SwapStalls.
 	lastProcessed time.Time
 	stallFrom     time.Time
+	gapFrom       time.Time // the same, at a commit point without a switch
 
 	// st is the task's state (nil without stores). restoring is set until
 	// its restore has finished and been taken in by the poll loop.
@@ -215,6 +216,9 @@ func (t *task) processOne(ctx context.Context, kr *kgo.Record) error {
 	if !t.stallFrom.IsZero() {
 		t.proc.stalls.add(start.Sub(t.stallFrom))
 		t.stallFrom = time.Time{}
+	} else if !t.gapFrom.IsZero() {
+		t.proc.gaps.add(start.Sub(t.gapFrom))
+		t.gapFrom = time.Time{}
 	}
 	t.lastProcessed = end
 	if err != nil {
