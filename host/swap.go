@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"sort"
 	"sync"
 	"time"
@@ -109,7 +110,8 @@ func (h *Host) loadControl(ctx context.Context) error {
 	if err := control.EnsureTopic(tctx, kadm.NewClient(cl), h.ctlTopic); err != nil {
 		return err
 	}
-	h.ctlReader, err = control.NewReader(control.Config{Brokers: h.brokers, Topic: h.ctlTopic})
+	h.ctlReader, err = control.NewReader(control.Config{Brokers: h.brokers, Topic: h.ctlTopic,
+		ClientOpts: []kgo.Opt{kgo.ClientID(h.cfg.Kafka.ClientID)}})
 	if err != nil {
 		return err
 	}
@@ -246,11 +248,18 @@ func (h *Host) onRollback(ev runner.RollbackEvent) {
 		return
 	}
 	pv.mu.Lock()
-	bad := pv.byID[ev.From]
+	bad, known := pv.byID[ev.From]
 	if back, ok := pv.byID[ev.To]; ok {
 		pv.active = back
 	}
 	pv.mu.Unlock()
+	if !known || bad.Hash == "" {
+		// Without the failing version's hash the rollback could undo
+		// whatever the topic names now, a newer deploy included.
+		h.log.Error("automatic rollback not published: the failing version is unknown to the host",
+			"processor", ev.Processor, "from", ev.From)
+		return
+	}
 	pub, err := h.controlPublisher()
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), brokerTimeout)
@@ -272,7 +281,8 @@ func (h *Host) controlPublisher() (*control.Publisher, error) {
 	h.pubMu.Lock()
 	defer h.pubMu.Unlock()
 	if h.publisher == nil {
-		p, err := control.NewPublisher(control.Config{Brokers: h.brokers, Topic: h.ctlTopic})
+		p, err := control.NewPublisher(control.Config{Brokers: h.brokers, Topic: h.ctlTopic,
+			ClientOpts: []kgo.Opt{kgo.ClientID(h.cfg.Kafka.ClientID)}})
 		if err != nil {
 			return nil, err
 		}
@@ -328,10 +338,15 @@ func (h *Host) SwapStalls(processor string) (stalls, gaps []time.Duration) {
 
 // deployer names who publishes: user@host.
 func deployer() string {
-	user := os.Getenv("USER")
-	if user == "" {
-		user = "unknown"
+	name := os.Getenv("USER")
+	if name == "" {
+		if u, err := user.Current(); err == nil {
+			name = u.Username
+		}
+	}
+	if name == "" {
+		name = "unknown"
 	}
 	host, _ := os.Hostname()
-	return user + "@" + host
+	return name + "@" + host
 }
