@@ -2,9 +2,15 @@ package host
 
 import (
 	"fmt"
+	"runtime"
+	"sort"
 	"strings"
+	"sync"
+	"time"
+	"weak"
 
 	"github.com/wasmstream/wasmstream/host/internal/admin"
+	"github.com/wasmstream/wasmstream/host/internal/engine"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
 )
 
@@ -12,7 +18,7 @@ import (
 // at the beginning of New; until New finished (h.started) it reports a
 // live, unready process with no processors. After that everything it
 // reads is fixed or safe for concurrent use: the runner's Stats are
-// atomics, Restoring and RestoreProgress lock.
+// atomics; Restoring, RestoreProgress, CommitLatencies and Versions lock.
 type adminSource struct{ h *Host }
 
 const startingReason = "starting: loading plugins and connecting to Kafka"
@@ -54,21 +60,60 @@ func (s adminSource) Processors() []admin.ProcessorInfo {
 	if !s.h.started.Load() {
 		return nil
 	}
+	versions := s.versions()
 	out := make([]admin.ProcessorInfo, len(s.h.procs))
 	for i, p := range s.h.procs {
-		info := p.module.Info()
 		out[i] = admin.ProcessorInfo{
 			Name:    p.cfg.Name,
 			Inputs:  p.cfg.Inputs,
 			Outputs: p.cfg.Outputs,
 			Stores:  p.cfg.Stores,
 			OnError: p.cfg.OnError,
-			Plugin: admin.PluginInfo{
-				Path:       p.cfg.Plugin,
-				SHA256:     info.SHA256,
-				Size:       int64(info.Size),
-				ABIVersion: info.ABIVersion,
-			},
+			Plugin:  s.plugin(p, versions[p.cfg.Name]),
+		}
+	}
+	return out
+}
+
+// versions returns Host.Versions by processor.
+func (s adminSource) versions() map[string]ProcessorVersions {
+	out := map[string]ProcessorVersions{}
+	for _, v := range s.h.Versions() {
+		out[v.Processor] = v
+	}
+	return out
+}
+
+// plugin describes the processor's active version. The host keeps the
+// module it started with (whose Info it has) and, for every version, what
+// the control topic says of it (hash, size, label); a version swapped in
+// later is known by the latter only.
+func (s adminSource) plugin(p *loadedProcessor, v ProcessorVersions) admin.PluginInfo {
+	info := p.module.Info()
+	out := admin.PluginInfo{
+		Path:       p.cfg.Plugin,
+		SHA256:     info.SHA256,
+		Size:       int64(info.Size),
+		ABIVersion: info.ABIVersion,
+	}
+	if v.Active.Hash == "" { // the host has no record of versions
+		return out
+	}
+	out.SHA256, out.Version, out.Label = v.Active.Hash, v.Active.ID, v.Active.Label
+	if v.Active.Hash != p.configVersion.Hash {
+		out.Path = ""
+	}
+	if v.Active.Hash != info.SHA256 {
+		out.Size, out.ABIVersion = 0, 0
+		if pv := s.h.versions[p.cfg.Name]; pv != nil {
+			if cv, ok := pv.byIDLocked(v.Active.ID); ok {
+				out.Size = cv.Size
+			}
+		}
+		// It compiled, so it speaks one of the host's versions: known
+		// when the host speaks only one.
+		if len(engine.SupportedABIVersions) == 1 {
+			out.ABIVersion = engine.SupportedABIVersions[0]
 		}
 	}
 	return out
@@ -83,6 +128,7 @@ func (s adminSource) Metrics() admin.Snapshot {
 	for i, b := range runner.LatencyBounds {
 		bounds[i] = b.Seconds()
 	}
+	versions := s.versions()
 	for _, p := range s.h.procs {
 		st := s.h.runner.Stats(p.cfg.Name)
 		if st == nil {
@@ -107,8 +153,14 @@ func (s adminSource) Metrics() admin.Snapshot {
 		for i := range st.LatencyBuckets {
 			m.Latency.Counts[i] = uint64(st.LatencyBuckets[i].Load())
 		}
+		if v, ok := versions[p.cfg.Name]; ok {
+			m.Lifecycle = s.lifecycle(st, v)
+		}
 		snap.Processors = append(snap.Processors, m)
 	}
+	latest, n, total := s.h.CommitLatencies()
+	commits := admin.NewSummary(latest, n, total)
+	snap.CommitLatency = &commits
 	snap.RestoringTasks = s.h.runner.Restoring()
 	for _, pr := range s.h.runner.RestoreProgress() {
 		snap.Restores = append(snap.Restores, admin.RestoreProgress{
@@ -118,4 +170,88 @@ func (s adminSource) Metrics() admin.Snapshot {
 		})
 	}
 	return snap
+}
+
+func (s adminSource) lifecycle(st *runner.Stats, v ProcessorVersions) *admin.Lifecycle {
+	lc := &admin.Lifecycle{
+		Swaps:        st.Swaps.Load(),
+		SwapFailures: st.SwapFailures.Load(),
+		Rollbacks:    st.Rollbacks.Load(),
+		Refusals:     refusalCounterOf(s.h).count(v.Processor, v.Refused),
+		Tasks:        make([]admin.TaskVersion, 0, len(v.Tasks)),
+	}
+	for task, id := range v.Tasks {
+		lc.Tasks = append(lc.Tasks, admin.TaskVersion{Task: task, Version: id})
+	}
+	sort.Slice(lc.Tasks, func(i, j int) bool { return lc.Tasks[i].Task < lc.Tasks[j].Task })
+	for _, r := range v.Refused {
+		lc.Refused = append(lc.Refused, admin.Refusal{
+			Version: r.ID, SHA256: r.Hash, Label: r.Label, Reason: r.Reason, At: r.At,
+		})
+	}
+	return lc
+}
+
+// CommitLatencies returns the durations of the latest commit points that
+// had work to commit (at most 4096), how many there were in all, and their
+// total duration. Safe for concurrent use; zero before New returned.
+func (h *Host) CommitLatencies() (latest []time.Duration, count int, total time.Duration) {
+	if !h.started.Load() {
+		return nil, 0, 0
+	}
+	return h.runner.CommitLatencies()
+}
+
+// The host keeps the latest maxRefusals refusals of each processor, not
+// how many there were. The admin source counts them for
+// wasmstream_plugin_refusals_total: each time it reads a processor's list
+// it adds the refusals after the newest one it counted before. The count
+// is exact as long as no more than maxRefusals refusals happen between two
+// reads (a scrape or a /v1/processors request); beyond that it counts the
+// ones kept. A counter in procVersions would make it exact always.
+type refusalCounter struct {
+	mu   sync.Mutex
+	seen map[string]refusalMark // by processor
+}
+
+type refusalMark struct {
+	newest Refusal // the newest refusal counted
+	count  int64
+}
+
+// refusalCounters holds a refusalCounter per Host, dropped when the Host
+// is garbage (the weak key does not keep it alive).
+var refusalCounters sync.Map // weak.Pointer[Host] -> *refusalCounter
+
+func refusalCounterOf(h *Host) *refusalCounter {
+	key := weak.Make(h)
+	if c, ok := refusalCounters.Load(key); ok {
+		return c.(*refusalCounter)
+	}
+	c, loaded := refusalCounters.LoadOrStore(key, &refusalCounter{seen: map[string]refusalMark{}})
+	if !loaded {
+		runtime.AddCleanup(h, func(k weak.Pointer[Host]) { refusalCounters.Delete(k) }, key)
+	}
+	return c.(*refusalCounter)
+}
+
+// count takes processor's latest refusals (oldest first) and returns how
+// many it has counted in all.
+func (c *refusalCounter) count(processor string, latest []Refusal) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.seen[processor]
+	fresh := latest
+	for i := len(latest) - 1; i >= 0; i-- {
+		if latest[i] == m.newest {
+			fresh = latest[i+1:]
+			break
+		}
+	}
+	if len(fresh) > 0 {
+		m.count += int64(len(fresh))
+		m.newest = fresh[len(fresh)-1]
+		c.seen[processor] = m
+	}
+	return m.count
 }
