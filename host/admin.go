@@ -2,12 +2,9 @@ package host
 
 import (
 	"fmt"
-	"runtime"
 	"sort"
 	"strings"
-	"sync"
 	"time"
-	"weak"
 
 	"github.com/wasmstream/wasmstream/host/internal/admin"
 	"github.com/wasmstream/wasmstream/host/internal/engine"
@@ -177,7 +174,7 @@ func (s adminSource) lifecycle(st *runner.Stats, v ProcessorVersions) *admin.Lif
 		Swaps:        st.Swaps.Load(),
 		SwapFailures: st.SwapFailures.Load(),
 		Rollbacks:    st.Rollbacks.Load(),
-		Refusals:     refusalCounterOf(s.h).count(v.Processor, v.Refused),
+		Refusals:     v.Refusals,
 		Tasks:        make([]admin.TaskVersion, 0, len(v.Tasks)),
 	}
 	for task, id := range v.Tasks {
@@ -200,58 +197,4 @@ func (h *Host) CommitLatencies() (latest []time.Duration, count int, total time.
 		return nil, 0, 0
 	}
 	return h.runner.CommitLatencies()
-}
-
-// The host keeps the latest maxRefusals refusals of each processor, not
-// how many there were. The admin source counts them for
-// wasmstream_plugin_refusals_total: each time it reads a processor's list
-// it adds the refusals after the newest one it counted before. The count
-// is exact as long as no more than maxRefusals refusals happen between two
-// reads (a scrape or a /v1/processors request); beyond that it counts the
-// ones kept. A counter in procVersions would make it exact always.
-type refusalCounter struct {
-	mu   sync.Mutex
-	seen map[string]refusalMark // by processor
-}
-
-type refusalMark struct {
-	newest Refusal // the newest refusal counted
-	count  int64
-}
-
-// refusalCounters holds a refusalCounter per Host, dropped when the Host
-// is garbage (the weak key does not keep it alive).
-var refusalCounters sync.Map // weak.Pointer[Host] -> *refusalCounter
-
-func refusalCounterOf(h *Host) *refusalCounter {
-	key := weak.Make(h)
-	if c, ok := refusalCounters.Load(key); ok {
-		return c.(*refusalCounter)
-	}
-	c, loaded := refusalCounters.LoadOrStore(key, &refusalCounter{seen: map[string]refusalMark{}})
-	if !loaded {
-		runtime.AddCleanup(h, func(k weak.Pointer[Host]) { refusalCounters.Delete(k) }, key)
-	}
-	return c.(*refusalCounter)
-}
-
-// count takes processor's latest refusals (oldest first) and returns how
-// many it has counted in all.
-func (c *refusalCounter) count(processor string, latest []Refusal) int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m := c.seen[processor]
-	fresh := latest
-	for i := len(latest) - 1; i >= 0; i-- {
-		if latest[i] == m.newest {
-			fresh = latest[i+1:]
-			break
-		}
-	}
-	if len(fresh) > 0 {
-		m.count += int64(len(fresh))
-		m.newest = fresh[len(fresh)-1]
-		c.seen[processor] = m
-	}
-	return m.count
 }

@@ -45,16 +45,19 @@ type ProcessorVersions struct {
 	// Tasks maps each task ("processor/topic/partition") to the version
 	// ID it runs; during a swap some still run the old one.
 	Tasks map[string]string `json:"tasks"`
-	// Refused lists the latest versions this process refused, newest last.
-	Refused []Refusal `json:"refused,omitempty"`
+	// Refused lists the latest versions this process refused, newest last;
+	// Refusals counts them all.
+	Refused  []Refusal `json:"refused,omitempty"`
+	Refusals int64     `json:"refusals"`
 }
 
 // procVersions is the host's record of one processor's versions.
 type procVersions struct {
 	mu      sync.Mutex
 	active  control.Version
-	byID    map[string]control.Version
-	refused []Refusal
+	byID     map[string]control.Version
+	refused  []Refusal // the latest maxRefusals
+	refusals int64
 }
 
 const maxRefusals = 8
@@ -63,6 +66,7 @@ func (pv *procVersions) refuse(log func(string, ...any), processor string, v con
 	r := Refusal{VersionInfo: info(v), Reason: err.Error(), At: time.Now().UTC()}
 	pv.mu.Lock()
 	pv.refused = append(pv.refused, r)
+	pv.refusals++
 	if len(pv.refused) > maxRefusals {
 		pv.refused = pv.refused[len(pv.refused)-maxRefusals:]
 	}
@@ -303,7 +307,7 @@ func (h *Host) Versions() []ProcessorVersions {
 		}
 		pv.mu.Lock()
 		p := ProcessorVersions{Processor: lp.cfg.Name, Active: info(pv.active), Tasks: map[string]string{},
-			Refused: append([]Refusal(nil), pv.refused...)}
+			Refused: append([]Refusal(nil), pv.refused...), Refusals: pv.refusals}
 		pv.mu.Unlock()
 		if h.runner != nil {
 			active, tasks := h.runner.ActiveVersion(lp.cfg.Name)
