@@ -1,4 +1,4 @@
-//go:build chaos && unix
+//go:build unix
 
 package chaos
 
@@ -64,6 +64,7 @@ func TestCrashSIGKILL(t *testing.T) {
 	h.stopAll()
 	h.failOnUnexpectedExits()
 	h.check(true)
+	h.checkLocalStores()
 	h.summary()
 }
 

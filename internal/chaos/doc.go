@@ -13,8 +13,7 @@
 // tails are printed when a test fails; set WASMSTREAM_CHAOS_LOGS to a
 // directory to keep every log.
 //
-// The tests carry the build tag "chaos" and run with `make chaos`: they
-// take minutes, and TestSurvivorsOfACrashKeepRunning still fails (a
-// member's transaction can time out while a rebalance waits for a dead
-// member), so they are kept out of `make test` until they pass reliably.
+// They take a few minutes, so `make test` runs them after the rest of the
+// suite, on each broker, one package at a time; `make chaos` runs them alone
+// (WASMSTREAM_CHAOS_SEED repeats a test's random schedule).
 package chaos

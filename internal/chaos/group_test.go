@@ -1,4 +1,4 @@
-//go:build chaos && unix
+//go:build unix
 
 package chaos
 

@@ -1,4 +1,4 @@
-//go:build chaos && linux
+//go:build linux
 
 package chaos
 

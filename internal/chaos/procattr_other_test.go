@@ -1,4 +1,4 @@
-//go:build chaos && unix && !linux
+//go:build unix && !linux
 
 package chaos
 
