@@ -291,4 +291,3 @@ func metricValue(t *testing.T, body, name string) float64 {
 	t.Fatalf("no sample %s in:\n%s", name, body)
 	return 0
 }
-

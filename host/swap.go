@@ -53,8 +53,8 @@ type ProcessorVersions struct {
 
 // procVersions is the host's record of one processor's versions.
 type procVersions struct {
-	mu      sync.Mutex
-	active  control.Version
+	mu       sync.Mutex
+	active   control.Version
 	byID     map[string]control.Version
 	refused  []Refusal // the latest maxRefusals
 	refusals int64
