@@ -159,6 +159,21 @@ func (s adminSource) Metrics() admin.Snapshot {
 	commits := admin.NewSummary(latest, n, total)
 	snap.CommitLatency = &commits
 	snap.RestoringTasks = s.h.runner.Restoring()
+	for _, pc := range s.h.cfg.Processors {
+		for id, lag := range s.h.runner.Lag(pc.Name) {
+			snap.Lag = append(snap.Lag, admin.PartitionLag{Processor: id.Processor, Topic: id.Topic, Partition: id.Partition, Lag: lag})
+		}
+	}
+	sort.Slice(snap.Lag, func(i, j int) bool {
+		a, b := snap.Lag[i], snap.Lag[j]
+		if a.Processor != b.Processor {
+			return a.Processor < b.Processor
+		}
+		if a.Topic != b.Topic {
+			return a.Topic < b.Topic
+		}
+		return a.Partition < b.Partition
+	})
 	for _, pr := range s.h.runner.RestoreProgress() {
 		snap.Restores = append(snap.Restores, admin.RestoreProgress{
 			Task: pr.Task, Store: pr.Store, Topic: pr.Topic, Partition: pr.Partition,

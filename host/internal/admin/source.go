@@ -71,8 +71,8 @@ type Snapshot struct {
 	RestoringTasks int
 	// Restores is the latest progress of every restore, by task and store.
 	Restores []RestoreProgress
-	// Lag is the consumer lag of the assigned input partitions. Not
-	// supplied yet; written as wasmstream_consumer_lag_records when set.
+	// Lag is the consumer lag of the assigned input partitions, written as
+	// wasmstream_consumer_lag_records.
 	Lag []PartitionLag
 	// Extra are further metric families for metrics this package has no
 	// field for yet. A family whose name is invalid, or is the name of a
@@ -192,8 +192,9 @@ func NewSummary(window []time.Duration, count int, total time.Duration) Summary 
 	return s
 }
 
-// PartitionLag is how far a task's committed position is behind the end
-// of its input partition, in records.
+// PartitionLag is how far a task's position (its next record) is behind
+// the end of its input partition (the last stable offset), in records, as
+// of the task's latest fetch.
 type PartitionLag struct {
 	Processor string
 	Topic     string

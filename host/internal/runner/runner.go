@@ -181,6 +181,10 @@ type procState struct {
 	want         *swapRequest // a Swap not yet taken in by the loop
 	activeID     string
 	taskVersions map[TaskID]taskVersion
+	// lag is each task's consumer lag as of its latest fetch: the end of
+	// its partition (the last stable offset: the host reads committed)
+	// minus the offset of its next record.
+	lag map[TaskID]int64
 }
 
 // New validates opts and connects a client. It does not join the group
@@ -202,7 +206,8 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	}
 	var topics []string
 	for _, spec := range opts.Processors {
-		ps := &procState{spec: spec, inputIndex: map[string]uint32{}, Stats: newStats(), taskVersions: map[TaskID]taskVersion{}}
+		ps := &procState{spec: spec, inputIndex: map[string]uint32{}, Stats: newStats(),
+			taskVersions: map[TaskID]taskVersion{}, lag: map[TaskID]int64{}}
 		if spec.Version == "" {
 			spec.Version = "initial"
 			ps.spec.Version = spec.Version
@@ -496,12 +501,18 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 	var batch []work
 	fetches.EachPartition(func(ftp kgo.FetchTopicPartition) {
 		if len(ftp.Records) == 0 {
+			if t := r.tasks[r.taskID(ftp.Topic, ftp.Partition)]; t != nil {
+				t.setLag(ftp.LastStableOffset, -1)
+			}
 			return
 		}
 		t, err := r.taskFor(ctx, ftp.Topic, ftp.Partition)
 		if err != nil {
 			r.log.Error("task unavailable; its records are not processed", "topic", ftp.Topic, "partition", ftp.Partition, "err", err)
 			return
+		}
+		if ftp.LastStableOffset >= 0 {
+			t.end = ftp.LastStableOffset
 		}
 		batch = append(batch, work{t, ftp.Records})
 	})
@@ -519,10 +530,12 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 			defer func() { <-sem; wg.Done() }()
 			processed[i], errs[i] = w.t.processBatch(ctx, w.recs)
 		}()
+		w.t.fetchEnd = w.recs[len(w.recs)-1].Offset + 1
 	}
 	wg.Wait()
 	for i, n := range processed {
 		r.sinceCommit += n
+		batch[i].t.setLag(-1, batch[i].t.fetchEnd)
 		// A task that stopped before the end of its records (failed under
 		// on_error: fail, or shutting down) must not have the rest counted
 		// as consumed: fetch them again from where it stopped.
@@ -532,6 +545,33 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// taskID names the task of an input partition (an empty processor for a
+// topic no processor reads).
+func (r *Runner) taskID(topic string, partition int32) TaskID {
+	ps := r.byTopic[topic]
+	if ps == nil {
+		return TaskID{}
+	}
+	return TaskID{Processor: ps.spec.Name, Topic: topic, Partition: partition}
+}
+
+// Lag returns the consumer lag of every task of the named processor, in
+// records, as of each task's latest fetch. Safe for concurrent use.
+func (r *Runner) Lag(processor string) map[TaskID]int64 {
+	for _, ps := range r.procs {
+		if ps.spec.Name == processor {
+			ps.mu.Lock()
+			defer ps.mu.Unlock()
+			out := make(map[TaskID]int64, len(ps.lag))
+			for id, l := range ps.lag {
+				out[id] = l
+			}
+			return out
+		}
+	}
+	return nil
 }
 
 // taskFor returns the task of an input partition, creating it if the

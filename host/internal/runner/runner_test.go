@@ -478,3 +478,43 @@ func TestRunner(t *testing.T) {
 		})
 	}
 }
+
+// Lag is the records between each task's position and the end of its
+// partition: zero where everything was processed, the rest of the
+// partition behind a task stopped by on_error: fail.
+func TestLag(t *testing.T) {
+	f := newFixture(t, true, 2)
+	f.produceInputs(t, 0, 200)
+	r := f.runner(t, &goPlugin{fail: map[string]bool{"k7": true}}, "fail")
+	stop := start(t, r)
+	deadline := time.Now().Add(30 * time.Second)
+	var lag map[TaskID]int64
+	for {
+		lag = r.Lag("upper")
+		zero, stuck := 0, 0
+		for _, l := range lag {
+			if l == 0 {
+				zero++
+			} else {
+				stuck++
+			}
+		}
+		if len(lag) == 2 && zero == 1 && stuck == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lag %v: want one task at 0 and the failed one behind", lag)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	ends := f.endOffsets(t, f.in)
+	for id, l := range lag {
+		if l > ends[id.Partition] {
+			t.Fatalf("task %s lag %d beyond its partition's end %d", id, l, ends[id.Partition])
+		}
+	}
+	t.Logf("lag %v, partition ends %v", lag, ends)
+}

@@ -68,6 +68,11 @@ type task struct {
 	stallFrom     time.Time
 	gapFrom       time.Time // the same, at a commit point without a switch
 
+	// end is the end of the partition (its last stable offset) as of the
+	// latest fetch; fetchEnd the offset after the latest fetched record.
+	end      int64
+	fetchEnd int64
+
 	// st is the task's state (nil without stores). restoring is set until
 	// its restore has finished and been taken in by the poll loop.
 	st        *state.Task
@@ -112,6 +117,9 @@ func (t *task) close(ctx context.Context) {
 		t.prevInst = nil
 	}
 	t.proc.setTaskVersion(t.id, nil)
+	t.proc.mu.Lock()
+	delete(t.proc.lag, t.id)
+	t.proc.mu.Unlock()
 	if t.st != nil {
 		_ = t.st.Close()
 	}
@@ -390,4 +398,28 @@ func commitError(resp *kmsg.OffsetCommitResponse, err error) error {
 		}
 	}
 	return nil
+}
+
+// setLag records the task's lag after a fetch: end is the partition's last
+// stable offset if the fetch said (-1 otherwise), fetched the offset after
+// its last fetched record if it had records (-1 otherwise). The position
+// is the task's next offset, or the fetched end when it has none yet.
+func (t *task) setLag(end, fetched int64) {
+	if end >= 0 {
+		t.end = end
+	}
+	if fetched > t.end {
+		t.end = fetched
+	}
+	pos := t.next
+	if pos < 0 {
+		pos = fetched
+	}
+	if pos < 0 || t.end <= 0 {
+		return
+	}
+	lag := max(t.end-pos, 0)
+	t.proc.mu.Lock()
+	t.proc.lag[t.id] = lag
+	t.proc.mu.Unlock()
 }
