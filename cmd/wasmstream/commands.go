@@ -153,6 +153,12 @@ func (e *env) run(ctx context.Context, args []string) int {
 	}
 	log := loggerTo(stderr, cfg.Log.Level)
 	h, err := host.New(ctx, cfg, append(opts, host.WithLogger(log))...)
+	if err != nil && ctx.Err() != nil {
+		// Stopped (SIGTERM, SIGINT) while starting: nothing was consumed,
+		// so nothing is left undone — a clean stop, not a failure.
+		log.Info("stopped before starting", "during", err)
+		return exitOK
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "wasmstream: %v\n", err)
 		return exitError

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -211,5 +212,41 @@ func TestRunWithoutBrokersUsesEmbedded(t *testing.T) {
 	cancel()
 	if code := <-done; code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+}
+
+// SIGTERM while `run` is still starting (here: waiting for a broker that
+// does not answer) is a clean stop: exit 0, nothing was consumed.
+func TestRunStoppedWhileStarting(t *testing.T) {
+	plugin, _ := filepath.Abs(testdata("passthrough"))
+	// A listening socket that never speaks Kafka keeps the start waiting.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	cfg := writeFile(t, t.TempDir(), "p.yaml", "app_id: s\nkafka:\n  brokers: ["+ln.Addr().String()+"]\nprocessors:\n  - name: p\n    plugin: "+plugin+"\n    inputs: [in]\n    outputs: {out: out}\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- doMain(ctx, []string{"run", "-c", cfg}, &stdout, &stderr, nil) }()
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Fatalf("exit %d after a stop during start, want 0; stderr:\n%s\nstdout:\n%s", code, stderr.String(), stdout.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not stop within 30s of being canceled during start")
 	}
 }
