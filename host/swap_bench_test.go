@@ -58,8 +58,8 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 // a swap (every commit point pauses a task while its transaction ends).
 // One op deploys swapsPerOp new versions one after the other (each a new
 // content hash, so each is fetched from the control topic, compiled and
-// instantiated in the background) to a host processing a backlog under
-// exactly_once. Modules: the WAT passthrough (a few hundred bytes) and the
+// instantiated in the background) to a host processing a steady 20,000
+// records/s under exactly_once. Modules: the WAT passthrough (a few hundred bytes) and the
 // Go-SDK passthrough plugin (~1.9 MB).
 func BenchmarkSwapStall(b *testing.B) {
 	const swapsPerOp = 10
@@ -77,16 +77,29 @@ func BenchmarkSwapStall(b *testing.B) {
 			p := newPipeline(b, c.plugin, OnErrorFail)
 			h, stop := p.run(b)
 			defer stop()
-			// A backlog the host cannot finish during the op, refilled
-			// as it goes.
-			fill := func(n int) {
-				recs := make([]*kgo.Record, n)
-				for i := range recs {
-					recs[i] = &kgo.Record{Topic: p.in, Key: []byte("k" + strconv.Itoa(i)), Value: make([]byte, 100)}
+			// Steady input the host keeps up with (20,000 records/s), so
+			// that every task always has a next record and a pause shows
+			// as a gap between two records, not as idle time.
+			stopFeed := make(chan struct{})
+			fed := make(chan struct{})
+			go func() {
+				defer close(fed)
+				tick := time.NewTicker(2 * time.Millisecond)
+				defer tick.Stop()
+				for n := 0; ; n++ {
+					recs := make([]*kgo.Record, 40)
+					for i := range recs {
+						recs[i] = &kgo.Record{Topic: p.in, Key: []byte("k" + strconv.Itoa(n*40+i)), Value: make([]byte, 100)}
+					}
+					p.b.Produce(b, recs...)
+					select {
+					case <-stopFeed:
+						return
+					case <-tick.C:
+					}
 				}
-				p.b.Produce(b, recs...)
-			}
-			fill(200_000)
+			}()
+			defer func() { close(stopFeed); <-fed }()
 			pub, err := control.NewPublisher(control.Config{Brokers: p.b.Addrs(), Topic: control.TopicName(p.cfg.AppID)})
 			if err != nil {
 				b.Fatal(err)
@@ -119,10 +132,7 @@ func BenchmarkSwapStall(b *testing.B) {
 					}
 					// Let records flow between swaps (and the new version's
 					// first records be measured).
-					time.Sleep(200 * time.Millisecond)
-					if h.Stats("proc").RecordsIn.Load() > 150_000*int64(i+1) {
-						fill(100_000)
-					}
+					time.Sleep(300 * time.Millisecond)
 				}
 			}
 			b.StopTimer()
