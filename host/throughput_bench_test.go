@@ -208,7 +208,7 @@ func runThroughput(b *testing.B, br *testbroker.Broker, plugin, guarantee, in, o
 	b.StopTimer()
 	// The latencies of the commit points up to here: the stop's own final
 	// commit is not one of them.
-	lat, count, _ := h.runner.CommitLatencies()
+	lat, count, _ := h.CommitLatencies()
 	r.commitLatency, r.latencyDropped = lat, count-len(lat)
 	r.commits, r.aborts = stats.Commits.Load(), stats.Aborts.Load()
 	cancel()
