@@ -20,8 +20,10 @@ type adminSource struct{ h *Host }
 
 const startingReason = "starting: loading plugins and connecting to Kafka"
 
-// Health is not ok once a task was stopped by on_error: fail (or a failed
-// restore), or once Run ended with an error (the runner broken).
+// Health is not ok while this process holds a task stopped by on_error:
+// fail (or a failed restore), or once Run ended with an error (the runner
+// broken). A stopped task whose partition moves to another process (or is
+// taken back by a rollback) no longer counts.
 func (s adminSource) Health() (bool, string) {
 	if !s.h.started.Load() {
 		return true, ""
@@ -32,7 +34,7 @@ func (s adminSource) Health() (bool, string) {
 	var stopped []string
 	for _, p := range s.h.procs {
 		if st := s.h.runner.Stats(p.cfg.Name); st != nil {
-			if n := st.FailedTasks.Load(); n > 0 {
+			if n := st.StoppedTasks.Load(); n > 0 {
 				stopped = append(stopped, fmt.Sprintf("processor %s: %d tasks stopped (on_error: fail or a failed restore)", p.cfg.Name, n))
 			}
 		}

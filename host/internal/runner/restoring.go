@@ -57,8 +57,7 @@ func (r *Runner) finishRestores() {
 		}
 		t.restoring = nil
 		if rs.err != nil {
-			t.failed = rs.err
-			t.proc.Stats.FailedTasks.Add(1)
+			t.stop(rs.err)
 			r.log.Error("restoring the task's state failed; the task is stopped", "task", t.id.String(), "err", rs.err)
 			continue
 		}

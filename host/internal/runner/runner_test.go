@@ -256,8 +256,16 @@ func testFailPolicyStopsTaskAtRecord(t *testing.T, eos bool) {
 	stop := start(t, r)
 	f.waitCommitted(t, map[int32]int64{0: 4})
 	time.Sleep(200 * time.Millisecond) // give a wrong implementation time to move on
+	if n := r.Stats("upper").StoppedTasks.Load(); n != 1 {
+		t.Fatalf("%d stopped tasks held, want 1", n)
+	}
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+	// The stopped task is closed with the runner: not held any more (a
+	// process whose failed partition moved elsewhere is healthy again).
+	if n := r.Stats("upper").StoppedTasks.Load(); n != 0 {
+		t.Fatalf("%d stopped tasks held after the stop, want 0", n)
 	}
 	if got := f.committed(t, f.in)[0]; got != 4 {
 		t.Fatalf("committed %d, want 4 (the failed record)", got)

@@ -17,7 +17,8 @@ type Stats struct {
 	RecordsOut   atomic.Int64 // records emitted by successful records
 	Skipped      atomic.Int64 // failed records skipped (on_error: skip)
 	DeadLettered atomic.Int64 // failed records sent to the dead-letter topic
-	FailedTasks  atomic.Int64 // tasks stopped by on_error: fail
+	FailedTasks  atomic.Int64 // tasks stopped by on_error: fail or a failed restore, ever
+	StoppedTasks atomic.Int64 // such tasks this process holds now (a gauge)
 	Commits      atomic.Int64 // commit points that committed offsets
 	Aborts       atomic.Int64 // transactions aborted (exactly_once): their work is redone
 	Swaps        atomic.Int64 // tasks switched to a new plugin version

@@ -310,7 +310,7 @@ func (r *Runner) rollBack(ctx context.Context, failed []*task) {
 				var err error
 				if inst, err = back.Plugin.Instantiate(ctx, t.id, t, t.st); err != nil {
 					r.log.Error("previous version does not start for this task; it is stopped", "task", t.id.String(), "err", err)
-					t.failed = fmt.Errorf("rolling back to %s: %w", back.ID, err)
+					t.stop(fmt.Errorf("rolling back to %s: %w", back.ID, err))
 					continue
 				}
 			}
@@ -322,6 +322,7 @@ func (r *Runner) rollBack(ctx context.Context, failed []*task) {
 				// Stopped by on_error: fail on a record of the bad version:
 				// the previous version gets the record again.
 				t.failed = nil
+				ps.Stats.StoppedTasks.Add(-1)
 				r.cl.ResumeFetchPartitions(map[string][]int32{t.id.Topic: {t.id.Partition}})
 			}
 			ps.setTaskVersion(t.id, back)

@@ -111,6 +111,9 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 // applied is dropped (never written), the plugin instance is closed.
 func (t *task) close(ctx context.Context) {
 	t.stopRestore()
+	if t.failed != nil {
+		t.proc.Stats.StoppedTasks.Add(-1) // no longer this process's
+	}
 	t.discardPrepared(ctx)
 	if t.prevInst != nil {
 		_ = t.prevInst.Close(ctx)
@@ -282,9 +285,8 @@ func (t *task) onFailure(kr *kgo.Record, err error) bool {
 		t.r.log.Warn("record failed; sent to dead-letter topic "+t.proc.spec.DeadLetterTopic, attrs...)
 		return true
 	default:
-		t.failed = fmt.Errorf("record %s/%d@%d failed: %w", kr.Topic, kr.Partition, kr.Offset, err)
+		t.stop(fmt.Errorf("record %s/%d@%d failed: %w", kr.Topic, kr.Partition, kr.Offset, err))
 		t.r.cl.PauseFetchPartitions(map[string][]int32{kr.Topic: {kr.Partition}})
-		stats.FailedTasks.Add(1)
 		t.r.log.Error("record failed; task stopped at this offset (on_error: fail)", attrs...)
 		return false
 	}
@@ -422,4 +424,15 @@ func (t *task) setLag(end, fetched int64) {
 	t.proc.mu.Lock()
 	t.proc.lag[t.id] = lag
 	t.proc.mu.Unlock()
+}
+
+// stop stops the task at err (on_error: fail, a failed restore): it
+// processes nothing more until it is closed (its partition moves) or a
+// rollback takes the failure back.
+func (t *task) stop(err error) {
+	if t.failed == nil {
+		t.proc.Stats.FailedTasks.Add(1)
+		t.proc.Stats.StoppedTasks.Add(1)
+	}
+	t.failed = err
 }
