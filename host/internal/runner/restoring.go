@@ -36,6 +36,16 @@ func (r *Runner) startRestore(t *task) {
 			default:
 			}
 		}()
+		// At most MaxRestores restores run at once: each holds a client,
+		// its fetch buffers and a batch of up to the restore's byte bound,
+		// and they all compete for the same cores and the same Pebble.
+		select {
+		case r.restoreSlots <- struct{}{}:
+			defer func() { <-r.restoreSlots }()
+		case <-ctx.Done():
+			rs.err = ctx.Err()
+			return
+		}
 		_, rs.err = r.restorer.RestoreTask(ctx, t.st, t.proc.spec.Changelogs, t.id.Partition)
 	}()
 }

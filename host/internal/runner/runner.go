@@ -99,6 +99,9 @@ type Options struct {
 	State *state.DB
 	// Restore configures changelog restores (Brokers is filled in).
 	Restore restore.Config
+	// MaxRestores bounds the restores running at once (the others wait
+	// for a slot). Default DefaultMaxRestores.
+	MaxRestores int
 	// OnRestoreProgress, if set, sees every restore's progress (for
 	// progress bars); it must return quickly.
 	OnRestoreProgress func(restore.Progress)
@@ -150,9 +153,10 @@ type Runner struct {
 	ending bool
 	queued []callback
 
-	restorer *restore.Restorer // nil without stateful processors
-	progress restoreProgress
-	wake     chan struct{} // a restore finished; buffered 1
+	restorer     *restore.Restorer // nil without stateful processors
+	restoreSlots chan struct{}     // one per running restore (MaxRestores)
+	progress     restoreProgress
+	wake         chan struct{} // a restore finished; buffered 1
 
 	produceErr atomic.Pointer[error] // first produce failure since the last commit point
 	// broken is set when outputs failed: the work since the last commit
@@ -197,12 +201,17 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	if opts.MaxPoll <= 0 {
 		opts.MaxPoll = DefaultMaxPoll
 	}
+	if opts.MaxRestores <= 0 {
+		opts.MaxRestores = DefaultMaxRestores
+	}
 	r := &Runner{
 		opts:    opts,
 		log:     opts.Logger,
 		byTopic: map[string]*procState{},
 		tasks:   map[TaskID]*task{},
 		wake:    make(chan struct{}, 1),
+
+		restoreSlots: make(chan struct{}, opts.MaxRestores),
 	}
 	var topics []string
 	for _, spec := range opts.Processors {
@@ -372,6 +381,9 @@ func (r *Runner) Stats(processor string) *Stats {
 // commitTimeout bounds one commit point (flush, offset commit or
 // transaction end).
 const commitTimeout = 30 * time.Second
+
+// DefaultMaxRestores is how many task restores run at once by default.
+const DefaultMaxRestores = 4
 
 // DefaultMaxPoll bounds the records taken in one poll: the work done
 // between two chances to rebalance, since rebalances wait for the poll's
