@@ -346,32 +346,11 @@ func TestRestoreFinishesWhenLogStartMovesDuringRestore(t *testing.T) {
 	p.cfg.Kafka.CommitRecords = 500
 	p.cfg.Kafka.CommitInterval = time.Second
 
-	// Build a changelog of 50,000 keys.
 	const keys = 50000
-	p.cfg.State.Dir = t.TempDir()
-	_, stop := p.run(t)
-	recs := make([]*kgo.Record, 0, keys)
-	for i := 0; i < keys; i++ {
-		recs = append(recs, &kgo.Record{Topic: p.in, Key: []byte(fmt.Sprintf("key-%05d", i)), Value: []byte(fmt.Sprintf("id-%d", i))})
-	}
-	p.b.Produce(t, recs...)
-	p.waitProcessed(t)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	changelog := p.cfg.ChangelogTopic("counts")
+	changelog := buildCounterChangelog(t, p, keys)
 	end := p.endOffset(t, changelog)
 	if end < keys {
 		t.Fatalf("changelog has %d records, want at least %d", end, keys)
-	}
-
-	// Real Kafka refuses DeleteRecords on a compact-only topic; a changelog
-	// that also has time retention (compact,delete, which the host accepts)
-	// is where the log start moves under a restore.
-	val := "compact,delete"
-	if _, err := p.b.Admin(t).AlterTopicConfigs(context.Background(),
-		[]kadm.AlterConfig{{Op: kadm.SetConfig, Name: "cleanup.policy", Value: &val}}, changelog); err != nil {
-		t.Fatal(err)
 	}
 
 	// A new machine (empty state dir) with input reset "latest": during
@@ -537,4 +516,34 @@ func TestAdminEndpoint(t *testing.T) {
 		t.Fatalf("a second host on the same admin address: %v", err)
 	}
 	_ = stop()
+}
+
+// buildCounterChangelog runs the counter pipeline p (store "counts") over
+// keys input records with distinct keys, so its changelog holds a record
+// per key, and returns the changelog with cleanup.policy compact,delete:
+// real Kafka refuses DeleteRecords on a compact-only topic, and a changelog
+// that also has time retention (which the host accepts) is where the log
+// start moves under a restore.
+func buildCounterChangelog(t *testing.T, p *pipeline, keys int) string {
+	t.Helper()
+	dir := p.cfg.State.Dir
+	p.cfg.State.Dir = t.TempDir()
+	defer func() { p.cfg.State.Dir = dir }()
+	_, stop := p.run(t)
+	recs := make([]*kgo.Record, 0, keys)
+	for i := 0; i < keys; i++ {
+		recs = append(recs, &kgo.Record{Topic: p.in, Key: []byte(fmt.Sprintf("key-%05d", i)), Value: []byte(fmt.Sprintf("id-%d", i))})
+	}
+	p.b.Produce(t, recs...)
+	p.waitProcessed(t)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	changelog := p.cfg.ChangelogTopic("counts")
+	val := "compact,delete"
+	if _, err := p.b.Admin(t).AlterTopicConfigs(context.Background(),
+		[]kadm.AlterConfig{{Op: kadm.SetConfig, Name: "cleanup.policy", Value: &val}}, changelog); err != nil {
+		t.Fatal(err)
+	}
+	return changelog
 }

@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -35,24 +34,7 @@ func TestKafkaStreamsReviveAcrossRevocation(t *testing.T) {
 	p.cfg.Kafka.CommitInterval = time.Second
 
 	// A changelog of 30,000 keys over the two partitions.
-	const keys = 30000
-	p.cfg.State.Dir = t.TempDir()
-	_, stop := p.run(t)
-	recs := make([]*kgo.Record, 0, keys)
-	for i := 0; i < keys; i++ {
-		recs = append(recs, &kgo.Record{Topic: p.in, Key: []byte(fmt.Sprintf("key-%05d", i)), Value: []byte(fmt.Sprintf("id-%d", i))})
-	}
-	p.b.Produce(t, recs...)
-	p.waitProcessed(t)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	changelog := p.cfg.ChangelogTopic("counts")
-	val := "compact,delete" // real Kafka refuses DeleteRecords on compact-only topics
-	if _, err := p.b.Admin(t).AlterTopicConfigs(context.Background(),
-		[]kadm.AlterConfig{{Op: kadm.SetConfig, Name: "cleanup.policy", Value: &val}}, changelog); err != nil {
-		t.Fatal(err)
-	}
+	changelog := buildCounterChangelog(t, p, 30000)
 	ends := map[int32]int64{}
 	listed, err := p.b.Admin(t).ListEndOffsets(context.Background(), changelog)
 	if err != nil {

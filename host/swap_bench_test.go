@@ -1,7 +1,6 @@
 package host
 
 import (
-	"context"
 	"os"
 	"slices"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/wasmstream/wasmstream/host/internal/control"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
@@ -100,36 +98,11 @@ func BenchmarkSwapStall(b *testing.B) {
 				}
 			}()
 			defer func() { close(stopFeed); <-fed }()
-			pub, err := control.NewPublisher(control.Config{Brokers: p.b.Addrs(), Topic: control.TopicName(p.cfg.AppID)})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer pub.Close()
-			ctx := context.Background()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				for s := 0; s < swapsPerOp; s++ {
 					wasm := withCustomSection(base, "bench-"+strconv.Itoa(i)+"-"+strconv.Itoa(s))
-					m, err := pub.Deploy(ctx, "proc", wasm, "v"+strconv.Itoa(s), "bench")
-					if err != nil {
-						b.Fatal(err)
-					}
-					id := versionID(m.Version)
-					deadline := time.Now().Add(60 * time.Second)
-					for {
-						v := h.Versions()[0]
-						done := len(v.Tasks) > 0
-						for _, tv := range v.Tasks {
-							done = done && tv == id
-						}
-						if done {
-							break
-						}
-						if time.Now().After(deadline) {
-							b.Fatalf("swap %d did not complete: %+v", s, v)
-						}
-						time.Sleep(time.Millisecond)
-					}
+					waitVersion(b, h, deployBytes(b, p, wasm, "v"+strconv.Itoa(s)))
 					// Let records flow between swaps (and the new version's
 					// first records be measured).
 					time.Sleep(300 * time.Millisecond)

@@ -62,37 +62,52 @@ func (f *feeder) end() int {
 	return f.n
 }
 
-// deploy publishes a version of processor "proc" the way `wasmstream
-// deploy` does: the config's plugin first, as the initial version.
-func deploy(t *testing.T, p *pipeline, wasmPath, label string) string {
+// deploy publishes a version of processor "proc" as `wasmstream deploy`
+// does (the config's plugin first, as the initial version) and returns its
+// version ID.
+func deploy(t testing.TB, p *pipeline, wasmPath, label string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	pub, err := control.NewPublisher(control.Config{Brokers: p.b.Addrs(), Topic: control.TopicName(p.cfg.AppID)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
-	initial, err := os.ReadFile(p.cfg.Processors[0].Plugin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := pub.DeployInitial(ctx, "proc", initial, "config", "test"); err != nil {
-		t.Fatal(err)
-	}
 	wasm, err := os.ReadFile(wasmPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := pub.Deploy(ctx, "proc", wasm, label, "test")
+	return deployBytes(t, p, wasm, label)
+}
+
+func deployBytes(t testing.TB, p *pipeline, wasm []byte, label string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := Deploy(ctx, p.cfg, "proc", wasm, label, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return versionID(m.Version)
+	return res.Active.ID
+}
+
+// activeManifest reads the control topic's manifest of processor "proc".
+func activeManifest(t testing.TB, p *pipeline) control.Manifest {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rd, err := control.NewReader(control.Config{Brokers: p.b.Addrs(), Topic: control.TopicName(p.cfg.AppID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	st, err := rd.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.Manifest("proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // waitVersion waits until h runs version id on every task it has (at least one).
-func waitVersion(t *testing.T, h *Host, id string) {
+func waitVersion(t testing.TB, h *Host, id string) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -107,7 +122,7 @@ func waitVersion(t *testing.T, h *Host, id string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("host runs %+v, want %s on every task", v, id)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -268,21 +283,7 @@ func TestAutoRollbackFleet(t *testing.T) {
 	}
 	rollbacks := hosts[0].Stats("proc").Rollbacks.Load() + hosts[1].Stats("proc").Rollbacks.Load()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	rd, err := control.NewReader(control.Config{Brokers: p.b.Addrs(), Topic: control.TopicName(p.cfg.AppID)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-	st, err := rd.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := st.Manifest("proc")
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := activeManifest(t, p)
 	if versionID(m.Version) != old || !strings.HasPrefix(m.Reason, "auto-rollback") {
 		t.Fatalf("control topic names %s (%s), want %s after an auto-rollback", versionID(m.Version), m.Reason, old)
 	}
