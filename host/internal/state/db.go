@@ -11,19 +11,23 @@
 //     keys.go.
 //   - I3, the checkpoint is the store's own: a store's changelog checkpoint
 //     is written only by Apply and ApplyRestored, in the same atomic Pebble
-//     batch as the data it describes, and Wipe deletes data and checkpoints in
-//     one batch. A store without a checkpoint (never restored, or wiped)
-//     refuses Apply checkpoints (ErrNotRestored), so no offset learned
+//     operation as the data it describes (a batch, or for large restored
+//     batches one ingestion of two sstables, see ingest.go), and Wipe
+//     deletes data and checkpoints in one batch. A store without a
+//     checkpoint (never restored, or wiped) refuses Apply checkpoints
+//     (ErrNotRestored), so no offset learned
 //     elsewhere (a producer callback, an old commit window) can make a
 //     checkpoint claim records the store does not hold.
 //   - A failed record leaves nothing (AbortRecord), an aborted transaction
 //     leaves nothing (Discard).
 //
 // Durability: by default Apply and ApplyRestored do not fsync (Options.Sync).
-// A crash can then lose the last batches, but only whole batches in commit
-// order, each with its checkpoint: the store falls back to an older but
-// consistent (data, checkpoint) pair and restore replays the changelog from
-// there. Wipe always syncs.
+// A crash can then lose a store's last batches, but only whole batches, each
+// with its checkpoint, and a suffix of them: the store falls back to an older
+// but consistent (data, checkpoint) pair and restore replays the changelog
+// from there. Wipe always syncs, and so does an ingested restore batch (it is
+// durable when ApplyRestored returns; an unsynced batch of another store
+// written before it may still be lost, which leaves that store consistent).
 package state
 
 import (
@@ -58,6 +62,13 @@ type Options struct {
 	// Sync makes Apply and ApplyRestored wait for the write-ahead log to be
 	// synced. Not needed for consistency (see the package doc).
 	Sync bool
+	// IngestRestoredBytes is the size (keys and values) from which an
+	// ApplyRestored batch is written as sstables and ingested into Pebble
+	// instead of going through the write-ahead log and a memtable (see
+	// ingest.go). 0 means 1 MiB: below that, the two table files and the
+	// syncs an ingestion costs outweigh what it saves. Negative never
+	// ingests.
+	IngestRestoredBytes int
 	// Logger receives Pebble's messages (its informational ones at Debug).
 	// nil means slog.Default().
 	Logger *slog.Logger
@@ -67,17 +78,24 @@ const (
 	defaultBlockCache  = 64 << 20
 	defaultMemTable    = 8 << 20
 	defaultRecordCache = 16 << 20
+	defaultIngest      = 1 << 20
 )
 
 // DB is the process's state database. Its methods are safe for concurrent
 // use; each Task it hands out is used by one goroutine at a time.
 type DB struct {
 	pdb   *pebble.DB
+	popts *pebble.Options // as opened, with Pebble's defaults filled in
 	lock  *pebble.Lock
+	fs    vfs.FS
 	dir   string
 	log   *slog.Logger
 	wopts *pebble.WriteOptions
 	cache int // per-task record cache budget; <= 0 disables
+
+	ingestMin int    // ApplyRestored batch size from which it ingests; <= 0 never
+	ingestDir string // where sstables are written before they are ingested
+	ingestSeq atomic.Uint64
 
 	closed atomic.Bool
 
@@ -132,15 +150,30 @@ func Open(dir string, opts Options) (*DB, error) {
 	if memtable == 0 {
 		memtable = defaultMemTable
 	}
+	// Sstables made for ingestion are written beside the database, on the
+	// same file system (Ingest hard-links them in); any left there belong to
+	// ingests a crash interrupted, which never happened.
+	ingestDir := fs.PathJoin(dir, ingestDirName)
+	if err := fs.RemoveAll(ingestDir); err != nil {
+		_ = lock.Close()
+		return nil, fmt.Errorf("%w: cannot clear %s: %w", ErrDirUnusable, ingestDir, err)
+	}
+	if err := fs.MkdirAll(ingestDir, 0o755); err != nil {
+		_ = lock.Close()
+		return nil, fmt.Errorf("%w: cannot create %s: %w", ErrDirUnusable, ingestDir, err)
+	}
+
 	cache := pebble.NewCache(cacheSize)
 	defer cache.Unref() // Pebble holds its own reference while open
-	pdb, err := pebble.Open(dir, &pebble.Options{
+	popts := &pebble.Options{
 		FS:           fs,
 		Lock:         lock,
 		Cache:        cache,
 		MemTableSize: memtable,
 		Logger:       pebbleLogger{log},
-	})
+	}
+	popts.EnsureDefaults()
+	pdb, err := pebble.Open(dir, popts)
 	if err != nil {
 		_ = lock.Close()
 		if pebble.IsCorruptionError(err) {
@@ -150,12 +183,19 @@ func Open(dir string, opts Options) (*DB, error) {
 	}
 
 	db := &DB{
-		pdb:   pdb,
-		lock:  lock,
-		dir:   dir,
-		log:   log,
-		wopts: pebble.NoSync,
-		tasks: map[string]*Task{},
+		pdb:       pdb,
+		popts:     popts,
+		lock:      lock,
+		fs:        fs,
+		dir:       dir,
+		log:       log,
+		wopts:     pebble.NoSync,
+		tasks:     map[string]*Task{},
+		ingestMin: opts.IngestRestoredBytes,
+		ingestDir: ingestDir,
+	}
+	if db.ingestMin == 0 {
+		db.ingestMin = defaultIngest
 	}
 	if opts.Sync {
 		db.wopts = pebble.Sync

@@ -356,8 +356,21 @@ func TestWipeRemovesEverything(t *testing.T) {
 	}
 }
 
+// restorePaths are the two ways ApplyRestored writes: Pebble batches and
+// ingested sstables (Options.IngestRestoredBytes).
+var restorePaths = []struct {
+	name  string
+	bytes int
+}{{"batch", -1}, {"ingest", 1}}
+
 func TestApplyRestored(t *testing.T) {
-	db := openMem(t, Options{})
+	for _, p := range restorePaths {
+		t.Run(p.name, func(t *testing.T) { testApplyRestored(t, p.bytes) })
+	}
+}
+
+func testApplyRestored(t *testing.T, ingestBytes int) {
+	db := openMem(t, Options{IngestRestoredBytes: ingestBytes})
 	tk := db.Task("p", 0, []string{"s"})
 	wantCheckpoint(t, tk, 0, 0, false)
 	recs := []Change{
@@ -493,7 +506,10 @@ func runModel(t *testing.T, seed uint64) {
 	if seed%2 == 0 {
 		cacheBytes = 600 // a handful of entries
 	}
-	opts := Options{FS: fs, RecordCacheBytes: cacheBytes}
+	// Restored batches go through Pebble batches, through ingestion, or
+	// either by their size.
+	ingest := map[uint64]int{1: 40, 2: 1, 3: -1, 4: 0}[seed]
+	opts := Options{FS: fs, RecordCacheBytes: cacheBytes, IngestRestoredBytes: ingest}
 	db, err := Open("db", opts)
 	if err != nil {
 		t.Fatal(err)
@@ -518,6 +534,12 @@ func runModel(t *testing.T, seed uint64) {
 	pending := []layer{{}, {}}
 	overlay := []layer{{}, {}}
 	cps := []int64{0, 0}
+	var ingests uint64
+	defer func() {
+		if ingests += db.pdb.Metrics().Ingest.Count; (ingest > 0) != (ingests > 0) {
+			t.Errorf("IngestRestoredBytes %d: %d restored batches ingested", ingest, ingests)
+		}
+	}()
 	alphabet := []byte{0x00, 'a', 'b', 0xff}
 	randKey := func() string {
 		n := rng.IntN(4)
@@ -620,6 +642,7 @@ func runModel(t *testing.T, seed uint64) {
 			if rng.IntN(2) == 0 {
 				tk.Close()
 			} else {
+				ingests += db.pdb.Metrics().Ingest.Count
 				if err := db.Close(); err != nil {
 					t.Fatal(err)
 				}
@@ -630,6 +653,28 @@ func runModel(t *testing.T, seed uint64) {
 			tk = db.Task("m", 0, stores)
 			for i := range stores {
 				wantCheckpoint(t, tk, i, cps[i], true)
+			}
+		case op < 80:
+			// A restore (after a new assignment: nothing staged) between
+			// processed windows: later writes must win over it, and it over
+			// earlier ones.
+			tk.Discard()
+			overlay, pending = []layer{{}, {}}, []layer{{}, {}}
+			recs := make([]Change, rng.IntN(30))
+			for i := range recs {
+				k := randKey()
+				if rng.IntN(4) == 0 {
+					recs[i] = Change{Key: []byte(k), Delete: true}
+					committed[s][k] = nil
+				} else {
+					v := fmt.Sprintf("r%d/%d", step, i)
+					recs[i] = Change{Key: []byte(k), Value: []byte(v)}
+					committed[s][k] = &v
+				}
+			}
+			cps[s] += int64(len(recs))
+			if err := tk.ApplyRestored(s, recs, cps[s]); err != nil {
+				t.Fatalf("step %d: ApplyRestored: %v", step, err)
 			}
 		case op < 90:
 			k := randKey()
@@ -671,8 +716,14 @@ func runModel(t *testing.T, seed uint64) {
 // in chunks: within a chunk the later record of a key must win, whatever
 // order the keys are written to Pebble in.
 func TestApplyRestoredOrder(t *testing.T) {
+	for _, p := range restorePaths {
+		t.Run(p.name, func(t *testing.T) { testApplyRestoredOrder(t, p.bytes) })
+	}
+}
+
+func testApplyRestoredOrder(t *testing.T, ingestBytes int) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	db := openMem(t, Options{RecordCacheBytes: -1})
+	db := openMem(t, Options{RecordCacheBytes: -1, IngestRestoredBytes: ingestBytes})
 	tk := db.Task("p", 0, []string{"s"})
 	want := map[string]string{}
 	var off int64

@@ -508,10 +508,12 @@ func (t *Task) Wipe() error {
 
 // ApplyRestored writes changelog records restored into store, and the
 // store's new checkpoint nextOffset (the offset after the last changelog
-// record the batch covers), in one atomic batch. recs are in changelog order;
-// for a key that appears more than once the last record wins. A Change with
-// Delete set or a nil Value is a tombstone. The store's cache is dropped.
-// nextOffset must not be lower than the current checkpoint.
+// record the batch covers), atomically: in one Pebble batch, or, from
+// Options.IngestRestoredBytes of keys and values, as sstables ingested in one
+// call (see ingest.go). recs are in changelog order; for a key that appears
+// more than once the last record wins. A Change with Delete set or a nil
+// Value is a tombstone. The store's cache is dropped. nextOffset must not be
+// lower than the current checkpoint.
 //
 // Restoring happens before processing: with processed writes staged it
 // returns ErrPendingWrites.
@@ -532,9 +534,10 @@ func (t *Task) ApplyRestored(store int, recs []Change, nextOffset int64) error {
 		return fmt.Errorf("%w: task %s store %q: restored checkpoint %d after %d", ErrCheckpointRegress, t, s.name, nextOffset, s.cp)
 	}
 	// Write in key order, like Apply, so that each memtable insert starts
-	// next to the previous one (about 2x cheaper for scattered keys). Ties
-	// keep changelog order, so the later record of a key gets the higher
-	// sequence number in the batch and wins.
+	// next to the previous one (about 2x cheaper for scattered keys); an
+	// sstable must be written in key order anyway. Ties keep changelog
+	// order, so the later record of a key gets the higher sequence number in
+	// the batch and wins (ingestRestored keeps only that one).
 	order := t.order[:0]
 	for i := range recs {
 		order = append(order, int32(i))
@@ -548,9 +551,17 @@ func (t *Task) ApplyRestored(store int, recs []Change, nextOffset int64) error {
 		})
 	}
 	t.order = order
-	size := len(s.cpKey) + 8 + 16
+	size, payload := len(s.cpKey)+8+16, 0
 	for i := range recs {
+		payload += len(recs[i].Key) + len(recs[i].Value)
 		size += len(s.data) + len(recs[i].Key) + len(recs[i].Value) + 16
+	}
+	if t.db.ingestMin > 0 && payload >= t.db.ingestMin {
+		if err := t.ingestRestored(s, recs, order, nextOffset); err != nil {
+			return err
+		}
+		t.restoredDone(s, nextOffset)
+		return nil
 	}
 	b := t.db.pdb.NewBatchWithSize(size) // no regrowing (copying) while it fills
 	defer b.Close()
@@ -572,12 +583,18 @@ func (t *Task) ApplyRestored(store int, recs []Change, nextOffset int64) error {
 	if err := b.Commit(t.db.wopts); err != nil {
 		return fmt.Errorf("state: task %s store %q: applying %d restored records: %w", t, s.name, len(recs), err)
 	}
+	t.restoredDone(s, nextOffset)
+	return nil
+}
+
+// restoredDone updates the in-memory view after restored records were
+// written: the store's cache is dropped and its checkpoint is nextOffset.
+func (t *Task) restoredDone(s *store, nextOffset int64) {
 	for k, e := range s.cache {
 		t.cacheBytes -= len(k) + len(e.val) + cacheEntryOverhead
 	}
 	clear(s.cache)
 	s.cpLoaded, s.cpOK, s.cp = true, true, nextOffset
-	return nil
 }
 
 // cachePut records a committed value (or an absent key) and evicts entries
