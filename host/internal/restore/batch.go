@@ -12,7 +12,8 @@ import (
 // key, on the reading goroutine, before the batch goes to the applier.
 //
 // Why here: Task.ApplyRestored writes in key order (memtable inserts next to
-// each other are cheaper) and sorts a batch that is not sorted already, on
+// each other are cheaper, and a batch it ingests becomes an sstable, whose
+// keys must be in order) and sorts a batch that is not sorted already, on
 // the applier goroutine, which is the one a restore waits for. Sorting on
 // the reader moves that work off the critical path, and a radix sort on an
 // 8-byte integer key (the bytes after the batch's common key prefix) costs

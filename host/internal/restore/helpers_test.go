@@ -45,11 +45,25 @@ func newRestorer(t testing.TB, cfg Config) *Restorer {
 	return r
 }
 
-// memDB opens a state DB in memory; fs is returned for reopening.
+// memDB opens a state DB in memory; fs is returned for reopening. Every
+// restored batch with data is ingested (state.Options.IngestRestoredBytes),
+// the path of production-sized batches, although the tests' batches are
+// small; memDBBatches keeps them in Pebble batches.
 func memDB(t testing.TB) (*state.DB, vfs.FS) {
 	t.Helper()
+	return memDBWith(t, 1)
+}
+
+// memDBBatches is memDB with restored batches written as Pebble batches.
+func memDBBatches(t testing.TB) (*state.DB, vfs.FS) {
+	t.Helper()
+	return memDBWith(t, -1)
+}
+
+func memDBWith(t testing.TB, ingestBytes int) (*state.DB, vfs.FS) {
+	t.Helper()
 	fs := vfs.NewMem()
-	db, err := state.Open("state", state.Options{FS: fs})
+	db, err := state.Open("state", state.Options{FS: fs, IngestRestoredBytes: ingestBytes})
 	if err != nil {
 		t.Fatal(err)
 	}

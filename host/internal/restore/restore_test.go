@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/wasmstream/wasmstream/host/internal/state"
@@ -20,7 +21,19 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
+// restorePaths are the two ways state writes restored batches.
+var restorePaths = []struct {
+	name string
+	db   func(testing.TB) (*state.DB, vfs.FS)
+}{{"ingest", memDB}, {"batch", memDBBatches}}
+
 func TestRestoreFull(t *testing.T) {
+	for _, p := range restorePaths {
+		t.Run(p.name, func(t *testing.T) { testRestoreFull(t, p.db) })
+	}
+}
+
+func testRestoreFull(t *testing.T, memDB func(testing.TB) (*state.DB, vfs.FS)) {
 	b := testbroker.New(t)
 	topic := b.Name(t, "changelog")
 	b.CreateTopic(t, topic, 1, nil)
@@ -51,6 +64,12 @@ func TestRestoreFull(t *testing.T) {
 // batches): what it applied stays, with a checkpoint that matches the data
 // exactly; a second restore resumes there and reaches the new end.
 func TestRestoreResume(t *testing.T) {
+	for _, p := range restorePaths {
+		t.Run(p.name, func(t *testing.T) { testRestoreResume(t, p.db) })
+	}
+}
+
+func testRestoreResume(t *testing.T, memDB func(testing.TB) (*state.DB, vfs.FS)) {
 	b := testbroker.New(t)
 	topic := b.Name(t, "changelog")
 	b.CreateTopic(t, topic, 1, nil)
