@@ -60,7 +60,14 @@ func TestKafkaStreamsReviveAcrossRevocation(t *testing.T) {
 		o.restore.BatchRecords = 100
 	}
 	progressA := WithRestoreProgress(func(pr RestoreProgress) {
-		time.Sleep(40 * time.Millisecond) // a restore that takes seconds
+		// A restore that takes seconds, and longer once B is on its way,
+		// so that B's join lands in the middle of it even on a slow machine.
+		select {
+		case <-joinB:
+			time.Sleep(100 * time.Millisecond)
+		default:
+			time.Sleep(40 * time.Millisecond)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if prev, ok := lastA[pr.Partition]; ok && !prev.Done && pr.Start != prev.Start && pr.Restarts == 0 && pr.Wipes == 0 {
