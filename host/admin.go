@@ -105,7 +105,7 @@ func (s adminSource) plugin(p *loadedProcessor, v ProcessorVersions) admin.Plugi
 	if v.Active.Hash != info.SHA256 {
 		out.Size, out.ABIVersion = 0, 0
 		if pv := s.h.versions[p.cfg.Name]; pv != nil {
-			if cv, ok := pv.byIDLocked(v.Active.ID); ok {
+			if cv, ok := pv.lookup(v.Active.ID); ok {
 				out.Size = cv.Size
 			}
 		}

@@ -311,7 +311,7 @@ func (h *Host) Versions() []ProcessorVersions {
 		pv.mu.Unlock()
 		if h.runner != nil {
 			active, tasks := h.runner.ActiveVersion(lp.cfg.Name)
-			if v, ok := pv.byIDLocked(active); ok {
+			if v, ok := pv.lookup(active); ok {
 				p.Active = info(v)
 			}
 			for id, v := range tasks {
@@ -324,7 +324,7 @@ func (h *Host) Versions() []ProcessorVersions {
 	return out
 }
 
-func (pv *procVersions) byIDLocked(id string) (control.Version, bool) {
+func (pv *procVersions) lookup(id string) (control.Version, bool) {
 	pv.mu.Lock()
 	defer pv.mu.Unlock()
 	v, ok := pv.byID[id]

@@ -30,10 +30,7 @@ const (
 // the real broker kills also land in the middle of rebalances.
 func TestCrashSIGKILL(t *testing.T) {
 	h := newHarness(t, exactlyOnce, 3, 150*time.Second)
-	for _, m := range h.members {
-		m.start()
-	}
-	h.waitGroup(3, 60*time.Second)
+	h.startGroup(3)
 
 	const rate, kills = 120, 6
 	prod := h.produceSteadily(0, 0, rate)
@@ -61,11 +58,8 @@ func TestCrashSIGKILL(t *testing.T) {
 	h.sleep(time.Second) // the last restart too sees input
 	prod.finish(h, true, 30*time.Second)
 	h.waitDrained(90 * time.Second)
-	h.stopAll()
-	h.failOnUnexpectedExits()
-	h.check(true)
+	h.finish(true)
 	h.checkLocalStores()
-	h.summary()
 }
 
 // TestFencingSIGSTOP: two processes; one is SIGSTOPped while it owns
@@ -78,10 +72,7 @@ func TestCrashSIGKILL(t *testing.T) {
 // non-zero; either is accepted and logged. The output must be exactly once.
 func TestFencingSIGSTOP(t *testing.T) {
 	h := newHarness(t, exactlyOnce, 2, 150*time.Second)
-	for _, m := range h.members {
-		m.start()
-	}
-	h.waitGroup(2, 60*time.Second)
+	h.startGroup(2)
 	prod := h.produceSteadily(0, 0, 150)
 	// Let both process for a while.
 	h.sleep(2 * time.Second)
@@ -231,10 +222,7 @@ func TestFencingSIGSTOP(t *testing.T) {
 
 	prod.finish(h, true, 30*time.Second)
 	h.waitDrained(60 * time.Second)
-	h.stopAll()
-	h.failOnUnexpectedExits()
-	h.check(true)
-	h.summary()
+	h.finish(true)
 }
 
 // zombieNotes picks the warnings and errors a process logged from offset
@@ -283,10 +271,7 @@ func TestRebalanceStorm(t *testing.T) {
 
 func storm(t *testing.T, guarantee string) {
 	h := newHarness(t, guarantee, 3, 120*time.Second)
-	for _, m := range h.members {
-		m.start()
-	}
-	h.waitGroup(3, 60*time.Second)
+	h.startGroup(3)
 
 	const total, over = 2000, 16 * time.Second
 	prod := h.produceSteadily(total, over, 0)
@@ -339,30 +324,22 @@ func storm(t *testing.T, guarantee string) {
 	}
 	h.judgeStops(true)
 	h.waitDrained(90 * time.Second)
-	h.stopAll()
-	h.failOnUnexpectedExits()
 	t.Logf("storm: %d membership changes in %v", actions, over)
-	h.check(guarantee == exactlyOnce)
-	h.summary()
+	h.finish(guarantee == exactlyOnce)
 }
 
 // TestSurvivorsOfACrashKeepRunning: a member is SIGKILLed and restarted;
-// the other member must keep running. The rebalance the restart starts
-// waits for the dead member's session to expire; meanwhile the survivor
-// keeps processing its partitions (cooperative rebalancing) and opens
-// transactions whose offset commit franz-go holds back until the join and
-// sync are over. A transaction timeout below the session timeout lets the
-// broker abort such a transaction first and fence the survivor's producer
-// (PRODUCER_FENCED), which stops the runner: one crash takes the healthy
-// members down with it. The configuration's defaults (session_timeout
-// 45s, transaction_timeout 10s) are in that regime; this test uses 6s and
-// 5s to be quick.
+// the other member must keep running while the dead member's partitions
+// wait for its session to expire. Under the classic group protocol the
+// rebalance is a barrier: the survivor's transaction could not end until
+// the join was over (franz-go heartbeats before committing), a transaction
+// timeout below the session timeout let the broker abort it and fence the
+// producer, and one crash took the healthy member down with it. The
+// transaction timeout here (5s) is below the broker's session timeout, so
+// the test fails if that regime comes back.
 func TestSurvivorsOfACrashKeepRunning(t *testing.T) {
 	h := newHarness(t, exactlyOnce, 2, 90*time.Second, withTxnTimeout(5*time.Second))
-	for _, m := range h.members {
-		m.start()
-	}
-	h.waitGroup(2, 60*time.Second)
+	h.startGroup(2)
 	prod := h.produceSteadily(0, 0, 150)
 	h.sleep(2 * time.Second)
 	victim, survivor := h.members[1], h.members[0]
@@ -383,10 +360,7 @@ func TestSurvivorsOfACrashKeepRunning(t *testing.T) {
 	}
 	prod.finish(h, true, 30*time.Second)
 	h.waitDrained(60 * time.Second)
-	h.stopAll()
-	h.failOnUnexpectedExits()
-	h.check(true)
-	h.summary()
+	h.finish(true)
 }
 
 // TestRestoreAfterAnAbandonedTransaction: a store restored while an older
@@ -405,10 +379,7 @@ func TestSurvivorsOfACrashKeepRunning(t *testing.T) {
 // count equal to the reference.
 func TestRestoreAfterAnAbandonedTransaction(t *testing.T) {
 	h := newHarness(t, exactlyOnce, 3, 170*time.Second, withTxnTimeout(25*time.Second))
-	for _, m := range h.members {
-		m.start()
-	}
-	h.waitGroup(3, 60*time.Second)
+	h.startGroup(3)
 	prod := h.produceSteadily(0, 0, 150)
 	h.sleep(2 * time.Second)
 	a, c := h.members[0], h.members[2]
@@ -517,8 +488,5 @@ func TestRestoreAfterAnAbandonedTransaction(t *testing.T) {
 	prod.finish(h, true, 30*time.Second)
 	a.kill() // the frozen process: its transaction is aborted at its timeout
 	h.waitDrained(90 * time.Second)
-	h.stopAll()
-	h.failOnUnexpectedExits()
-	h.check(true)
-	h.summary()
+	h.finish(true)
 }

@@ -558,6 +558,27 @@ func (h *harness) restartDead() {
 }
 
 // stopAll SIGTERMs every live process and checks each exits 0 in time.
+// startGroup starts every member and waits until the group is stable with
+// n members sharing the input partitions.
+func (h *harness) startGroup(n int) {
+	h.t.Helper()
+	for _, m := range h.members {
+		m.start()
+	}
+	h.waitGroup(n, 60*time.Second)
+}
+
+// finish stops every member, fails on an exit nobody asked for, checks the
+// committed output and state (exactly once or at least once) and logs the
+// run's summary.
+func (h *harness) finish(exactlyOnce bool) {
+	h.t.Helper()
+	h.stopAll()
+	h.failOnUnexpectedExits()
+	h.check(exactlyOnce)
+	h.summary()
+}
+
 func (h *harness) stopAll() {
 	h.t.Helper()
 	start := time.Now()

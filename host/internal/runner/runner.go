@@ -184,7 +184,7 @@ type procState struct {
 	mu           sync.Mutex
 	want         *swapRequest // a Swap not yet taken in by the loop
 	activeID     string
-	taskVersions map[TaskID]taskVersion
+	taskVersions map[TaskID]string // version ID by task
 	// lag is each task's consumer lag as of its latest fetch: the end of
 	// its partition (the last stable offset: the host reads committed)
 	// minus the offset of its next record.
@@ -216,7 +216,7 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	var topics []string
 	for _, spec := range opts.Processors {
 		ps := &procState{spec: spec, inputIndex: map[string]uint32{}, Stats: newStats(),
-			taskVersions: map[TaskID]taskVersion{}, lag: map[TaskID]int64{}}
+			taskVersions: map[TaskID]string{}, lag: map[TaskID]int64{}}
 		if spec.Version == "" {
 			spec.Version = "initial"
 			ps.spec.Version = spec.Version

@@ -61,11 +61,6 @@ type prepared struct {
 	done chan struct{}
 }
 
-// taskVersion is where a task stands in a swap (for Versions).
-type taskVersion struct {
-	active string
-}
-
 // Swap makes processor run v: every task of the processor in this process
 // switches at its next commit point, after an instance of v has been made
 // for it in the background. Under exactly_once a switch never splits a
@@ -96,8 +91,8 @@ func (r *Runner) ActiveVersion(processor string) (active string, tasks map[TaskI
 		ps.mu.Lock()
 		defer ps.mu.Unlock()
 		tasks = make(map[TaskID]string, len(ps.taskVersions))
-		for id, tv := range ps.taskVersions {
-			tasks[id] = tv.active
+		for id, v := range ps.taskVersions {
+			tasks[id] = v
 		}
 		return ps.activeID, tasks
 	}
@@ -135,7 +130,7 @@ func (ps *procState) setTaskVersion(id TaskID, v *version) {
 		delete(ps.taskVersions, id)
 		return
 	}
-	ps.taskVersions[id] = taskVersion{active: v.ID}
+	ps.taskVersions[id] = v.ID
 }
 
 // advanceSwaps moves tasks to their processor's wanted version. Called by

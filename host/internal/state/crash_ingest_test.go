@@ -5,7 +5,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"strconv"
-	"sync"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -204,7 +203,7 @@ func TestIngestAtomicUnderCrash(t *testing.T) {
 // splitting the data and the checkpoint into two ingests fails here.
 func TestIngestAtomicAtEveryStep(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	fs := &stepImageFS{MemFS: vfs.NewCrashableMem(), rng: rng}
+	fs := &stepImageFS{imageRecorder{MemFS: vfs.NewCrashableMem(), rng: rng}}
 	db, err := Open("db", Options{FS: fs, IngestRestoredBytes: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -239,34 +238,9 @@ func TestIngestAtomicAtEveryStep(t *testing.T) {
 
 // stepImageFS takes crash images of itself after every mutating operation
 // while recording: with no unsynced data, all of it, and a random half.
-type stepImageFS struct {
-	*vfs.MemFS
-	rng *rand.Rand
+type stepImageFS struct{ imageRecorder }
 
-	mu     sync.Mutex
-	on     bool
-	images []*vfs.MemFS
-}
-
-func (f *stepImageFS) record(on bool) []*vfs.MemFS {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.on = on
-	imgs := f.images
-	f.images = nil
-	return imgs
-}
-
-func (f *stepImageFS) snap() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.on {
-		return
-	}
-	for _, pct := range []int{0, 100, 50} {
-		f.images = append(f.images, f.MemFS.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: f.rng}))
-	}
-}
+func (f *stepImageFS) snap() { f.take(0, 100, 50) }
 
 func (f *stepImageFS) file(file vfs.File, err error) (vfs.File, error) {
 	if err != nil {

@@ -122,7 +122,7 @@ func checkImage(t *testing.T, img *vfs.MemFS, stores []string, last int) int64 {
 // an Apply split into a data commit and a checkpoint commit fails here on
 // the first window.
 func TestApplyAtomicAtEveryWALWrite(t *testing.T) {
-	fs := &imageFS{MemFS: vfs.NewCrashableMem(), rng: rand.New(rand.NewPCG(1, 2))}
+	fs := &imageFS{imageRecorder{MemFS: vfs.NewCrashableMem(), rng: rand.New(rand.NewPCG(1, 2))}}
 	db, err := Open("db", Options{FS: fs, Sync: true})
 	if err != nil {
 		t.Fatal(err)
@@ -162,9 +162,8 @@ func TestApplyAtomicAtEveryWALWrite(t *testing.T) {
 	t.Logf("%d images, one per write-ahead log write", len(images))
 }
 
-// imageFS takes a crash image of itself after every write to a
-// write-ahead log file while recording.
-type imageFS struct {
+// imageRecorder keeps crash images of a MemFS taken while recording.
+type imageRecorder struct {
 	*vfs.MemFS
 	rng *rand.Rand
 
@@ -173,7 +172,8 @@ type imageFS struct {
 	images []*vfs.MemFS
 }
 
-func (f *imageFS) record(on bool) []*vfs.MemFS {
+// record turns recording on or off and returns the images taken so far.
+func (f *imageRecorder) record(on bool) []*vfs.MemFS {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.on = on
@@ -182,13 +182,24 @@ func (f *imageFS) record(on bool) []*vfs.MemFS {
 	return imgs
 }
 
-func (f *imageFS) snap() {
+// take, while recording, clones the file system as a crash would leave it,
+// once per given share of the unsynced data kept (percent).
+func (f *imageRecorder) take(unsyncedPercents ...int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.on {
-		f.images = append(f.images, f.MemFS.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: f.rng}))
+	if !f.on {
+		return
+	}
+	for _, pct := range unsyncedPercents {
+		f.images = append(f.images, f.MemFS.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: f.rng}))
 	}
 }
+
+// imageFS takes a crash image of itself after every write to a
+// write-ahead log file while recording.
+type imageFS struct{ imageRecorder }
+
+func (f *imageFS) snap() { f.take(100) }
 
 func (f *imageFS) wrap(name string, file vfs.File, err error) (vfs.File, error) {
 	if err != nil || !strings.HasSuffix(name, ".log") {
