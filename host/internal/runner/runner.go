@@ -221,7 +221,7 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 			spec.Version = "initial"
 			ps.spec.Version = spec.Version
 		}
-		ps.active = &version{Version: Version{ID: spec.Version, Plugin: spec.Plugin}, header: []byte(spec.Version)}
+		ps.active = newVersion(Version{ID: spec.Version, Plugin: spec.Plugin}, nil, Canary{})
 		ps.activeID = spec.Version
 		for i, in := range spec.Inputs {
 			if other, dup := r.byTopic[in]; dup {

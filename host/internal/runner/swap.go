@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // HeaderVersion names, on every output and dead-letter record, the
@@ -41,9 +43,19 @@ type RollbackEvent struct {
 // version is a Version as the runner tracks it.
 type version struct {
 	Version
-	header []byte   // ID, the value of HeaderVersion
-	prev   *version // what a rollback returns to; nil for the first
-	canary Canary
+	header []byte // ID, the value of HeaderVersion
+	// headers is the header list of an emit without headers of its own,
+	// shared by all such records (read-only; len = cap = 1, so an append
+	// would copy): no allocation per record for it.
+	headers []kgo.RecordHeader
+	prev    *version // what a rollback returns to; nil for the first
+	canary  Canary
+}
+
+func newVersion(v Version, prev *version, canary Canary) *version {
+	h := []byte(v.ID)
+	return &version{Version: v, header: h, headers: []kgo.RecordHeader{{Key: HeaderVersion, Value: h}},
+		prev: prev, canary: canary}
 }
 
 // swapRequest is a pending Swap, taken in by the loop at a commit point.
@@ -147,7 +159,7 @@ func (r *Runner) advanceSwaps(ctx context.Context) {
 		ps.want = nil
 		ps.mu.Unlock()
 		if req != nil && req.v.ID != ps.active.ID {
-			nv := &version{Version: req.v, header: []byte(req.v.ID), prev: ps.active, canary: req.canary}
+			nv := newVersion(req.v, ps.active, req.canary)
 			r.log.Info("swapping processor version", "processor", ps.spec.Name, "from", ps.active.ID, "to", nv.ID)
 			ps.active = nv
 			ps.mu.Lock()

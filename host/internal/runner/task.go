@@ -157,11 +157,15 @@ func (t *task) Emit(output int, rec *abi.Record) error {
 		kr.Timestamp = time.UnixMilli(rec.Timestamp)
 	}
 	// The plugin's headers, then the version that produced the record.
-	kr.Headers = make([]kgo.RecordHeader, len(rec.Headers)+1)
-	for i, h := range rec.Headers {
-		kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: append([]byte(nil), h.Value...)}
+	if len(rec.Headers) == 0 {
+		kr.Headers = t.ver.headers
+	} else {
+		kr.Headers = make([]kgo.RecordHeader, len(rec.Headers)+1)
+		for i, h := range rec.Headers {
+			kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: append([]byte(nil), h.Value...)}
+		}
+		kr.Headers[len(rec.Headers)] = kgo.RecordHeader{Key: HeaderVersion, Value: t.ver.header}
 	}
-	kr.Headers[len(rec.Headers)] = kgo.RecordHeader{Key: HeaderVersion, Value: t.ver.header}
 	t.staged = append(t.staged, kr)
 	return nil
 }
