@@ -97,6 +97,9 @@ type Manifest struct {
 	// Offset of the manifest record in the topic (not part of the JSON);
 	// -1 for a manifest not read from or written to the topic.
 	Offset int64 `json:"-"`
+	// Skipped lists the previous versions a Rollback passed over because
+	// they could not run (not part of the JSON; only on Rollback's result).
+	Skipped []SkippedVersion `json:"-"`
 }
 
 // NewVersion returns the Version of module: its hash, size and chunk count.

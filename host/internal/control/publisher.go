@@ -102,7 +102,7 @@ func (p *Publisher) deploy(ctx context.Context, processor string, module []byte,
 			m.Reason = ReasonInitial
 		}
 		if ok { // with no readable manifest, there is no history to keep
-			m.History = pushHistory(cur)
+			m.History = st.runnableHistory(pushHistory(cur))
 		}
 		return m, nil
 	}
@@ -148,8 +148,10 @@ func (p *Publisher) deploy(ctx context.Context, processor string, module []byte,
 // overtaken by a deploy. It returns ErrNoPrevious if the history is empty,
 // ErrNoManifest if the processor has none, and the decode error
 // (ErrCorrupt, ErrFormat) if its latest manifest does not decode. It
-// refuses, writing nothing, to roll back to a version whose bytes in the
-// topic are incomplete or do not match its hash.
+// never rolls back to a version whose bytes in the topic are incomplete or
+// do not match its hash: it skips such versions (listed in the returned
+// manifest's Skipped) for the next one, and returns ErrNoPrevious, writing
+// nothing, if no previous version is left.
 func (p *Publisher) Rollback(ctx context.Context, processor, reason, expectHash, by string) (Manifest, error) {
 	if reason == "" {
 		reason = ReasonRollback
@@ -173,20 +175,52 @@ func (p *Publisher) Rollback(ctx context.Context, processor, reason, expectHash,
 		return cur, fmt.Errorf("%w: control topic %s: processor %q runs %s and has no previous version",
 			ErrNoPrevious, p.r.topic, processor, cur.Version)
 	}
-	prev := cur.History[0]
-	if _, err := st.module(prev); err != nil {
-		return cur, fmt.Errorf("control topic %s: cannot roll back processor %q from %s: %w", p.r.topic, processor, cur.Version, err)
+	// The target is the most recent previous version whose bytes are in
+	// the topic, complete and matching its hash: a version written by
+	// another tool with chunks missing, or corrupted, could run nowhere,
+	// so it is skipped (and reported in Skipped), never rolled back to.
+	var skipped []SkippedVersion
+	for i, prev := range cur.History {
+		if _, err := st.module(prev); err != nil {
+			skipped = append(skipped, SkippedVersion{Version: prev, Why: err.Error()})
+			continue
+		}
+		m := Manifest{
+			Format:     Format,
+			Processor:  processor,
+			Version:    prev,
+			DeployedBy: by,
+			Reason:     reason,
+			History:    st.runnableHistory(cur.History[i+1:]),
+			Offset:     -1,
+		}
+		m, err := p.publish(ctx, m)
+		m.Skipped = skipped
+		return m, err
 	}
-	m := Manifest{
-		Format:     Format,
-		Processor:  processor,
-		Version:    prev,
-		DeployedBy: by,
-		Reason:     reason,
-		History:    append([]Version{}, cur.History[1:]...),
-		Offset:     -1,
+	return cur, fmt.Errorf("%w: control topic %s: processor %q runs %s and none of its %d previous versions can run (%s)",
+		ErrNoPrevious, p.r.topic, processor, cur.Version, len(cur.History), skipped[0].Why)
+}
+
+// SkippedVersion is a previous version Rollback passed over, and why.
+type SkippedVersion struct {
+	Version Version
+	Why     string
+}
+
+// runnableHistory returns the versions of h whose bytes the topic holds,
+// complete and matching, in order (a new slice). A version that is not
+// runnable now never becomes runnable later for a reader: its manifest
+// followed its chunks, so what is missing stays missing. Keeping it would
+// make it the "previous" version a deploy reports and a rollback target.
+func (s *store) runnableHistory(h []Version) []Version {
+	out := make([]Version, 0, len(h))
+	for _, v := range h {
+		if _, err := s.module(v); err == nil {
+			out = append(out, v)
+		}
 	}
-	return p.publish(ctx, m)
+	return out
 }
 
 // pushHistory returns the history of a manifest replacing cur: cur's
