@@ -11,17 +11,21 @@ import (
 // AllocsPerRun counts the SDK's allocations only.
 type nopHost struct{ value []byte }
 
-func (nopHost) Emit([]byte) int32                     { return 0 }
-func (nopHost) OutputIndex(string) int32              { return 0 }
-func (nopHost) StoreIndex(string) int32               { return 0 }
-func (nopHost) Config([]byte) int32                   { return 0 }
-func (nopHost) Log(uint32, string) int32              { return 0 }
-func (nopHost) SetError(string) int32                 { return 0 }
-func (nopHost) StatePut(uint32, []byte, []byte) int32 { return 0 }
-func (nopHost) StateDelete(uint32, []byte) int32      { return 0 }
-func (nopHost) ScanOpen(uint32, []byte, []byte) int32 { return 0 }
-func (nopHost) ScanNext(uint32, []byte) int32         { return 0 }
-func (nopHost) ScanClose(uint32) int32                { return 0 }
+func (nopHost) Emit([]byte) int32                       { return 0 }
+func (nopHost) OutputIndex(string) int32                { return 0 }
+func (nopHost) StoreIndex(string) int32                 { return 0 }
+func (nopHost) Config([]byte) int32                     { return 0 }
+func (nopHost) Log(uint32, string) int32                { return 0 }
+func (nopHost) SetError(string) int32                   { return 0 }
+func (nopHost) StatePut(uint32, []byte, []byte) int32   { return 0 }
+func (nopHost) StateDelete(uint32, []byte) int32        { return 0 }
+func (nopHost) ScanOpen(uint32, []byte, []byte) int32   { return 0 }
+func (nopHost) ScanNext(uint32, []byte) int32           { return 0 }
+func (nopHost) ScanClose(uint32) int32                  { return 0 }
+func (nopHost) TimerSet(uint32, int64, []byte) int32    { return 0 }
+func (nopHost) TimerCancel(uint32, int64, []byte) int32 { return 0 }
+func (nopHost) TimeNow(uint32) int64                    { return 0 }
+func (nopHost) CommitMark([]byte) int32                 { return 0 }
 func (h nopHost) StateGet(_ uint32, _, out []byte) int32 {
 	copy(out, h.value)
 	return int32(len(h.value))

@@ -43,7 +43,8 @@ type Out struct {
 	Headers []Header
 	// Timestamp is in milliseconds since the Unix epoch. Zero means the
 	// timestamp of the input record being processed, which is what
-	// downstream windowing usually wants.
+	// downstream windowing usually wants; in a timer or commit callback
+	// (package sdk/timer), the trigger's timestamp.
 	Timestamp int64
 }
 
@@ -137,6 +138,8 @@ func (o *OutputHandle) emitAny(key, value []byte, headers []Header, ts int64, pa
 		if n <= abi.MaxRecordSize && isInput(key, value, headers) {
 			rec = inputBuf[:n]
 		}
+	} else if ts == 0 {
+		ts = callbackTimestamp // a callback: the trigger's timestamp
 	}
 	if rec == nil {
 		n := encodedSize(key, value, headers)

@@ -58,6 +58,7 @@ type options struct {
 	stores  []string
 	config  []byte
 	fault   func(call string) abi.Errno
+	time    timeOptions
 }
 
 // Outputs declares the processor's outputs. Indices are given in sorted
@@ -118,10 +119,32 @@ type Result struct {
 	// plugin's set_error message, or says why the host failed the record.
 	Err error
 	// Emitted holds the records emitted per output name, in emit order;
-	// All holds them in emit order across outputs. Both are empty when the
-	// record failed: the host discards a failed record's emits.
+	// All holds them in emit order across outputs. They hold the emits of
+	// every call of the step that succeeded: the record's, then those of
+	// the callbacks in Callbacks. A failed call's emits are discarded, as
+	// the host does.
 	Emitted map[string][]Emitted
 	All     []Emitted
+	// Callbacks are the timer and commit callbacks the step ran, in order
+	// (package sdk/timer): the timers that came due after the record, or
+	// the commit point's. Err above is the record's alone; each callback
+	// has its own.
+	Callbacks []Callback
+}
+
+// Failed is the first error of the step: the record's, or else the first
+// failed callback's; nil if every call succeeded.
+func (r *Result) Failed() error {
+	if r.Err != nil {
+		return r.Err
+	}
+	for _, c := range r.Callbacks {
+		if c.Err != nil {
+			return errors.New("sdktest: " + c.Kind.String() + " callback for key " + strconv.Quote(string(c.Key)) +
+				" at " + strconv.FormatInt(c.Time, 10) + ": " + c.Err.Error())
+		}
+	}
+	return nil
 }
 
 // Log is one line the plugin logged.
@@ -136,6 +159,8 @@ const (
 	phaseIdle phase = iota
 	phaseInit
 	phaseProcess
+	phaseTimer  // wasmstream_on_timer
+	phaseCommit // wasmstream_on_commit
 )
 
 // Host is a fake wasmstream host running one plugin instance.
@@ -161,6 +186,8 @@ type Host struct {
 	emitted    []Emitted
 	cursors    map[uint32]*cursor
 	nextCursor uint32
+
+	time timeState // clocks, timers, commit marks (time.go)
 }
 
 var (
@@ -204,6 +231,7 @@ func Start(t testing.TB, opts ...Option) (*Host, error) {
 		h.stores = append(h.stores, &Store{name: n, data: map[string][]byte{}})
 	}
 
+	h.initTime(o.time)
 	h.activate()
 	t.Cleanup(func() { h.release("the test that created it ended") })
 
@@ -283,12 +311,13 @@ func (h *Host) Process(r Record) Result {
 	return h.ProcessRaw(rec.AppendEncode(nil))
 }
 
-// MustProcess is Process that fails the test if the record fails.
+// MustProcess is Process that fails the test if the record or one of the
+// callbacks after it fails.
 func (h *Host) MustProcess(r Record) Result {
 	h.t.Helper()
 	res := h.Process(r)
-	if res.Err != nil {
-		h.t.Fatalf("sdktest: record failed: %v", res.Err)
+	if err := res.Failed(); err != nil {
+		h.t.Fatalf("sdktest: record failed: %v", err)
 	}
 	return res
 }
@@ -307,9 +336,13 @@ func (h *Host) ProcessRaw(encoded []byte) Result {
 		}
 	}
 	copy(h.inBuf, encoded)
+	ts := h.advanceStreamTime(encoded)
 	h.beginCall(phaseProcess)
+	h.time.callTS = ts
 	st := abi.Status(h.guest.Process(uint32(len(encoded))))
-	return h.finish(st, nil)
+	res := h.finish(st, nil)
+	h.afterRecord(&res)
+	return res
 }
 
 func (h *Host) beginCall(p phase) {
@@ -320,6 +353,7 @@ func (h *Host) beginCall(p phase) {
 	for _, s := range h.stores {
 		s.pending = nil
 	}
+	h.beginTimeCall()
 }
 
 // finish ends a record: commit its staged writes and emits if it
@@ -337,6 +371,7 @@ func (h *Host) finish(st abi.Status, hostErr error) Result {
 		}
 		s.pending = nil
 	}
+	h.endTimeCall(res.Err == nil)
 	if res.Err == nil {
 		res.All = h.emitted
 		res.Emitted = map[string][]Emitted{}
@@ -406,7 +441,7 @@ func (h *calls) check(call string, stateful bool) int32 {
 		}
 	}
 	switch {
-	case h.phase == phaseProcess, h.phase == phaseInit && !stateful:
+	case h.phase >= phaseProcess, h.phase == phaseInit && !stateful:
 		return 0
 	}
 	return abi.ErrnoPhase.Result()

@@ -25,6 +25,12 @@ type Host interface {
 	ScanOpen(store uint32, start, end []byte) int32
 	ScanNext(cursor uint32, out []byte) int32
 	ScanClose(cursor uint32) int32
+
+	// Time (ABI.md section 8).
+	TimerSet(kind uint32, ts int64, key []byte) int32
+	TimerCancel(kind uint32, ts int64, key []byte) int32
+	TimeNow(clock uint32) int64
+	CommitMark(key []byte) int32
 }
 
 // Guest is what the SDK exports, as Go functions: the bodies of the Wasm
@@ -38,10 +44,27 @@ type Guest struct {
 	Reset   func()
 }
 
+// TimeGuest is what package sdk/timer exports, when a plugin links it: the
+// bodies of wasmstream_on_timer and wasmstream_on_commit.
+type TimeGuest struct {
+	OnTimer  func(n uint32) int32
+	OnCommit func(n uint32) int32
+}
+
 var (
-	host  Host
-	guest Guest
+	host      Host
+	guest     Guest
+	timeGuest TimeGuest
 )
+
+// RegisterTimeGuest is called by sdk/timer's native build from its init
+// function.
+func RegisterTimeGuest(g TimeGuest) { timeGuest = g }
+
+// TimeEntry returns sdk/timer's entry points; their fields are nil if the
+// plugin does not link sdk/timer (the host then has no callbacks to call,
+// as a Wasm module without the exports).
+func TimeEntry() TimeGuest { return timeGuest }
 
 // SetHost makes h the host of every later SDK call; nil removes it.
 func SetHost(h Host) { host = h }
