@@ -50,7 +50,15 @@ var runs = []run{
 		want:  []string{`out:{"email":"` + sha256Hex("ann@example.com") + `","n":1}`}},
 	{pkg: "wordcount", outputs: []string{"counts"}, stores: []string{"counts"},
 		value: "the cat and the hat", want: []string{"counts:the=2", "counts:cat=1", "counts:and=1", "counts:hat=1"}},
+	// The time plugins emit nothing for one record; TestTimeInWasm runs
+	// their callbacks.
+	{pkg: "windowcount", outputs: []string{"counts"}, stores: []string{"windows"}, config: `{"size":"1m"}`, value: "x"},
+	{pkg: "alert", outputs: []string{"alerts"}, stores: []string{"alert"}, config: `{"timeout":"1m"}`, value: "x"},
 }
+
+// timePlugins use sdk/timer; every other plugin must carry none of its
+// exports or imports (what time costs a plugin that does not use it).
+var timePlugins = map[string]bool{"windowcount": true, "alert": true}
 
 // signatures are the ABI's import and export signatures (abi/ABI.md
 // sections 3 and 4): every parameter and result is an i32.
@@ -65,6 +73,22 @@ var exportSignatures = map[string][2]int{
 	abi.VersionMarker: {0, 0}, abi.ExportInput: {1, 1}, abi.ExportProcess: {1, 1},
 	abi.ExportInit: {0, 1}, abi.ExportInitialize: {0, 0},
 }
+
+// The time imports and exports (ABI.md section 8) have i64 times, so their
+// signatures are spelled out: params, then results.
+var (
+	i32, i64       = api.ValueTypeI32, api.ValueTypeI64
+	timeSignatures = map[string][2][]api.ValueType{
+		abi.ImportTimerSet:    {{i32, i64, i32, i32}, {i32}},
+		abi.ImportTimerCancel: {{i32, i64, i32, i32}, {i32}},
+		abi.ImportTimeNow:     {{i32}, {i64}},
+		abi.ImportCommitMark:  {{i32, i32}, {i32}},
+	}
+	timeExports = map[string][2][]api.ValueType{
+		abi.ExportOnTimer:  {{i32}, {i32}},
+		abi.ExportOnCommit: {{i32}, {i32}},
+	}
+)
 
 // runtime is one wazero runtime with WASI and the test host, shared by
 // the tests of this file.
@@ -126,6 +150,7 @@ func (rt *runtime) process(t *testing.T, mod api.Module, rec abi.Record) uint64 
 	t.Helper()
 	rt.h.emitted, rt.h.records, rt.h.errMsg, rt.h.logs = nil, nil, "", nil
 	clear(rt.h.cursors)
+	rt.h.stream, rt.h.callTS = max(rt.h.stream, rec.Timestamp), rec.Timestamp
 	enc := rec.AppendEncode(nil)
 	ptr := uint32(call(t, mod, abi.ExportInput, uint64(len(enc))))
 	if ptr == 0 || !mod.Memory().Write(ptr, enc) {
@@ -160,6 +185,13 @@ func TestPluginsBuildAndRunAsWasm(t *testing.T) {
 			}
 			if !slices.Equal(rt.h.emitted, r.want) {
 				t.Fatalf("emitted %q, want %q", rt.h.emitted, r.want)
+			}
+			exports := mod.ExportedFunctionDefinitions()
+			_, onTimer := exports[abi.ExportOnTimer]
+			_, onCommit := exports[abi.ExportOnCommit]
+			if onTimer != timePlugins[r.pkg] || onCommit != timePlugins[r.pkg] {
+				t.Fatalf("exports %s %v and %s %v; want both only in plugins that use sdk/timer",
+					abi.ExportOnTimer, onTimer, abi.ExportOnCommit, onCommit)
 			}
 		})
 	}
@@ -246,6 +278,12 @@ func checkShape(t *testing.T, m wazero.CompiledModule) {
 		switch mod {
 		case abi.WASIModule:
 		case abi.ImportModule:
+			if ts, ok := timeSignatures[name]; ok {
+				if !slices.Equal(f.ParamTypes(), ts[0]) || !slices.Equal(f.ResultTypes(), ts[1]) {
+					t.Errorf("import %s: params %v results %v, want %v and %v", name, f.ParamTypes(), f.ResultTypes(), ts[0], ts[1])
+				}
+				continue
+			}
 			sig, ok := signatures[name]
 			if !ok {
 				t.Errorf("import %s.%s is not in the ABI", mod, name)
@@ -263,6 +301,11 @@ func checkShape(t *testing.T, m wazero.CompiledModule) {
 			t.Errorf("export %s missing", name)
 		} else if !allI32(f.ParamTypes(), sig[0]) || !allI32(f.ResultTypes(), sig[1]) {
 			t.Errorf("export %s: params %v results %v, want %d and %d i32", name, f.ParamTypes(), f.ResultTypes(), sig[0], sig[1])
+		}
+	}
+	for name, ts := range timeExports { // optional
+		if f, ok := exports[name]; ok && (!slices.Equal(f.ParamTypes(), ts[0]) || !slices.Equal(f.ResultTypes(), ts[1])) {
+			t.Errorf("export %s: params %v results %v, want %v and %v", name, f.ParamTypes(), f.ResultTypes(), ts[0], ts[1])
 		}
 	}
 	if _, ok := m.ExportedMemories()[abi.ExportMemory]; !ok {
@@ -294,11 +337,25 @@ type host struct {
 	records []abi.Record        // the same, decoded
 	errMsg  string
 	logs    []string
+
+	// Time (ABI.md section 8), without staging or limits.
+	timers map[timerID]bool
+	marks  map[string]int64 // marked key -> timestamp of the marking call
+	stream int64            // stream time
+	wall   int64            // wall time
+	callTS int64            // timestamp of the current call
+}
+
+type timerID struct {
+	kind abi.TimerKind
+	ts   int64
+	key  string
 }
 
 func (h *host) reset(r run) {
 	*h = host{outputs: r.outputs, stores: r.stores, config: []byte(r.config),
-		state: map[string]string{}, cursors: map[uint32][]string{}}
+		state: map[string]string{}, cursors: map[uint32][]string{},
+		timers: map[timerID]bool{}, marks: map[string]int64{}, stream: abi.NoTime, wall: 1_700_000_000_000}
 }
 
 var errFault = errors.New("out of bounds")
@@ -450,6 +507,56 @@ func (h *host) register(ctx context.Context, rt wazero.Runtime) error {
 		delete(h.cursors, uint32(s[0]))
 		return 0
 	})
+	timerFn := func(name string, f func(kind abi.TimerKind, ts int64, key string) int32) {
+		b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, m api.Module, s []uint64) {
+			kind, ts := abi.TimerKind(api.DecodeU32(s[0])), int64(s[1])
+			key, err := read(m, uint64(api.DecodeU32(s[2])), uint64(api.DecodeU32(s[3])))
+			switch {
+			case err != nil:
+				s[0] = api.EncodeI32(abi.ErrnoFault.Result())
+			case abi.CheckTimer(kind, ts, len(key)) != 0:
+				s[0] = api.EncodeI32(abi.CheckTimer(kind, ts, len(key)).Result())
+			default:
+				s[0] = api.EncodeI32(f(kind, ts, string(key)))
+			}
+		}), timeSignatures[name][0], timeSignatures[name][1]).Export(name)
+	}
+	timerFn(abi.ImportTimerSet, func(kind abi.TimerKind, ts int64, key string) int32 {
+		id := timerID{kind, ts, key}
+		if h.timers[id] {
+			return 0
+		}
+		h.timers[id] = true
+		return 1
+	})
+	timerFn(abi.ImportTimerCancel, func(kind abi.TimerKind, ts int64, key string) int32 {
+		id := timerID{kind, ts, key}
+		if !h.timers[id] {
+			return 0
+		}
+		delete(h.timers, id)
+		return 1
+	})
+	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, m api.Module, s []uint64) {
+		switch api.DecodeU32(s[0]) {
+		case abi.ClockStream:
+			s[0] = uint64(h.stream)
+		case abi.ClockWall:
+			s[0] = uint64(h.wall)
+		default:
+			s[0] = uint64(int64(abi.ErrnoInval.Result()))
+		}
+	}), timeSignatures[abi.ImportTimeNow][0], timeSignatures[abi.ImportTimeNow][1]).Export(abi.ImportTimeNow)
+	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, m api.Module, s []uint64) {
+		key, err := read(m, uint64(api.DecodeU32(s[0])), uint64(api.DecodeU32(s[1])))
+		if err != nil {
+			s[0] = api.EncodeI32(abi.ErrnoFault.Result())
+			return
+		}
+		_, had := h.marks[string(key)]
+		h.marks[string(key)] = h.callTS
+		s[0] = api.EncodeI32(map[bool]int32{true: 0, false: 1}[had])
+	}), timeSignatures[abi.ImportCommitMark][0], timeSignatures[abi.ImportCommitMark][1]).Export(abi.ImportCommitMark)
 	_, err := b.Instantiate(ctx)
 	return err
 }
@@ -457,4 +564,111 @@ func (h *host) register(ctx context.Context, rt wazero.Runtime) error {
 func sha256Hex(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// fire runs the callbacks of a check (ABI.md section 8.3) through the
+// plugin's Wasm exports: the due timers in abi.TimerLess order (event time
+// only, unless at a commit point), then at a commit point the marked keys
+// in byte order. It returns what they emitted.
+func (rt *runtime) fire(t *testing.T, mod api.Module, commitPoint bool) []string {
+	t.Helper()
+	rt.h.emitted, rt.h.records, rt.h.errMsg = nil, nil, ""
+	var due []timerID
+	for id := range rt.h.timers {
+		if (id.kind == abi.TimerEventTime && id.ts <= rt.h.stream) ||
+			(commitPoint && id.kind == abi.TimerProcessingTime && id.ts <= rt.h.wall) {
+			due = append(due, id)
+		}
+	}
+	slices.SortFunc(due, func(a, b timerID) int {
+		if abi.TimerLess(a.kind, a.ts, []byte(a.key), b.kind, b.ts, []byte(b.key)) {
+			return -1
+		}
+		return 1
+	})
+	call := func(export string, tr abi.Trigger) {
+		enc := tr.AppendEncode(nil)
+		ptr := uint32(call(t, mod, abi.ExportInput, uint64(len(enc))))
+		if ptr == 0 || !mod.Memory().Write(ptr, enc) {
+			t.Fatalf("input buffer at %d unusable for %d bytes", ptr, len(enc))
+		}
+		rt.h.callTS = tr.Timestamp
+		if st := call(t, mod, export, uint64(len(enc))); st != uint64(abi.StatusOK) {
+			t.Fatalf("%s %s %q: status %d: %s", export, tr.Kind, tr.Key, st, rt.h.errMsg)
+		}
+	}
+	for _, id := range due {
+		delete(rt.h.timers, id)
+		call(abi.ExportOnTimer, abi.Trigger{Timestamp: id.ts, StreamTime: rt.h.stream, WallTime: rt.h.wall,
+			Kind: id.kind, Key: []byte(id.key)})
+	}
+	if commitPoint {
+		marks := rt.h.marks
+		rt.h.marks = map[string]int64{}
+		for _, k := range slices.Sorted(maps.Keys(marks)) {
+			call(abi.ExportOnCommit, abi.Trigger{Timestamp: marks[k], StreamTime: rt.h.stream, WallTime: rt.h.wall,
+				Kind: abi.TriggerCommit, Key: []byte(k)})
+		}
+	}
+	return rt.h.emitted
+}
+
+// The time plugins in real Wasm: i64 times through timer_set and time_now,
+// triggers decoded by the SDK from the input buffer, both callbacks, and
+// emits that take their timestamp from the trigger.
+func TestTimeInWasm(t *testing.T) {
+	rt := newRuntime(t)
+	ok := func(mod api.Module, key string, ts int64) {
+		t.Helper()
+		if st := rt.process(t, mod, abi.Record{Timestamp: ts, Key: []byte(key), Value: []byte("x")}); st != uint64(abi.StatusOK) {
+			t.Fatalf("process: status %d: %s", st, rt.h.errMsg)
+		}
+	}
+	const t0 = 1_700_000_040_000 // a minute boundary
+
+	t.Run("windowcount final", func(t *testing.T) {
+		mod := rt.instance(t, "./plugins/windowcount", run{outputs: []string{"counts"}, stores: []string{"windows"},
+			config: `{"size":"1m","grace":"1s"}`})
+		ok(mod, "a", t0)
+		ok(mod, "a", t0+30_000)
+		ok(mod, "b", t0+61_000) // stream time reaches the first window's end + grace
+		if len(rt.h.timers) != 2 {
+			t.Fatalf("timers %v", rt.h.timers)
+		}
+		got := rt.fire(t, mod, false)
+		want := []string{`counts:a={"start":1700000040000,"end":1700000100000,"count":2}`}
+		if !slices.Equal(got, want) || rt.h.records[0].Timestamp != t0+30_000 {
+			t.Fatalf("emitted %q (timestamp %d), want %q", got, rt.h.records[0].Timestamp, want)
+		}
+	})
+	t.Run("windowcount commit", func(t *testing.T) {
+		mod := rt.instance(t, "./plugins/windowcount", run{outputs: []string{"counts"}, stores: []string{"windows"},
+			config: `{"size":"1m","emit":"commit"}`})
+		ok(mod, "a", t0+5)
+		ok(mod, "a", t0+7)
+		if len(rt.h.marks) != 1 {
+			t.Fatalf("marks %v", rt.h.marks)
+		}
+		got := rt.fire(t, mod, true)
+		if want := []string{`counts:a={"start":1700000040000,"end":1700000100000,"count":2}`}; !slices.Equal(got, want) {
+			t.Fatalf("emitted %q, want %q", got, want)
+		}
+	})
+	t.Run("alert", func(t *testing.T) {
+		mod := rt.instance(t, "./plugins/alert", run{outputs: []string{"alerts"}, stores: []string{"alert"},
+			config: `{"timeout":"1m"}`})
+		ok(mod, "k", 1)
+		if _, pending := rt.h.timers[timerID{abi.TimerProcessingTime, rt.h.wall + 60_000, "k"}]; !pending {
+			t.Fatalf("timers %v", rt.h.timers)
+		}
+		if got := rt.fire(t, mod, true); len(got) != 0 {
+			t.Fatalf("early: %q", got)
+		}
+		rt.h.wall += 60_000
+		got := rt.fire(t, mod, true)
+		want := []string{`alerts:k={"status":"silent","last_seen":1700000000000,"silent_ms":60000,"record_timestamp":1}`}
+		if !slices.Equal(got, want) || rt.h.records[0].Timestamp != rt.h.wall {
+			t.Fatalf("emitted %q, want %q", got, want)
+		}
+	})
 }

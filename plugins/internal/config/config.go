@@ -225,3 +225,17 @@ func typeName(v any) string {
 	}
 	return "an unknown type"
 }
+
+// Bool returns a boolean field, or def when it is absent.
+func (o *Object) Bool(key string, def bool) bool {
+	v, ok := o.Any(key)
+	if !ok {
+		return def
+	}
+	b, ok := v.(bool)
+	if !ok {
+		o.Fail(key, "must be true or false, got "+typeName(v))
+		return def
+	}
+	return b
+}
