@@ -36,7 +36,24 @@ func (o *Object) Duration(key string, def int64) int64 {
 	return def
 }
 
-var units = map[string]int64{"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+// unit is the length of a duration unit in ms, or 0 for an unknown one. A
+// switch rather than a map: a package-level map is built at start in every
+// plugin that links this package, used or not.
+func unit(s string) int64 {
+	switch s {
+	case "ms":
+		return 1
+	case "s":
+		return 1000
+	case "m":
+		return 60_000
+	case "h":
+		return 3_600_000
+	case "d":
+		return 86_400_000
+	}
+	return 0
+}
 
 // parseDuration reads "1h30m"-style text into milliseconds; the error is
 // "" or says what is wrong.
@@ -62,14 +79,14 @@ func parseDuration(s string) (int64, string) {
 		for k < len(s) && (s[k] < '0' || s[k] > '9') {
 			k++
 		}
-		unit, ok := units[s[j:k]]
-		if !ok {
+		u := unit(s[j:k])
+		if u == 0 {
 			return 0, want
 		}
-		if n > (math.MaxInt64-total)/unit {
+		if n > (math.MaxInt64-total)/u {
 			return 0, "is too long"
 		}
-		total += n * unit
+		total += n * u
 		i = k
 	}
 	return total, ""
