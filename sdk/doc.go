@@ -56,6 +56,14 @@
 // the host. Config returns the raw JSON bytes; a plugin decides how to parse
 // them.
 //
+// # Time
+//
+// Package sdk/timer adds timers (event time and processing time), the
+// task's stream and wall clocks, and a commit-point hook that calls the
+// plugin once per commit window per key it marked; package sdk/window
+// builds tumbling, hopping and session windows on them (abi/ABI.md section
+// 8). Only a plugin that imports sdk/timer carries its exports.
+//
 // # Testing
 //
 // Outside GOOS=wasip1 the SDK's host calls go to an in-process fake host,

@@ -22,6 +22,12 @@
 // writes are discarded as a whole; the plugin's set_error text becomes the
 // record's error.
 //
+// Time (package sdk/timer, ABI.md section 8) is faked too: the stream
+// time follows the records' timestamps, the wall clock moves when the test
+// says (SetWallTime, AdvanceWallTime), due timers fire after records and
+// at commit points (Commit), and commit callbacks run at commit points;
+// see time.go for the exact rules.
+//
 // The SDK keeps per-instance state in package variables, so only one Host is
 // active at a time: New waits while another test's Host is active (tests
 // that call t.Parallel are serialized here), and a Host created in the same
