@@ -306,7 +306,10 @@ func (h *Host) usable() {
 	}
 }
 
-// Process runs the plugin's handler on r.
+// Process runs the plugin's handler on r, after moving the stream time to
+// r's timestamp; then the event-time timers the record made due fire, and,
+// with CommitEvery, a commit point runs. Their callbacks are part of the
+// Result.
 func (h *Host) Process(r Record) Result {
 	h.t.Helper()
 	if r.Input < 0 {

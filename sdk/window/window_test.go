@@ -428,3 +428,26 @@ func TestRandomSessionsAgainstReference(t *testing.T) {
 		t.Fatalf("late %d, want %d (and some)", n, lateWant)
 	}
 }
+
+// In commit mode a merged-away session is retracted only if it was ever
+// emitted; the merged session is emitted at the next commit point.
+func TestSessionsEmitOnCommit(t *testing.T) {
+	h, _ := start(t, window.Spec{Gap: 10, Grace: 100, Emit: window.EmitOnCommit})
+	expect(t, "a@100", h.Process(rec("a", 100)))
+	expect(t, "commit 1", h.Commit(), "a 100-101 1")
+	expect(t, "a@120", h.Process(rec("a", 120)))
+	expect(t, "a@140", h.Process(rec("a", 140)))
+	expect(t, "commit 2", h.Commit(), "a 120-121 1", "a 140-141 1")
+	expect(t, "a@160 not yet emitted", h.Process(rec("a", 160)))
+	// a@130 joins 120 and 140; a@150 then joins that and 160, which was
+	// never emitted: no retraction for it.
+	expect(t, "bridge 120-140", h.Process(rec("a", 130)), "a 140-141 retract")
+	expect(t, "bridge to 160", h.Process(rec("a", 150)))
+	expect(t, "commit 3", h.Commit(), "a 120-161 5")
+	// Both of a's sessions close unchanged since their last emit: nothing
+	// more to say.
+	expect(t, "close", h.Process(rec("z", 1000)))
+	if got := h.State("w").Len(); got != 1 {
+		t.Fatalf("state %q, want z's session only", h.State("w").Keys())
+	}
+}
