@@ -234,7 +234,17 @@ func Start(t testing.TB, opts ...Option) (*Host, error) {
 		h.outIdx[n] = int32(i)
 	}
 	for _, n := range sortedUnique(o.stores) {
-		h.stores = append(h.stores, &Store{name: n, data: map[string][]byte{}})
+		st := &Store{name: n, data: map[string][]byte{}, stamps: map[string]int64{}}
+		if ttl, ok := o.time.ttls[n]; ok {
+			st.ttl = ttl.ms
+			st.now = h.storeClock(ttl.clock)
+		}
+		h.stores = append(h.stores, st)
+	}
+	for n := range o.time.ttls {
+		if !slices.Contains(o.stores, n) {
+			t.Fatalf("sdktest: StoreTTL for %q, which is not declared with Stores", n)
+		}
 	}
 
 	h.initTime(o.time)
@@ -360,7 +370,7 @@ func (h *Host) beginCall(p phase) {
 	h.emitted = nil
 	clear(h.cursors)
 	for _, s := range h.stores {
-		s.pending = nil
+		s.discard()
 	}
 	h.beginTimeCall()
 }
@@ -378,7 +388,7 @@ func (h *Host) finish(st abi.Status, hostErr error) Result {
 		if res.Err == nil {
 			s.commit()
 		}
-		s.pending = nil
+		s.discard()
 	}
 	h.endTimeCall(res.Err == nil)
 	if res.Err == nil {

@@ -69,7 +69,28 @@ func CommitEvery(n int) Option {
 	return func(o *options) { o.time.commitEvery = n }
 }
 
+// StoreTTL gives the store called name a time to live of ttl on clock
+// (abi.ClockStream or abi.ClockWall), as a TTL declared in the
+// processor's config does (ABI.md section 8.7): each write stamps the
+// entry with the clock at that call (a stream time of abi.NoTime stamps
+// 0); the plugin stops reading an entry once the clock is at its stamp
+// plus ttl, and commit points delete it.
+func StoreTTL(name string, ttl time.Duration, clock uint32) Option {
+	return func(o *options) {
+		if o.time.ttls == nil {
+			o.time.ttls = map[string]storeTTL{}
+		}
+		o.time.ttls[name] = storeTTL{ttl.Milliseconds(), clock}
+	}
+}
+
+type storeTTL struct {
+	ms    int64
+	clock uint32
+}
+
 type timeOptions struct {
+	ttls                            map[string]storeTTL
 	wall, stream                    int64
 	wallSet, streamSet              bool
 	maxTimers, maxFirings, maxMarks int
@@ -184,7 +205,18 @@ func (h *Host) Commit() Result {
 		h.callback(&res, abi.TriggerCommit, marks[k], []byte(k))
 	}
 	h.time.fired, h.time.records = 0, 0
+	for _, s := range h.stores {
+		s.expire()
+	}
 	return res
+}
+
+// storeClock is the clock a store's TTL is measured on.
+func (h *Host) storeClock(clock uint32) func() int64 {
+	if clock == abi.ClockWall {
+		return func() int64 { return h.time.wall }
+	}
+	return func() int64 { return max(h.time.stream, 0) }
 }
 
 // MustCommit is Commit that fails the test if a callback fails.
