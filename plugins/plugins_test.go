@@ -555,7 +555,10 @@ func (h *host) register(ctx context.Context, rt wazero.Runtime) error {
 		}
 		_, had := h.marks[string(key)]
 		h.marks[string(key)] = h.callTS
-		s[0] = api.EncodeI32(map[bool]int32{true: 0, false: 1}[had])
+		s[0] = api.EncodeI32(1) // newly marked
+		if had {
+			s[0] = api.EncodeI32(0)
+		}
 	}), timeSignatures[abi.ImportCommitMark][0], timeSignatures[abi.ImportCommitMark][1]).Export(abi.ImportCommitMark)
 	_, err := b.Instantiate(ctx)
 	return err
@@ -586,7 +589,7 @@ func (rt *runtime) fire(t *testing.T, mod api.Module, commitPoint bool) []string
 		}
 		return 1
 	})
-	call := func(export string, tr abi.Trigger) {
+	deliver := func(export string, tr abi.Trigger) {
 		enc := tr.AppendEncode(nil)
 		ptr := uint32(call(t, mod, abi.ExportInput, uint64(len(enc))))
 		if ptr == 0 || !mod.Memory().Write(ptr, enc) {
@@ -599,14 +602,14 @@ func (rt *runtime) fire(t *testing.T, mod api.Module, commitPoint bool) []string
 	}
 	for _, id := range due {
 		delete(rt.h.timers, id)
-		call(abi.ExportOnTimer, abi.Trigger{Timestamp: id.ts, StreamTime: rt.h.stream, WallTime: rt.h.wall,
+		deliver(abi.ExportOnTimer, abi.Trigger{Timestamp: id.ts, StreamTime: rt.h.stream, WallTime: rt.h.wall,
 			Kind: id.kind, Key: []byte(id.key)})
 	}
 	if commitPoint {
 		marks := rt.h.marks
 		rt.h.marks = map[string]int64{}
 		for _, k := range slices.Sorted(maps.Keys(marks)) {
-			call(abi.ExportOnCommit, abi.Trigger{Timestamp: marks[k], StreamTime: rt.h.stream, WallTime: rt.h.wall,
+			deliver(abi.ExportOnCommit, abi.Trigger{Timestamp: marks[k], StreamTime: rt.h.stream, WallTime: rt.h.wall,
 				Kind: abi.TriggerCommit, Key: []byte(k)})
 		}
 	}
