@@ -104,10 +104,8 @@ func (s adminSource) plugin(p *loadedProcessor, v ProcessorVersions) admin.Plugi
 	}
 	if v.Active.Hash != info.SHA256 {
 		out.Size, out.ABIVersion = 0, 0
-		if pv := s.h.versions[p.cfg.Name]; pv != nil {
-			if cv, ok := pv.lookup(v.Active.ID); ok {
-				out.Size = cv.Size
-			}
+		if cv, ok := s.h.vers.Lookup(p.cfg.Name, v.Active.ID); ok {
+			out.Size = cv.Size
 		}
 		// It compiled, so it speaks one of the host's versions: known
 		// when the host speaks only one.

@@ -46,7 +46,7 @@ type Host struct {
 	// The control topic: the plugin versions deployed to the app.
 	ctlTopic  string
 	ctlReader *control.Reader
-	versions  map[string]*procVersions // by processor
+	vers      *runner.Versions // the one record of active versions, shared with the runner
 	pubMu     sync.Mutex
 	publisher *control.Publisher // made on the first automatic rollback
 }
@@ -143,8 +143,6 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			Outputs:         p.topics,
 			OnError:         p.cfg.OnError,
 			DeadLetterTopic: cfg.DeadLetterTopic(p.cfg),
-			Plugin:          &pluginFactory{module: p.module, binding: p.binding},
-			Version:         versionID(p.version),
 			Stores:          p.cfg.Stores,
 		}
 		for _, st := range p.cfg.Stores {
@@ -164,6 +162,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		TransactionalID:    cfg.AppID + "-" + instanceID(),
 		TransactionTimeout: cfg.Kafka.TransactionTimeout,
 		Processors:         specs,
+		Versions:           h.vers,
 		State:              h.state,
 		Logger:             h.log,
 		OnRollback:         h.onRollback,

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/user"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host/internal/control"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
+	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
 
 // A processor's plugin has versions: the config file's plugin is the first;
@@ -51,29 +51,12 @@ type ProcessorVersions struct {
 	Refusals int64     `json:"refusals"`
 }
 
-// procVersions is the host's record of one processor's versions.
-type procVersions struct {
-	mu       sync.Mutex
-	active   control.Version
-	byID     map[string]control.Version
-	refused  []Refusal // the latest maxRefusals
-	refusals int64
-}
-
-const maxRefusals = 8
-
-func (pv *procVersions) refuse(log func(string, ...any), processor string, v control.Version, err error) {
-	r := Refusal{VersionInfo: info(v), Reason: err.Error(), At: time.Now().UTC()}
-	pv.mu.Lock()
-	pv.refused = append(pv.refused, r)
-	pv.refusals++
-	if len(pv.refused) > maxRefusals {
-		pv.refused = pv.refused[len(pv.refused)-maxRefusals:]
-	}
-	active := pv.active
-	pv.mu.Unlock()
-	log("plugin version from the control topic refused; the running version stays",
-		"processor", processor, "version", r.ID, "running", versionID(active), "reason", err)
+// refuse records that this process will not run v for processor, and
+// logs it.
+func (h *Host) refuse(processor string, v control.Version, err error) {
+	running := h.vers.Refuse(processor, vinfo(v), err, time.Now().UTC())
+	h.log.Error("plugin version from the control topic refused; the running version stays",
+		"processor", processor, "version", vinfo(v).ID, "running", running, "reason", err)
 }
 
 // versionID names a version in the wasmstream-version header:
@@ -86,10 +69,19 @@ func versionID(v control.Version) string {
 }
 
 func info(v control.Version) VersionInfo {
+	return publicInfo(vinfo(v))
+}
+
+// vinfo is v as the version registry records it.
+func vinfo(v control.Version) versions.Info {
 	if v.Hash == "" {
-		return VersionInfo{ID: "(unreadable)"}
+		return versions.Info{ID: "(unreadable)"}
 	}
-	return VersionInfo{ID: versionID(v), Hash: v.Hash, Label: v.Label}
+	return versions.Info{ID: versionID(v), Hash: v.Hash, Label: v.Label, Size: v.Size}
+}
+
+func publicInfo(v versions.Info) VersionInfo {
+	return VersionInfo{ID: v.ID, Hash: v.Hash, Label: v.Label}
 }
 
 // loadControl makes sure the control topic exists, reads it to its end and
@@ -98,12 +90,7 @@ func info(v control.Version) VersionInfo {
 // is refused (logged, counted, shown) and the config's plugin is used.
 func (h *Host) loadControl(ctx context.Context) error {
 	h.ctlTopic = control.TopicName(h.cfg.AppID)
-	h.versions = map[string]*procVersions{}
-	for _, lp := range h.procs {
-		pv := &procVersions{active: lp.version, byID: map[string]control.Version{}}
-		pv.byID[versionID(lp.version)] = lp.version
-		h.versions[lp.cfg.Name] = pv
-	}
+	h.vers = versions.New[runner.Plugin]()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.ClientID(h.cfg.Kafka.ClientID))
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
@@ -124,39 +111,49 @@ func (h *Host) loadControl(ctx context.Context) error {
 		return err
 	}
 	for _, lp := range h.procs {
-		pv := h.versions[lp.cfg.Name]
-		m, err := st.Manifest(lp.cfg.Name)
-		switch {
-		case errors.Is(err, control.ErrNoManifest):
-			continue // never deployed: the config's plugin
-		case err != nil:
-			pv.refuse(h.log.Error, lp.cfg.Name, m.Version, err)
-			continue
-		case m.Hash == lp.version.Hash:
-			lp.version = m.Version // the same bytes, under the deployed label
-			pv.active = m.Version
-			pv.byID[versionID(m.Version)] = m.Version
-			continue
+		// The registry starts each processor with the version chosen here;
+		// refusals are recorded once it has.
+		refused := lp.fromControl(ctx, h, st)
+		h.vers.Start(lp.cfg.Name, vinfo(lp.version), &pluginFactory{module: lp.module, binding: lp.binding})
+		for _, r := range refused {
+			h.refuse(lp.cfg.Name, r.v, r.err)
 		}
-		wasm, err := st.Module(m.Hash)
-		if err == nil {
-			err = h.checkSize(wasm)
-		}
-		if err != nil {
-			pv.refuse(h.log.Error, lp.cfg.Name, m.Version, err)
-			continue
-		}
-		mod, err := lp.compile(ctx, wasm)
-		if err != nil {
-			pv.refuse(h.log.Error, lp.cfg.Name, m.Version, err)
-			continue
-		}
-		lp.module, lp.version = mod, m.Version
-		pv.active = m.Version
-		pv.byID[versionID(m.Version)] = m.Version
-		h.log.Info("running the deployed plugin version from the control topic", "processor", lp.cfg.Name,
-			"version", versionID(m.Version), "deployed_by", m.DeployedBy, "deployed_at", m.DeployedAt)
 	}
+	return nil
+}
+
+type refusal struct {
+	v   control.Version
+	err error
+}
+
+// fromControl makes lp run the version the control topic names for it, if
+// there is one it can run, and returns the versions it refused.
+func (lp *loadedProcessor) fromControl(ctx context.Context, h *Host, st *control.State) []refusal {
+	m, err := st.Manifest(lp.cfg.Name)
+	switch {
+	case errors.Is(err, control.ErrNoManifest):
+		return nil // never deployed: the config's plugin
+	case err != nil:
+		return []refusal{{m.Version, err}}
+	case m.Hash == lp.version.Hash:
+		lp.version = m.Version // the same bytes, under the deployed label
+		return nil
+	}
+	wasm, err := st.Module(m.Hash)
+	if err == nil {
+		err = h.checkSize(wasm)
+	}
+	if err != nil {
+		return []refusal{{m.Version, err}}
+	}
+	mod, err := lp.compile(ctx, wasm)
+	if err != nil {
+		return []refusal{{m.Version, err}}
+	}
+	lp.module, lp.version = mod, m.Version
+	h.log.Info("running the deployed plugin version from the control topic", "processor", lp.cfg.Name,
+		"version", versionID(m.Version), "deployed_by", m.DeployedBy, "deployed_at", m.DeployedAt)
 	return nil
 }
 
@@ -201,43 +198,35 @@ func (h *Host) onManifest(ctx context.Context, m control.Manifest, wasm []byte, 
 		h.log.Warn("the control topic names a processor this config does not have; ignored", "processor", m.Processor)
 		return
 	}
-	pv := h.versions[lp.cfg.Name]
 	if err != nil {
-		pv.refuse(h.log.Error, lp.cfg.Name, m.Version, err)
+		h.refuse(lp.cfg.Name, m.Version, err)
 		return
 	}
-	pv.mu.Lock()
-	same := pv.active.Hash == m.Hash
-	pv.mu.Unlock()
-	if same {
-		return // already running it (e.g. the rollback this process made)
+	if target, _ := h.vers.Target(lp.cfg.Name); target.Hash == m.Hash {
+		return // already running or headed for it (e.g. the rollback this process made)
 	}
 	if err := h.checkSize(wasm); err != nil {
-		pv.refuse(h.log.Error, lp.cfg.Name, m.Version, err)
+		h.refuse(lp.cfg.Name, m.Version, err)
 		return
 	}
 	mod, err := lp.compile(ctx, wasm)
 	if err != nil {
-		pv.refuse(h.log.Error, lp.cfg.Name, m.Version, err)
+		h.refuse(lp.cfg.Name, m.Version, err)
 		return
 	}
-	canary := runner.Canary{}
+	canary := versions.Canary{}
 	if m.Reason == control.ReasonDeploy {
 		// A rollback goes back to a version that ran before: no canary.
-		canary = runner.Canary{
+		canary = versions.Canary{
 			Window:          h.cfg.Swap.CanaryWindow,
 			MaxFailureRatio: h.cfg.Swap.MaxFailureRatio,
 			MinRecords:      h.cfg.Swap.MinRecords,
 		}
 	}
 	id := versionID(m.Version)
-	pv.mu.Lock()
-	pv.active = m.Version
-	pv.byID[id] = m.Version
-	pv.mu.Unlock()
 	h.log.Info("new plugin version from the control topic; tasks switch at their next commit point",
 		"processor", lp.cfg.Name, "version", id, "reason", m.Reason, "deployed_by", m.DeployedBy)
-	if err := h.runner.Swap(lp.cfg.Name, runner.Version{ID: id, Plugin: &pluginFactory{module: mod, binding: lp.binding}}, canary); err != nil {
+	if err := h.vers.Propose(lp.cfg.Name, vinfo(m.Version), &pluginFactory{module: mod, binding: lp.binding}, canary); err != nil {
 		h.log.Error("swap", "processor", lp.cfg.Name, "err", err)
 	}
 }
@@ -247,16 +236,7 @@ func (h *Host) onManifest(ctx context.Context, m control.Manifest, wasm []byte, 
 // may detect the same failing version: the publisher only rolls back if the
 // topic still names it.
 func (h *Host) onRollback(ev runner.RollbackEvent) {
-	pv := h.versions[ev.Processor]
-	if pv == nil {
-		return
-	}
-	pv.mu.Lock()
-	bad, known := pv.byID[ev.From]
-	if back, ok := pv.byID[ev.To]; ok {
-		pv.active = back
-	}
-	pv.mu.Unlock()
+	bad, known := h.vers.Lookup(ev.Processor, ev.From)
 	if !known || bad.Hash == "" {
 		// Without the failing version's hash the rollback could undo
 		// whatever the topic names now, a newer deploy included.
@@ -301,34 +281,19 @@ func (h *Host) controlPublisher() (*control.Publisher, error) {
 func (h *Host) Versions() []ProcessorVersions {
 	var out []ProcessorVersions
 	for _, lp := range h.procs {
-		pv := h.versions[lp.cfg.Name]
-		if pv == nil {
+		snap, ok := h.vers.Snapshot(lp.cfg.Name)
+		if !ok {
 			continue
 		}
-		pv.mu.Lock()
-		p := ProcessorVersions{Processor: lp.cfg.Name, Active: info(pv.active), Tasks: map[string]string{},
-			Refused: append([]Refusal(nil), pv.refused...), Refusals: pv.refusals}
-		pv.mu.Unlock()
-		if h.runner != nil {
-			active, tasks := h.runner.ActiveVersion(lp.cfg.Name)
-			if v, ok := pv.lookup(active); ok {
-				p.Active = info(v)
-			}
-			for id, v := range tasks {
-				p.Tasks[id.String()] = v
-			}
+		p := ProcessorVersions{Processor: lp.cfg.Name, Active: publicInfo(snap.Active), Tasks: snap.Tasks,
+			Refusals: snap.Refusals}
+		for _, r := range snap.Refused {
+			p.Refused = append(p.Refused, Refusal{VersionInfo: publicInfo(r.Info), Reason: r.Reason, At: r.At})
 		}
 		out = append(out, p)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Processor < out[j].Processor })
 	return out
-}
-
-func (pv *procVersions) lookup(id string) (control.Version, bool) {
-	pv.mu.Lock()
-	defer pv.mu.Unlock()
-	v, ok := pv.byID[id]
-	return v, ok
 }
 
 // SwapStalls returns the latest per-task swap stalls of a processor and

@@ -22,6 +22,7 @@ import (
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/restore"
 	"github.com/wasmstream/wasmstream/host/internal/state"
+	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
 
 // Processor is one plugin instance serving one task. Process must not keep
@@ -64,8 +65,9 @@ type ProcessorSpec struct {
 	// OnError is "fail", "skip" or "dead_letter".
 	OnError         string
 	DeadLetterTopic string
-	// Plugin is the initial version, named Version (default "initial");
-	// Swap changes it while the runner runs.
+	// Plugin is the initial version, named Version (default "initial"),
+	// unless Options.Versions already has the processor; proposals to
+	// the registry change it while the runner runs.
 	Plugin  Plugin
 	Version string
 	// Stores are the processor's state stores; Changelogs[i] is the
@@ -108,6 +110,10 @@ type Options struct {
 	Logger            *slog.Logger
 	// MaxPoll bounds the records of one poll. Default DefaultMaxPoll.
 	MaxPoll int
+	// Versions is the registry of the processors' versions, shared with
+	// the control-topic follower. Default: a registry of the specs'
+	// versions.
+	Versions *Versions
 	// OnRollback, if set, is told of every automatic rollback (a swapped
 	// version that failed its Canary), on its own goroutine.
 	OnRollback func(RollbackEvent)
@@ -119,6 +125,7 @@ type Options struct {
 type Runner struct {
 	opts  Options
 	log   *slog.Logger
+	vers  *Versions // the one record of active versions (opts.Versions)
 	cl    *kgo.Client
 	sess  *kgo.GroupTransactSession // exactly_once only; cl is its client
 	inTxn bool                      // a transaction is open (exactly_once)
@@ -172,19 +179,13 @@ type procState struct {
 	spec       ProcessorSpec
 	inputIndex map[string]uint32
 	Stats      *Stats
-	// active is the version new tasks start with and every task moves
-	// to (loop only).
-	active *version
-	stalls stallSamples
+	stalls     stallSamples
 	// gaps are the same measure across commit points without a swap:
 	// the pause every commit point makes, the baseline of stalls.
 	gaps stallSamples
 
-	// mu guards what Swap and ActiveVersion share with the loop.
-	mu           sync.Mutex
-	want         *swapRequest // a Swap not yet taken in by the loop
-	activeID     string
-	taskVersions map[TaskID]string // version ID by task
+	// mu guards lag, which the loop writes and Lag reads.
+	mu sync.Mutex
 	// lag is each task's consumer lag as of its latest fetch: the end of
 	// its partition (the last stable offset: the host reads committed)
 	// minus the offset of its next record.
@@ -204,25 +205,29 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	if opts.MaxRestores <= 0 {
 		opts.MaxRestores = DefaultMaxRestores
 	}
+	if opts.Versions == nil {
+		opts.Versions = versions.New[Plugin]()
+	}
 	r := &Runner{
 		opts:    opts,
 		log:     opts.Logger,
+		vers:    opts.Versions,
 		byTopic: map[string]*procState{},
 		tasks:   map[TaskID]*task{},
 		wake:    make(chan struct{}, 1),
 
 		restoreSlots: make(chan struct{}, opts.MaxRestores),
 	}
+	r.vers.OnPropose(r.wakeLoop)
 	var topics []string
 	for _, spec := range opts.Processors {
 		ps := &procState{spec: spec, inputIndex: map[string]uint32{}, Stats: newStats(),
-			taskVersions: map[TaskID]string{}, lag: map[TaskID]int64{}}
+			lag: map[TaskID]int64{}}
 		if spec.Version == "" {
 			spec.Version = "initial"
 			ps.spec.Version = spec.Version
 		}
-		ps.active = newVersion(Version{ID: spec.Version, Plugin: spec.Plugin}, nil, Canary{})
-		ps.activeID = spec.Version
+		r.vers.Start(spec.Name, versions.Info{ID: spec.Version}, spec.Plugin)
 		for i, in := range spec.Inputs {
 			if other, dup := r.byTopic[in]; dup {
 				return nil, fmt.Errorf("runner: topic %q is an input of both %q and %q", in, other.spec.Name, spec.Name)
