@@ -12,7 +12,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host/internal/control"
 )
@@ -111,7 +110,7 @@ func Deploy(ctx context.Context, cfg *Config, processor string, wasm []byte, lab
 
 	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
-	pub, st, err := openControl(ctx, cfg, true)
+	pub, st, err := openControl(ctx, cfg, true, log)
 	if err != nil {
 		return res, err
 	}
@@ -168,7 +167,7 @@ func Rollback(ctx context.Context, cfg *Config, processor string, log *slog.Logg
 	}
 	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
-	pub, st, err := openControl(ctx, cfg, false)
+	pub, st, err := openControl(ctx, cfg, false, log)
 	if err != nil {
 		return res, err
 	}
@@ -237,12 +236,13 @@ func needBrokers(cfg *Config, what string) error {
 // openControl reaches the brokers, makes sure the control topic exists
 // (create: else a missing topic means nothing was ever deployed) and
 // returns a Publisher with the topic's state, read to its end.
-func openControl(ctx context.Context, cfg *Config, create bool) (*control.Publisher, *control.State, error) {
+func openControl(ctx context.Context, cfg *Config, create bool, log *slog.Logger) (*control.Publisher, *control.State, error) {
 	topic := control.TopicName(cfg.AppID)
 	brokers := strings.Join(cfg.Kafka.Brokers, ",")
-	ccfg := control.Config{Brokers: cfg.Kafka.Brokers, Topic: topic, ClientOpts: []kgo.Opt{kgo.ClientID(cfg.Kafka.ClientID)}}
+	kafka := kafkaClient(cfg, cfg.Kafka.Brokers, log)
+	ccfg := control.Config{Kafka: kafka, Topic: topic}
 	if create {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Kafka.Brokers...), kgo.ClientID(cfg.Kafka.ClientID))
+		cl, err := kafka.NewClient()
 		if err != nil {
 			return nil, nil, fmt.Errorf("kafka client: %w", err)
 		}

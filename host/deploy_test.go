@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/host/internal/control"
+	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
 // depState reads the control topic of p's app with a new Reader.
 func depState(t *testing.T, p *pipeline) *control.State {
 	t.Helper()
-	r, err := control.NewReader(control.Config{Brokers: p.b.Addrs(), Topic: control.TopicName(p.cfg.AppID)})
+	r, err := control.NewReader(control.Config{Kafka: kclient.Config{Brokers: p.b.Addrs()}, Topic: control.TopicName(p.cfg.AppID)})
 	if err != nil {
 		t.Fatal(err)
 	}

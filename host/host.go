@@ -24,6 +24,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/admin"
 	"github.com/wasmstream/wasmstream/host/internal/control"
 	"github.com/wasmstream/wasmstream/host/internal/engine"
+	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/restore"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
 	"github.com/wasmstream/wasmstream/host/internal/state"
@@ -38,6 +39,7 @@ type Host struct {
 	procs    []*loadedProcessor
 	embedded *kfake.Cluster
 	brokers  []string
+	kafka    kclient.Config // every Kafka client of the host starts from it
 	runner   *runner.Runner
 	admin    *admin.Server         // nil when admin.listen is empty
 	started  atomic.Bool           // New finished: the fields above are set
@@ -122,6 +124,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		}
 		createTopics = true
 	}
+	h.kafka = kafkaClient(cfg, h.brokers, h.log)
 	if err := h.ensureTopics(ctx, createTopics); err != nil {
 		return nil, err
 	}
@@ -151,8 +154,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	}
 	h.runner, err = runner.New(ctx, runner.Options{
 		AppID:              cfg.AppID,
-		Brokers:            h.brokers,
-		ClientID:           cfg.Kafka.ClientID,
+		Kafka:              h.kafka,
 		CommitInterval:     cfg.Kafka.CommitInterval,
 		CommitRecords:      cfg.Kafka.CommitRecords,
 		StartOffset:        cfg.Kafka.StartOffset,
@@ -501,6 +503,12 @@ func instanceID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// kafkaClient is what every Kafka client of a host (or of a deploy) on
+// brokers starts from.
+func kafkaClient(cfg *Config, brokers []string, log *slog.Logger) kclient.Config {
+	return kclient.Config{Brokers: brokers, ClientID: cfg.Kafka.ClientID, Logger: log}
 }
 
 // brokerTimeout bounds the first contact with Kafka, so an unreachable

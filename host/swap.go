@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host/internal/control"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
@@ -91,7 +90,7 @@ func publicInfo(v versions.Info) VersionInfo {
 func (h *Host) loadControl(ctx context.Context) error {
 	h.ctlTopic = control.TopicName(h.cfg.AppID)
 	h.vers = versions.New[runner.Plugin]()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.ClientID(h.cfg.Kafka.ClientID))
+	cl, err := h.kafka.NewClient()
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
@@ -101,8 +100,7 @@ func (h *Host) loadControl(ctx context.Context) error {
 	if err := control.EnsureTopic(tctx, kadm.NewClient(cl), h.ctlTopic); err != nil {
 		return err
 	}
-	h.ctlReader, err = control.NewReader(control.Config{Brokers: h.brokers, Topic: h.ctlTopic,
-		ClientOpts: []kgo.Opt{kgo.ClientID(h.cfg.Kafka.ClientID)}})
+	h.ctlReader, err = control.NewReader(control.Config{Kafka: h.kafka, Topic: h.ctlTopic})
 	if err != nil {
 		return err
 	}
@@ -265,8 +263,7 @@ func (h *Host) controlPublisher() (*control.Publisher, error) {
 	h.pubMu.Lock()
 	defer h.pubMu.Unlock()
 	if h.publisher == nil {
-		p, err := control.NewPublisher(control.Config{Brokers: h.brokers, Topic: h.ctlTopic,
-			ClientOpts: []kgo.Opt{kgo.ClientID(h.cfg.Kafka.ClientID)}})
+		p, err := control.NewPublisher(control.Config{Kafka: h.kafka, Topic: h.ctlTopic})
 		if err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host/internal/control"
+	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
@@ -90,7 +91,7 @@ func activeManifest(t testing.TB, p *pipeline) control.Manifest {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rd, err := control.NewReader(control.Config{Brokers: p.b.Addrs(), Topic: control.TopicName(p.cfg.AppID)})
+	rd, err := control.NewReader(control.Config{Kafka: kclient.Config{Brokers: p.b.Addrs()}, Topic: control.TopicName(p.cfg.AppID)})
 	if err != nil {
 		t.Fatal(err)
 	}

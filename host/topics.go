@@ -10,7 +10,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // ensureTopics checks that every input and output topic exists, creating
@@ -18,7 +17,7 @@ import (
 // host owns (dead-letter topics). An unreachable cluster is an error after
 // brokerTimeout.
 func (h *Host) ensureTopics(ctx context.Context, create bool) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.ClientID(h.cfg.Kafka.ClientID))
+	cl, err := h.kafka.NewClient()
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}

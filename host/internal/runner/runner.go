@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/restore"
 	"github.com/wasmstream/wasmstream/host/internal/state"
 	"github.com/wasmstream/wasmstream/host/internal/versions"
@@ -78,9 +79,10 @@ type ProcessorSpec struct {
 
 // Options configure a Runner.
 type Options struct {
-	AppID          string
-	Brokers        []string
-	ClientID       string
+	AppID string
+	// Kafka is what every client of the runner starts from (brokers,
+	// client id, security); its Logger defaults to Logger.
+	Kafka          kclient.Config
 	CommitInterval time.Duration
 	CommitRecords  int
 	StartOffset    string // "earliest" or "latest"
@@ -199,6 +201,9 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Kafka.Logger == nil {
+		opts.Kafka.Logger = opts.Logger
+	}
 	if opts.MaxPoll <= 0 {
 		opts.MaxPoll = DefaultMaxPoll
 	}
@@ -249,7 +254,7 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 		}
 		if r.restorer == nil {
 			rc := opts.Restore
-			rc.Brokers = opts.Brokers
+			rc.Kafka = opts.Kafka
 			if rc.Logger == nil {
 				rc.Logger = opts.Logger
 			}
@@ -274,9 +279,7 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	if opts.StartOffset == "latest" {
 		start = kgo.NewOffset().AtEnd()
 	}
-	kopts := []kgo.Opt{
-		kgo.SeedBrokers(opts.Brokers...),
-		kgo.ClientID(opts.ClientID),
+	kopts := opts.Kafka.Opts(
 		kgo.ConsumerGroup(opts.AppID),
 		kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(start),
@@ -290,17 +293,16 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 		kgo.OnPartitionsRevoked(r.onRevoked),
 		kgo.OnPartitionsLost(r.onLost),
 		kgo.RecordPartitioner(outputPartitioner{kgo.StickyKeyPartitioner(nil)}),
-		kgo.ProducerLinger(5 * time.Millisecond),
+		kgo.ProducerLinger(5*time.Millisecond),
 		// A partition resumed after its restore joins the next fetch only
 		// when the one in flight returns; the default 5 s wait would delay
 		// every task start by up to that.
-		kgo.FetchMaxWait(500 * time.Millisecond),
-		kgo.WithLogger(kgoLogger{opts.Logger}),
-	}
+		kgo.FetchMaxWait(500*time.Millisecond),
+	)
 	if opts.SessionTimeout > 0 {
 		kopts = append(kopts, kgo.SessionTimeout(opts.SessionTimeout))
 	}
-	gopts, protocol, err := groupOpts(ctx, opts.Brokers, opts.GroupProtocol, opts.ExtraOpts)
+	gopts, protocol, err := groupOpts(ctx, opts.Kafka, opts.GroupProtocol, opts.ExtraOpts)
 	if err != nil {
 		if r.restorer != nil {
 			r.restorer.Close()
