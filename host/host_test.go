@@ -199,8 +199,8 @@ func TestPluginFaultsGoThroughPolicy(t *testing.T) {
 					t.Fatalf("outputs %v, want %v", got, c.good)
 				}
 			}
-			if st := h.Stats("proc"); st.DeadLettered.Load() != 1 {
-				t.Fatalf("dead-lettered %d", st.DeadLettered.Load())
+			if st, ok := h.Stats("proc"); !ok || st.DeadLettered != 1 {
+				t.Fatalf("dead-lettered %d (processor known: %v)", st.DeadLettered, ok)
 			}
 		})
 	}
