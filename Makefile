@@ -5,7 +5,9 @@
 #                    starts (scripts/kafka.sh) and always stops. Needs Go, Java 17+, Maven.
 #   make test-fast   the hermetic suite only: go test ./... (embedded kfake broker)
 #   make demo        go run ./cmd/wasmstream demo
-#   make check       gofmt, vet (native and wasip1), go mod tidy, the demo plugins up to date
+#   make check       gofmt, vet (native and wasip1), go mod tidy, and the policy tests
+#                    (internal/lint: import boundaries, the host's public surface).
+#                    It does not rebuild the demo plugins: make demo-plugins does.
 #   make bench       the per-record benchmarks
 #   make chaos       only the process-level crash, fencing and rebalance-storm tests
 #                    (internal/chaos; make test runs them too, after the rest)
@@ -63,6 +65,7 @@ test-real:
 check: vet
 	@test -z "$$(gofmt -l . | tee /dev/stderr)" || (echo "gofmt needed"; exit 1)
 	$(GO) mod tidy -diff
+	$(GO) test -count=1 ./internal/lint/
 
 # Process-level chaos tests alone (SIGKILL, SIGSTOP, rebalance storms).
 # Against real Kafka: make kafka-up, then

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host/internal/control"
+	"github.com/wasmstream/wasmstream/host/internal/kclient"
 )
 
 // versionsDoc is the part of /v1/processors this file checks.
@@ -211,7 +212,7 @@ func TestAdminPluginVersions(t *testing.T) {
 	// A good version after the bad ones swaps in: the same plugin with a
 	// custom section appended (another hash, the same behaviour).
 	v2wasm := append(append([]byte{}, wasm...), 0x00, 0x04, 0x02, 'v', '2', 0x01) // section 0, size 4, name "v2", payload 0x01
-	pub, err := control.NewPublisher(control.Config{Brokers: p.b.Addrs(), Topic: ctl})
+	pub, err := control.NewPublisher(control.Config{Kafka: kclient.Config{Brokers: p.b.Addrs()}, Topic: ctl})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,9 +3,12 @@ package host
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,6 +21,10 @@ import (
 	"github.com/knadh/koanf/providers/posflag"
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
+
+	"github.com/wasmstream/wasmstream/host/internal/kclient"
+	"github.com/wasmstream/wasmstream/host/internal/plugin"
+	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
 
 // Config is the whole configuration of one wasmstream process. It is loaded
@@ -152,17 +159,20 @@ type RuntimeConfig struct {
 // deploy): the canary that rolls a failing version back on its own.
 type SwapConfig struct {
 	// CanaryWindow is how long after a task switched to a new version its
-	// failures are watched. Default 60s; "0s" turns automatic rollback off.
+	// failures are watched. Default 60s. In a config file, "0s" turns
+	// automatic rollback off (it sets CanaryOff).
 	CanaryWindow time.Duration `koanf:"canary_window"`
+	// CanaryOff turns automatic rollback off: new versions are not
+	// watched, whatever CanaryWindow says. Default false. (In Go a zero
+	// CanaryWindow means "the default", so this is how code turns the
+	// canary off.)
+	CanaryOff bool `koanf:"-"`
 	// MaxFailureRatio is the share of a task's records the new version may
 	// fail within the window (0 to 1); more rolls it back. Default 0.01.
 	MaxFailureRatio float64 `koanf:"max_failure_ratio"`
 	// MinRecords is how many records a task must have processed with the
 	// new version before its failure ratio counts. Default 1.
 	MinRecords int `koanf:"min_records"`
-	// canaryWindowSet records that canary_window was given (0 means off,
-	// not "use the default").
-	canaryWindowSet bool
 }
 
 // AdminConfig is the admin HTTP endpoint.
@@ -209,17 +219,7 @@ func (b *ByteSize) UnmarshalText(text []byte) error {
 }
 
 // String formats the size with the largest binary unit that divides it.
-func (b ByteSize) String() string {
-	switch {
-	case b != 0 && b%(1<<30) == 0:
-		return strconv.FormatUint(uint64(b)>>30, 10) + "GiB"
-	case b != 0 && b%(1<<20) == 0:
-		return strconv.FormatUint(uint64(b)>>20, 10) + "MiB"
-	case b != 0 && b%(1<<10) == 0:
-		return strconv.FormatUint(uint64(b)>>10, 10) + "KiB"
-	}
-	return strconv.FormatUint(uint64(b), 10)
-}
+func (b ByteSize) String() string { return plugin.FormatSize(uint64(b)) }
 
 // Defaults.
 const (
@@ -339,7 +339,9 @@ func LoadConfig(path string, environ []string, fs *pflag.FlagSet) (*Config, erro
 		return nil, decodeErrors(err)
 	}
 	unused := unusedKeys(dc.Metadata.Unused)
-	cfg.Swap.canaryWindowSet = k.Exists("swap.canary_window")
+	if k.Exists("swap.canary_window") && cfg.Swap.CanaryWindow == 0 {
+		cfg.Swap.CanaryOff = true
+	}
 	cfg.ApplyDefaults()
 	if path != "" {
 		base := filepath.Dir(path)
@@ -396,6 +398,51 @@ func decodeErrors(err error) error {
 	return errors.Join(errs...)
 }
 
+// Clone returns a deep copy of c: New and Deploy work on their own copy,
+// so the caller may reuse or change c afterwards.
+func (c *Config) Clone() *Config {
+	out := *c
+	out.Kafka.Brokers = slices.Clone(c.Kafka.Brokers)
+	out.Processors = make([]ProcessorConfig, len(c.Processors))
+	for i, p := range c.Processors {
+		p.Inputs = slices.Clone(p.Inputs)
+		p.Outputs = maps.Clone(p.Outputs)
+		p.Stores = slices.Clone(p.Stores)
+		p.Config = cloneValue(p.Config).(map[string]any)
+		out.Processors[i] = p
+	}
+	if c.Processors == nil {
+		out.Processors = nil
+	}
+	return &out
+}
+
+// cloneValue deep-copies a value decoded from YAML or JSON (maps, slices
+// and scalars); a nil map stays nil.
+func cloneValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		if v == nil {
+			return v
+		}
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = cloneValue(e)
+		}
+		return out
+	case []any:
+		if v == nil {
+			return v
+		}
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = cloneValue(e)
+		}
+		return out
+	}
+	return v
+}
+
 // ApplyDefaults fills every unset field with its documented default.
 func (c *Config) ApplyDefaults() {
 	if c.Kafka.ClientID == "" {
@@ -434,7 +481,7 @@ func (c *Config) ApplyDefaults() {
 	if c.Runtime.MaxModuleSize == 0 {
 		c.Runtime.MaxModuleSize = DefaultMaxModuleSize
 	}
-	if c.Swap.CanaryWindow == 0 && !c.Swap.canaryWindowSet {
+	if c.Swap.CanaryWindow == 0 && !c.Swap.CanaryOff {
 		c.Swap.CanaryWindow = DefaultCanaryWindow
 	}
 	if c.Swap.MaxFailureRatio == 0 {
@@ -621,6 +668,35 @@ func (c *Config) ChangelogTopic(store string) string {
 // StateDir is the directory of this app's local state.
 func (c *Config) StateDir() string {
 	return filepath.Join(c.State.Dir, c.AppID)
+}
+
+// kafkaClient is what every Kafka client of a host (or of a deploy) on
+// brokers starts from.
+func (c *Config) kafkaClient(brokers []string, log *slog.Logger) kclient.Config {
+	return kclient.Config{Brokers: brokers, ClientID: c.Kafka.ClientID, Logger: log}
+}
+
+// pluginLimits are the host-wide module limits (CacheDir left empty: the
+// caller decides whether compiled modules are cached).
+func (c *Config) pluginLimits() plugin.Limits {
+	return plugin.Limits{MaxModuleSize: uint64(c.Runtime.MaxModuleSize)}
+}
+
+// canary is the watch a newly deployed version is under; zero when off.
+func (s SwapConfig) canary() versions.Canary {
+	if s.CanaryOff {
+		return versions.Canary{}
+	}
+	return versions.Canary{Window: s.CanaryWindow, MaxFailureRatio: s.MaxFailureRatio, MinRecords: s.MinRecords}
+}
+
+// pluginSpec is the processor as its plugin sees it.
+func (p *ProcessorConfig) pluginSpec() plugin.Spec {
+	return plugin.Spec{
+		Name: p.Name, Path: p.Plugin, Inputs: p.Inputs, Outputs: p.Outputs, Stores: p.Stores,
+		OnError: p.OnError, Config: p.Config,
+		Memory: uint64(p.Limits.Memory), RecordTimeout: p.Limits.RecordTimeout,
+	}
 }
 
 // DeadLetterTopic is the topic failed records go to under on_error:

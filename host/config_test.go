@@ -113,3 +113,60 @@ func TestByteSize(t *testing.T) {
 		t.Error(got)
 	}
 }
+
+// A config file's canary_window: 0s turns the canary off; so does
+// CanaryOff from Go, where a zero CanaryWindow means "the default".
+func TestCanaryOff(t *testing.T) {
+	cfg, err := LoadConfig(writeConfig(t, goodConfig+"swap: {canary_window: 0s}\n"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Swap.CanaryOff || cfg.Swap.CanaryWindow != 0 || cfg.Swap.canary().Window != 0 {
+		t.Errorf("canary_window: 0s gave %+v", cfg.Swap)
+	}
+	cfg, err = LoadConfig(writeConfig(t, goodConfig), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Swap.CanaryOff || cfg.Swap.canary().Window != DefaultCanaryWindow {
+		t.Errorf("no canary_window gave %+v", cfg.Swap)
+	}
+	for _, c := range []struct {
+		swap SwapConfig
+		want time.Duration
+	}{
+		{SwapConfig{}, DefaultCanaryWindow},
+		{SwapConfig{CanaryOff: true}, 0},
+		{SwapConfig{CanaryOff: true, CanaryWindow: time.Minute}, 0},
+		{SwapConfig{CanaryWindow: time.Minute}, time.Minute},
+	} {
+		cfg := Config{Swap: c.swap}
+		cfg.ApplyDefaults()
+		if got := cfg.Swap.canary().Window; got != c.want {
+			t.Errorf("%+v: canary window %s, want %s", c.swap, got, c.want)
+		}
+	}
+}
+
+// Clone shares nothing a caller could change under a running host.
+func TestCloneIsDeep(t *testing.T) {
+	cfg, err := LoadConfig(writeConfig(t, goodConfig), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cfg.Clone()
+	c.Kafka.Brokers[0] = "changed:1"
+	p := &c.Processors[0]
+	p.Inputs[0] = "changed"
+	p.Outputs["out"] = "changed"
+	p.Config["field"] = "changed"
+	p.Name = "changed"
+	orig := cfg.Processors[0]
+	if cfg.Kafka.Brokers[0] != "127.0.0.1:9092" || orig.Inputs[0] != "orders" || orig.Outputs["out"] != "orders-nl" ||
+		orig.Config["field"] != "country" || orig.Name != "nl-only" {
+		t.Errorf("changing the clone changed the original: %+v", cfg)
+	}
+	if (&Config{}).Clone().Processors != nil {
+		t.Error("a config without processors cloned to an empty, non-nil list")
+	}
+}

@@ -2,25 +2,19 @@ package host
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"os"
-	"strings"
-	"time"
-	"unicode"
-
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host/internal/control"
+	ideploy "github.com/wasmstream/wasmstream/host/internal/deploy"
+	"github.com/wasmstream/wasmstream/host/internal/plugin"
 )
 
-// Deploy and Rollback are `wasmstream deploy` and `wasmstream rollback`:
-// they publish to the app's control topic, which every running process
-// follows (see swap.go). Neither talks to the processes: a process
-// switches each task at its next commit point after it reads the change.
+// A processor's plugin has versions: the config file's plugin is the first;
+// Deploy publishes others to the app's control topic (<app_id>-plugins),
+// which every process of the app follows. A process starts with the
+// version the control topic names, and swaps each of its tasks to a newly
+// published one at the task's next commit point. Rollback publishes the
+// previous version again. Neither talks to the processes.
 
 // ErrAlreadyActive is returned (wrapped) by Deploy when the processor
 // already runs the module's content: nothing was published.
@@ -38,7 +32,8 @@ type DeployResult struct {
 	// the processor's initial version (the one to roll back to); zero if
 	// the topic already had a version or the config's plugin was skipped.
 	Initial VersionInfo
-	// Topic is the control topic; Offset the manifest record's offset.
+	// Topic is the control topic; Offset the manifest record's offset
+	// (-1 when nothing was published).
 	Topic  string
 	Offset int64
 }
@@ -50,17 +45,15 @@ type RollbackResult struct {
 	// from.
 	Active   VersionInfo
 	Previous VersionInfo
-	Topic    string
-	Offset   int64
+	// Topic is the control topic; Offset the manifest record's offset
+	// (-1 when nothing was published).
+	Topic  string
+	Offset int64
 }
-
-// publishTimeout bounds the Kafka part of a deploy or rollback once the
-// brokers answered (writing a large module's chunks included).
-const publishTimeout = 2 * time.Minute
 
 // Deploy publishes wasm as processor's active plugin version to the control
 // topic of cfg's app, labeled label ("" for none: the version is then
-// known by its hash prefix alone).
+// known by its hash prefix alone). log nil means slog.Default().
 //
 // Before it writes anything it checks that the processor exists in cfg,
 // that kafka.brokers is set (an embedded broker is private to one process:
@@ -76,233 +69,51 @@ const publishTimeout = 2 * time.Minute
 // an error wrapping ErrAlreadyActive, with the result describing the
 // active version.
 func Deploy(ctx context.Context, cfg *Config, processor string, wasm []byte, label string, log *slog.Logger) (DeployResult, error) {
-	if log == nil {
-		log = slog.Default()
-	}
-	res := DeployResult{Processor: processor, Topic: control.TopicName(cfg.AppID), Offset: -1}
-	pc, err := findProcessor(cfg, processor)
+	app, err := cfg.deployApp(log)
 	if err != nil {
-		return res, err
+		return DeployResult{Processor: processor, Offset: -1}, err
 	}
-	if err := checkLabel(label); err != nil {
-		return res, fmt.Errorf("processor %q: %w", processor, err)
-	}
-	if err := needBrokers(cfg, "deploy"); err != nil {
-		return res, err
-	}
-	if max := cfg.Runtime.MaxModuleSize; uint64(len(wasm)) > uint64(max) {
-		return res, fmt.Errorf("processor %q: the module is %d bytes, over runtime.max_module_size (%s): running processes would refuse it", processor, len(wasm), max)
-	}
-	if len(wasm) == 0 {
-		return res, fmt.Errorf("processor %q: the module is empty", processor)
-	}
-
-	// Compile and instantiate it as a process would (swap.go's onManifest).
-	lp, err := newProcessor(ctx, pc, compileCacheDir(cfg), log)
-	if err != nil {
-		return res, fmt.Errorf("processor %q: %w", processor, err)
-	}
-	defer lp.rt.Close(context.WithoutCancel(ctx))
-	mod, err := lp.compile(ctx, wasm)
-	if err != nil {
-		return res, fmt.Errorf("processor %q cannot run this module (nothing published): %w", processor, err)
-	}
-	_ = mod.Close(ctx)
-
-	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
-	defer cancel()
-	pub, st, err := openControl(ctx, cfg, true)
-	if err != nil {
-		return res, err
-	}
-	defer pub.Close()
-
-	if _, err := st.Manifest(processor); errors.Is(err, control.ErrNoManifest) || errors.Is(err, control.ErrCorrupt) {
-		// Nothing to roll back to yet: record the config's plugin first.
-		if cv, ok := configVersion(ctx, lp, cfg, log); ok {
-			m, published, err := pub.DeployInitial(ctx, processor, cv, "config", deployer())
-			if err != nil {
-				return res, fmt.Errorf("processor %q: recording the config file's plugin as the initial version: %w", processor, err)
-			}
-			if published {
-				res.Initial = info(m.Version)
-				log.Info("recorded the config file's plugin as the processor's initial version",
-					"processor", processor, "version", res.Initial.ID, "topic", res.Topic, "offset", m.Offset)
-			}
-		}
-	}
-
-	m, err := pub.Deploy(ctx, processor, wasm, label, deployer())
-	if errors.Is(err, control.ErrAlreadyActive) {
-		res.Active, res.Offset = info(m.Version), m.Offset
-		if len(m.History) > 0 {
-			res.Previous = info(m.History[0])
-		}
-		return res, &markedError{fmt.Sprintf("processor %q already runs %s (%s by %s at %s): nothing published",
-			processor, versionID(m.Version), m.Reason, m.DeployedBy, m.DeployedAt.Format(time.RFC3339)), ErrAlreadyActive}
-	}
-	if err != nil {
-		return res, fmt.Errorf("processor %q: %w", processor, err)
-	}
-	res.Active, res.Offset = info(m.Version), m.Offset
-	if len(m.History) > 0 {
-		res.Previous = info(m.History[0])
-	}
-	return res, nil
+	r, err := ideploy.Deploy(ctx, app, processor, wasm, label)
+	return DeployResult{Processor: r.Processor, Active: versionInfo(r.Active), Previous: versionInfo(r.Previous),
+		Initial: versionInfo(r.Initial), Topic: r.Topic, Offset: r.Offset}, err
 }
 
 // Rollback makes processor's previous version active again in the control
-// topic of cfg's app (the manifest's history[0]). It refuses an unknown
-// processor, a processor with nothing deployed or no previous version, and
-// a change that lands between its read and its write (run it again then).
+// topic of cfg's app (the one the current version replaced). It refuses an
+// unknown processor, a processor with nothing deployed or no previous
+// version, and a change that lands between its read and its write (run it
+// again then). log nil means slog.Default().
 func Rollback(ctx context.Context, cfg *Config, processor string, log *slog.Logger) (RollbackResult, error) {
+	app, err := cfg.deployApp(log)
+	if err != nil {
+		return RollbackResult{Processor: processor, Offset: -1}, err
+	}
+	r, err := ideploy.Rollback(ctx, app, processor)
+	return RollbackResult{Processor: r.Processor, Active: versionInfo(r.Active), Previous: versionInfo(r.Previous),
+		Topic: r.Topic, Offset: r.Offset}, err
+}
+
+// deployApp is cfg as a deploy sees it: a copy with defaults applied,
+// validated.
+func (c *Config) deployApp(log *slog.Logger) (ideploy.App, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	res := RollbackResult{Processor: processor, Topic: control.TopicName(cfg.AppID), Offset: -1}
-	if _, err := findProcessor(cfg, processor); err != nil {
-		return res, err
+	c = c.Clone()
+	c.ApplyDefaults()
+	if err := c.Validate(); err != nil {
+		return ideploy.App{}, err
 	}
-	if err := needBrokers(cfg, "rollback"); err != nil {
-		return res, err
+	app := ideploy.App{
+		AppID:   c.AppID,
+		Kafka:   c.kafkaClient(c.Kafka.Brokers, log),
+		Limits:  c.pluginLimits(),
+		Logger:  log,
+		Timeout: brokerTimeout,
 	}
-	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
-	defer cancel()
-	pub, st, err := openControl(ctx, cfg, false)
-	if err != nil {
-		return res, err
+	app.Limits.CacheDir = plugin.CacheDir(c.Runtime.CacheDir)
+	for i := range c.Processors {
+		app.Processors = append(app.Processors, c.Processors[i].pluginSpec())
 	}
-	defer pub.Close()
-	cur, err := st.Manifest(processor)
-	switch {
-	case errors.Is(err, control.ErrNoManifest):
-		return res, fmt.Errorf("processor %q: nothing deployed (control topic %s has no version of it): nothing to roll back", processor, res.Topic)
-	case err != nil:
-		return res, fmt.Errorf("processor %q: %w", processor, err)
-	case len(cur.History) == 0:
-		return res, fmt.Errorf("processor %q runs %s and has no previous version to roll back to (%s by %s at %s)",
-			processor, versionID(cur.Version), cur.Reason, cur.DeployedBy, cur.DeployedAt.Format(time.RFC3339))
-	}
-	res.Previous = info(cur.Version)
-	m, err := pub.Rollback(ctx, processor, control.ReasonRollback, cur.Hash, deployer())
-	switch {
-	case errors.Is(err, control.ErrActiveChanged):
-		return res, fmt.Errorf("processor %q: the active version changed while rolling back (now %s, %s by %s); nothing published: check it and run rollback again if still wanted",
-			processor, versionID(m.Version), m.Reason, m.DeployedBy)
-	case err != nil:
-		return res, fmt.Errorf("processor %q: %w", processor, err)
-	}
-	res.Active, res.Offset = info(m.Version), m.Offset
-	return res, nil
+	return app, nil
 }
-
-// findProcessor returns cfg's processor called name, or an error listing
-// the processors cfg has.
-func findProcessor(cfg *Config, name string) (*ProcessorConfig, error) {
-	var names []string
-	for i := range cfg.Processors {
-		if cfg.Processors[i].Name == name {
-			return &cfg.Processors[i], nil
-		}
-		names = append(names, cfg.Processors[i].Name)
-	}
-	return nil, fmt.Errorf("unknown processor %q; the config's processors: %s", name, strings.Join(names, ", "))
-}
-
-// checkLabel refuses labels that would make a version ID ambiguous or
-// unreadable in headers and logs.
-func checkLabel(label string) error {
-	if len(label) > 100 {
-		return fmt.Errorf("label of %d characters (at most 100)", len(label))
-	}
-	if strings.Contains(label, "@") {
-		return fmt.Errorf("label %q contains '@', which separates label and hash in a version ID", label)
-	}
-	for _, r := range label {
-		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
-			return fmt.Errorf("label %q contains a space or an unprintable character", label)
-		}
-	}
-	return nil
-}
-
-func needBrokers(cfg *Config, what string) error {
-	if len(cfg.Kafka.Brokers) == 0 {
-		return fmt.Errorf("kafka.brokers is empty: %s publishes to the control topic on the brokers the running processes use, "+
-			"and an embedded development broker lives inside one process (set kafka.brokers, --brokers or WASMSTREAM_KAFKA__BROKERS)", what)
-	}
-	return nil
-}
-
-// openControl reaches the brokers, makes sure the control topic exists
-// (create: else a missing topic means nothing was ever deployed) and
-// returns a Publisher with the topic's state, read to its end.
-func openControl(ctx context.Context, cfg *Config, create bool) (*control.Publisher, *control.State, error) {
-	topic := control.TopicName(cfg.AppID)
-	brokers := strings.Join(cfg.Kafka.Brokers, ",")
-	ccfg := control.Config{Brokers: cfg.Kafka.Brokers, Topic: topic, ClientOpts: []kgo.Opt{kgo.ClientID(cfg.Kafka.ClientID)}}
-	if create {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Kafka.Brokers...), kgo.ClientID(cfg.Kafka.ClientID))
-		if err != nil {
-			return nil, nil, fmt.Errorf("kafka client: %w", err)
-		}
-		tctx, cancel := context.WithTimeout(ctx, brokerTimeout)
-		err = control.EnsureTopic(tctx, kadm.NewClient(cl), topic)
-		cancel()
-		cl.Close()
-		if err != nil {
-			return nil, nil, fmt.Errorf("kafka.brokers %s: %w", brokers, err)
-		}
-	}
-	r, err := control.NewReader(ccfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer r.Close()
-	tctx, cancel := context.WithTimeout(ctx, brokerTimeout)
-	st, err := r.Load(tctx)
-	cancel()
-	switch {
-	case !create && errors.Is(err, kerr.UnknownTopicOrPartition):
-		return nil, nil, fmt.Errorf("nothing deployed to app %q: its control topic %s does not exist on %s", cfg.AppID, topic, brokers)
-	case err != nil:
-		return nil, nil, fmt.Errorf("kafka.brokers %s: %w", brokers, err)
-	}
-	pub, err := control.NewPublisher(ccfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pub, st, nil
-}
-
-// configVersion returns the bytes of the config file's plugin if a process
-// could run them; otherwise it logs why they are skipped.
-func configVersion(ctx context.Context, lp *loadedProcessor, cfg *Config, log *slog.Logger) ([]byte, bool) {
-	skip := func(err error) ([]byte, bool) {
-		log.Warn("the config file's plugin cannot run, so it is not recorded as the processor's initial version: this deploy has nothing to roll back to",
-			"processor", lp.cfg.Name, "plugin", lp.cfg.Plugin, "err", err)
-		return nil, false
-	}
-	wasm, err := os.ReadFile(lp.cfg.Plugin)
-	if err != nil {
-		return skip(err)
-	}
-	if max := cfg.Runtime.MaxModuleSize; uint64(len(wasm)) > uint64(max) {
-		return skip(fmt.Errorf("%d bytes is over runtime.max_module_size (%s)", len(wasm), max))
-	}
-	mod, err := lp.compile(ctx, wasm)
-	if err != nil {
-		return skip(err)
-	}
-	_ = mod.Close(ctx)
-	return wasm, true
-}
-
-// markedError is an error of its own words that errors.Is matches to mark.
-type markedError struct {
-	msg  string
-	mark error
-}
-
-func (e *markedError) Error() string { return e.msg }
-func (e *markedError) Unwrap() error { return e.mark }

@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/host/internal/control"
+	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
 // depState reads the control topic of p's app with a new Reader.
 func depState(t *testing.T, p *pipeline) *control.State {
 	t.Helper()
-	r, err := control.NewReader(control.Config{Brokers: p.b.Addrs(), Topic: control.TopicName(p.cfg.AppID)})
+	r, err := control.NewReader(control.Config{Kafka: kclient.Config{Brokers: p.b.Addrs()}, Topic: control.TopicName(p.cfg.AppID)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,9 +92,9 @@ func TestDeployRecordsConfigVersionThenRollsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Version != v2 || m.Reason != control.ReasonDeploy || m.DeployedBy != deployer() || m.Offset != res.Offset ||
+	if m.Version != v2 || m.Reason != control.ReasonDeploy || m.DeployedBy != control.Deployer() || m.Offset != res.Offset ||
 		!slices.Equal(m.History, []control.Version{v1}) {
-		t.Fatalf("the control topic holds %+v; want %s deployed by %s with history [%s]", m, v2, deployer(), v1)
+		t.Fatalf("the control topic holds %+v; want %s deployed by %s with history [%s]", m, v2, control.Deployer(), v1)
 	}
 	if b, err := st.Module(v2.Hash); err != nil || !bytes.Equal(b, mod) {
 		t.Fatalf("Module(v2): %d bytes, %v", len(b), err)

@@ -1,66 +1,46 @@
-// Package host is wasmstream's embedding API: load a Config, New, Run, Close.
-// The host owns everything that must be correct (Kafka I/O, the consumer
-// group, commits, plugin lifecycle and limits); plugins only process records.
 package host
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
+	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/admin"
-	"github.com/wasmstream/wasmstream/host/internal/control"
 	"github.com/wasmstream/wasmstream/host/internal/engine"
+	"github.com/wasmstream/wasmstream/host/internal/follower"
+	"github.com/wasmstream/wasmstream/host/internal/kclient"
+	"github.com/wasmstream/wasmstream/host/internal/plugin"
 	"github.com/wasmstream/wasmstream/host/internal/restore"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
 	"github.com/wasmstream/wasmstream/host/internal/state"
+	"github.com/wasmstream/wasmstream/host/internal/status"
+	"github.com/wasmstream/wasmstream/host/internal/topics"
+	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
 
 // Host runs the processors of one Config in this process.
 type Host struct {
-	cfg      *Config
+	cfg      *Config // New's own copy, defaults applied
 	log      *slog.Logger
 	state    *state.DB // nil when no processor has stores
-	runtimes []*engine.Runtime
-	procs    []*loadedProcessor
+	procs    []*plugin.Processor
 	embedded *kfake.Cluster
 	brokers  []string
+	kafka    kclient.Config // every Kafka client of the host starts from it
+	vers     *runner.Versions
+	follower *follower.Follower
 	runner   *runner.Runner
-	admin    *admin.Server         // nil when admin.listen is empty
-	started  atomic.Bool           // New finished: the fields above are set
-	runErr   atomic.Pointer[error] // Run's error, for /healthz
-
-	// The control topic: the plugin versions deployed to the app.
-	ctlTopic  string
-	ctlReader *control.Reader
-	versions  map[string]*procVersions // by processor
-	pubMu     sync.Mutex
-	publisher *control.Publisher // made on the first automatic rollback
-}
-
-type loadedProcessor struct {
-	cfg     *ProcessorConfig
-	rt      *engine.Runtime
-	module  *engine.Module // the version the host starts with
-	binding engine.Binding // Sink is set per task
-	topics  []string       // output topics in output-index order
-	// configVersion is the config file's plugin; version the one the host
-	// starts with (the control topic's, when it has one).
-	configVersion control.Version
-	version       control.Version
+	status   status.Source
+	admin    *admin.Server // nil when admin.listen is empty
 }
 
 // Option changes how New builds a Host.
@@ -72,9 +52,6 @@ type options struct {
 	onRestore    func(RestoreProgress)
 	restore      restore.Config // tests tune fetch and batch sizes
 }
-
-// RestoreProgress is the progress of one store's restore.
-type RestoreProgress = restore.Progress
 
 // WithRestoreProgress calls fn with the progress of every state restore
 // (after each applied batch and at the end), for progress bars. fn must
@@ -90,13 +67,22 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // (used when kafka.brokers is empty). Default 0: any free port.
 func WithEmbeddedPort(port int) Option { return func(o *options) { o.embeddedPort = port } }
 
-// New compiles and validates every plugin, connects to Kafka (or starts the
-// embedded development broker when kafka.brokers is empty), makes sure the
-// topics exist, and prepares the consumer. Nothing is consumed before Run.
+// New starts a host for cfg. Like LoadConfig it works on its own copy of
+// cfg with every unset field given its documented default, and refuses an
+// invalid config (the errors name the field paths), so a Config built in
+// Go behaves as one loaded from a file. Then it compiles and validates
+// every plugin, connects to Kafka (or starts the embedded development
+// broker when kafka.brokers is empty), makes sure the topics exist, and
+// prepares the consumer. Nothing is consumed before Run.
 func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) {
 	o := options{logger: slog.Default()}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	cfg = cfg.Clone()
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	h := &Host{cfg: cfg, log: o.logger}
 	defer func() {
@@ -107,7 +93,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	// The admin endpoint first: a taken address fails before plugins
 	// compile and Kafka is contacted, and /healthz answers during both.
 	if cfg.Admin.Listen != "" {
-		if h.admin, err = admin.New(cfg.Admin.Listen, adminSource{h}, h.log); err != nil {
+		if h.admin, err = admin.New(cfg.Admin.Listen, &h.status, h.log); err != nil {
 			return nil, err
 		}
 	}
@@ -122,10 +108,22 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		}
 		createTopics = true
 	}
+	h.kafka = cfg.kafkaClient(h.brokers, h.log)
 	if err := h.ensureTopics(ctx, createTopics); err != nil {
 		return nil, err
 	}
-	if err := h.loadControl(ctx); err != nil {
+	h.vers = versions.New[runner.Plugin]()
+	h.follower, err = follower.Load(ctx, follower.Config{
+		AppID:      cfg.AppID,
+		Kafka:      h.kafka,
+		Processors: h.procs,
+		Limits:     cfg.pluginLimits(),
+		Versions:   h.vers,
+		Canary:     cfg.Swap.canary(),
+		Logger:     h.log,
+		Timeout:    brokerTimeout,
+	})
+	if err != nil {
 		return nil, err
 	}
 	if h.stateful() {
@@ -137,24 +135,26 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	}
 	specs := make([]runner.ProcessorSpec, len(h.procs))
 	for i, p := range h.procs {
+		pc := &cfg.Processors[i]
 		specs[i] = runner.ProcessorSpec{
-			Name:            p.cfg.Name,
-			Inputs:          p.cfg.Inputs,
-			Outputs:         p.topics,
-			OnError:         p.cfg.OnError,
-			DeadLetterTopic: cfg.DeadLetterTopic(p.cfg),
-			Plugin:          &pluginFactory{module: p.module, binding: p.binding},
-			Version:         versionID(p.version),
-			Stores:          p.cfg.Stores,
+			Name:            pc.Name,
+			Inputs:          pc.Inputs,
+			Outputs:         p.Topics,
+			OnError:         pc.OnError,
+			DeadLetterTopic: cfg.DeadLetterTopic(pc),
+			Stores:          pc.Stores,
 		}
-		for _, st := range p.cfg.Stores {
+		for _, st := range pc.Stores {
 			specs[i].Changelogs = append(specs[i].Changelogs, cfg.ChangelogTopic(st))
 		}
 	}
+	var onRestore func(restore.Progress)
+	if o.onRestore != nil {
+		onRestore = func(p restore.Progress) { o.onRestore(restoreProgress(p)) }
+	}
 	h.runner, err = runner.New(ctx, runner.Options{
 		AppID:              cfg.AppID,
-		Brokers:            h.brokers,
-		ClientID:           cfg.Kafka.ClientID,
+		Kafka:              h.kafka,
 		CommitInterval:     cfg.Kafka.CommitInterval,
 		CommitRecords:      cfg.Kafka.CommitRecords,
 		StartOffset:        cfg.Kafka.StartOffset,
@@ -164,16 +164,17 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		TransactionalID:    cfg.AppID + "-" + instanceID(),
 		TransactionTimeout: cfg.Kafka.TransactionTimeout,
 		Processors:         specs,
+		Versions:           h.vers,
 		State:              h.state,
 		Logger:             h.log,
-		OnRollback:         h.onRollback,
-		OnRestoreProgress:  o.onRestore,
+		OnRollback:         h.follower.OnRollback,
+		OnRestoreProgress:  onRestore,
 		Restore:            o.restore,
 	})
 	if err != nil {
 		return nil, err
 	}
-	h.started.Store(true)
+	h.status.Start(&status.Running{Processors: h.procs, Runner: h.runner, Versions: h.vers})
 	return h, nil
 }
 
@@ -200,26 +201,62 @@ func (h *Host) Run(ctx context.Context) error {
 	followed := make(chan struct{})
 	go func() {
 		defer close(followed)
-		h.follow(fctx)
+		h.follower.Run(fctx)
 	}()
 	defer func() {
 		stopFollow()
 		<-followed
 	}()
 	err := h.runner.Run(ctx)
-	if err != nil {
-		h.runErr.Store(&err)
-	}
+	h.status.Stopped(err)
 	return err
 }
 
-// Stats returns the counters of a processor, or nil if there is none by
-// that name.
-func (h *Host) Stats(processor string) *runner.Stats {
+// Stats returns the counters of a processor in this process so far, or
+// false if there is none by that name.
+func (h *Host) Stats(processor string) (ProcessorStats, bool) {
 	if h.runner == nil {
-		return nil
+		return ProcessorStats{}, false
 	}
-	return h.runner.Stats(processor)
+	st := h.runner.Stats(processor)
+	if st == nil {
+		return ProcessorStats{}, false
+	}
+	return ProcessorStats{
+		RecordsIn:    st.RecordsIn.Load(),
+		RecordsOut:   st.RecordsOut.Load(),
+		Skipped:      st.Skipped.Load(),
+		DeadLettered: st.DeadLettered.Load(),
+		FailedTasks:  st.FailedTasks.Load(),
+		StoppedTasks: st.StoppedTasks.Load(),
+		Commits:      st.Commits.Load(),
+		Aborts:       st.Aborts.Load(),
+		Swaps:        st.Swaps.Load(),
+		SwapFailures: st.SwapFailures.Load(),
+		Rollbacks:    st.Rollbacks.Load(),
+		Failures:     st.Failures(),
+	}, true
+}
+
+// Versions reports, per processor, the version this process runs, the
+// version of each of its tasks and the versions it refused. Safe for
+// concurrent use.
+func (h *Host) Versions() []ProcessorVersions {
+	var out []ProcessorVersions
+	for _, p := range h.procs {
+		snap, ok := h.vers.Snapshot(p.Spec.Name)
+		if !ok {
+			continue
+		}
+		pv := ProcessorVersions{Processor: p.Spec.Name, Active: versionInfo(snap.Active), Tasks: snap.Tasks,
+			Refusals: snap.Refusals}
+		for _, r := range snap.Refused {
+			pv.Refused = append(pv.Refused, Refusal{VersionInfo: versionInfo(r.Info), Reason: r.Reason, At: r.At})
+		}
+		out = append(out, pv)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Processor < out[j].Processor })
+	return out
 }
 
 // Ready reports whether every assigned task has finished restoring its
@@ -251,20 +288,14 @@ func (h *Host) Close() error {
 		errs = append(errs, h.state.Close())
 		h.state = nil
 	}
-	if h.ctlReader != nil {
-		h.ctlReader.Close()
-		h.ctlReader = nil
+	if h.follower != nil {
+		h.follower.Close()
+		h.follower = nil
 	}
-	h.pubMu.Lock()
-	if h.publisher != nil {
-		h.publisher.Close()
-		h.publisher = nil
+	for _, p := range h.procs {
+		errs = append(errs, p.RT.Close(ctx))
 	}
-	h.pubMu.Unlock()
-	for _, rt := range h.runtimes {
-		errs = append(errs, rt.Close(ctx))
-	}
-	h.runtimes = nil
+	h.procs = nil
 	if h.embedded != nil {
 		h.embedded.Close()
 		h.embedded = nil
@@ -275,193 +306,72 @@ func (h *Host) Close() error {
 // loadPlugins compiles every processor's plugin into its own runtime (the
 // memory limit is a runtime setting) and checks it instantiates.
 func (h *Host) loadPlugins(ctx context.Context) error {
-	cacheDir := compileCacheDir(h.cfg)
+	lim := h.cfg.pluginLimits()
+	lim.CacheDir = plugin.CacheDir(h.cfg.Runtime.CacheDir)
 	for i := range h.cfg.Processors {
 		pc := &h.cfg.Processors[i]
-		lp, rt, err := loadProcessor(ctx, pc, cacheDir, h.cfg.Runtime.MaxModuleSize, h.log)
-		if rt != nil {
-			h.runtimes = append(h.runtimes, rt)
+		p, err := plugin.Load(ctx, pc.pluginSpec(), lim, h.log)
+		if p != nil {
+			if err != nil {
+				_ = p.RT.Close(ctx)
+			} else {
+				h.procs = append(h.procs, p)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("processors[%d] (%s): %w", i, pc.Name, err)
 		}
-		h.procs = append(h.procs, lp)
 	}
 	return nil
 }
 
-// compileCacheDir is the directory of compiled modules runtime.cache_dir
-// names ("" for none).
-func compileCacheDir(cfg *Config) string {
-	cacheDir := cfg.Runtime.CacheDir
-	if cacheDir == "" {
-		if dir, err := os.UserCacheDir(); err == nil {
-			cacheDir = filepath.Join(dir, "wasmstream")
+// ensureTopics makes sure the app's topics exist (package topics). An
+// unreachable cluster is an error after brokerTimeout.
+func (h *Host) ensureTopics(ctx context.Context, create bool) error {
+	cl, err := h.kafka.NewClient()
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, brokerTimeout)
+	defer cancel()
+	procs := make([]topics.Processor, len(h.cfg.Processors))
+	for i := range h.cfg.Processors {
+		pc := &h.cfg.Processors[i]
+		procs[i] = topics.Processor{Name: pc.Name, Inputs: pc.Inputs, Outputs: pc.Outputs, Changelogs: map[string]string{}}
+		for _, st := range pc.Stores {
+			procs[i].Changelogs[st] = h.cfg.ChangelogTopic(st)
+		}
+		if pc.OnError == OnErrorDeadLetter {
+			procs[i].DeadLetter = h.cfg.DeadLetterTopic(pc)
 		}
 	}
-	if cacheDir == "off" {
-		cacheDir = ""
-	}
-	return cacheDir
-}
-
-func loadProcessor(ctx context.Context, pc *ProcessorConfig, cacheDir string, maxModuleSize ByteSize, log *slog.Logger) (*loadedProcessor, *engine.Runtime, error) {
-	wasm, err := os.ReadFile(pc.Plugin)
-	if err != nil {
-		return nil, nil, fmt.Errorf("plugin: %w", err)
-	}
-	lp, err := newProcessor(ctx, pc, cacheDir, log)
-	if err != nil {
-		return nil, nil, err
-	}
-	if uint64(len(wasm)) > uint64(maxModuleSize) {
-		return nil, lp.rt, fmt.Errorf("plugin %s: %d bytes is over runtime.max_module_size (%d)", pc.Plugin, len(wasm), maxModuleSize)
-	}
-	lp.configVersion = control.NewVersion(wasm, "config")
-	lp.version = lp.configVersion
-	if lp.module, err = lp.compile(ctx, wasm); err != nil {
-		return nil, lp.rt, fmt.Errorf("plugin %s: %w", pc.Plugin, err)
-	}
-	return lp, lp.rt, nil
-}
-
-// newProcessor makes the processor's runtime (its limits) and binding (its
-// config, outputs and stores), ready to compile versions of its plugin.
-// The caller closes lp.rt.
-func newProcessor(ctx context.Context, pc *ProcessorConfig, cacheDir string, log *slog.Logger) (*loadedProcessor, error) {
-	conf, err := json.Marshal(pc.Config)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	if pc.Config == nil {
-		conf = []byte("{}")
-	}
-	rt, err := engine.NewRuntime(ctx, engine.Options{
-		CacheDir:      cacheDir,
-		MemoryLimit:   uint64(pc.Limits.Memory),
-		RecordTimeout: pc.Limits.RecordTimeout,
-		Logger:        log,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("wasm runtime: %w", err)
-	}
-	names := pc.OutputNames()
-	topics := make([]string, len(names))
-	for i, n := range names {
-		topics[i] = pc.Outputs[n]
-	}
-	return &loadedProcessor{
-		cfg:     pc,
-		rt:      rt,
-		binding: engine.Binding{Name: pc.Name, Outputs: names, Stores: pc.Stores, Config: conf},
-		topics:  topics,
-	}, nil
-}
-
-// compile compiles a version of the processor's plugin and instantiates it
-// once with the processor's binding, so a module whose init fails is
-// refused before any task uses it.
-func (lp *loadedProcessor) compile(ctx context.Context, wasm []byte) (*engine.Module, error) {
-	mod, err := lp.rt.Compile(ctx, lp.cfg.Name, wasm)
-	if err != nil {
-		return nil, err
-	}
-	check := lp.binding
-	check.Sink = discardSink{}
-	if len(lp.cfg.Stores) > 0 {
-		check.State = noState{}
-	}
-	inst, err := mod.Instantiate(ctx, check)
-	if err != nil {
-		_ = mod.Close(ctx)
-		return nil, err
-	}
-	_ = inst.Close(ctx)
-	return mod, nil
-}
-
-// discardSink takes the emits of the trial instance, which processes no
-// record (emits during init are refused by the engine anyway).
-type discardSink struct{}
-
-func (discardSink) Emit(int, *abi.Record) error { return nil }
-
-// noState serves the trial instance, which may not touch state during init
-// anyway (the engine refuses it with EPHASE).
-type noState struct{}
-
-func (noState) Get(int, []byte) ([]byte, bool, error)             { return nil, false, nil }
-func (noState) Put(int, []byte, []byte) error                     { return nil }
-func (noState) Delete(int, []byte) error                          { return nil }
-func (noState) Scan(int, []byte, []byte) (engine.Iterator, error) { return nil, errors.New("no state") }
-
-// taskState adapts a task's state to the engine's State interface.
-type taskState struct{ *state.Task }
-
-func (s taskState) Scan(store int, start, end []byte) (engine.Iterator, error) {
-	it, err := s.Task.Scan(store, start, end)
-	if err != nil {
-		return nil, err
-	}
-	return it, nil
-}
-
-// pluginFactory makes one engine instance per task of one plugin version.
-type pluginFactory struct {
-	module  *engine.Module
-	binding engine.Binding
-}
-
-func (p *pluginFactory) Instantiate(ctx context.Context, _ runner.TaskID, sink runner.Sink, st *state.Task) (runner.Processor, error) {
-	b := p.binding
-	b.Sink = sink
-	if st != nil {
-		b.State = taskState{st}
-	}
-	inst, err := p.module.Instantiate(ctx, b)
-	if err != nil {
-		return nil, err
-	}
-	return instance{inst}, nil
-}
-
-// instance adapts an engine instance to the runner, classifying failures.
-type instance struct{ *engine.Instance }
-
-func (i instance) Process(ctx context.Context, rec *abi.Record) error {
-	if err := i.Instance.Process(ctx, rec); err != nil {
-		return classified{err}
-	}
-	return nil
-}
-
-// classified gives an engine error the kind label the runner uses in
-// metrics and dead-letter headers: trap, timeout, memory_limit,
-// abi_misuse, plugin_failed, host_failed, instance_lost.
-type classified struct{ error }
-
-func (c classified) Unwrap() error { return c.error }
-
-func (c classified) FailureKind() string {
-	k := engine.KindOf(c.error)
-	if k == 0 {
-		return "error"
-	}
-	return strings.ReplaceAll(strings.ToLower(k.String()), " ", "_")
+	return topics.Ensure(ctx, kadm.NewClient(cl), topics.Want{
+		Processors: procs,
+		Create:     create,
+		Partitions: int32(h.cfg.Kafka.TopicPartitions),
+		Brokers:    strings.Join(h.brokers, ","),
+	}, h.log)
 }
 
 // Validate checks a config's plugins without Kafka: each compiles, speaks a
 // supported ABI and initializes with its config. It returns every problem.
+// Like New it applies defaults to a copy of cfg and validates it first.
 func Validate(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	if log == nil {
 		log = slog.Default()
 	}
+	cfg = cfg.Clone()
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
 	var errs []error
 	for i := range cfg.Processors {
 		pc := &cfg.Processors[i]
-		_, rt, err := loadProcessor(ctx, pc, "", cfg.Runtime.MaxModuleSize, log)
-		if rt != nil {
-			_ = rt.Close(ctx)
+		p, err := plugin.Load(ctx, pc.pluginSpec(), cfg.pluginLimits(), log)
+		if p != nil {
+			_ = p.RT.Close(ctx)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("processors[%d] (%s): %w", i, pc.Name, err))
@@ -470,12 +380,13 @@ func Validate(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	return errors.Join(errs...)
 }
 
-// PluginInfo describes a module for `wasmstream plugin inspect`.
-type PluginInfo = engine.Info
-
 // InspectPlugin validates a module and describes it.
 func InspectPlugin(ctx context.Context, wasm []byte) (PluginInfo, error) {
-	return engine.Inspect(ctx, wasm)
+	info, err := engine.Inspect(ctx, wasm)
+	if err != nil {
+		return PluginInfo{}, err
+	}
+	return pluginInfo(info), nil
 }
 
 // startEmbedded starts the in-process development broker (franz-go's kfake)

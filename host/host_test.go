@@ -199,8 +199,8 @@ func TestPluginFaultsGoThroughPolicy(t *testing.T) {
 					t.Fatalf("outputs %v, want %v", got, c.good)
 				}
 			}
-			if st := h.Stats("proc"); st.DeadLettered.Load() != 1 {
-				t.Fatalf("dead-lettered %d", st.DeadLettered.Load())
+			if st, ok := h.Stats("proc"); !ok || st.DeadLettered != 1 {
+				t.Fatalf("dead-lettered %d (processor known: %v)", st.DeadLettered, ok)
 			}
 		})
 	}
@@ -546,4 +546,44 @@ func buildCounterChangelog(t *testing.T, p *pipeline, keys int) string {
 		t.Fatal(err)
 	}
 	return changelog
+}
+
+// New works on its own copy of the config with defaults applied, as the
+// CLI's LoadConfig does: a Config built in Go without ApplyDefaults runs
+// with the documented defaults (commit_records among them), and the
+// caller's Config is left as it was. An invalid one is refused before
+// anything starts, naming the field.
+func TestNewAppliesDefaultsAndValidates(t *testing.T) {
+	b := testbroker.New(t)
+	in, out := b.Name(t, "in"), b.Name(t, "out")
+	b.CreateTopic(t, in, 1, nil)
+	b.CreateTopic(t, out, 1, nil)
+	cfg := &Config{
+		AppID: b.Name(t, "app"),
+		Kafka: KafkaConfig{Brokers: b.Addrs()},
+		Processors: []ProcessorConfig{{Name: "proc", Plugin: engineTestdata("passthrough"),
+			Inputs: []string{in}, Outputs: map[string]string{"out": out}}},
+		Runtime: RuntimeConfig{CacheDir: "off"},
+		State:   StateConfig{Dir: t.TempDir()},
+	}
+	h, err := New(context.Background(), cfg, WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatalf("New with a Go-built config: %v", err)
+	}
+	defer h.Close()
+	if h.cfg.Kafka.CommitRecords != DefaultCommitRecords || h.cfg.Kafka.CommitInterval != DefaultCommitInterval ||
+		h.cfg.Processors[0].OnError != OnErrorFail || h.cfg.Swap.CanaryWindow != DefaultCanaryWindow {
+		t.Errorf("the host runs without the defaults: %+v", h.cfg)
+	}
+	if cfg.Kafka.CommitRecords != 0 || cfg.Processors[0].OnError != "" {
+		t.Errorf("New changed the caller's config: %+v", cfg)
+	}
+
+	bad := cfg.Clone()
+	bad.Processors[0].OnError = "retry"
+	_, err = New(context.Background(), bad, WithLogger(testLogger(t)))
+	var ce *ConfigError
+	if !errors.As(err, &ce) || ce.Path != "processors[0].on_error" {
+		t.Fatalf("New with on_error: retry: %v, want a ConfigError for processors[0].on_error", err)
+	}
 }

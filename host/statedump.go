@@ -18,10 +18,6 @@ var (
 	ErrStateCorrupt = state.ErrCorrupt
 )
 
-// StateStore is one store of one task (processor, partition) found in a
-// local state directory.
-type StateStore = state.StoreInfo
-
 // StateReader reads an app's local state directory (Config.StateDir)
 // without Kafka and without writing to it, for debugging. It holds the
 // directory lock until Close, so a host cannot start on the directory
@@ -47,7 +43,17 @@ func (s *StateReader) Dir() string { return s.r.Dir() }
 
 // Stores lists every task store in the directory with its changelog
 // checkpoint, sorted by processor, partition and store.
-func (s *StateReader) Stores() ([]StateStore, error) { return s.r.Stores() }
+func (s *StateReader) Stores() ([]StateStore, error) {
+	infos, err := s.r.Stores()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]StateStore, len(infos))
+	for i, in := range infos {
+		out[i] = stateStore(in)
+	}
+	return out, nil
+}
 
 // Scan calls fn with every key and value of store of the task processor on
 // partition, in key order; key and value are valid only during the call.

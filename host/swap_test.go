@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host/internal/control"
+	"github.com/wasmstream/wasmstream/host/internal/kclient"
+	"github.com/wasmstream/wasmstream/host/internal/plugin"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
@@ -90,7 +92,7 @@ func activeManifest(t testing.TB, p *pipeline) control.Manifest {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rd, err := control.NewReader(control.Config{Brokers: p.b.Addrs(), Topic: control.TopicName(p.cfg.AppID)})
+	rd, err := control.NewReader(control.Config{Kafka: kclient.Config{Brokers: p.b.Addrs()}, Topic: control.TopicName(p.cfg.AppID)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +243,7 @@ func TestSwapFleetConverges(t *testing.T) {
 	}
 	n := f.end()
 	p.waitProcessed(t)
-	checkCounts(t, p.b.ReadCommitted(t, p.out, 30*time.Second), n, map[string]int{versionID(hosts[0].procs[0].configVersion): 0, v2: 1})
+	checkCounts(t, p.b.ReadCommitted(t, p.out, 30*time.Second), n, map[string]int{plugin.VersionID(hosts[0].procs[0].ConfigVersion): 0, v2: 1})
 }
 
 // A new version failing a third of its records is rolled back by the fleet
@@ -266,7 +268,7 @@ func TestAutoRollbackFleet(t *testing.T) {
 	// The first host to see the failures rolls back and publishes it; the
 	// other follows the control topic (or rolls back on its own first).
 	deadline := time.Now().Add(60 * time.Second)
-	for hosts[0].Stats("proc").Rollbacks.Load()+hosts[1].Stats("proc").Rollbacks.Load() == 0 {
+	for rollbacks(hosts[0])+rollbacks(hosts[1]) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("no rollback: %+v / %+v", hosts[0].Versions(), hosts[1].Versions())
 		}
@@ -281,11 +283,11 @@ func TestAutoRollbackFleet(t *testing.T) {
 	if byVersion[bad] != 0 {
 		t.Fatalf("%d committed outputs from the rolled-back version", byVersion[bad])
 	}
-	rollbacks := hosts[0].Stats("proc").Rollbacks.Load() + hosts[1].Stats("proc").Rollbacks.Load()
+	rollbacks := rollbacks(hosts[0]) + rollbacks(hosts[1])
 
 	m := activeManifest(t, p)
-	if versionID(m.Version) != old || !strings.HasPrefix(m.Reason, "auto-rollback") {
-		t.Fatalf("control topic names %s (%s), want %s after an auto-rollback", versionID(m.Version), m.Reason, old)
+	if plugin.VersionID(m.Version) != old || !strings.HasPrefix(m.Reason, "auto-rollback") {
+		t.Fatalf("control topic names %s (%s), want %s after an auto-rollback", plugin.VersionID(m.Version), m.Reason, old)
 	}
 	p.cfg.State.Dir = dirs[2]
 	late, _ := p.run(t)
@@ -293,4 +295,10 @@ func TestAutoRollbackFleet(t *testing.T) {
 		t.Fatalf("a host started after the rollback runs %s, want %s", got, old)
 	}
 	t.Logf("%d inputs, outputs by version %v, %d rollbacks, topic reason %q", n, byVersion, rollbacks, m.Reason)
+}
+
+// rollbacks is the count of automatic rollbacks h made of processor "proc".
+func rollbacks(h *Host) int64 {
+	st, _ := h.Stats("proc")
+	return st.Rollbacks
 }

@@ -177,8 +177,8 @@ func runMask(ctx context.Context, o Options, dir string, brokers []string, suffi
 	if err := <-runErr; err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("pipeline: %w", err)
 	}
-	st := h.Stats("mask-pii")
+	st, _ := h.Stats("mask-pii")
 	fmt.Fprintf(o.Out, "\n%d records in, %d out, %d failed, in %s. Offsets committed; pipeline stopped cleanly.\n",
-		st.RecordsIn.Load(), st.RecordsOut.Load(), st.Skipped.Load()+st.DeadLettered.Load(), time.Since(start).Round(time.Millisecond))
+		st.RecordsIn, st.RecordsOut, st.Skipped+st.DeadLettered, time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 )
 
@@ -545,7 +546,7 @@ func TestLoadEmptyOrMissing(t *testing.T) {
 	if d := time.Since(start); d > 3*time.Second || len(st.Processors()) != 0 {
 		t.Fatalf("empty topic: %v in %v", st.Processors(), d)
 	}
-	missing := Config{Brokers: b.Addrs(), Topic: b.Name(t, "missing")}
+	missing := Config{Kafka: kclient.Config{Brokers: b.Addrs()}, Topic: b.Name(t, "missing")}
 	_, err := openReader(t, missing).Load(testCtx(t, 10*time.Second))
 	if err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("Load of a missing topic: %v", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 )
 
@@ -29,7 +30,7 @@ func newTopic(t testing.TB, b *testbroker.Broker) Config {
 		t.Fatal(err)
 	}
 	deleteAtEnd(t, b, adm, topic)
-	return Config{Brokers: b.Addrs(), Topic: topic}
+	return Config{Kafka: kclient.Config{Brokers: b.Addrs()}, Topic: topic}
 }
 
 // deleteAtEnd deletes topic when a passing test ends on the real broker, so

@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/host/internal/kclient"
 )
 
 // maxUnreferenced bounds how many contents a reader keeps chunks of without
@@ -23,14 +25,13 @@ const maxUnreferenced = 4
 
 // Config says where the control topic is.
 type Config struct {
-	// Brokers are the seed brokers. Required.
-	Brokers []string
+	// Kafka is what the client starts from (brokers, client id, logger,
+	// security); Kafka.Brokers is required. The options that decide how
+	// the topic is read and written (partitions, offsets, isolation, acks,
+	// partitioner) come after and win.
+	Kafka kclient.Config
 	// Topic is the control topic, TopicName(app_id). Required.
 	Topic string
-	// ClientOpts are added to the client (TLS, SASL, client id...). The
-	// options that decide how the topic is read and written (partitions,
-	// offsets, isolation, acks, partitioner) come after and win.
-	ClientOpts []kgo.Opt
 }
 
 // Reader reads the control topic from its start: Load to its current end,
@@ -56,15 +57,13 @@ func NewReader(cfg Config) (*Reader, error) { return newReader(cfg, nil) }
 // newReader builds the Reader's client with extra options after the
 // reading ones (the Publisher adds its producing options).
 func newReader(cfg Config, extra []kgo.Opt) (*Reader, error) {
-	if len(cfg.Brokers) == 0 {
+	if len(cfg.Kafka.Brokers) == 0 {
 		return nil, errors.New("control: no brokers configured")
 	}
 	if cfg.Topic == "" {
 		return nil, errors.New("control: no topic configured")
 	}
-	opts := append([]kgo.Opt{}, cfg.ClientOpts...)
-	opts = append(opts,
-		kgo.SeedBrokers(cfg.Brokers...),
+	opts := cfg.Kafka.Opts(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: {0: kgo.NewOffset().AtStart()}}),
 		// Never jump by itself: an out-of-range position (topic deleted
 		// and recreated, records deleted below us) is an error to report,

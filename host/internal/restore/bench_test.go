@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/state"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 )
@@ -35,7 +36,7 @@ import (
 func BenchmarkRestore(b *testing.B) {
 	const n, nkeys = 200_000, 100_000
 	br := testbroker.New(b)
-	r := newRestorer(b, Config{Brokers: br.Addrs(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r := newRestorer(b, Config{Kafka: kclient.Config{Brokers: br.Addrs()}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	for _, c := range []struct {
 		name string
 		key  func(i int) int

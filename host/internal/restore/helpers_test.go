@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/state"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 )
@@ -25,7 +26,7 @@ func testLogger(t testing.TB) *slog.Logger { return testbroker.Logger(t, slog.Le
 // batches so that restores take several batches, and bounded waits.
 func testConfig(t testing.TB, b *testbroker.Broker) Config {
 	return Config{
-		Brokers:                b.Addrs(),
+		Kafka:                  kclient.Config{Brokers: b.Addrs()},
 		Logger:                 testLogger(t),
 		BatchRecords:           1000,
 		FetchMaxWait:           100 * time.Millisecond,

@@ -62,6 +62,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/state"
 )
 
@@ -82,16 +83,16 @@ var (
 	ErrFetch = errors.New("restore: fetch failed")
 )
 
-// Config configures a Restorer. Brokers is required; the zero value of every
-// other field picks the default given.
+// Config configures a Restorer. Kafka.Brokers is required; the zero value
+// of every other field picks the default given.
 type Config struct {
-	// Brokers are the seed brokers.
-	Brokers []string
-	// ClientOpts are added to every client the Restorer makes (TLS, SASL,
-	// dialer...). Options that decide how the changelog is read (offsets,
-	// isolation, reset policy, control records) are set by the Restorer
-	// after these and cannot be overridden.
-	ClientOpts []kgo.Opt
+	// Kafka is what every client the Restorer makes starts from (brokers,
+	// security; its Logger defaults to Logger). Options that decide how
+	// the changelog is read (offsets, isolation, reset policy, control
+	// records) are set by the Restorer after these and cannot be
+	// overridden; its clients name themselves wasmstream-restore and
+	// wasmstream-restore-admin.
+	Kafka kclient.Config
 	// BatchRecords and BatchBytes bound one ApplyRestored batch (and so the
 	// work lost to an interruption). Defaults 50,000 records, 8 MiB (keys and
 	// values). The byte bound bounds memory.
@@ -178,6 +179,9 @@ func (c *Config) defaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Kafka.Logger == nil {
+		c.Kafka.Logger = c.Logger
+	}
 }
 
 // Progress describes a restore in flight (or finished, when Done).
@@ -224,11 +228,11 @@ type Restorer struct {
 
 // New returns a Restorer; Close it when done.
 func New(cfg Config) (*Restorer, error) {
-	if len(cfg.Brokers) == 0 {
+	if len(cfg.Kafka.Brokers) == 0 {
 		return nil, errors.New("restore: no brokers configured")
 	}
 	cfg.defaults()
-	cl, err := kgo.NewClient(append(cfg.baseOpts(), kgo.ClientID("wasmstream-restore-admin"))...)
+	cl, err := cfg.Kafka.NewClient(kgo.ClientID("wasmstream-restore-admin"))
 	if err != nil {
 		return nil, fmt.Errorf("restore: admin client: %w", err)
 	}
@@ -237,11 +241,6 @@ func New(cfg Config) (*Restorer, error) {
 
 // Close releases the admin client.
 func (r *Restorer) Close() { r.admin.Close() }
-
-func (c *Config) baseOpts() []kgo.Opt {
-	opts := []kgo.Opt{kgo.SeedBrokers(c.Brokers...), kgo.WithLogger(kgoLogger{c.Logger})}
-	return append(opts, c.ClientOpts...)
-}
 
 // Restore restores one store of task from partition of the changelog topic
 // with a Restorer made for the call.
@@ -481,7 +480,7 @@ func (u *run) consume(ctx context.Context) error {
 	if u.pos >= u.target {
 		return nil
 	}
-	opts := append(u.cfg.baseOpts(),
+	opts := u.cfg.Kafka.Opts(
 		kgo.ClientID("wasmstream-restore"),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{u.topic: {u.partition: kgo.NewOffset().At(u.pos)}}),
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()), // never jump by itself (I4)
@@ -905,17 +904,4 @@ func (r *Restorer) list(ctx context.Context, topic string, partition int32) (off
 		return o, err
 	}
 	return o, nil
-}
-
-// kgoLogger passes franz-go's warnings and errors to slog.
-type kgoLogger struct{ log *slog.Logger }
-
-func (l kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
-
-func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	lv := slog.LevelWarn
-	if level == kgo.LogLevelError {
-		lv = slog.LevelError
-	}
-	l.log.Log(context.Background(), lv, "kgo: "+msg, keyvals...)
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
 
 // BenchmarkEmit measures staging one emitted record (100-byte value): the
@@ -12,8 +13,7 @@ import (
 // list of its own (the baseline, same run).
 func BenchmarkEmit(b *testing.B) {
 	ps := &procState{spec: ProcessorSpec{Name: "p", Outputs: []string{"out"}}}
-	ps.active = newVersion(Version{ID: "v1@0123456789ab"}, nil, Canary{})
-	t := &task{proc: ps, ver: ps.active}
+	t := &task{proc: ps, ver: newVersion(&versions.Version[Plugin]{Info: versions.Info{ID: "v1@0123456789ab"}})}
 	for _, c := range []struct {
 		name    string
 		headers []abi.Header

@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/wasmstream/wasmstream/host/internal/kclient"
 )
 
 // Group protocols (Options.GroupProtocol).
@@ -34,12 +36,12 @@ const (
 // back to the classic protocol with that balancer, which is eager. So the
 // runner asks the brokers itself and passes either the KIP-848 options or
 // the classic cooperative ones, never both.
-func groupOpts(ctx context.Context, brokers []string, want string, extra []kgo.Opt) ([]kgo.Opt, string, error) {
+func groupOpts(ctx context.Context, kafka kclient.Config, want string, extra []kgo.Opt) ([]kgo.Opt, string, error) {
 	if want == "" {
 		want = ProtocolAuto
 	}
 	if want == ProtocolAuto {
-		ok, err := brokersSupport848(ctx, brokers, extra)
+		ok, err := brokersSupport848(ctx, kafka, extra)
 		if err != nil {
 			return nil, "", err
 		}
@@ -59,9 +61,8 @@ func groupOpts(ctx context.Context, brokers []string, want string, extra []kgo.O
 
 // brokersSupport848 reports whether every broker answers ConsumerGroupHeartbeat
 // v1, the version franz-go's KIP-848 member needs.
-func brokersSupport848(ctx context.Context, brokers []string, extra []kgo.Opt) (bool, error) {
-	opts := append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, extra...)
-	cl, err := kgo.NewClient(opts...)
+func brokersSupport848(ctx context.Context, kafka kclient.Config, extra []kgo.Opt) (bool, error) {
+	cl, err := kafka.NewClient(extra...)
 	if err != nil {
 		return false, err
 	}

@@ -20,8 +20,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/restore"
 	"github.com/wasmstream/wasmstream/host/internal/state"
+	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
 
 // Processor is one plugin instance serving one task. Process must not keep
@@ -64,8 +66,9 @@ type ProcessorSpec struct {
 	// OnError is "fail", "skip" or "dead_letter".
 	OnError         string
 	DeadLetterTopic string
-	// Plugin is the initial version, named Version (default "initial");
-	// Swap changes it while the runner runs.
+	// Plugin is the initial version, named Version (default "initial"),
+	// unless Options.Versions already has the processor; proposals to
+	// the registry change it while the runner runs.
 	Plugin  Plugin
 	Version string
 	// Stores are the processor's state stores; Changelogs[i] is the
@@ -76,9 +79,10 @@ type ProcessorSpec struct {
 
 // Options configure a Runner.
 type Options struct {
-	AppID          string
-	Brokers        []string
-	ClientID       string
+	AppID string
+	// Kafka is what every client of the runner starts from (brokers,
+	// client id, security); its Logger defaults to Logger.
+	Kafka          kclient.Config
 	CommitInterval time.Duration
 	CommitRecords  int
 	StartOffset    string // "earliest" or "latest"
@@ -108,6 +112,10 @@ type Options struct {
 	Logger            *slog.Logger
 	// MaxPoll bounds the records of one poll. Default DefaultMaxPoll.
 	MaxPoll int
+	// Versions is the registry of the processors' versions, shared with
+	// the control-topic follower. Default: a registry of the specs'
+	// versions.
+	Versions *Versions
 	// OnRollback, if set, is told of every automatic rollback (a swapped
 	// version that failed its Canary), on its own goroutine.
 	OnRollback func(RollbackEvent)
@@ -119,6 +127,7 @@ type Options struct {
 type Runner struct {
 	opts  Options
 	log   *slog.Logger
+	vers  *Versions // the one record of active versions (opts.Versions)
 	cl    *kgo.Client
 	sess  *kgo.GroupTransactSession // exactly_once only; cl is its client
 	inTxn bool                      // a transaction is open (exactly_once)
@@ -172,19 +181,13 @@ type procState struct {
 	spec       ProcessorSpec
 	inputIndex map[string]uint32
 	Stats      *Stats
-	// active is the version new tasks start with and every task moves
-	// to (loop only).
-	active *version
-	stalls stallSamples
+	stalls     stallSamples
 	// gaps are the same measure across commit points without a swap:
 	// the pause every commit point makes, the baseline of stalls.
 	gaps stallSamples
 
-	// mu guards what Swap and ActiveVersion share with the loop.
-	mu           sync.Mutex
-	want         *swapRequest // a Swap not yet taken in by the loop
-	activeID     string
-	taskVersions map[TaskID]string // version ID by task
+	// mu guards lag, which the loop writes and Lag reads.
+	mu sync.Mutex
 	// lag is each task's consumer lag as of its latest fetch: the end of
 	// its partition (the last stable offset: the host reads committed)
 	// minus the offset of its next record.
@@ -198,31 +201,38 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Kafka.Logger == nil {
+		opts.Kafka.Logger = opts.Logger
+	}
 	if opts.MaxPoll <= 0 {
 		opts.MaxPoll = DefaultMaxPoll
 	}
 	if opts.MaxRestores <= 0 {
 		opts.MaxRestores = DefaultMaxRestores
 	}
+	if opts.Versions == nil {
+		opts.Versions = versions.New[Plugin]()
+	}
 	r := &Runner{
 		opts:    opts,
 		log:     opts.Logger,
+		vers:    opts.Versions,
 		byTopic: map[string]*procState{},
 		tasks:   map[TaskID]*task{},
 		wake:    make(chan struct{}, 1),
 
 		restoreSlots: make(chan struct{}, opts.MaxRestores),
 	}
+	r.vers.OnPropose(r.wakeLoop)
 	var topics []string
 	for _, spec := range opts.Processors {
 		ps := &procState{spec: spec, inputIndex: map[string]uint32{}, Stats: newStats(),
-			taskVersions: map[TaskID]string{}, lag: map[TaskID]int64{}}
+			lag: map[TaskID]int64{}}
 		if spec.Version == "" {
 			spec.Version = "initial"
 			ps.spec.Version = spec.Version
 		}
-		ps.active = newVersion(Version{ID: spec.Version, Plugin: spec.Plugin}, nil, Canary{})
-		ps.activeID = spec.Version
+		r.vers.Start(spec.Name, versions.Info{ID: spec.Version}, spec.Plugin)
 		for i, in := range spec.Inputs {
 			if other, dup := r.byTopic[in]; dup {
 				return nil, fmt.Errorf("runner: topic %q is an input of both %q and %q", in, other.spec.Name, spec.Name)
@@ -244,7 +254,7 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 		}
 		if r.restorer == nil {
 			rc := opts.Restore
-			rc.Brokers = opts.Brokers
+			rc.Kafka = opts.Kafka
 			if rc.Logger == nil {
 				rc.Logger = opts.Logger
 			}
@@ -269,9 +279,7 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	if opts.StartOffset == "latest" {
 		start = kgo.NewOffset().AtEnd()
 	}
-	kopts := []kgo.Opt{
-		kgo.SeedBrokers(opts.Brokers...),
-		kgo.ClientID(opts.ClientID),
+	kopts := opts.Kafka.Opts(
 		kgo.ConsumerGroup(opts.AppID),
 		kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(start),
@@ -285,17 +293,16 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 		kgo.OnPartitionsRevoked(r.onRevoked),
 		kgo.OnPartitionsLost(r.onLost),
 		kgo.RecordPartitioner(outputPartitioner{kgo.StickyKeyPartitioner(nil)}),
-		kgo.ProducerLinger(5 * time.Millisecond),
+		kgo.ProducerLinger(5*time.Millisecond),
 		// A partition resumed after its restore joins the next fetch only
 		// when the one in flight returns; the default 5 s wait would delay
 		// every task start by up to that.
-		kgo.FetchMaxWait(500 * time.Millisecond),
-		kgo.WithLogger(kgoLogger{opts.Logger}),
-	}
+		kgo.FetchMaxWait(500*time.Millisecond),
+	)
 	if opts.SessionTimeout > 0 {
 		kopts = append(kopts, kgo.SessionTimeout(opts.SessionTimeout))
 	}
-	gopts, protocol, err := groupOpts(ctx, opts.Brokers, opts.GroupProtocol, opts.ExtraOpts)
+	gopts, protocol, err := groupOpts(ctx, opts.Kafka, opts.GroupProtocol, opts.ExtraOpts)
 	if err != nil {
 		if r.restorer != nil {
 			r.restorer.Close()

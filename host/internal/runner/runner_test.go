@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/state"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 )
@@ -95,8 +96,7 @@ func (f *fixture) runner(t *testing.T, p Plugin, onError string, extra ...kgo.Op
 func (f *fixture) runnerWith(t *testing.T, p Plugin, onError string, mutate func(*Options), extra ...kgo.Opt) *Runner {
 	opts := Options{
 		AppID:              f.group,
-		Brokers:            f.b.Addrs(),
-		ClientID:           "test",
+		Kafka:              kclient.Config{Brokers: f.b.Addrs(), ClientID: "test"},
 		CommitInterval:     50 * time.Millisecond,
 		CommitRecords:      1000,
 		StartOffset:        "earliest",

@@ -4,10 +4,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"context"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"log/slog"
 )
 
 // Stats are one processor's counters. All fields are safe for concurrent
@@ -69,28 +65,6 @@ func (s *Stats) Failures() map[string]int64 {
 		out[k] = v
 	}
 	return out
-}
-
-// kgoLogger routes franz-go's log lines to slog. franz-go's info level is
-// chatty (every rebalance step), so it is logged at debug.
-type kgoLogger struct{ l *slog.Logger }
-
-func (k kgoLogger) Level() kgo.LogLevel {
-	if k.l.Enabled(context.Background(), slog.LevelDebug) {
-		return kgo.LogLevelDebug
-	}
-	return kgo.LogLevelWarn
-}
-
-func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	switch level {
-	case kgo.LogLevelError:
-		k.l.Error("kafka: "+msg, keyvals...)
-	case kgo.LogLevelWarn:
-		k.l.Warn("kafka: "+msg, keyvals...)
-	default:
-		k.l.Debug("kafka: "+msg, keyvals...)
-	}
 }
 
 // commitSamples keeps the durations of the latest commit points (flush,

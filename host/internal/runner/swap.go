@@ -6,32 +6,17 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
 
 // HeaderVersion names, on every output and dead-letter record, the
 // processor version that produced it.
 const HeaderVersion = "wasmstream-version"
 
-// Version is one version of a processor's plugin.
-type Version struct {
-	// ID names the version in the HeaderVersion header, logs and metrics;
-	// unique per content (e.g. "v2@1a2b3c4d5e6f").
-	ID     string
-	Plugin Plugin
-}
-
-// Canary watches a newly swapped version: if, within Window after a task
-// switched to it, the share of its records that failed exceeds
-// MaxFailureRatio (with at least MinRecords records seen), the task's
-// processor goes back to the previous version. Under exactly_once the
-// transaction holding the failures is aborted, so the rolled-back version
-// leaves no committed output from it and its records are processed again
-// by the previous version.
-type Canary struct {
-	Window          time.Duration
-	MaxFailureRatio float64
-	MinRecords      int
-}
+// Versions is the registry the runner reads its processors' versions
+// from and records its tasks' versions in (see package versions).
+type Versions = versions.Registry[Plugin]
 
 // RollbackEvent reports an automatic rollback.
 type RollbackEvent struct {
@@ -40,28 +25,19 @@ type RollbackEvent struct {
 	Reason    string
 }
 
-// version is a Version as the runner tracks it.
+// version is a registry version as a task runs it.
 type version struct {
-	Version
+	*versions.Version[Plugin]
 	header []byte // ID, the value of HeaderVersion
 	// headers is the header list of an emit without headers of its own,
-	// shared by all such records (read-only; len = cap = 1, so an append
-	// would copy): no allocation per record for it.
+	// shared by all such records of the task (read-only; len = cap = 1, so
+	// an append would copy): no allocation per record for it.
 	headers []kgo.RecordHeader
-	prev    *version // what a rollback returns to; nil for the first
-	canary  Canary
 }
 
-func newVersion(v Version, prev *version, canary Canary) *version {
+func newVersion(v *versions.Version[Plugin]) *version {
 	h := []byte(v.ID)
-	return &version{Version: v, header: h, headers: []kgo.RecordHeader{{Key: HeaderVersion, Value: h}},
-		prev: prev, canary: canary}
-}
-
-// swapRequest is a pending Swap, taken in by the loop at a commit point.
-type swapRequest struct {
-	v      Version
-	canary Canary
+	return &version{Version: v, header: h, headers: []kgo.RecordHeader{{Key: HeaderVersion, Value: h}}}
 }
 
 // prepared is an instance of a task's next version made in the background,
@@ -71,44 +47,6 @@ type prepared struct {
 	inst Processor
 	err  error
 	done chan struct{}
-}
-
-// Swap makes processor run v: every task of the processor in this process
-// switches at its next commit point, after an instance of v has been made
-// for it in the background. Under exactly_once a switch never splits a
-// transaction: a task's records of one transaction are all processed by one
-// version, and within a partition versions never interleave. State is
-// untouched. With a non-zero canary.Window the new version is watched (see
-// Canary). Swap returns at once; it is safe for concurrent use.
-func (r *Runner) Swap(processor string, v Version, canary Canary) error {
-	for _, ps := range r.procs {
-		if ps.spec.Name == processor {
-			ps.mu.Lock()
-			ps.want = &swapRequest{v: v, canary: canary}
-			ps.mu.Unlock()
-			r.wakeLoop()
-			return nil
-		}
-	}
-	return fmt.Errorf("runner: no processor %q", processor)
-}
-
-// ActiveVersion is the version processor's new tasks start with, and the
-// one each of its current tasks runs, by task.
-func (r *Runner) ActiveVersion(processor string) (active string, tasks map[TaskID]string) {
-	for _, ps := range r.procs {
-		if ps.spec.Name != processor {
-			continue
-		}
-		ps.mu.Lock()
-		defer ps.mu.Unlock()
-		tasks = make(map[TaskID]string, len(ps.taskVersions))
-		for id, v := range ps.taskVersions {
-			tasks[id] = v
-		}
-		return ps.activeID, tasks
-	}
-	return "", nil
 }
 
 // SwapStalls returns, for the named processor, the latest per-task stalls
@@ -134,15 +72,14 @@ func (r *Runner) wakeLoop() {
 	}
 }
 
-// setTaskVersion records the version a task runs, for ActiveVersion.
-func (ps *procState) setTaskVersion(id TaskID, v *version) {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
+// setTaskVersion records the version a task runs in the registry (nil:
+// the task is gone).
+func (ps *procState) setTaskVersion(reg *Versions, id TaskID, v *version) {
 	if v == nil {
-		delete(ps.taskVersions, id)
+		reg.SetTask(ps.spec.Name, id.String(), "")
 		return
 	}
-	ps.taskVersions[id] = v.ID
+	reg.SetTask(ps.spec.Name, id.String(), v.ID)
 }
 
 // advanceSwaps moves tasks to their processor's wanted version. Called by
@@ -153,27 +90,20 @@ func (r *Runner) advanceSwaps(ctx context.Context) {
 	if r.inTxn || r.sinceCommit != 0 {
 		return
 	}
+	active := make(map[*procState]*versions.Version[Plugin], len(r.procs))
 	for _, ps := range r.procs {
-		ps.mu.Lock()
-		req := ps.want
-		ps.want = nil
-		ps.mu.Unlock()
-		if req != nil && req.v.ID != ps.active.ID {
-			nv := newVersion(req.v, ps.active, req.canary)
-			r.log.Info("swapping processor version", "processor", ps.spec.Name, "from", ps.active.ID, "to", nv.ID)
-			ps.active = nv
-			ps.mu.Lock()
-			ps.activeID = nv.ID
-			ps.mu.Unlock()
+		if from, to := r.vers.TakePending(ps.spec.Name); to != nil {
+			r.log.Info("swapping processor version", "processor", ps.spec.Name, "from", from.ID, "to", to.ID)
 		}
+		active[ps] = r.vers.Active(ps.spec.Name)
 	}
 	now := time.Now()
 	for _, t := range r.tasks {
-		ps := t.proc
-		if t.ver != ps.active {
-			if t.prep == nil || t.prep.ver != ps.active {
+		want := active[t.proc]
+		if t.ver.Version != want {
+			if t.prep == nil || t.prep.ver.Version != want {
 				t.discardPrepared(ctx)
-				t.prep = r.prepare(t, ps.active)
+				t.prep = r.prepare(t, newVersion(want))
 			}
 			select {
 			case <-t.prep.done:
@@ -184,7 +114,7 @@ func (r *Runner) advanceSwaps(ctx context.Context) {
 		if t.stallFrom.IsZero() && !t.lastProcessed.IsZero() {
 			t.gapFrom = t.lastProcessed
 		}
-		if t.prevInst != nil && now.Sub(t.swappedAt) >= t.ver.canary.Window {
+		if t.prevInst != nil && now.Sub(t.swappedAt) >= t.ver.Canary.Window {
 			// The canary window is over: the version stays.
 			_ = t.prevInst.Close(ctx)
 			t.prevInst = nil
@@ -219,10 +149,7 @@ func (t *task) switchTo(ctx context.Context, now time.Time) {
 			"task", t.id.String(), "version", p.ver.ID, "err", p.err)
 		t.proc.Stats.SwapFailures.Add(1)
 		// Not retried until the next Swap: the same bytes would fail again.
-		t.proc.active = t.ver
-		t.proc.mu.Lock()
-		t.proc.activeID = t.ver.ID
-		t.proc.mu.Unlock()
+		t.r.vers.Keep(t.proc.spec.Name, t.ver.Version)
 		return
 	}
 	old, oldVer := t.inst, t.ver
@@ -231,7 +158,7 @@ func (t *task) switchTo(ctx context.Context, now time.Time) {
 		_ = t.prevInst.Close(ctx)
 		t.prevInst = nil
 	}
-	if t.ver.canary.Window > 0 && t.ver.prev == oldVer {
+	if t.ver.Canary.Window > 0 && t.ver.Prev == oldVer.Version {
 		t.prevInst = old
 	} else if old != nil {
 		_ = old.Close(ctx)
@@ -240,7 +167,7 @@ func (t *task) switchTo(ctx context.Context, now time.Time) {
 	t.canaryIn, t.canaryFailed = 0, 0
 	t.stallFrom = t.lastProcessed
 	t.proc.Stats.Swaps.Add(1)
-	t.proc.setTaskVersion(t.id, t.ver)
+	t.proc.setTaskVersion(t.r.vers, t.id, t.ver)
 	t.r.log.Info("task switched plugin version", "task", t.id.String(), "from", oldVer.ID, "to", t.ver.ID)
 }
 
@@ -266,8 +193,8 @@ func (r *Runner) failedCanaries() []*task {
 	var bad []*task
 	now := time.Now()
 	for _, t := range r.tasks {
-		c := t.ver.canary
-		if t.ver.prev == nil || c.Window == 0 || now.Sub(t.swappedAt) > c.Window+r.opts.CommitInterval {
+		c := t.ver.Canary
+		if t.ver.Prev == nil || c.Window == 0 || now.Sub(t.swappedAt) > c.Window+r.opts.CommitInterval {
 			continue
 		}
 		if t.canaryFailed == 0 || t.canaryIn < int64(max(c.MinRecords, 1)) {
@@ -294,20 +221,15 @@ func (r *Runner) rollBack(ctx context.Context, failed []*task) {
 		}
 		seen[ps] = true
 		bad := ft.ver
-		back := bad.prev
-		if ps.active == bad {
-			ps.active = back
-			ps.mu.Lock()
-			ps.activeID = back.ID
-			ps.mu.Unlock()
-		}
+		back := newVersion(bad.Prev)
+		r.vers.RollBack(ps.spec.Name, bad.Version)
 		reason := fmt.Sprintf("%d of %d records failed within %s of the swap (limit %.2f%%)",
-			ft.canaryFailed, ft.canaryIn, bad.canary.Window, 100*bad.canary.MaxFailureRatio)
+			ft.canaryFailed, ft.canaryIn, bad.Canary.Window, 100*bad.Canary.MaxFailureRatio)
 		r.log.Warn("new plugin version failed its canary; rolling back", "processor", ps.spec.Name,
 			"from", bad.ID, "to", back.ID, "reason", reason)
 		ps.Stats.Rollbacks.Add(1)
 		for _, t := range r.tasks {
-			if t.proc != ps || t.ver != bad {
+			if t.proc != ps || t.ver.Version != bad.Version {
 				continue
 			}
 			t.discardPrepared(ctx)
@@ -332,7 +254,7 @@ func (r *Runner) rollBack(ctx context.Context, failed []*task) {
 				ps.Stats.StoppedTasks.Add(-1)
 				r.cl.ResumeFetchPartitions(map[string][]int32{t.id.Topic: {t.id.Partition}})
 			}
-			ps.setTaskVersion(t.id, back)
+			ps.setTaskVersion(r.vers, t.id, back)
 		}
 		if r.opts.OnRollback != nil {
 			ev := RollbackEvent{Processor: ps.spec.Name, From: bad.ID, To: back.ID, Reason: reason}

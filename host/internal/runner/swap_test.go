@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host/internal/state"
+	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
 
 func versionOf(r *kgo.Record) string {
@@ -45,12 +46,12 @@ func testSwapUnderLoad(t *testing.T, eos bool) {
 	r := f.runner(t, &goPlugin{delay: 100 * time.Microsecond}, "fail")
 	stop := start(t, r)
 	waitProcessed(t, r, 300)
-	if err := r.Swap("upper", Version{ID: "v2", Plugin: &goPlugin{delay: 100 * time.Microsecond}}, Canary{}); err != nil {
+	if err := r.vers.Propose("upper", versions.Info{ID: "v2"}, &goPlugin{delay: 100 * time.Microsecond}, versions.Canary{}); err != nil {
 		t.Fatal(err)
 	}
 	f.produceInputs(t, n/2, n/2)
 	f.waitCommitted(t, f.endOffsets(t, f.in))
-	active, tasks := r.ActiveVersion("upper")
+	active, tasks := activeVersion(r, "upper")
 	stalls, _ := r.SwapStalls("upper")
 	swaps := r.Stats("upper").Swaps.Load()
 	if err := stop(); err != nil {
@@ -114,12 +115,12 @@ func testAutoRollback(t *testing.T, eos bool, onError string) {
 	for i := 0; i < n; i += 3 {
 		bad.fail["k"+strconv.Itoa(i)] = true
 	}
-	if err := r.Swap("upper", Version{ID: "v2", Plugin: bad}, Canary{Window: 30 * time.Second, MaxFailureRatio: 0.1}); err != nil {
+	if err := r.vers.Propose("upper", versions.Info{ID: "v2"}, bad, versions.Canary{Window: 30 * time.Second, MaxFailureRatio: 0.1}); err != nil {
 		t.Fatal(err)
 	}
 	f.produceInputs(t, n/2, n/2)
 	f.waitCommitted(t, f.endOffsets(t, f.in))
-	active, _ := r.ActiveVersion("upper")
+	active, _ := activeVersion(r, "upper")
 	rollbacks := r.Stats("upper").Rollbacks.Load()
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -176,7 +177,7 @@ func TestSwapToBrokenVersionKeepsTheOld(t *testing.T) {
 	r := f.runner(t, &goPlugin{}, "fail")
 	stop := start(t, r)
 	waitProcessed(t, r, 100)
-	if err := r.Swap("upper", Version{ID: "broken", Plugin: brokenPlugin{}}, Canary{}); err != nil {
+	if err := r.vers.Propose("upper", versions.Info{ID: "broken"}, brokenPlugin{}, versions.Canary{}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -188,7 +189,7 @@ func TestSwapToBrokenVersionKeepsTheOld(t *testing.T) {
 	}
 	f.produceInputs(t, 100, 100)
 	f.waitCommitted(t, f.endOffsets(t, f.in))
-	active, tasks := r.ActiveVersion("upper")
+	active, tasks := activeVersion(r, "upper")
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -200,8 +201,8 @@ func TestSwapToBrokenVersionKeepsTheOld(t *testing.T) {
 			t.Fatalf("task %s runs %q", id, v)
 		}
 	}
-	if err := r.Swap("nope", Version{ID: "x"}, Canary{}); err == nil {
-		t.Fatal("Swap of an unknown processor succeeded")
+	if err := r.vers.Propose("nope", versions.Info{ID: "x"}, nil, versions.Canary{}); err == nil {
+		t.Fatal("a proposal for an unknown processor succeeded")
 	}
 }
 
@@ -222,12 +223,12 @@ func TestSwapWhileIdle(t *testing.T) {
 	f.waitCommitted(t, f.endOffsets(t, f.in))
 	for i := 2; i <= 6; i++ {
 		id := "v" + strconv.Itoa(i)
-		if err := r.Swap("upper", Version{ID: id, Plugin: &goPlugin{}}, Canary{}); err != nil {
+		if err := r.vers.Propose("upper", versions.Info{ID: id}, &goPlugin{}, versions.Canary{}); err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			_, tasks := r.ActiveVersion("upper")
+			_, tasks := activeVersion(r, "upper")
 			done := len(tasks) == 3
 			for _, v := range tasks {
 				done = done && v == id
@@ -244,4 +245,11 @@ func TestSwapWhileIdle(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// activeVersion is the registry's active version of processor and the
+// version of each of its tasks.
+func activeVersion(r *Runner, processor string) (active string, tasks map[string]string) {
+	s, _ := r.vers.Snapshot(processor)
+	return s.Active.ID, s.Tasks
 }

@@ -84,7 +84,8 @@ type task struct {
 }
 
 func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, error) {
-	t := &task{id: id, r: r, proc: ps, next: -1, stoppedAt: -1, windowStart: -1, ver: ps.active}
+	t := &task{id: id, r: r, proc: ps, next: -1, stoppedAt: -1, windowStart: -1,
+		ver: newVersion(r.vers.Active(ps.spec.Name))}
 	if len(ps.spec.Stores) > 0 {
 		t.st = r.opts.State.Task(ps.spec.Name, id.Partition, ps.spec.Stores)
 		t.changelogNext = make([]atomic.Int64, len(ps.spec.Stores))
@@ -100,7 +101,7 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 		return nil, fmt.Errorf("task %s: starting plugin: %w", id, err)
 	}
 	t.inst = inst
-	ps.setTaskVersion(id, t.ver)
+	ps.setTaskVersion(r.vers, id, t.ver)
 	if t.st != nil {
 		r.startRestore(t)
 	}
@@ -119,7 +120,7 @@ func (t *task) close(ctx context.Context) {
 		_ = t.prevInst.Close(ctx)
 		t.prevInst = nil
 	}
-	t.proc.setTaskVersion(t.id, nil)
+	t.proc.setTaskVersion(t.r.vers, t.id, nil)
 	t.proc.mu.Lock()
 	delete(t.proc.lag, t.id)
 	t.proc.mu.Unlock()

@@ -1,22 +1,48 @@
-package host
+// Package status is what the admin endpoint reports of a running host: it
+// implements admin.Source from the runner's counters and the version
+// registry. The endpoint starts before the host has loaded its plugins and
+// reached Kafka; until Start it reports a live, unready process with no
+// processors.
+package status
 
 import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
+	"sync/atomic"
 
 	"github.com/wasmstream/wasmstream/host/internal/admin"
 	"github.com/wasmstream/wasmstream/host/internal/engine"
+	"github.com/wasmstream/wasmstream/host/internal/plugin"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
+	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
 
-// adminSource serves the admin endpoint from the host. The endpoint starts
-// at the beginning of New; until New finished (h.started) it reports a
-// live, unready process with no processors. After that everything it
-// reads is fixed or safe for concurrent use: the runner's Stats are
-// atomics; Restoring, RestoreProgress, CommitLatencies and Versions lock.
-type adminSource struct{ h *Host }
+// Running is a host that finished starting. Everything Source reads of it
+// is fixed or safe for concurrent use: the runner's Stats are atomics;
+// Restoring, RestoreProgress, CommitLatencies, Lag and the registry lock.
+type Running struct {
+	Processors []*plugin.Processor
+	Runner     *runner.Runner
+	Versions   *runner.Versions
+}
+
+// Source serves the admin endpoint (admin.Source). The zero value is a
+// host still starting.
+type Source struct {
+	running atomic.Pointer[Running]
+	runErr  atomic.Pointer[error]
+}
+
+// Start reports that the host finished starting.
+func (s *Source) Start(r *Running) { s.running.Store(r) }
+
+// Stopped reports that the runner stopped on err (nil: cleanly).
+func (s *Source) Stopped(err error) {
+	if err != nil {
+		s.runErr.Store(&err)
+	}
+}
 
 const startingReason = "starting: loading plugins and connecting to Kafka"
 
@@ -24,18 +50,19 @@ const startingReason = "starting: loading plugins and connecting to Kafka"
 // fail (or a failed restore), or once Run ended with an error (the runner
 // broken). A stopped task whose partition moves to another process (or is
 // taken back by a rollback) no longer counts.
-func (s adminSource) Health() (bool, string) {
-	if !s.h.started.Load() {
+func (s *Source) Health() (bool, string) {
+	h := s.running.Load()
+	if h == nil {
 		return true, ""
 	}
-	if perr := s.h.runErr.Load(); perr != nil {
+	if perr := s.runErr.Load(); perr != nil {
 		return false, "runner stopped: " + (*perr).Error()
 	}
 	var stopped []string
-	for _, p := range s.h.procs {
-		if st := s.h.runner.Stats(p.cfg.Name); st != nil {
+	for _, p := range h.Processors {
+		if st := h.Runner.Stats(p.Spec.Name); st != nil {
 			if n := st.StoppedTasks.Load(); n > 0 {
-				stopped = append(stopped, fmt.Sprintf("processor %s: %d tasks stopped (on_error: fail or a failed restore)", p.cfg.Name, n))
+				stopped = append(stopped, fmt.Sprintf("processor %s: %d tasks stopped (on_error: fail or a failed restore)", p.Spec.Name, n))
 			}
 		}
 	}
@@ -45,40 +72,33 @@ func (s adminSource) Health() (bool, string) {
 	return true, ""
 }
 
-func (s adminSource) Ready() (bool, string) {
-	if !s.h.started.Load() {
+func (s *Source) Ready() (bool, string) {
+	h := s.running.Load()
+	if h == nil {
 		return false, startingReason
 	}
-	if n := s.h.runner.Restoring(); n > 0 {
+	if n := h.Runner.Restoring(); n > 0 {
 		return false, admin.RestoringReason(n)
 	}
 	return true, ""
 }
 
-func (s adminSource) Processors() []admin.ProcessorInfo {
-	if !s.h.started.Load() {
+func (s *Source) Processors() []admin.ProcessorInfo {
+	h := s.running.Load()
+	if h == nil {
 		return nil
 	}
-	versions := s.versions()
-	out := make([]admin.ProcessorInfo, len(s.h.procs))
-	for i, p := range s.h.procs {
+	out := make([]admin.ProcessorInfo, len(h.Processors))
+	for i, p := range h.Processors {
+		snap, _ := h.Versions.Snapshot(p.Spec.Name)
 		out[i] = admin.ProcessorInfo{
-			Name:    p.cfg.Name,
-			Inputs:  p.cfg.Inputs,
-			Outputs: p.cfg.Outputs,
-			Stores:  p.cfg.Stores,
-			OnError: p.cfg.OnError,
-			Plugin:  s.plugin(p, versions[p.cfg.Name]),
+			Name:    p.Spec.Name,
+			Inputs:  p.Spec.Inputs,
+			Outputs: p.Spec.Outputs,
+			Stores:  p.Spec.Stores,
+			OnError: p.Spec.OnError,
+			Plugin:  h.plugin(p, snap.Active),
 		}
-	}
-	return out
-}
-
-// versions returns Host.Versions by processor.
-func (s adminSource) versions() map[string]ProcessorVersions {
-	out := map[string]ProcessorVersions{}
-	for _, v := range s.h.Versions() {
-		out[v.Processor] = v
 	}
 	return out
 }
@@ -87,28 +107,23 @@ func (s adminSource) versions() map[string]ProcessorVersions {
 // module it started with (whose Info it has) and, for every version, what
 // the control topic says of it (hash, size, label); a version swapped in
 // later is known by the latter only.
-func (s adminSource) plugin(p *loadedProcessor, v ProcessorVersions) admin.PluginInfo {
-	info := p.module.Info()
+func (h *Running) plugin(p *plugin.Processor, active versions.Info) admin.PluginInfo {
+	info := p.Module.Info()
 	out := admin.PluginInfo{
-		Path:       p.cfg.Plugin,
+		Path:       p.Spec.Path,
 		SHA256:     info.SHA256,
 		Size:       int64(info.Size),
 		ABIVersion: info.ABIVersion,
 	}
-	if v.Active.Hash == "" { // the host has no record of versions
+	if active.Hash == "" { // the host has no record of versions
 		return out
 	}
-	out.SHA256, out.Version, out.Label = v.Active.Hash, v.Active.ID, v.Active.Label
-	if v.Active.Hash != p.configVersion.Hash {
+	out.SHA256, out.Version, out.Label = active.Hash, active.ID, active.Label
+	if active.Hash != p.ConfigVersion.Hash {
 		out.Path = ""
 	}
-	if v.Active.Hash != info.SHA256 {
-		out.Size, out.ABIVersion = 0, 0
-		if pv := s.h.versions[p.cfg.Name]; pv != nil {
-			if cv, ok := pv.lookup(v.Active.ID); ok {
-				out.Size = cv.Size
-			}
-		}
+	if active.Hash != info.SHA256 {
+		out.Size, out.ABIVersion = active.Size, 0
 		// It compiled, so it speaks one of the host's versions: known
 		// when the host speaks only one.
 		if len(engine.SupportedABIVersions) == 1 {
@@ -118,23 +133,23 @@ func (s adminSource) plugin(p *loadedProcessor, v ProcessorVersions) admin.Plugi
 	return out
 }
 
-func (s adminSource) Metrics() admin.Snapshot {
+func (s *Source) Metrics() admin.Snapshot {
 	var snap admin.Snapshot
-	if !s.h.started.Load() {
+	h := s.running.Load()
+	if h == nil {
 		return snap
 	}
 	bounds := make([]float64, len(runner.LatencyBounds))
 	for i, b := range runner.LatencyBounds {
 		bounds[i] = b.Seconds()
 	}
-	versions := s.versions()
-	for _, p := range s.h.procs {
-		st := s.h.runner.Stats(p.cfg.Name)
+	for _, p := range h.Processors {
+		st := h.Runner.Stats(p.Spec.Name)
 		if st == nil {
 			continue
 		}
 		m := admin.ProcessorMetrics{
-			Name:         p.cfg.Name,
+			Name:         p.Spec.Name,
 			RecordsIn:    st.RecordsIn.Load(),
 			RecordsOut:   st.RecordsOut.Load(),
 			Skipped:      st.Skipped.Load(),
@@ -152,17 +167,17 @@ func (s adminSource) Metrics() admin.Snapshot {
 		for i := range st.LatencyBuckets {
 			m.Latency.Counts[i] = uint64(st.LatencyBuckets[i].Load())
 		}
-		if v, ok := versions[p.cfg.Name]; ok {
-			m.Lifecycle = s.lifecycle(st, v)
+		if v, ok := h.Versions.Snapshot(p.Spec.Name); ok {
+			m.Lifecycle = lifecycle(st, v)
 		}
 		snap.Processors = append(snap.Processors, m)
 	}
-	latest, n, total := s.h.CommitLatencies()
+	latest, n, total := h.Runner.CommitLatencies()
 	commits := admin.NewSummary(latest, n, total)
 	snap.CommitLatency = &commits
-	snap.RestoringTasks = s.h.runner.Restoring()
-	for _, pc := range s.h.cfg.Processors {
-		for id, lag := range s.h.runner.Lag(pc.Name) {
+	snap.RestoringTasks = h.Runner.Restoring()
+	for _, p := range h.Processors {
+		for id, lag := range h.Runner.Lag(p.Spec.Name) {
 			snap.Lag = append(snap.Lag, admin.PartitionLag{Processor: id.Processor, Topic: id.Topic, Partition: id.Partition, Lag: lag})
 		}
 	}
@@ -176,7 +191,7 @@ func (s adminSource) Metrics() admin.Snapshot {
 		}
 		return a.Partition < b.Partition
 	})
-	for _, pr := range s.h.runner.RestoreProgress() {
+	for _, pr := range h.Runner.RestoreProgress() {
 		snap.Restores = append(snap.Restores, admin.RestoreProgress{
 			Task: pr.Task, Store: pr.Store, Topic: pr.Topic, Partition: pr.Partition,
 			Start: pr.Start, Target: pr.Target, Position: pr.Position, Restored: pr.Restored,
@@ -186,7 +201,7 @@ func (s adminSource) Metrics() admin.Snapshot {
 	return snap
 }
 
-func (s adminSource) lifecycle(st *runner.Stats, v ProcessorVersions) *admin.Lifecycle {
+func lifecycle(st *runner.Stats, v versions.Snapshot) *admin.Lifecycle {
 	lc := &admin.Lifecycle{
 		Swaps:        st.Swaps.Load(),
 		SwapFailures: st.SwapFailures.Load(),
@@ -204,14 +219,4 @@ func (s adminSource) lifecycle(st *runner.Stats, v ProcessorVersions) *admin.Lif
 		})
 	}
 	return lc
-}
-
-// CommitLatencies returns the durations of the latest commit points that
-// had work to commit (at most 4096), how many there were in all, and their
-// total duration. Safe for concurrent use; zero before New returned.
-func (h *Host) CommitLatencies() (latest []time.Duration, count int, total time.Duration) {
-	if !h.started.Load() {
-		return nil, 0, 0
-	}
-	return h.runner.CommitLatencies()
 }

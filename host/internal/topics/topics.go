@@ -1,34 +1,54 @@
-package host
+// Package topics makes sure the topics an app uses exist with the shape
+// the host relies on before anything is consumed: inputs and outputs
+// (created on request), changelogs (compacted, one partition per input
+// partition, so a task's state lives in the changelog partition of the
+// same number: I3, I4) and dead-letter topics.
+package topics
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// ensureTopics checks that every input and output topic exists, creating
-// missing ones when create is true, and creates the internal topics the
-// host owns (dead-letter topics). An unreachable cluster is an error after
-// brokerTimeout.
-func (h *Host) ensureTopics(ctx context.Context, create bool) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.ClientID(h.cfg.Kafka.ClientID))
-	if err != nil {
-		return fmt.Errorf("kafka client: %w", err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	ctx, cancel := context.WithTimeout(ctx, brokerTimeout)
-	defer cancel()
+// Processor is what the topics of one processor are.
+type Processor struct {
+	Name    string
+	Inputs  []string
+	Outputs map[string]string // output name -> topic
+	// Changelogs maps each store to its changelog topic.
+	Changelogs map[string]string
+	// DeadLetter is the dead-letter topic; "" when on_error is not
+	// dead_letter.
+	DeadLetter string
+}
 
+// Want is the topics of an app.
+type Want struct {
+	Processors []Processor
+	// Create makes Ensure create missing inputs and outputs, with
+	// Partitions partitions.
+	Create     bool
+	Partitions int32
+	// Brokers names the cluster in errors.
+	Brokers string
+}
+
+// Ensure checks that every input and output topic exists, creating
+// missing ones when w.Create is set, and creates the topics the host owns:
+// changelogs and dead-letter topics. adm answers within ctx's deadline or
+// the call fails.
+func Ensure(ctx context.Context, adm *kadm.Client, w Want, log *slog.Logger) error {
+	procs, create, partitions := w.Processors, w.Create, w.Partitions
 	want := map[string]string{} // topic -> why we need it
-	for _, p := range h.cfg.Processors {
+	for _, p := range procs {
 		for _, in := range p.Inputs {
 			want[in] = fmt.Sprintf("input of processor %q", p.Name)
 		}
@@ -43,7 +63,7 @@ func (h *Host) ensureTopics(ctx context.Context, create bool) error {
 	sort.Strings(names)
 	details, err := adm.ListTopics(ctx, names...)
 	if err != nil {
-		return fmt.Errorf("cannot reach Kafka at %s: %w", strings.Join(h.brokers, ","), err)
+		return fmt.Errorf("cannot reach Kafka at %s: %w", w.Brokers, err)
 	}
 	var missing []string
 	for _, t := range names {
@@ -62,45 +82,53 @@ func (h *Host) ensureTopics(ctx context.Context, create bool) error {
 		return errors.Join(errs...)
 	}
 	for _, t := range missing {
-		err := createTopic(ctx, adm, t, int32(h.cfg.Kafka.TopicPartitions), nil)
+		err := createTopic(ctx, adm, t, partitions, nil)
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) { // another member may have won the race
 			return fmt.Errorf("creating topic %s (%s): %w", t, want[t], err)
 		}
-		h.log.Info("created topic", "topic", t, "partitions", h.cfg.Kafka.TopicPartitions, "for", want[t])
+		log.Info("created topic", "topic", t, "partitions", partitions, "for", want[t])
 	}
 	// Partition counts: listed ones, and for the topics just created the
 	// count they were created with (a fresh listing may come from a
 	// metadata cache that does not know them yet).
-	partitions := map[string]int32{}
+	counts := map[string]int32{}
 	for _, t := range names {
-		partitions[t] = int32(len(details[t].Partitions))
+		counts[t] = int32(len(details[t].Partitions))
 	}
 	for _, t := range missing {
-		partitions[t] = int32(h.cfg.Kafka.TopicPartitions)
+		counts[t] = partitions
 	}
-	// Dead-letter topics are the host's own: created whatever create_topics
-	// says, with as many partitions as the processor's widest input so a
-	// failed record keeps its partition.
-	for _, p := range h.cfg.Processors {
-		for _, store := range p.Stores {
-			if err := h.ensureChangelog(ctx, adm, h.cfg.ChangelogTopic(store), p.Inputs[0], partitions[p.Inputs[0]]); err != nil {
-				return fmt.Errorf("processor %q store %q: %w", p.Name, store, err)
+	// Changelogs and dead-letter topics are the host's own: created
+	// whatever create_topics says.
+	for _, p := range procs {
+		stores := make([]string, 0, len(p.Changelogs))
+		for st := range p.Changelogs {
+			stores = append(stores, st)
+		}
+		sort.Strings(stores)
+		for _, st := range stores {
+			if err := ensureChangelog(ctx, adm, p.Changelogs[st], p.Inputs[0], counts[p.Inputs[0]], log); err != nil {
+				return fmt.Errorf("processor %q store %q: %w", p.Name, st, err)
 			}
 		}
 	}
-	for _, p := range h.cfg.Processors {
-		if p.OnError != OnErrorDeadLetter {
+	for _, p := range procs {
+		if p.DeadLetter == "" {
 			continue
 		}
+		// As many partitions as the processor's widest input. A
+		// dead-letter record does not keep its input partition: it goes
+		// where its key hashes to, like an output without a chosen
+		// partition; its wasmstream-source-partition header says where
+		// it came from.
 		parts := int32(1)
 		for _, in := range p.Inputs {
-			if n := partitions[in]; n > parts {
+			if n := counts[in]; n > parts {
 				parts = n
 			}
 		}
-		dlq := h.cfg.DeadLetterTopic(&p)
-		if err := createTopic(ctx, adm, dlq, parts, nil); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("creating dead-letter topic %s: %w", dlq, err)
+		if err := createTopic(ctx, adm, p.DeadLetter, parts, nil); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("creating dead-letter topic %s: %w", p.DeadLetter, err)
 		}
 	}
 	return nil
@@ -119,14 +147,14 @@ func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions
 // shape. A changelog with the wrong partition count would put a task's
 // state in another task's partition; one that is not compacted would lose
 // keys to retention: both are refused before any processing.
-func (h *Host) ensureChangelog(ctx context.Context, adm *kadm.Client, topic, input string, partitions int32) error {
+func ensureChangelog(ctx context.Context, adm *kadm.Client, topic, input string, partitions int32, log *slog.Logger) error {
 	if partitions <= 0 {
 		return fmt.Errorf("input topic %q has no partitions", input)
 	}
 	compact := "compact"
 	err := createTopic(ctx, adm, topic, partitions, map[string]*string{"cleanup.policy": &compact})
 	if err == nil {
-		h.log.Info("created changelog topic", "topic", topic, "partitions", partitions)
+		log.Info("created changelog topic", "topic", topic, "partitions", partitions)
 		return nil
 	}
 	if !errors.Is(err, kerr.TopicAlreadyExists) {

@@ -1,0 +1,300 @@
+// Package deploy is `wasmstream deploy` and `wasmstream rollback`: they
+// publish to an app's control topic, which every running process follows
+// (package follower). Neither talks to the processes: a process switches
+// each task at its next commit point after it reads the change.
+package deploy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/wasmstream/wasmstream/host/internal/control"
+	"github.com/wasmstream/wasmstream/host/internal/kclient"
+	"github.com/wasmstream/wasmstream/host/internal/plugin"
+	"github.com/wasmstream/wasmstream/host/internal/versions"
+)
+
+// App is the app a deploy or rollback publishes to.
+type App struct {
+	AppID string
+	// Kafka is what the clients start from; Kafka.Brokers must be the
+	// brokers the running processes use.
+	Kafka      kclient.Config
+	Processors []plugin.Spec
+	Limits     plugin.Limits
+	Logger     *slog.Logger
+	// Timeout bounds each first contact with the brokers.
+	Timeout time.Duration
+}
+
+// Result is what Deploy or Rollback published.
+type Result struct {
+	Processor string
+	// Active is the version now active in the control topic; Previous
+	// the one it replaced (zero: none).
+	Active, Previous versions.Info
+	// Initial is the config file's plugin when Deploy recorded it first as
+	// the processor's initial version; zero otherwise.
+	Initial versions.Info
+	// Topic is the control topic; Offset the manifest record's offset
+	// (-1: nothing published).
+	Topic  string
+	Offset int64
+}
+
+// publishTimeout bounds the Kafka part of a deploy or rollback once the
+// brokers answered (writing a large module's chunks included).
+const publishTimeout = 2 * time.Minute
+
+// Deploy publishes wasm as processor's active plugin version to the control
+// topic of app, labeled label ("" for none: the version is then
+// known by its hash prefix alone).
+//
+// Before it writes anything it checks that the processor exists in cfg,
+// that kafka.brokers is set (an embedded broker is private to one process:
+// a deploy must reach the brokers the running processes use), that wasm is
+// within runtime.max_module_size, and that it compiles and instantiates
+// with the processor's config, limits, outputs and stores as a running
+// process would do it. Then it creates the control topic if needed and, if
+// the processor has no version there yet, records the config file's plugin
+// as its initial version (label "config") so the deploy can be rolled back
+// to it; a config plugin that could not run is skipped with a warning.
+//
+// Deploying the content that is already active writes nothing and returns
+// an error wrapping control.ErrAlreadyActive, with the result describing the
+// active version.
+func Deploy(ctx context.Context, app App, processor string, wasm []byte, label string) (Result, error) {
+	log := app.Logger
+	res := Result{Processor: processor, Topic: control.TopicName(app.AppID), Offset: -1}
+	spec, err := findProcessor(app, processor)
+	if err != nil {
+		return res, err
+	}
+	if err := checkLabel(label); err != nil {
+		return res, fmt.Errorf("processor %q: %w", processor, err)
+	}
+	if err := needBrokers(app, "deploy"); err != nil {
+		return res, err
+	}
+	if err := app.Limits.CheckSize(wasm); err != nil {
+		return res, fmt.Errorf("processor %q: %w: running processes would refuse it", processor, err)
+	}
+	if len(wasm) == 0 {
+		return res, fmt.Errorf("processor %q: the module is empty", processor)
+	}
+
+	// Compile and instantiate it as a process would (the follower).
+	lp, err := plugin.New(ctx, spec, app.Limits, log)
+	if err != nil {
+		return res, fmt.Errorf("processor %q: %w", processor, err)
+	}
+	defer lp.RT.Close(context.WithoutCancel(ctx))
+	mod, err := lp.Compile(ctx, wasm)
+	if err != nil {
+		return res, fmt.Errorf("processor %q cannot run this module (nothing published): %w", processor, err)
+	}
+	_ = mod.Close(ctx)
+
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	pub, st, err := openControl(ctx, app, true)
+	if err != nil {
+		return res, err
+	}
+	defer pub.Close()
+
+	if _, err := st.Manifest(processor); errors.Is(err, control.ErrNoManifest) || errors.Is(err, control.ErrCorrupt) {
+		// Nothing to roll back to yet: record the config's plugin first.
+		if cv, ok := configVersion(ctx, lp, app); ok {
+			m, published, err := pub.DeployInitial(ctx, processor, cv, "config", control.Deployer())
+			if err != nil {
+				return res, fmt.Errorf("processor %q: recording the config file's plugin as the initial version: %w", processor, err)
+			}
+			if published {
+				res.Initial = plugin.Info(m.Version)
+				log.Info("recorded the config file's plugin as the processor's initial version",
+					"processor", processor, "version", res.Initial.ID, "topic", res.Topic, "offset", m.Offset)
+			}
+		}
+	}
+
+	m, err := pub.Deploy(ctx, processor, wasm, label, control.Deployer())
+	if errors.Is(err, control.ErrAlreadyActive) {
+		res.Active, res.Offset = plugin.Info(m.Version), m.Offset
+		if len(m.History) > 0 {
+			res.Previous = plugin.Info(m.History[0])
+		}
+		return res, &markedError{fmt.Sprintf("processor %q already runs %s (%s by %s at %s): nothing published",
+			processor, plugin.VersionID(m.Version), m.Reason, m.DeployedBy, m.DeployedAt.Format(time.RFC3339)), control.ErrAlreadyActive}
+	}
+	if err != nil {
+		return res, fmt.Errorf("processor %q: %w", processor, err)
+	}
+	res.Active, res.Offset = plugin.Info(m.Version), m.Offset
+	if len(m.History) > 0 {
+		res.Previous = plugin.Info(m.History[0])
+	}
+	return res, nil
+}
+
+// Rollback makes processor's previous version active again in the control
+// topic of app (the manifest's history[0]). It refuses an unknown
+// processor, a processor with nothing deployed or no previous version, and
+// a change that lands between its read and its write (run it again then).
+func Rollback(ctx context.Context, app App, processor string) (Result, error) {
+	res := Result{Processor: processor, Topic: control.TopicName(app.AppID), Offset: -1}
+	if _, err := findProcessor(app, processor); err != nil {
+		return res, err
+	}
+	if err := needBrokers(app, "rollback"); err != nil {
+		return res, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	pub, st, err := openControl(ctx, app, false)
+	if err != nil {
+		return res, err
+	}
+	defer pub.Close()
+	cur, err := st.Manifest(processor)
+	switch {
+	case errors.Is(err, control.ErrNoManifest):
+		return res, fmt.Errorf("processor %q: nothing deployed (control topic %s has no version of it): nothing to roll back", processor, res.Topic)
+	case err != nil:
+		return res, fmt.Errorf("processor %q: %w", processor, err)
+	case len(cur.History) == 0:
+		return res, fmt.Errorf("processor %q runs %s and has no previous version to roll back to (%s by %s at %s)",
+			processor, plugin.VersionID(cur.Version), cur.Reason, cur.DeployedBy, cur.DeployedAt.Format(time.RFC3339))
+	}
+	res.Previous = plugin.Info(cur.Version)
+	m, err := pub.Rollback(ctx, processor, control.ReasonRollback, cur.Hash, control.Deployer())
+	switch {
+	case errors.Is(err, control.ErrActiveChanged):
+		return res, fmt.Errorf("processor %q: the active version changed while rolling back (now %s, %s by %s); nothing published: check it and run rollback again if still wanted",
+			processor, plugin.VersionID(m.Version), m.Reason, m.DeployedBy)
+	case err != nil:
+		return res, fmt.Errorf("processor %q: %w", processor, err)
+	}
+	res.Active, res.Offset = plugin.Info(m.Version), m.Offset
+	return res, nil
+}
+
+// findProcessor returns app's processor called name, or an error listing
+// the processors app has.
+func findProcessor(app App, name string) (plugin.Spec, error) {
+	var names []string
+	for _, p := range app.Processors {
+		if p.Name == name {
+			return p, nil
+		}
+		names = append(names, p.Name)
+	}
+	return plugin.Spec{}, fmt.Errorf("unknown processor %q; the config's processors: %s", name, strings.Join(names, ", "))
+}
+
+// checkLabel refuses labels that would make a version ID ambiguous or
+// unreadable in headers and logs.
+func checkLabel(label string) error {
+	if len(label) > 100 {
+		return fmt.Errorf("label of %d characters (at most 100)", len(label))
+	}
+	if strings.Contains(label, "@") {
+		return fmt.Errorf("label %q contains '@', which separates label and hash in a version ID", label)
+	}
+	for _, r := range label {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return fmt.Errorf("label %q contains a space or an unprintable character", label)
+		}
+	}
+	return nil
+}
+
+func needBrokers(app App, what string) error {
+	if len(app.Kafka.Brokers) == 0 {
+		return fmt.Errorf("kafka.brokers is empty: %s publishes to the control topic on the brokers the running processes use, "+
+			"and an embedded development broker lives inside one process (set kafka.brokers, --brokers or WASMSTREAM_KAFKA__BROKERS)", what)
+	}
+	return nil
+}
+
+// openControl reaches the brokers, makes sure the control topic exists
+// (create: else a missing topic means nothing was ever deployed) and
+// returns a Publisher with the topic's state, read to its end.
+func openControl(ctx context.Context, app App, create bool) (*control.Publisher, *control.State, error) {
+	topic := control.TopicName(app.AppID)
+	brokers := strings.Join(app.Kafka.Brokers, ",")
+	ccfg := control.Config{Kafka: app.Kafka, Topic: topic}
+	if create {
+		cl, err := app.Kafka.NewClient()
+		if err != nil {
+			return nil, nil, fmt.Errorf("kafka client: %w", err)
+		}
+		tctx, cancel := context.WithTimeout(ctx, app.Timeout)
+		err = control.EnsureTopic(tctx, kadm.NewClient(cl), topic)
+		cancel()
+		cl.Close()
+		if err != nil {
+			return nil, nil, fmt.Errorf("kafka.brokers %s: %w", brokers, err)
+		}
+	}
+	r, err := control.NewReader(ccfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer r.Close()
+	tctx, cancel := context.WithTimeout(ctx, app.Timeout)
+	st, err := r.Load(tctx)
+	cancel()
+	switch {
+	case !create && errors.Is(err, kerr.UnknownTopicOrPartition):
+		return nil, nil, fmt.Errorf("nothing deployed to app %q: its control topic %s does not exist on %s", app.AppID, topic, brokers)
+	case err != nil:
+		return nil, nil, fmt.Errorf("kafka.brokers %s: %w", brokers, err)
+	}
+	pub, err := control.NewPublisher(ccfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pub, st, nil
+}
+
+// configVersion returns the bytes of the config file's plugin if a process
+// could run them; otherwise it logs why they are skipped.
+func configVersion(ctx context.Context, lp *plugin.Processor, app App) ([]byte, bool) {
+	skip := func(err error) ([]byte, bool) {
+		app.Logger.Warn("the config file's plugin cannot run, so it is not recorded as the processor's initial version: this deploy has nothing to roll back to",
+			"processor", lp.Spec.Name, "plugin", lp.Spec.Path, "err", err)
+		return nil, false
+	}
+	wasm, err := os.ReadFile(lp.Spec.Path)
+	if err != nil {
+		return skip(err)
+	}
+	if err := app.Limits.CheckSize(wasm); err != nil {
+		return skip(err)
+	}
+	mod, err := lp.Compile(ctx, wasm)
+	if err != nil {
+		return skip(err)
+	}
+	_ = mod.Close(ctx)
+	return wasm, true
+}
+
+// markedError is an error of its own words that errors.Is matches to mark.
+type markedError struct {
+	msg  string
+	mark error
+}
+
+func (e *markedError) Error() string { return e.msg }
+func (e *markedError) Unwrap() error { return e.mark }

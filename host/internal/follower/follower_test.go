@@ -1,0 +1,111 @@
+package follower
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/wasmstream/wasmstream/host/internal/control"
+	"github.com/wasmstream/wasmstream/host/internal/plugin"
+	"github.com/wasmstream/wasmstream/host/internal/runner"
+	"github.com/wasmstream/wasmstream/host/internal/versions"
+)
+
+func testdata(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "engine", "testdata", name+".wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// variant is wasm with a custom section appended (id 0, 3 bytes: a
+// one-byte name and a one-byte payload; wazero refuses an empty payload):
+// the same code, another hash (another version).
+func variant(wasm []byte, tag byte) []byte {
+	return append(append([]byte(nil), wasm...), 0x00, 0x03, 0x01, tag, 0x00)
+}
+
+// newFollower is a follower of one processor "p" running the passthrough
+// plugin, without Kafka: onManifest is fed by hand.
+func newFollower(t *testing.T, maxSize uint64) (*Follower, *runner.Versions, []byte) {
+	t.Helper()
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	lim := plugin.Limits{MaxModuleSize: maxSize}
+	p, err := plugin.New(ctx, plugin.Spec{Name: "p", Outputs: map[string]string{"out": "t"},
+		Memory: 16 << 20, RecordTimeout: time.Second}, lim, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.RT.Close(ctx) })
+	wasm := testdata(t, "passthrough")
+	if p.Module, err = p.Compile(ctx, wasm); err != nil {
+		t.Fatal(err)
+	}
+	p.Version = control.NewVersion(wasm, "config")
+	reg := versions.New[runner.Plugin]()
+	reg.Start("p", plugin.Info(p.Version), p.Factory(p.Module))
+	f := &Follower{log: log, cfg: Config{Processors: []*plugin.Processor{p}, Limits: lim, Versions: reg,
+		Canary: versions.Canary{Window: time.Minute, MaxFailureRatio: 0.5, MinRecords: 3}, Logger: log}}
+	return f, reg, wasm
+}
+
+// A deployed version is compiled and proposed under the canary; a
+// rollback's is proposed without one; a manifest naming the version the
+// processor already runs or is headed for proposes nothing.
+func TestOnManifestProposes(t *testing.T) {
+	f, reg, wasm := newFollower(t, 1<<20)
+	ctx := context.Background()
+	v2 := variant(wasm, '2')
+	f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(v2, "v2"), Reason: control.ReasonDeploy}, v2, nil)
+	_, to := reg.TakePending("p")
+	if to == nil || to.Label != "v2" || to.Canary != f.cfg.Canary || to.Plugin == nil {
+		s, _ := reg.Snapshot("p")
+		t.Fatalf("after a deploy: %+v (refused %+v)", to, s.Refused)
+	}
+	// The same version again: already running.
+	f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(v2, "v2"), Reason: control.ReasonDeploy}, v2, nil)
+	if _, to := reg.TakePending("p"); to != nil {
+		t.Fatalf("the running version was proposed again: %+v", to)
+	}
+	f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(wasm, "config"), Reason: control.ReasonRollback}, wasm, nil)
+	_, to = reg.TakePending("p")
+	if to == nil || to.Label != "config" || to.Canary != (versions.Canary{}) {
+		t.Fatalf("after a rollback: %+v, want the config version without a canary", to)
+	}
+	// A processor this config does not have is ignored.
+	f.onManifest(ctx, control.Manifest{Processor: "other", Version: control.NewVersion(v2, "v2"), Reason: control.ReasonDeploy}, v2, nil)
+	if s, _ := reg.Snapshot("p"); s.Refusals != 0 {
+		t.Fatalf("refusals %d, want none", s.Refusals)
+	}
+}
+
+// A version the process cannot run is refused, recorded and the running
+// version stays: over the size limit, not a module, or an unreadable
+// manifest.
+func TestOnManifestRefuses(t *testing.T) {
+	wasm := testdata(t, "passthrough")
+	f, reg, _ := newFollower(t, uint64(len(wasm))+4)
+	ctx := context.Background()
+	big := variant(variant(wasm, 'b'), 'c')
+	garbage := []byte("\x00asm\x01\x00\x00\x00garbage")
+	f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(big, "big"), Reason: control.ReasonDeploy}, big, nil)
+	f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(garbage, "bad"), Reason: control.ReasonDeploy}, garbage, nil)
+	f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.Version{}}, nil, control.ErrCorrupt)
+	s, _ := reg.Snapshot("p")
+	if s.Refusals != 3 || s.Refused[0].Label != "big" || s.Refused[1].Label != "bad" || s.Refused[2].ID != "(unreadable)" {
+		t.Fatalf("refusals %d: %+v", s.Refusals, s.Refused)
+	}
+	if s.Active.Label != "config" {
+		t.Fatalf("active %+v, want the config version kept", s.Active)
+	}
+	if _, to := reg.TakePending("p"); to != nil {
+		t.Fatalf("a refused version was proposed: %+v", to)
+	}
+}

@@ -1,0 +1,285 @@
+// Package plugin holds a processor's plugin as the host runs it: the Wasm
+// runtime with the processor's limits, its compiled versions, the binding
+// (config, outputs, stores) every instance gets, and the adapters that
+// make an engine instance a runner Processor (failures classified by kind).
+// It is also the one place that bounds a module's size
+// (runtime.max_module_size) before anything compiles it (I6).
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/control"
+	"github.com/wasmstream/wasmstream/host/internal/engine"
+	"github.com/wasmstream/wasmstream/host/internal/runner"
+	"github.com/wasmstream/wasmstream/host/internal/state"
+	"github.com/wasmstream/wasmstream/host/internal/versions"
+)
+
+// Spec is a processor as its plugin sees it (from the host's config).
+type Spec struct {
+	Name    string
+	Path    string            // the config file's plugin
+	Inputs  []string          // topics read
+	Outputs map[string]string // output name -> topic
+	Stores  []string
+	OnError string
+	Config  map[string]any // handed to the plugin as JSON; nil: {}
+	// Memory bounds an instance's linear memory (bytes); RecordTimeout
+	// the wall time of one record.
+	Memory        uint64
+	RecordTimeout time.Duration
+}
+
+// Limits are the host-wide bounds of every module.
+type Limits struct {
+	// CacheDir keeps compiled modules between runs; "" for none.
+	CacheDir string
+	// MaxModuleSize bounds a module's bytes, from the config or deployed.
+	MaxModuleSize uint64
+}
+
+// CheckSize refuses a module over the size limit: the one check every
+// path that compiles a module (startup, the control topic, deploy) makes
+// first.
+func (l Limits) CheckSize(wasm []byte) error {
+	if uint64(len(wasm)) > l.MaxModuleSize {
+		return fmt.Errorf("the module is %d bytes, over runtime.max_module_size (%s)", len(wasm), FormatSize(l.MaxModuleSize))
+	}
+	return nil
+}
+
+// FormatSize writes n bytes with the largest binary unit that divides it
+// (64MiB, 1KiB, 1000): the form sizes take in the config.
+func FormatSize(n uint64) string {
+	switch {
+	case n != 0 && n%(1<<30) == 0:
+		return strconv.FormatUint(n>>30, 10) + "GiB"
+	case n != 0 && n%(1<<20) == 0:
+		return strconv.FormatUint(n>>20, 10) + "MiB"
+	case n != 0 && n%(1<<10) == 0:
+		return strconv.FormatUint(n>>10, 10) + "KiB"
+	}
+	return strconv.FormatUint(n, 10)
+}
+
+// CacheDir is the directory of compiled modules runtime.cache_dir names
+// ("" for none): the user cache directory's "wasmstream" by default, none
+// for "off".
+func CacheDir(configured string) string {
+	if configured == "" {
+		if dir, err := os.UserCacheDir(); err == nil {
+			configured = filepath.Join(dir, "wasmstream")
+		}
+	}
+	if configured == "off" {
+		return ""
+	}
+	return configured
+}
+
+// Processor is a processor's plugin: its runtime and binding, ready to
+// compile versions, and the version it starts with.
+type Processor struct {
+	Spec    Spec
+	RT      *engine.Runtime
+	Binding engine.Binding // Sink is set per task
+	Topics  []string       // output topics in output-index order
+	// Module is the version the host starts with, Version its identity;
+	// ConfigVersion is the config file's plugin's (the two differ when the
+	// control topic names another).
+	Module        *engine.Module
+	Version       control.Version
+	ConfigVersion control.Version
+}
+
+// Load reads, bounds and compiles the config file's plugin of spec. The
+// caller closes p.RT when p is non-nil, even with an error.
+func Load(ctx context.Context, spec Spec, lim Limits, log *slog.Logger) (*Processor, error) {
+	wasm, err := os.ReadFile(spec.Path)
+	if err != nil {
+		return nil, fmt.Errorf("plugin: %w", err)
+	}
+	p, err := New(ctx, spec, lim, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := lim.CheckSize(wasm); err != nil {
+		return p, fmt.Errorf("plugin %s: %w", spec.Path, err)
+	}
+	p.ConfigVersion = control.NewVersion(wasm, "config")
+	p.Version = p.ConfigVersion
+	if p.Module, err = p.Compile(ctx, wasm); err != nil {
+		return p, fmt.Errorf("plugin %s: %w", spec.Path, err)
+	}
+	return p, nil
+}
+
+// New makes the processor's runtime (its limits) and binding (its config,
+// outputs and stores), ready to compile versions of its plugin. The
+// caller closes p.RT.
+func New(ctx context.Context, spec Spec, lim Limits, log *slog.Logger) (*Processor, error) {
+	conf, err := json.Marshal(spec.Config)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if spec.Config == nil {
+		conf = []byte("{}")
+	}
+	rt, err := engine.NewRuntime(ctx, engine.Options{
+		CacheDir:      lim.CacheDir,
+		MemoryLimit:   spec.Memory,
+		RecordTimeout: spec.RecordTimeout,
+		Logger:        log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("wasm runtime: %w", err)
+	}
+	names := OutputNames(spec.Outputs)
+	topics := make([]string, len(names))
+	for i, n := range names {
+		topics[i] = spec.Outputs[n]
+	}
+	return &Processor{
+		Spec:    spec,
+		RT:      rt,
+		Binding: engine.Binding{Name: spec.Name, Outputs: names, Stores: spec.Stores, Config: conf},
+		Topics:  topics,
+	}, nil
+}
+
+// OutputNames returns output names in index order (sorted).
+func OutputNames(outputs map[string]string) []string {
+	names := make([]string, 0, len(outputs))
+	for n := range outputs {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Compile compiles a version of the processor's plugin and instantiates it
+// once with the processor's binding, so a module whose init fails is
+// refused before any task uses it.
+func (p *Processor) Compile(ctx context.Context, wasm []byte) (*engine.Module, error) {
+	mod, err := p.RT.Compile(ctx, p.Spec.Name, wasm)
+	if err != nil {
+		return nil, err
+	}
+	check := p.Binding
+	check.Sink = discardSink{}
+	if len(p.Spec.Stores) > 0 {
+		check.State = noState{}
+	}
+	inst, err := mod.Instantiate(ctx, check)
+	if err != nil {
+		_ = mod.Close(ctx)
+		return nil, err
+	}
+	_ = inst.Close(ctx)
+	return mod, nil
+}
+
+// Factory makes the runner's Plugin of a compiled version of p.
+func (p *Processor) Factory(mod *engine.Module) runner.Plugin {
+	return &factory{module: mod, binding: p.Binding}
+}
+
+// discardSink takes the emits of the trial instance, which processes no
+// record (emits during init are refused by the engine anyway).
+type discardSink struct{}
+
+func (discardSink) Emit(int, *abi.Record) error { return nil }
+
+// noState serves the trial instance, which may not touch state during init
+// anyway (the engine refuses it with EPHASE).
+type noState struct{}
+
+func (noState) Get(int, []byte) ([]byte, bool, error)             { return nil, false, nil }
+func (noState) Put(int, []byte, []byte) error                     { return nil }
+func (noState) Delete(int, []byte) error                          { return nil }
+func (noState) Scan(int, []byte, []byte) (engine.Iterator, error) { return nil, errors.New("no state") }
+
+// taskState adapts a task's state to the engine's State interface.
+type taskState struct{ *state.Task }
+
+func (s taskState) Scan(store int, start, end []byte) (engine.Iterator, error) {
+	it, err := s.Task.Scan(store, start, end)
+	if err != nil {
+		return nil, err
+	}
+	return it, nil
+}
+
+// factory makes one engine instance per task of one plugin version.
+type factory struct {
+	module  *engine.Module
+	binding engine.Binding
+}
+
+func (f *factory) Instantiate(ctx context.Context, _ runner.TaskID, sink runner.Sink, st *state.Task) (runner.Processor, error) {
+	b := f.binding
+	b.Sink = sink
+	if st != nil {
+		b.State = taskState{st}
+	}
+	inst, err := f.module.Instantiate(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	return instance{inst}, nil
+}
+
+// instance adapts an engine instance to the runner, classifying failures.
+type instance struct{ *engine.Instance }
+
+func (i instance) Process(ctx context.Context, rec *abi.Record) error {
+	if err := i.Instance.Process(ctx, rec); err != nil {
+		return classified{err}
+	}
+	return nil
+}
+
+// classified gives an engine error the kind label the runner uses in
+// metrics and dead-letter headers: trap, timeout, memory_limit,
+// abi_misuse, plugin_failed, host_failed, instance_lost.
+type classified struct{ error }
+
+func (c classified) Unwrap() error { return c.error }
+
+func (c classified) FailureKind() string {
+	k := engine.KindOf(c.error)
+	if k == 0 {
+		return "error"
+	}
+	return strings.ReplaceAll(strings.ToLower(k.String()), " ", "_")
+}
+
+// VersionID names a version in the wasmstream-version header:
+// "<label>@<sha256 prefix>", or the prefix alone without a label.
+func VersionID(v control.Version) string {
+	if v.Label == "" {
+		return v.Short()
+	}
+	return v.Label + "@" + v.Short()
+}
+
+// Info is v as the version registry records it; a version without a hash
+// (an unreadable manifest) is "(unreadable)".
+func Info(v control.Version) versions.Info {
+	if v.Hash == "" {
+		return versions.Info{ID: "(unreadable)"}
+	}
+	return versions.Info{ID: VersionID(v), Hash: v.Hash, Label: v.Label, Size: v.Size}
+}

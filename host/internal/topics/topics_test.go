@@ -1,0 +1,73 @@
+package topics
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmstream/wasmstream/internal/testbroker"
+)
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// Without create, every missing input and output is named with what needs
+// it; with create they are made, and so are the host's own topics: the
+// changelog (compacted, one partition per input partition) and the
+// dead-letter topic (as wide as the widest input).
+func TestEnsure(t *testing.T) {
+	b := testbroker.New(t)
+	adm := b.Admin(t)
+	in, wide, out := b.Name(t, "in"), b.Name(t, "wide"), b.Name(t, "out")
+	b.CreateTopic(t, in, 2, nil)
+	b.CreateTopic(t, wide, 5, nil)
+	changelog, dlq := b.Name(t, "app-counts-changelog"), b.Name(t, "app-proc-dlq")
+	want := Want{
+		Processors: []Processor{
+			{Name: "counter", Inputs: []string{in}, Outputs: map[string]string{"out": out}, Changelogs: map[string]string{"counts": changelog}},
+			{Name: "proc", Inputs: []string{wide}, DeadLetter: dlq},
+		},
+		Partitions: 3,
+		Brokers:    strings.Join(b.Addrs(), ","),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := Ensure(ctx, adm, want, discard)
+	if err == nil || !strings.Contains(err.Error(), `topic "`+out+`" (output "out" of processor "counter") does not exist`) {
+		t.Fatalf("Ensure without create = %v, want the missing output named", err)
+	}
+	want.Create = true
+	if err := Ensure(ctx, adm, want, discard); err != nil {
+		t.Fatal(err)
+	}
+	details, err := adm.ListTopics(ctx, out, changelog, dlq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for topic, n := range map[string]int{out: 3, changelog: 2, dlq: 5} {
+		if got := len(details[topic].Partitions); got != n {
+			t.Errorf("%s has %d partitions, want %d", topic, got, n)
+		}
+	}
+	configs, err := adm.DescribeTopicConfigs(ctx, changelog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := configs.On(changelog, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compact := false
+	for _, c := range rc.Configs {
+		compact = compact || (c.Key == "cleanup.policy" && c.MaybeValue() == "compact")
+	}
+	if !compact {
+		t.Errorf("changelog %s is not compacted: %+v", changelog, rc.Configs)
+	}
+	// Again: everything exists, nothing to do.
+	if err := Ensure(ctx, adm, want, discard); err != nil {
+		t.Fatalf("Ensure when all exist: %v", err)
+	}
+}
