@@ -49,6 +49,16 @@ type RollbackResult struct {
 	// (-1 when nothing was published).
 	Topic  string
 	Offset int64
+	// Skipped are the previous versions passed over because no process
+	// could run them (written by another tool with bytes missing or
+	// corrupt); they are dropped from the history.
+	Skipped []SkippedVersion
+}
+
+// SkippedVersion is a version Rollback passed over, and why.
+type SkippedVersion struct {
+	Version VersionInfo
+	Why     string
 }
 
 // Deploy publishes wasm as processor's active plugin version to the control
@@ -89,8 +99,12 @@ func Rollback(ctx context.Context, cfg *Config, processor string, log *slog.Logg
 		return RollbackResult{Processor: processor, Offset: -1}, err
 	}
 	r, err := ideploy.Rollback(ctx, app, processor)
-	return RollbackResult{Processor: r.Processor, Active: versionInfo(r.Active), Previous: versionInfo(r.Previous),
-		Topic: r.Topic, Offset: r.Offset}, err
+	res := RollbackResult{Processor: r.Processor, Active: versionInfo(r.Active), Previous: versionInfo(r.Previous),
+		Topic: r.Topic, Offset: r.Offset}
+	for _, sk := range r.Skipped {
+		res.Skipped = append(res.Skipped, SkippedVersion{Version: versionInfo(sk.Version), Why: sk.Why})
+	}
+	return res, err
 }
 
 // deployApp is cfg as a deploy sees it: a copy with defaults applied,

@@ -3,6 +3,7 @@ package host
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host/internal/control"
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
@@ -263,5 +266,69 @@ func TestDeploySkipsConfigPluginThatCannotRun(t *testing.T) {
 	m, err := depState(t, p).Manifest("proc")
 	if err != nil || m.Label != "v2" || len(m.History) != 0 {
 		t.Fatalf("control topic: %+v, %v; want v2 with no history", m, err)
+	}
+}
+
+// A manifest written straight to the control topic by another tool, whose
+// module chunks were never written, is refused by every process. It must
+// not take rollback away: the next deploy reports the version before it as
+// the one it replaced, and a rollback passes over it with a note (issue 11:
+// "a bad version blocks rollback").
+func TestRollbackSkipsVersionNoProcessCouldRun(t *testing.T) {
+	p := newPipeline(t, engineTestdata("passthrough"), OnErrorFail)
+	ctx, log := depCtx(t), testLogger(t)
+	config := control.NewVersion(depRead(t, engineTestdata("passthrough")), "config")
+	mod2 := depRead(t, engineTestdata("trap"))
+	v2 := control.NewVersion(mod2, "v2")
+	mod3 := append(append([]byte{}, mod2...), 0x00, 0x04, 0x02, 'v', '3', 0x01) // a custom section: another hash
+	v3 := control.NewVersion(mod3, "v3")
+	if _, err := Deploy(ctx, p.cfg, "proc", mod2, "v2", log); err != nil {
+		t.Fatal(err)
+	}
+	ghost := control.Version{Hash: strings.Repeat("cd", 32), Size: 8 * control.ChunkSize, Chunks: 8, Label: "ghost"}
+	writeManifest := func(active control.Version, history ...control.Version) {
+		t.Helper()
+		value, err := json.Marshal(control.Manifest{Format: control.Format, Processor: "proc", Version: active,
+			DeployedBy: "another-tool", DeployedAt: time.Now().UTC(), Reason: control.ReasonDeploy, History: history})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &kgo.Record{Topic: control.TopicName(p.cfg.AppID), Key: []byte("processor/proc"), Value: value}
+		if err := p.b.Client(t).ProduceSync(ctx, rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeManifest(ghost, v2, config)
+
+	res, err := Deploy(ctx, p.cfg, "proc", mod3, "v3", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Previous.Hash != v2.Hash {
+		t.Fatalf("deploy over the ghost reports it replaced %+v, want v2@%s", res.Previous, v2.Short())
+	}
+	if m, err := depState(t, p).Manifest("proc"); err != nil || !slices.Equal(m.History, []control.Version{v2, config}) {
+		t.Fatalf("history after deploying over the ghost: %v (%v), want [v2 config]", m.History, err)
+	}
+
+	// The ghost in a history, ahead of a good version: skipped with a note.
+	writeManifest(v3, ghost, config)
+	rb, err := Rollback(ctx, p.cfg, "proc", log)
+	if err != nil {
+		t.Fatalf("rollback past the ghost: %v", err)
+	}
+	if rb.Active.Hash != config.Hash || len(rb.Skipped) != 1 || rb.Skipped[0].Version.Hash != ghost.Hash ||
+		!strings.Contains(rb.Skipped[0].Why, "chunks missing") {
+		t.Fatalf("Rollback = %+v; want config@%s, skipping the ghost for its missing chunks", rb, config.Short())
+	}
+
+	// Only the ghost behind: a clear refusal, nothing written.
+	writeManifest(v3, ghost)
+	end := depEnd(t, p)
+	if _, err := Rollback(ctx, p.cfg, "proc", log); err == nil || !strings.Contains(err.Error(), "none of its 1 previous versions can run") {
+		t.Fatalf("rollback with only the ghost behind: %v", err)
+	}
+	if e := depEnd(t, p); e != end {
+		t.Fatalf("the refused rollback wrote %d records", e-end)
 	}
 }

@@ -105,6 +105,9 @@ func (e *env) rollback(ctx context.Context, args []string) int {
 		fmt.Fprintf(e.stderr, "wasmstream rollback: %v\n", err)
 		return exitError
 	}
+	for _, sk := range res.Skipped {
+		fmt.Fprintf(e.stderr, "wasmstream rollback: note: skipped %s, which no process could run: %s\n", sk.Version.ID, sk.Why)
+	}
 	fmt.Fprintf(e.stdout, "rolled back %s to %s in %s at offset %d (was %s); running processes switch at their next commit point\n",
 		processor, res.Active.ID, res.Topic, res.Offset, res.Previous.ID)
 	return exitOK

@@ -103,7 +103,7 @@ var thinFace = []string{
 	// the host
 	"Host", "New", "Option", "WithLogger", "WithEmbeddedPort", "WithRestoreProgress", "Validate",
 	// deploy
-	"Deploy", "Rollback", "DeployResult", "RollbackResult", "ErrAlreadyActive",
+	"Deploy", "Rollback", "DeployResult", "RollbackResult", "SkippedVersion", "ErrAlreadyActive",
 	// snapshots
 	"ProcessorStats", "RestoreProgress", "PluginInfo", "PluginSymbol", "InspectPlugin",
 	"VersionInfo", "Refusal", "ProcessorVersions",

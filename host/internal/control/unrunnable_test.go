@@ -93,4 +93,3 @@ func TestUnrunnableVersionsNeverRollbackTargets(t *testing.T) {
 		t.Fatalf("a refused rollback wrote: end offset %d -> %d", end, e)
 	}
 }
-

@@ -49,6 +49,15 @@ type Result struct {
 	// (-1: nothing published).
 	Topic  string
 	Offset int64
+	// Skipped are the previous versions a rollback passed over because no
+	// process could run them (bytes missing or corrupt in the topic).
+	Skipped []Skipped
+}
+
+// Skipped is a version a rollback passed over, and why.
+type Skipped struct {
+	Version versions.Info
+	Why     string
 }
 
 // publishTimeout bounds the Kafka part of a deploy or rollback once the
@@ -185,6 +194,11 @@ func Rollback(ctx context.Context, app App, processor string) (Result, error) {
 		return res, fmt.Errorf("processor %q: %w", processor, err)
 	}
 	res.Active, res.Offset = plugin.Info(m.Version), m.Offset
+	for _, sk := range m.Skipped {
+		res.Skipped = append(res.Skipped, Skipped{Version: plugin.Info(sk.Version), Why: sk.Why})
+		app.Logger.Warn("rollback skipped a version no process could run", "processor", processor,
+			"version", plugin.VersionID(sk.Version), "why", sk.Why)
+	}
 	return res, nil
 }
 

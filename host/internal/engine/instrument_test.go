@@ -159,7 +159,10 @@ func TestWazeroCloseOnContextDone(t *testing.T) {
 	start := time.Now()
 	_, err = spin.ExportedFunction("spin").Call(ctx, 0) // 2^32 iterations
 	var exit *sys.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 77 || time.Since(start) > 2*after+50*time.Millisecond {
+	// The exit code proves the Close interrupted the loop; the time bound
+	// only rules out a loop that ran to its end (2^32 iterations take
+	// seconds) and is loose so that a loaded machine does not fail it.
+	if !errors.As(err, &exit) || exit.ExitCode() != 77 || time.Since(start) > time.Second+after {
 		t.Fatalf("loop: %v after %v", err, time.Since(start))
 	}
 
