@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -322,6 +323,12 @@ func LoadConfig(path string, environ []string, fs *pflag.FlagSet) (*Config, erro
 		}
 	}
 
+	// Durations and sizes given explicitly are checked on the raw values:
+	// after decoding, a 0 the user wrote looks like a field left out (and
+	// would get its default), and a bare number of a duration would be
+	// taken as nanoseconds.
+	quantityErrs := checkQuantities(k.Raw())
+
 	var cfg Config
 	dc := &mapstructure.DecoderConfig{
 		TagName:          "koanf",
@@ -336,7 +343,7 @@ func LoadConfig(path string, environ []string, fs *pflag.FlagSet) (*Config, erro
 		),
 	}
 	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: dc}); err != nil {
-		return nil, decodeErrors(err)
+		return nil, errors.Join(append(quantityErrs, decodeErrors(err))...)
 	}
 	unused := unusedKeys(dc.Metadata.Unused)
 	if k.Exists("swap.canary_window") && cfg.Swap.CanaryWindow == 0 {
@@ -352,7 +359,7 @@ func LoadConfig(path string, environ []string, fs *pflag.FlagSet) (*Config, erro
 			}
 		}
 	}
-	var errs []error
+	errs := quantityErrs
 	for _, u := range unused {
 		errs = append(errs, &ConfigError{Path: u, Problem: "unknown field (misspelled?)"})
 	}
@@ -703,4 +710,122 @@ func (p *ProcessorConfig) pluginSpec() plugin.Spec {
 // dead_letter.
 func (c *Config) DeadLetterTopic(p *ProcessorConfig) string {
 	return c.AppID + "-" + p.Name + "-dlq"
+}
+
+// zeroAllowed are the duration and size fields where an explicit 0 means
+// something: "canary_window: 0s" turns automatic rollback off.
+var zeroAllowed = map[string]bool{"swap.canary_window": true}
+
+var (
+	durationType = reflect.TypeOf(time.Duration(0))
+	byteSizeType = reflect.TypeOf(ByteSize(0))
+)
+
+// quantityPaths lists the koanf paths of Config's duration and size fields
+// with their types; a list of structs contributes "name.*.field" paths.
+func quantityPaths(t reflect.Type, prefix string, out map[string]reflect.Type) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("koanf")
+		if tag == "" || tag == "-" || !f.IsExported() {
+			continue
+		}
+		path := prefix + tag
+		switch ft := f.Type; {
+		case ft == durationType || ft == byteSizeType:
+			out[path] = ft
+		case ft.Kind() == reflect.Struct:
+			quantityPaths(ft, path+".", out)
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+			quantityPaths(ft.Elem(), path+".*.", out)
+		}
+	}
+}
+
+// checkQuantities returns an error for each duration given as a bare
+// number (no unit: "record_timeout: 5" would be 5ns) and for each duration
+// or size explicitly set to 0, which would otherwise silently become the
+// default. raw is the merged configuration before decoding (koanf Raw).
+func checkQuantities(raw map[string]any) []error {
+	paths := map[string]reflect.Type{}
+	quantityPaths(reflect.TypeOf(Config{}), "", paths)
+	var errs []error
+	for path, typ := range paths {
+		walkRaw(raw, strings.Split(path, "."), "", func(at string, v any) {
+			if err := checkQuantity(typ, v, zeroAllowed[path]); err != nil {
+				errs = append(errs, &ConfigError{Path: at, Problem: err.Error()})
+			}
+		})
+	}
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	return errs
+}
+
+// walkRaw calls fn with the display path ("processors[1].limits.memory")
+// and the value of every element of node that path (with "*" for list
+// indices) reaches.
+func walkRaw(node any, path []string, at string, fn func(at string, v any)) {
+	if len(path) == 0 {
+		fn(at, node)
+		return
+	}
+	if path[0] == "*" {
+		list, ok := node.([]any)
+		if !ok {
+			return
+		}
+		for i, el := range list {
+			walkRaw(el, path[1:], at+"["+strconv.Itoa(i)+"]", fn)
+		}
+		return
+	}
+	m, ok := node.(map[string]any)
+	if !ok {
+		return
+	}
+	v, ok := m[path[0]]
+	if !ok {
+		return
+	}
+	next := path[0]
+	if at != "" {
+		next = at + "." + path[0]
+	}
+	walkRaw(v, path[1:], next, fn)
+}
+
+// checkQuantity checks one explicitly given duration or size. Values that
+// do not parse are left to the decoder, which reports them on the same
+// field.
+func checkQuantity(typ reflect.Type, v any, zeroOK bool) error {
+	const noUnit = "has no unit: write a duration such as 500ms, 5s or 1m"
+	var zero bool
+	switch x := v.(type) {
+	case int, int64, uint64, float64:
+		if typ == durationType {
+			return fmt.Errorf("%v %s", x, noUnit)
+		}
+		zero = reflect.ValueOf(x).IsZero()
+	case string:
+		s := strings.TrimSpace(x)
+		if typ == durationType {
+			d, err := time.ParseDuration(s) // "5" fails here and in the decoder: "missing unit"
+			if err != nil {
+				return nil
+			}
+			zero = d == 0
+		} else {
+			var b ByteSize
+			if b.UnmarshalText([]byte(s)) != nil {
+				return nil
+			}
+			zero = b == 0
+		}
+	default:
+		return nil
+	}
+	if zero && !zeroOK {
+		return errors.New("0 is not allowed (leave the field out for its default)")
+	}
+	return nil
 }

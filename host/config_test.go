@@ -170,3 +170,57 @@ func TestCloneIsDeep(t *testing.T) {
 		t.Error("a config without processors cloned to an empty, non-nil list")
 	}
 }
+
+// A duration or size written as 0 is an error naming the field, not a
+// silent default, and a duration without a unit is not nanoseconds (issue
+// 11: "memory: 0 and record_timeout: 0 are silently replaced by defaults;
+// record_timeout: 5 passes as 5 ns"). canary_window: 0s keeps its meaning.
+func TestLoadConfigRefusesZeroAndUnitlessQuantities(t *testing.T) {
+	base := `
+app_id: orders
+kafka:
+  brokers: [127.0.0.1:9092]
+processors:
+  - name: a
+    plugin: a.wasm
+    inputs: [in]
+`
+	for _, tc := range []struct {
+		name, yaml string
+		env        []string
+		want       []string // substrings of the error, each naming its field
+	}{
+		{"zero memory", base + "    limits: {memory: 0}\n", nil, []string{"processors[0].limits.memory: 0 is not allowed"}},
+		{"zero memory with unit", base + "    limits: {memory: 0MiB}\n", nil, []string{"processors[0].limits.memory: 0 is not allowed"}},
+		{"zero timeout", base + "    limits: {record_timeout: 0}\n", nil, []string{"processors[0].limits.record_timeout: 0 has no unit"}},
+		{"zero timeout with unit", base + "    limits: {record_timeout: 0s}\n", nil, []string{"processors[0].limits.record_timeout: 0 is not allowed"}},
+		{"unitless timeout", base + "    limits: {record_timeout: 5}\n", nil, []string{"processors[0].limits.record_timeout: 5 has no unit"}},
+		{"unitless float", base + "  - name: b\n    plugin: b.wasm\n    inputs: [in2]\n    limits: {record_timeout: 1.5}\n", nil,
+			[]string{"processors[1].limits.record_timeout: 1.5 has no unit"}},
+		{"zero commit interval", base, []string{"WASMSTREAM_KAFKA__COMMIT_INTERVAL=0s"}, []string{"kafka.commit_interval: 0 is not allowed"}},
+		{"unitless env", base, []string{"WASMSTREAM_KAFKA__SESSION_TIMEOUT=30"}, []string{"kafka.session_timeout", "missing unit"}},
+		{"zero module size", base + "runtime: {max_module_size: 0}\n", nil, []string{"runtime.max_module_size: 0 is not allowed"}},
+		{"two at once", base + "    limits: {memory: 0, record_timeout: 7}\n", nil,
+			[]string{"processors[0].limits.memory: 0 is not allowed", "processors[0].limits.record_timeout: 7 has no unit"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadConfig(writeConfig(t, tc.yaml), tc.env, nil)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+	cfg, err := LoadConfig(writeConfig(t, base+"swap: {canary_window: 0s}\n"), nil, nil)
+	if err != nil || !cfg.Swap.CanaryOff {
+		t.Fatalf("canary_window: 0s = %v, CanaryOff %v; want the canary off", err, cfg != nil && cfg.Swap.CanaryOff)
+	}
+	cfg, err = LoadConfig(writeConfig(t, base+"    limits: {memory: 32MiB, record_timeout: 250ms}\n"), nil, nil)
+	if err != nil || cfg.Processors[0].Limits.RecordTimeout != 250*time.Millisecond || cfg.Processors[0].Limits.Memory != 32<<20 {
+		t.Fatalf("good limits: %v, %+v", err, cfg)
+	}
+}
