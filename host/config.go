@@ -92,6 +92,12 @@ type KafkaConfig struct {
 	// partitions of the dead process wait up to this long before another
 	// process can take them over. Default 10s.
 	TransactionTimeout time.Duration `koanf:"transaction_timeout"`
+	// ConnectTimeout is how long a starting process waits for the brokers
+	// to answer (retrying with backoff, logging what it waits for) before
+	// it gives up: a process started during a broker outage or restart
+	// waits for the cluster instead of exiting. Authentication and TLS
+	// failures are not retried. Default 60s.
+	ConnectTimeout time.Duration `koanf:"connect_timeout"`
 }
 
 // ProcessorConfig declares one processor: a plugin, what it reads, what it
@@ -233,6 +239,7 @@ const (
 	DefaultCanaryWindow       = 60 * time.Second
 	DefaultMaxFailureRatio    = 0.01
 	DefaultTransactionTimeout = 10 * time.Second
+	DefaultConnectTimeout     = 60 * time.Second
 	DefaultMemory             = 64 << 20
 	DefaultRecordTimeout      = time.Second
 	DefaultStateDir           = "wasmstream-state"
@@ -475,6 +482,9 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.Kafka.TransactionTimeout == 0 {
 		c.Kafka.TransactionTimeout = DefaultTransactionTimeout
+	}
+	if c.Kafka.ConnectTimeout == 0 {
+		c.Kafka.ConnectTimeout = DefaultConnectTimeout
 	}
 	if c.Guarantee == "" {
 		c.Guarantee = ExactlyOnce

@@ -109,6 +109,11 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		createTopics = true
 	}
 	h.kafka = cfg.kafkaClient(h.brokers, h.log)
+	if h.embedded == nil {
+		if err := kclient.Reach(ctx, h.kafka, cfg.Kafka.ConnectTimeout, h.log); err != nil {
+			return nil, err
+		}
+	}
 	if err := h.ensureTopics(ctx, createTopics); err != nil {
 		return nil, err
 	}

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host/internal/runner"
@@ -585,5 +588,59 @@ func TestNewAppliesDefaultsAndValidates(t *testing.T) {
 	var ce *ConfigError
 	if !errors.As(err, &ce) || ce.Path != "processors[0].on_error" {
 		t.Fatalf("New with on_error: retry: %v, want a ConfigError for processors[0].on_error", err)
+	}
+}
+
+// A process started while its brokers are down waits for them (retrying
+// with backoff up to kafka.connect_timeout) and starts when they come up,
+// instead of exiting at once (issue 11: 72 exits in a 14 s outage under a
+// supervisor). The broker here is kfake on both test brokers: the test
+// needs one that is absent first and then appears on a known port.
+func TestStartupWaitsForBrokers(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	cfg := &Config{
+		AppID: "wait", Kafka: KafkaConfig{Brokers: []string{addr}, CreateTopics: true, ConnectTimeout: time.Minute},
+		Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata("passthrough"), Inputs: []string{"in"}, Outputs: map[string]string{"out": "out"}}},
+		Runtime:    RuntimeConfig{CacheDir: "off"},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	type result struct {
+		h   *Host
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		h, err := New(ctx, cfg, WithLogger(testLogger(t)))
+		done <- result{h, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("New returned before any broker existed: %v", r.err)
+	case <-time.After(1500 * time.Millisecond):
+	}
+	c, err := kfake.NewCluster(kfake.Ports(port), kfake.SeedTopics(3, "in", "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("New after the broker came up: %v", r.err)
+	}
+	r.h.Close()
+
+	// Gave up: the error names the brokers and the setting.
+	cfg.Kafka.ConnectTimeout = 300 * time.Millisecond
+	cfg.Kafka.Brokers = []string{"127.0.0.1:1"}
+	_, err = New(ctx, cfg, WithLogger(testLogger(t)))
+	if err == nil || !strings.Contains(err.Error(), "cannot reach Kafka at 127.0.0.1:1") || !strings.Contains(err.Error(), "kafka.connect_timeout") {
+		t.Fatalf("New against no broker = %v, want it to give up naming the broker and kafka.connect_timeout", err)
 	}
 }
