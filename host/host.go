@@ -135,13 +135,17 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		}
 		h.state = db
 	}
+	enums, err := parseRunnerEnums(cfg)
+	if err != nil {
+		return nil, err
+	}
 	specs := make([]runner.ProcessorSpec, len(h.procs))
 	for i, p := range h.procs {
 		specs[i] = runner.ProcessorSpec{
 			Name:            p.cfg.Name,
 			Inputs:          p.cfg.Inputs,
 			Outputs:         p.topics,
-			OnError:         p.cfg.OnError,
+			OnError:         enums.onError[i],
 			DeadLetterTopic: cfg.DeadLetterTopic(p.cfg),
 			Plugin:          &pluginFactory{module: p.module, binding: p.binding},
 			Version:         versionID(p.version),
@@ -157,10 +161,10 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		ClientID:           cfg.Kafka.ClientID,
 		CommitInterval:     cfg.Kafka.CommitInterval,
 		CommitRecords:      cfg.Kafka.CommitRecords,
-		StartOffset:        cfg.Kafka.StartOffset,
+		StartOffset:        enums.start,
 		SessionTimeout:     cfg.Kafka.SessionTimeout,
-		GroupProtocol:      cfg.Kafka.GroupProtocol,
-		ExactlyOnce:        cfg.Guarantee == ExactlyOnce,
+		GroupProtocol:      enums.protocol,
+		Guarantee:          enums.guarantee,
 		TransactionalID:    cfg.AppID + "-" + instanceID(),
 		TransactionTimeout: cfg.Kafka.TransactionTimeout,
 		Processors:         specs,
@@ -430,24 +434,9 @@ type instance struct{ *engine.Instance }
 
 func (i instance) Process(ctx context.Context, rec *abi.Record) error {
 	if err := i.Instance.Process(ctx, rec); err != nil {
-		return classified{err}
+		return recordFailure(err)
 	}
 	return nil
-}
-
-// classified gives an engine error the kind label the runner uses in
-// metrics and dead-letter headers: trap, timeout, memory_limit,
-// abi_misuse, plugin_failed, host_failed, instance_lost.
-type classified struct{ error }
-
-func (c classified) Unwrap() error { return c.error }
-
-func (c classified) FailureKind() string {
-	k := engine.KindOf(c.error)
-	if k == 0 {
-		return "error"
-	}
-	return strings.ReplaceAll(strings.ToLower(k.String()), " ", "_")
 }
 
 // Validate checks a config's plugins without Kafka: each compiles, speaks a
