@@ -331,9 +331,9 @@ func (r *Runner) clientOpts(topics []string, group []kgo.Opt, eos *exactlyOnce, 
 		// record has been processed: the host never holds a record across
 		// a rebalance (invariant I5).
 		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsAssigned(r.onAssigned),
-		kgo.OnPartitionsRevoked(r.onRevoked),
-		kgo.OnPartitionsLost(r.onLost),
+		kgo.OnPartitionsAssigned(r.groupCallback(cbAssigned, r.assign)),
+		kgo.OnPartitionsRevoked(r.groupCallback(cbRevoked, r.revoke)),
+		kgo.OnPartitionsLost(r.groupCallback(cbLost, r.lose)),
 		kgo.RecordPartitioner(outputPartitioner{kgo.StickyKeyPartitioner(nil)}),
 		kgo.ProducerLinger(5 * time.Millisecond),
 		// A partition resumed after its restore joins the next fetch only
@@ -598,16 +598,21 @@ func (r *Runner) taskFor(ctx context.Context, topic string, partition int32) (*t
 	return t, nil
 }
 
-func (r *Runner) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
-	if r.committer.deferCallback(cbAssigned, assigned) {
-		return
+// groupCallback is the client's callback for kind: run under r.mu, or
+// queued by the committer while a transaction ends (it cannot take r.mu
+// then), or nothing once the runner is closing (the tasks are closed).
+func (r *Runner) groupCallback(kind callbackKind, run func(context.Context, map[string][]int32)) func(context.Context, *kgo.Client, map[string][]int32) {
+	return func(ctx context.Context, _ *kgo.Client, parts map[string][]int32) {
+		if r.committer.deferCallback(kind, parts) {
+			return
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.closing {
+			return
+		}
+		run(ctx, parts)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closing {
-		return
-	}
-	r.assign(ctx, assigned)
 }
 
 // assign starts the tasks of newly assigned partitions; the caller holds r.mu.
@@ -622,37 +627,21 @@ func (r *Runner) assign(ctx context.Context, assigned map[string][]int32) {
 	r.log.Info("partitions assigned", "partitions", assigned)
 }
 
-// onRevoked ends the revoked tasks' work before their partitions are
+// revoke ends the revoked tasks' work before their partitions are
 // released (I5). Because of BlockRebalanceOnPoll this runs between polls,
 // when nothing is in flight. Under at_least_once everything processed is
 // flushed and committed. Under exactly_once the loop has already committed
 // if it saw the rebalance coming; otherwise the open transaction is
 // aborted by the session and every task rewinds to its committed offsets.
-func (r *Runner) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
-	if r.committer.deferCallback(cbRevoked, revoked) {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closing {
-		return
-	}
+func (r *Runner) revoke(ctx context.Context, revoked map[string][]int32) {
 	r.committer.beforeRevoke(ctx)
 	r.closeTasks(ctx, revoked)
 	r.log.Info("partitions revoked", "partitions", revoked)
 }
 
-// onLost drops the tasks without committing: another member may already own
+// lose drops the tasks without committing: another member may already own
 // the partitions, so nothing of ours may be committed for them.
-func (r *Runner) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
-	if r.committer.deferCallback(cbLost, lost) {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closing {
-		return
-	}
+func (r *Runner) lose(ctx context.Context, lost map[string][]int32) {
 	r.closeTasks(ctx, lost)
 	r.sinceCommit = 0
 	r.log.Warn("partitions lost; uncommitted work for them is dropped", "partitions", lost)
