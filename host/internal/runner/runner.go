@@ -1,9 +1,3 @@
-// Package runner moves records between Kafka and processor instances: one
-// consumer group member per process, one task per input partition, commit
-// points that never pass a record whose effects are not acknowledged.
-//
-// It knows Kafka and nothing of Wasm: a processor instance is anything with
-// Process and Close (the engine's Instance is one).
 package runner
 
 import (
