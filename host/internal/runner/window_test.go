@@ -112,34 +112,45 @@ func TestWindowTakeSkipsProcessed(t *testing.T) {
 	}
 }
 
-func TestWindowStop(t *testing.T) {
-	w := newWindow(0)
-	if _, ok := w.takeStop(); ok {
-		t.Fatal("an empty window reports a stop")
+// takeStop and rewound hand out an offset the loop rewinds the consumer to,
+// once: a second call has none.
+func TestWindowRewindOffsets(t *testing.T) {
+	stop := func(w *window) (int64, bool) { return w.takeStop() }
+	rewound := func(w *window) (int64, bool) { return w.rewound() }
+	cases := []struct {
+		name  string
+		setup func(w *window)
+		take  func(w *window) (int64, bool)
+		want  int64
+		ok    bool
+	}{
+		{"no stop", func(*window) {}, stop, 0, false},
+		{"stop", func(w *window) { w.stopAt(7) }, stop, 7, true},
+		{"stop at the failed record", func(w *window) { w.take(3); w.failed(3) }, stop, 3, true},
+		{"empty window", func(*window) {}, rewound, 0, false},
+		{"window of two", func(w *window) {
+			w.take(20)
+			w.processed(20, 0)
+			w.take(21)
+			w.processed(21, 0)
+		}, rewound, 20, true},
 	}
-	w.stopAt(7)
-	if at, ok := w.takeStop(); !ok || at != 7 {
-		t.Fatalf("takeStop = %d, %v; want 7", at, ok)
-	}
-	if _, ok := w.takeStop(); ok {
-		t.Fatal("takeStop did not clear the stop")
-	}
-}
-
-func TestWindowRewound(t *testing.T) {
-	w := newWindow(0)
-	if _, ok := w.rewound(); ok {
-		t.Fatal("an empty window rewinds")
-	}
-	w.take(20)
-	w.processed(20, 0)
-	w.take(21)
-	w.processed(21, 0)
-	if from, ok := w.rewound(); !ok || from != 20 {
-		t.Fatalf("rewound = %d, %v; want 20", from, ok)
-	}
-	if _, ok := w.commitOffset(); ok {
-		t.Fatal("a rewound window still has an offset to commit")
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWindow(0)
+			c.setup(&w)
+			if at, ok := c.take(&w); ok != c.ok || at != c.want {
+				t.Fatalf("got %d, %v; want %d, %v", at, ok, c.want, c.ok)
+			}
+			if at, ok := c.take(&w); ok {
+				t.Fatalf("taken twice: the second time %d", at)
+			}
+			// No case processed a record it keeps: a rewound window in
+			// particular has nothing left to commit.
+			if off, ok := w.commitOffset(); ok {
+				t.Fatalf("offset %d left to commit", off.Offset)
+			}
+		})
 	}
 }
 
