@@ -138,6 +138,10 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		}
 		h.state = db
 	}
+	enums, err := parseRunnerEnums(cfg)
+	if err != nil {
+		return nil, err
+	}
 	specs := make([]runner.ProcessorSpec, len(h.procs))
 	for i, p := range h.procs {
 		pc := &cfg.Processors[i]
@@ -145,7 +149,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			Name:            pc.Name,
 			Inputs:          pc.Inputs,
 			Outputs:         p.Topics,
-			OnError:         pc.OnError,
+			OnError:         enums.onError[i],
 			DeadLetterTopic: cfg.DeadLetterTopic(pc),
 			Stores:          pc.Stores,
 		}
@@ -162,10 +166,10 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		Kafka:              h.kafka,
 		CommitInterval:     cfg.Kafka.CommitInterval,
 		CommitRecords:      cfg.Kafka.CommitRecords,
-		StartOffset:        cfg.Kafka.StartOffset,
+		StartOffset:        enums.start,
 		SessionTimeout:     cfg.Kafka.SessionTimeout,
-		GroupProtocol:      cfg.Kafka.GroupProtocol,
-		ExactlyOnce:        cfg.Guarantee == ExactlyOnce,
+		GroupProtocol:      enums.protocol,
+		Guarantee:          enums.guarantee,
 		TransactionalID:    cfg.AppID + "-" + instanceID(),
 		TransactionTimeout: cfg.Kafka.TransactionTimeout,
 		Processors:         specs,

@@ -98,7 +98,7 @@ var thinFace = []string{
 	"AdminConfig", "LogConfig", "ByteSize", "ConfigError", "LoadConfig", "ConfigFlags", "EnvPrefix",
 	"DefaultClientID", "DefaultCommitInterval", "DefaultCommitRecords", "DefaultTopicPartitions",
 	"DefaultSessionTimeout", "DefaultMaxModuleSize", "DefaultCanaryWindow", "DefaultMaxFailureRatio",
-	"DefaultTransactionTimeout", "DefaultMemory", "DefaultRecordTimeout", "DefaultStateDir",
+	"DefaultTransactionTimeout", "DefaultConnectTimeout", "DefaultMemory", "DefaultRecordTimeout", "DefaultStateDir",
 	"ExactlyOnce", "AtLeastOnce", "OnErrorFail", "OnErrorSkip", "OnErrorDeadLetter",
 	// the host
 	"Host", "New", "Option", "WithLogger", "WithEmbeddedPort", "WithRestoreProgress", "Validate",

@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
@@ -246,24 +245,27 @@ type instance struct{ *engine.Instance }
 
 func (i instance) Process(ctx context.Context, rec *abi.Record) error {
 	if err := i.Instance.Process(ctx, rec); err != nil {
-		return classified{err}
+		return RecordFailure(err)
 	}
 	return nil
 }
 
-// classified gives an engine error the kind label the runner uses in
-// metrics and dead-letter headers: trap, timeout, memory_limit,
-// abi_misuse, plugin_failed, host_failed, instance_lost.
-type classified struct{ error }
+// failureKinds maps the engine's failure kinds to the runner's labels
+// (metrics and dead-letter headers).
+var failureKinds = map[engine.FailureKind]runner.FailureKind{
+	engine.Trap:         runner.FailureTrap,
+	engine.Timeout:      runner.FailureTimeout,
+	engine.MemoryLimit:  runner.FailureMemoryLimit,
+	engine.ABIMisuse:    runner.FailureABIMisuse,
+	engine.PluginFailed: runner.FailurePluginFailed,
+	engine.HostFailed:   runner.FailureHostFailed,
+	engine.InstanceLost: runner.FailureInstanceLost,
+}
 
-func (c classified) Unwrap() error { return c.error }
-
-func (c classified) FailureKind() string {
-	k := engine.KindOf(c.error)
-	if k == 0 {
-		return "error"
-	}
-	return strings.ReplaceAll(strings.ToLower(k.String()), " ", "_")
+// RecordFailure gives an engine error its kind for the runner's metrics and
+// dead-letter headers (runner.FailureError when it has none).
+func RecordFailure(err error) error {
+	return &runner.KindError{Kind: failureKinds[engine.KindOf(err)], Err: err}
 }
 
 // VersionID names a version in the wasmstream-version header:

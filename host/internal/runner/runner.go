@@ -1,9 +1,3 @@
-// Package runner moves records between Kafka and processor instances: one
-// consumer group member per process, one task per input partition, commit
-// points that never pass a record whose effects are not acknowledged.
-//
-// It knows Kafka and nothing of Wasm: a processor instance is anything with
-// Process and Close (the engine's Instance is one).
 package runner
 
 import (
@@ -63,8 +57,8 @@ type ProcessorSpec struct {
 	Name    string
 	Inputs  []string
 	Outputs []string // output index -> topic
-	// OnError is "fail", "skip" or "dead_letter".
-	OnError         string
+	// OnError is what a failed record does to its task.
+	OnError         ErrorPolicy
 	DeadLetterTopic string
 	// Plugin is the initial version, named Version (default "initial"),
 	// unless Options.Versions already has the processor; proposals to
@@ -85,23 +79,22 @@ type Options struct {
 	Kafka          kclient.Config
 	CommitInterval time.Duration
 	CommitRecords  int
-	StartOffset    string // "earliest" or "latest"
+	StartOffset    StartOffset
 	SessionTimeout time.Duration
-	// GroupProtocol is ProtocolAuto (default), ProtocolConsumer or
-	// ProtocolClassic.
-	GroupProtocol string
-	// ExactlyOnce makes every commit point one Kafka transaction holding
-	// the outputs, changelog records, dead letters and input offsets of
-	// the work since the last one (I2). TransactionalID must then be
-	// unique per live process.
-	ExactlyOnce        bool
+	GroupProtocol  GroupProtocol
+	// Guarantee ExactlyOnce makes every commit point one Kafka transaction
+	// holding the outputs, changelog records, dead letters and input
+	// offsets of the work since the last one (I2). TransactionalID must
+	// then be unique per live process.
+	Guarantee          Guarantee
 	TransactionalID    string
 	TransactionTimeout time.Duration
 	Processors         []ProcessorSpec
 	// State holds the stores of stateful processors; required if any
 	// processor has stores.
 	State *state.DB
-	// Restore configures changelog restores (Brokers is filled in).
+	// Restore configures changelog restores (its Kafka is Options.Kafka
+	// unless it names brokers of its own).
 	Restore restore.Config
 	// MaxRestores bounds the restores running at once (the others wait
 	// for a slot). Default DefaultMaxRestores.
@@ -125,28 +118,19 @@ type Options struct {
 
 // Runner runs the processors of one process as one consumer group member.
 type Runner struct {
-	opts  Options
-	log   *slog.Logger
-	vers  *Versions // the one record of active versions (opts.Versions)
-	cl    *kgo.Client
-	sess  *kgo.GroupTransactSession // exactly_once only; cl is its client
-	inTxn bool                      // a transaction is open (exactly_once)
-	// aborts counts consecutive aborted transactions whose produce failed;
-	// past maxProduceAborts the runner gives up instead of spinning.
-	produceAborts int
-	// rebalanceWanted is set (from a kgo goroutine) when a rebalance waits
-	// for this member; the loop then ends its transaction before allowing it.
-	rebalanceWanted atomic.Bool
-	// callbackBlocked is set while a group callback waits for
-	// AllowRebalance (set by the blocked signal, cleared when a callback
-	// runs); endTxn's watchdog reads it.
-	callbackBlocked atomic.Bool
-	byTopic         map[string]*procState // input topic -> processor
-	procs           []*procState
+	opts Options
+	log  *slog.Logger
+	vers *Versions // the one record of active versions (opts.Versions)
+	cl   *kgo.Client
+	// committer ends commit windows the way the guarantee says (alo.go,
+	// eos.go; the lock order is in eos.go).
+	committer committer
+	byTopic   map[string]*procState // input topic -> processor
+	procs     []*procState
 
 	// mu guards everything the poll loop and the group callbacks share:
-	// tasks, the commit bookkeeping, the transaction state. The loop holds
-	// it except while it polls; callbacks take it.
+	// tasks, their windows, the commit schedule, the transaction state.
+	// Grabbed by the loop except while it polls, and by group callbacks.
 	mu sync.Mutex
 	// closing is set when the client is being closed; callbacks then do
 	// nothing (the tasks are already closed).
@@ -154,13 +138,7 @@ type Runner struct {
 	tasks   map[TaskID]*task
 	// protocol is the group protocol in use (ProtocolConsumer or
 	// ProtocolClassic).
-	protocol string
-
-	// cbMu guards ending and queued: group callbacks that arrive while a
-	// transaction ends are queued instead of waiting for r.mu (endTxn).
-	cbMu   sync.Mutex
-	ending bool
-	queued []callback
+	protocol GroupProtocol
 
 	restorer     *restore.Restorer // nil without stateful processors
 	restoreSlots chan struct{}     // one per running restore (MaxRestores)
@@ -171,7 +149,9 @@ type Runner struct {
 	// broken is set when outputs failed: the work since the last commit
 	// point can never be committed by this runner (I1). Run stops; a new
 	// runner restarts from the committed offsets.
-	broken      error
+	broken error
+	// sinceCommit counts the records processed since the last commit
+	// point, lastCommit is when it was: the commit schedule.
 	sinceCommit int
 	lastCommit  time.Time
 	commits     commitSamples // durations of commit points that had work
@@ -197,7 +177,7 @@ type procState struct {
 // New validates opts and connects a client. It does not join the group
 // until Run. ctx bounds the brokers' answer on the group protocols they
 // support.
-func New(ctx context.Context, opts Options) (*Runner, error) {
+func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -209,6 +189,9 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	}
 	if opts.MaxRestores <= 0 {
 		opts.MaxRestores = DefaultMaxRestores
+	}
+	if opts.Guarantee == ExactlyOnce && opts.TransactionalID == "" {
+		return nil, errors.New("runner: exactly_once needs a transactional id")
 	}
 	if opts.Versions == nil {
 		opts.Versions = versions.New[Plugin]()
@@ -224,8 +207,53 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 		restoreSlots: make(chan struct{}, opts.MaxRestores),
 	}
 	r.vers.OnPropose(r.wakeLoop)
+	topics, err := r.addProcessors()
+	if err != nil {
+		return nil, err
+	}
+	// The restorer exists before the client: the client may join the
+	// group, and a task start its restore, as soon as it is created. From
+	// here on every error return closes it.
+	if err := r.newRestorer(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil && r.restorer != nil {
+			r.restorer.Close()
+		}
+	}()
+	gopts, protocol, err := groupOpts(ctx, opts.Kafka, opts.GroupProtocol, opts.ExtraOpts)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	r.protocol = protocol
+	opts.Logger.Info("consumer group protocol", "protocol", protocol.String())
+	// The client may join the group, and run a group callback, as soon as
+	// it exists: the callbacks wait for r.mu until r.cl is set.
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if opts.Guarantee == ExactlyOnce {
+		eos := &exactlyOnce{r: r}
+		r.committer = eos
+		kopts := r.clientOpts(topics, gopts, eos, transactionTimeout(opts, protocol))
+		if eos.sess, err = kgo.NewGroupTransactSession(kopts...); err != nil {
+			return nil, fmt.Errorf("runner: kafka client: %w", err)
+		}
+		r.cl = eos.sess.Client()
+		return r, nil
+	}
+	r.committer = &atLeastOnce{r}
+	if r.cl, err = kgo.NewClient(r.clientOpts(topics, gopts, nil, 0)...); err != nil {
+		return nil, fmt.Errorf("runner: kafka client: %w", err)
+	}
+	return r, nil
+}
+
+// addProcessors indexes the processors by input topic and returns every
+// input topic.
+func (r *Runner) addProcessors() ([]string, error) {
 	var topics []string
-	for _, spec := range opts.Processors {
+	for _, spec := range r.opts.Processors {
 		ps := &procState{spec: spec, inputIndex: map[string]uint32{}, Stats: newStats(),
 			lag: map[TaskID]int64{}}
 		if spec.Version == "" {
@@ -243,40 +271,59 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 		}
 		r.procs = append(r.procs, ps)
 	}
-	// The restorer exists before the client: the client may join the
-	// group, and a task start its restore, as soon as it is created.
+	return topics, nil
+}
+
+// newRestorer makes the restorer of the stateful processors' tasks, if
+// there is one. It makes nothing on error.
+func (r *Runner) newRestorer() error {
+	opts := r.opts
 	for _, ps := range r.procs {
 		if len(ps.spec.Stores) == 0 {
 			continue
 		}
 		if opts.State == nil {
-			return nil, fmt.Errorf("runner: processor %q has stores but no state database was given", ps.spec.Name)
-		}
-		if r.restorer == nil {
-			rc := opts.Restore
-			rc.Kafka = opts.Kafka
-			if rc.Logger == nil {
-				rc.Logger = opts.Logger
-			}
-			user := rc.Progress
-			rc.Progress = func(p restore.Progress) {
-				r.progress.update(p)
-				if user != nil {
-					user(p)
-				}
-				if opts.OnRestoreProgress != nil {
-					opts.OnRestoreProgress(p)
-				}
-			}
-			restorer, err := restore.New(rc)
-			if err != nil {
-				return nil, fmt.Errorf("runner: %w", err)
-			}
-			r.restorer = restorer
+			return fmt.Errorf("runner: processor %q has stores but no state database was given", ps.spec.Name)
 		}
 	}
+	for _, ps := range r.procs {
+		if len(ps.spec.Stores) == 0 {
+			continue
+		}
+		rc := opts.Restore
+		if len(rc.Kafka.Brokers) == 0 {
+			rc.Kafka = opts.Kafka
+		}
+		if rc.Logger == nil {
+			rc.Logger = opts.Logger
+		}
+		user := rc.Progress
+		rc.Progress = func(p restore.Progress) {
+			r.progress.update(p)
+			if user != nil {
+				user(p)
+			}
+			if opts.OnRestoreProgress != nil {
+				opts.OnRestoreProgress(p)
+			}
+		}
+		restorer, err := restore.New(rc)
+		if err != nil {
+			return fmt.Errorf("runner: %w", err)
+		}
+		r.restorer = restorer
+		return nil
+	}
+	return nil
+}
+
+// clientOpts is every option of the runner's Kafka client, in one list.
+// eos is the exactly_once committer (nil under at_least_once), txnTimeout
+// its transaction timeout (0: the client's default).
+func (r *Runner) clientOpts(topics []string, group []kgo.Opt, eos *exactlyOnce, txnTimeout time.Duration) []kgo.Opt {
+	opts := r.opts
 	start := kgo.NewOffset().AtStart()
-	if opts.StartOffset == "latest" {
+	if opts.StartOffset == Latest {
 		start = kgo.NewOffset().AtEnd()
 	}
 	kopts := opts.Kafka.Opts(
@@ -289,9 +336,9 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 		// record has been processed: the host never holds a record across
 		// a rebalance (invariant I5).
 		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsAssigned(r.onAssigned),
-		kgo.OnPartitionsRevoked(r.onRevoked),
-		kgo.OnPartitionsLost(r.onLost),
+		kgo.OnPartitionsAssigned(r.groupCallback(cbAssigned, r.assign)),
+		kgo.OnPartitionsRevoked(r.groupCallback(cbRevoked, r.revoke)),
+		kgo.OnPartitionsLost(r.groupCallback(cbLost, r.lose)),
 		kgo.RecordPartitioner(outputPartitioner{kgo.StickyKeyPartitioner(nil)}),
 		kgo.ProducerLinger(5*time.Millisecond),
 		// A partition resumed after its restore joins the next fetch only
@@ -302,63 +349,22 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	if opts.SessionTimeout > 0 {
 		kopts = append(kopts, kgo.SessionTimeout(opts.SessionTimeout))
 	}
-	gopts, protocol, err := groupOpts(ctx, opts.Kafka, opts.GroupProtocol, opts.ExtraOpts)
-	if err != nil {
-		if r.restorer != nil {
-			r.restorer.Close()
-		}
-		return nil, fmt.Errorf("runner: %w", err)
-	}
-	r.protocol = protocol
-	kopts = append(kopts, gopts...)
-	txnTimeout := opts.TransactionTimeout
-	if opts.ExactlyOnce && protocol == ProtocolClassic && opts.SessionTimeout > 0 && txnTimeout < opts.SessionTimeout+10*time.Second {
-		// A classic rebalance is a barrier that can wait a whole session
-		// timeout for a dead member, and a transaction open when it starts
-		// can only end after it (End needs a heartbeat): it must outlive
-		// the wait, or the broker aborts it and fences the producer.
-		txnTimeout = opts.SessionTimeout + 10*time.Second
-		opts.Logger.Warn("classic group protocol: transaction timeout raised above the session timeout",
-			"transaction_timeout", txnTimeout, "session_timeout", opts.SessionTimeout)
-	}
-	opts.Logger.Info("consumer group protocol", "protocol", protocol)
-	var cl *kgo.Client
-	if opts.ExactlyOnce {
-		if opts.TransactionalID == "" {
-			return nil, errors.New("runner: exactly_once needs a transactional id")
-		}
+	kopts = append(kopts, group...)
+	if eos != nil {
 		kopts = append(kopts,
 			kgo.TransactionalID(opts.TransactionalID),
-			kgo.OnPartitionsCallbackBlocked(func(context.Context, *kgo.Client) {
-				r.callbackBlocked.Store(true)
-				r.rebalanceWanted.Store(true)
-			}),
+			kgo.OnPartitionsCallbackBlocked(eos.onCallbackBlocked),
 		)
 		if txnTimeout > 0 {
 			kopts = append(kopts, kgo.TransactionTimeout(txnTimeout))
 		}
-		kopts = append(kopts, opts.ExtraOpts...)
-		r.sess, err = kgo.NewGroupTransactSession(kopts...)
-		if err == nil {
-			cl = r.sess.Client()
-		}
-	} else {
-		kopts = append(kopts, opts.ExtraOpts...)
-		cl, err = kgo.NewClient(kopts...)
 	}
-	if err != nil {
-		if r.restorer != nil {
-			r.restorer.Close()
-		}
-		return nil, fmt.Errorf("runner: kafka client: %w", err)
-	}
-	r.cl = cl
-	return r, nil
+	return append(kopts, opts.ExtraOpts...)
 }
 
 // Protocol is the consumer group protocol in use: ProtocolConsumer or
 // ProtocolClassic.
-func (r *Runner) Protocol() string { return r.protocol }
+func (r *Runner) Protocol() GroupProtocol { return r.protocol }
 
 // Restoring reports how many tasks are restoring their stores. A process
 // is ready when none is. Safe for concurrent use.
@@ -418,11 +424,12 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	}
 }
 
-// iterate is one poll and what follows it. Everything but the poll itself
-// runs under r.mu, which the group callbacks also take: BlockRebalanceOnPoll
-// holds callbacks back only until AllowRebalance, so without the lock a
-// callback could run between AllowRebalance and the next poll, alongside
-// the loop's own bookkeeping.
+// iterate is one turn of the loop: finish restores, advance swaps, poll,
+// process, commit point. Everything but the poll itself runs under r.mu,
+// which the group callbacks also take: BlockRebalanceOnPoll holds callbacks
+// back only until AllowRebalance, so without the lock a callback could run
+// between AllowRebalance and the next poll, alongside the loop's own
+// bookkeeping.
 func (r *Runner) iterate(ctx context.Context) (done bool, err error) {
 	r.mu.Lock()
 	if ctx.Err() != nil {
@@ -442,34 +449,25 @@ func (r *Runner) iterate(ctx context.Context) (done bool, err error) {
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var fatal error
+	defer r.cl.AllowRebalance() // before the unlock: callbacks then wait for r.mu
+	if err := r.process(ctx, fetches); err != nil {
+		return false, err
+	}
+	return false, r.commitPoint(ctx)
+}
+
+// process runs a poll's records through their tasks.
+func (r *Runner) process(ctx context.Context, fetches kgo.Fetches) error {
 	fetches.EachError(func(topic string, p int32, ferr error) {
 		if errors.Is(ferr, context.DeadlineExceeded) || errors.Is(ferr, context.Canceled) {
 			return
 		}
 		r.log.Warn("fetch error", "topic", topic, "partition", p, "err", ferr)
 	})
-	if err := r.beginIfNeeded(fetches); err != nil {
-		fatal = err
-	} else if err := r.processFetches(ctx, fetches); err != nil {
-		fatal = err
+	if err := r.committer.begin(fetches); err != nil {
+		return err
 	}
-	// A waiting rebalance is let in with no open transaction, so it
-	// does not abort processed work.
-	if fatal == nil && (r.commitDue() || r.rebalanceWanted.Swap(false)) {
-		// A stop (ctx canceled) must not cut a commit point in half: it
-		// gets its own bounded context.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
-		start := time.Now()
-		fatal = r.commit(cctx)
-		r.commits.add(time.Since(start))
-		if fatal == nil {
-			r.advanceSwaps(cctx)
-		}
-		cancel()
-	}
-	r.cl.AllowRebalance()
-	return false, fatal
+	return r.processFetches(ctx, fetches)
 }
 
 // pollContext bounds a poll by the next commit point while processed
@@ -504,13 +502,6 @@ func (r *Runner) pollContext(ctx context.Context) (context.Context, context.Canc
 	return pctx, func() { close(stop); cancel() }
 }
 
-func (r *Runner) commitDue() bool {
-	if r.sinceCommit == 0 {
-		return false
-	}
-	return r.sinceCommit >= r.opts.CommitRecords || time.Since(r.lastCommit) >= r.opts.CommitInterval
-}
-
 // processFetches runs every task's share of the poll, tasks in parallel.
 func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error {
 	type work struct {
@@ -530,9 +521,7 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 			r.log.Error("task unavailable; its records are not processed", "topic", ftp.Topic, "partition", ftp.Partition, "err", err)
 			return
 		}
-		if ftp.LastStableOffset >= 0 {
-			t.end = ftp.LastStableOffset
-		}
+		t.win.sawEnd(ftp.LastStableOffset)
 		batch = append(batch, work{t, ftp.Records})
 	})
 	if len(batch) == 0 {
@@ -549,18 +538,18 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 			defer func() { <-sem; wg.Done() }()
 			processed[i], errs[i] = w.t.processBatch(ctx, w.recs)
 		}()
-		w.t.fetchEnd = w.recs[len(w.recs)-1].Offset + 1
+		w.t.win.fetched(w.recs[len(w.recs)-1].Offset)
 	}
 	wg.Wait()
 	for i, n := range processed {
 		r.sinceCommit += n
-		batch[i].t.setLag(-1, batch[i].t.fetchEnd)
+		t := batch[i].t
+		t.setLag(-1, t.win.fetchedEnd())
 		// A task that stopped before the end of its records (failed under
 		// on_error: fail, or shutting down) must not have the rest counted
 		// as consumed: fetch them again from where it stopped.
-		if t := batch[i].t; t.stoppedAt >= 0 {
-			r.rewind(t, t.stoppedAt)
-			t.stoppedAt = -1
+		if at, stopped := t.win.takeStop(); stopped {
+			r.rewind(t, at)
 		}
 	}
 	return errors.Join(errs...)
@@ -613,16 +602,21 @@ func (r *Runner) taskFor(ctx context.Context, topic string, partition int32) (*t
 	return t, nil
 }
 
-func (r *Runner) onAssigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
-	if r.deferCallback("assigned", assigned) {
-		return
+// groupCallback is the client's callback for kind: run under r.mu, or
+// queued by the committer while a transaction ends (it cannot take r.mu
+// then), or nothing once the runner is closing (the tasks are closed).
+func (r *Runner) groupCallback(kind callbackKind, run func(context.Context, map[string][]int32)) func(context.Context, *kgo.Client, map[string][]int32) {
+	return func(ctx context.Context, _ *kgo.Client, parts map[string][]int32) {
+		if r.committer.deferCallback(kind, parts) {
+			return
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.closing {
+			return
+		}
+		run(ctx, parts)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closing {
-		return
-	}
-	r.assign(ctx, assigned)
 }
 
 // assign starts the tasks of newly assigned partitions; the caller holds r.mu.
@@ -637,46 +631,21 @@ func (r *Runner) assign(ctx context.Context, assigned map[string][]int32) {
 	r.log.Info("partitions assigned", "partitions", assigned)
 }
 
-// onRevoked ends the revoked tasks' work before their partitions are
+// revoke ends the revoked tasks' work before their partitions are
 // released (I5). Because of BlockRebalanceOnPoll this runs between polls,
 // when nothing is in flight. Under at_least_once everything processed is
 // flushed and committed. Under exactly_once the loop has already committed
 // if it saw the rebalance coming; otherwise the open transaction is
 // aborted by the session and every task rewinds to its committed offsets.
-func (r *Runner) onRevoked(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
-	if r.deferCallback("revoked", revoked) {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closing {
-		return
-	}
-	if r.sess != nil {
-		r.closeTasks(ctx, revoked)
-		r.log.Info("partitions revoked", "partitions", revoked)
-		return
-	}
-	if err := r.commit(ctx); err != nil {
-		// The new owner re-reads from the last committed offset: duplicates
-		// are possible under at-least-once, loss is not.
-		r.log.Error("commit on revoke failed; the records since the last commit will be processed again", "err", err)
-	}
+func (r *Runner) revoke(ctx context.Context, revoked map[string][]int32) {
+	r.committer.beforeRevoke(ctx)
 	r.closeTasks(ctx, revoked)
 	r.log.Info("partitions revoked", "partitions", revoked)
 }
 
-// onLost drops the tasks without committing: another member may already own
+// lose drops the tasks without committing: another member may already own
 // the partitions, so nothing of ours may be committed for them.
-func (r *Runner) onLost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
-	if r.deferCallback("lost", lost) {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closing {
-		return
-	}
+func (r *Runner) lose(ctx context.Context, lost map[string][]int32) {
 	r.closeTasks(ctx, lost)
 	r.sinceCommit = 0
 	r.log.Warn("partitions lost; uncommitted work for them is dropped", "partitions", lost)
@@ -698,130 +667,6 @@ func (r *Runner) closeTasks(ctx context.Context, parts map[string][]int32) {
 	}
 }
 
-// commit is a commit point: wait until every produced record is
-// acknowledged, then commit the input offsets of the processed records. An
-// offset is never committed before the outputs of the records below it are
-// acknowledged (I1).
-func (r *Runner) commit(ctx context.Context) error {
-	if r.broken != nil {
-		return r.broken
-	}
-	if r.sess != nil {
-		return r.commitTxn(ctx)
-	}
-	if failed := r.failedCanaries(); len(failed) > 0 {
-		return r.rollBackALO(ctx, failed)
-	}
-	for _, t := range r.tasks {
-		t.produceChangelog()
-	}
-	if err := r.cl.Flush(ctx); err != nil {
-		return fmt.Errorf("flushing outputs: %w", err)
-	}
-	if perr := r.produceErr.Load(); perr != nil {
-		r.broken = fmt.Errorf("producing outputs failed, offsets not committed past the failed records: %w", *perr)
-		return r.broken
-	}
-	// Outputs and changelog records are acknowledged: the state can be
-	// applied, and only then the input offsets move (a crash in between
-	// reprocesses records on top of applied state: at-least-once).
-	for _, t := range r.tasks {
-		if err := t.applyState(); err != nil {
-			r.broken = err
-			return err
-		}
-	}
-	offsets := map[string]map[int32]kgo.EpochOffset{}
-	for id, t := range r.tasks {
-		if !t.dirty {
-			continue
-		}
-		if offsets[id.Topic] == nil {
-			offsets[id.Topic] = map[int32]kgo.EpochOffset{}
-		}
-		offsets[id.Topic][id.Partition] = kgo.EpochOffset{Epoch: t.epoch, Offset: t.next}
-	}
-	if len(offsets) > 0 {
-		var cerr error
-		r.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsgCommitReq, resp *kmsgCommitResp, err error) {
-			cerr = commitError(resp, err)
-		})
-		if cerr != nil {
-			if retriableCommitErr(cerr) {
-				// The group moved on (a rebalance, a newer member epoch):
-				// the offsets stay uncommitted and go with the next commit
-				// point, or the next owner processes the records again
-				// (at-least-once). The outputs are already acknowledged.
-				r.log.Info("offset commit refused by the group; retrying at the next commit point", "err", cerr)
-				r.sinceCommit = 0
-				r.lastCommit = time.Now()
-				return nil
-			}
-			return fmt.Errorf("committing offsets: %w", cerr)
-		}
-		for _, t := range r.tasks {
-			t.dirty = false
-		}
-		for _, p := range r.procs {
-			p.Stats.Commits.Add(1)
-		}
-	}
-	for _, t := range r.tasks {
-		t.windowStart = -1
-	}
-	r.sinceCommit = 0
-	r.lastCommit = time.Now()
-	return nil
-}
-
-// rollBackALO is the at_least_once commit point at which a swapped version
-// failed its canary. What it produced cannot be taken back (its outputs
-// stand: at-least-once), but nothing since the last commit point is
-// committed: every task drops its pending state and rewinds to the first
-// record it processed since then, and the previous version processes those
-// records again, the failed ones included.
-func (r *Runner) rollBackALO(ctx context.Context, failed []*task) error {
-	if err := r.cl.Flush(ctx); err != nil {
-		return fmt.Errorf("flushing outputs: %w", err)
-	}
-	for _, t := range r.tasks {
-		if t.windowStart < 0 {
-			continue
-		}
-		if t.st != nil {
-			t.st.Discard()
-		}
-		r.rewind(t, t.windowStart)
-		t.windowStart = -1
-		t.next = -1
-		t.dirty = false
-	}
-	r.sinceCommit = 0
-	r.lastCommit = time.Now()
-	r.rollBack(ctx, failed)
-	return nil
-}
-
-// rewind makes the consumer fetch a partition again from offset, and
-// (under exactly_once) makes that the offset the next transaction commits.
-// Only the poll loop calls it, before AllowRebalance.
-func (r *Runner) rewind(t *task, offset int64) {
-	r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{
-		t.id.Topic: {t.id.Partition: {Epoch: -1, Offset: offset}},
-	})
-}
-
-func (r *Runner) produce(rec *kgo.Record) {
-	r.cl.Produce(context.Background(), rec, r.onProduced)
-}
-
-func (r *Runner) onProduced(rec *kgo.Record, err error) {
-	if err != nil {
-		werr := fmt.Errorf("topic %s: %w", rec.Topic, err)
-		r.produceErr.CompareAndSwap(nil, &werr)
-	}
-}
-
 // shutdown commits what was processed, closes every task and leaves the group.
 func (r *Runner) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -836,7 +681,7 @@ func (r *Runner) shutdown() error {
 		}
 	}()
 	var err error
-	if (r.sinceCommit > 0 || r.inTxn) && r.broken == nil {
+	if (r.sinceCommit > 0 || r.committer.open()) && r.broken == nil {
 		if err = r.commit(ctx); err != nil {
 			err = fmt.Errorf("final commit: %w", err)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/state"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 // goPlugin is a processor written in Go, standing in for a Wasm instance so
@@ -41,11 +42,6 @@ func (p *goPlugin) Instantiate(_ context.Context, _ TaskID, sink Sink, _ *state.
 	return &goInstance{p: p, sink: sink}, nil
 }
 
-type kindError struct{ kind string }
-
-func (e kindError) Error() string       { return "plugin rejected the record (" + e.kind + ")" }
-func (e kindError) FailureKind() string { return e.kind }
-
 func (i *goInstance) Process(_ context.Context, rec *abi.Record) error {
 	if i.p.delay > 0 {
 		time.Sleep(i.p.delay)
@@ -56,7 +52,7 @@ func (i *goInstance) Process(_ context.Context, rec *abi.Record) error {
 	}
 	if i.p.fail[string(rec.Key)] {
 		// Emitted before failing: the emit must be discarded with the record.
-		return kindError{"trap"}
+		return &KindError{Kind: FailureTrap, Err: errors.New("plugin rejected the record")}
 	}
 	return nil
 }
@@ -88,20 +84,20 @@ func (f *fixture) produceInputs(t *testing.T, from, n int) {
 	f.b.Produce(t, recs...)
 }
 
-func (f *fixture) runner(t *testing.T, p Plugin, onError string, extra ...kgo.Opt) *Runner {
+func (f *fixture) runner(t *testing.T, p Plugin, onError ErrorPolicy, extra ...kgo.Opt) *Runner {
 	return f.runnerWith(t, p, onError, nil, extra...)
 }
 
 // runnerWith is runner with mutate applied to the options before New.
-func (f *fixture) runnerWith(t *testing.T, p Plugin, onError string, mutate func(*Options), extra ...kgo.Opt) *Runner {
+func (f *fixture) runnerWith(t *testing.T, p Plugin, onError ErrorPolicy, mutate func(*Options), extra ...kgo.Opt) *Runner {
 	opts := Options{
 		AppID:              f.group,
 		Kafka:              kclient.Config{Brokers: f.b.Addrs(), ClientID: "test"},
 		CommitInterval:     50 * time.Millisecond,
 		CommitRecords:      1000,
-		StartOffset:        "earliest",
+		StartOffset:        Earliest,
 		SessionTimeout:     10 * time.Second,
-		ExactlyOnce:        f.eos,
+		Guarantee:          guarantee(f.eos),
 		TransactionalID:    f.b.Name(t, "txn"),
 		TransactionTimeout: 10 * time.Second,
 		Processors: []ProcessorSpec{{
@@ -119,6 +115,13 @@ func (f *fixture) runnerWith(t *testing.T, p Plugin, onError string, mutate func
 		t.Fatal(err)
 	}
 	return r
+}
+
+func guarantee(eos bool) Guarantee {
+	if eos {
+		return ExactlyOnce
+	}
+	return AtLeastOnce
 }
 
 func testLogger(t *testing.T) *slog.Logger { return testbroker.Logger(t, slog.LevelWarn) }
@@ -180,17 +183,12 @@ func (f *fixture) endOffsets(t *testing.T, topic string) map[int32]int64 {
 // waitCommitted waits until the committed offsets of the input equal want.
 func (f *fixture) waitCommitted(t *testing.T, want map[int32]int64) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		got := f.committed(t, f.in)
-		if equalOffsets(got, want, true) {
-			return
+	testutil.Eventually(t, 60*time.Second, func() error {
+		if got := f.committed(t, f.in); !equalOffsets(got, want, true) {
+			return fmt.Errorf("committed offsets %v, want %v", got, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("committed offsets %v, want %v", got, want)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // equalOffsets compares, treating a missing partition as offset 0 when zeroOK.
@@ -219,7 +217,7 @@ func values(recs []*kgo.Record) []string {
 func testProcessesEveryRecordAndCommits(t *testing.T, eos bool) {
 	f := newFixture(t, eos, 3)
 	f.produceInputs(t, 0, 300)
-	r := f.runner(t, &goPlugin{}, "fail")
+	r := f.runner(t, &goPlugin{}, Fail)
 	stop := start(t, r)
 	f.waitCommitted(t, f.endOffsets(t, f.in))
 	if err := stop(); err != nil {
@@ -252,10 +250,22 @@ func testProcessesEveryRecordAndCommits(t *testing.T, eos bool) {
 func testFailPolicyStopsTaskAtRecord(t *testing.T, eos bool) {
 	f := newFixture(t, eos, 1)
 	f.produceInputs(t, 0, 10) // single partition: offsets 0..9 = k0..k9
-	r := f.runner(t, &goPlugin{fail: map[string]bool{"k4": true}}, "fail")
+	p := &goPlugin{fail: map[string]bool{"k4": true}}
+	r := f.runner(t, p, Fail)
 	stop := start(t, r)
 	f.waitCommitted(t, map[int32]int64{0: 4})
-	time.Sleep(200 * time.Millisecond) // give a wrong implementation time to move on
+	// A wrong implementation would go on past k4 (in this batch or a fetch
+	// after it) and commit beyond it.
+	seen := p.seen[0].Load()
+	testutil.Consistently(t, 200*time.Millisecond, func() error {
+		if n := p.seen[0].Load(); n != seen {
+			return fmt.Errorf("the stopped task ran %d more records", n-seen)
+		}
+		if got := f.committed(t, f.in)[0]; got != 4 {
+			return fmt.Errorf("committed %d, want 4 (the failed record)", got)
+		}
+		return nil
+	})
 	if n := r.Stats("upper").StoppedTasks.Load(); n != 1 {
 		t.Fatalf("%d stopped tasks held, want 1", n)
 	}
@@ -282,7 +292,7 @@ func testFailPolicyStopsTaskAtRecord(t *testing.T, eos bool) {
 func testSkipPolicyMovesOn(t *testing.T, eos bool) {
 	f := newFixture(t, eos, 2)
 	f.produceInputs(t, 0, 20)
-	r := f.runner(t, &goPlugin{fail: map[string]bool{"k3": true, "k7": true}}, "skip")
+	r := f.runner(t, &goPlugin{fail: map[string]bool{"k3": true, "k7": true}}, Skip)
 	stop := start(t, r)
 	f.waitCommitted(t, f.endOffsets(t, f.in))
 	if err := stop(); err != nil {
@@ -305,7 +315,7 @@ func testSkipPolicyMovesOn(t *testing.T, eos bool) {
 func testDeadLetterHoldsExactlyTheFailedRecords(t *testing.T, eos bool) {
 	f := newFixture(t, eos, 2)
 	f.produceInputs(t, 0, 20)
-	r := f.runner(t, &goPlugin{fail: map[string]bool{"k3": true, "k7": true}}, "dead_letter")
+	r := f.runner(t, &goPlugin{fail: map[string]bool{"k3": true, "k7": true}}, DeadLetter)
 	stop := start(t, r)
 	f.waitCommitted(t, f.endOffsets(t, f.in))
 	if err := stop(); err != nil {
@@ -336,7 +346,7 @@ func testNoCommitWhenOutputsFail(t *testing.T, eos bool) {
 	f := newFixture(t, eos, 1)
 	f.produceInputs(t, 0, 5)
 	f.out = f.b.Name(t, "missing") // never created
-	r := f.runner(t, &goPlugin{}, "fail", kgo.RecordDeliveryTimeout(2*time.Second))
+	r := f.runner(t, &goPlugin{}, Fail, kgo.RecordDeliveryTimeout(2*time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	err := r.Run(ctx)
@@ -354,9 +364,9 @@ func testNoCommitWhenOutputsFail(t *testing.T, eos bool) {
 func testGroupMembersShareWork(t *testing.T, eos bool) {
 	f := newFixture(t, eos, 4)
 	f.produceInputs(t, 0, 200)
-	r1 := f.runner(t, &goPlugin{}, "fail")
+	r1 := f.runner(t, &goPlugin{}, Fail)
 	stop1 := start(t, r1)
-	r2 := f.runner(t, &goPlugin{}, "fail")
+	r2 := f.runner(t, &goPlugin{}, Fail)
 	stop2 := start(t, r2)
 	f.produceInputs(t, 200, 200)
 	f.waitCommitted(t, f.endOffsets(t, f.in))
@@ -390,7 +400,7 @@ func testBufferedRecordsAcrossRebalance(t *testing.T, eos bool) {
 	f.produceInputs(t, 0, n)
 	slow := &goPlugin{delay: 2 * time.Millisecond}
 	fast := kgo.HeartbeatInterval(200 * time.Millisecond) // notice the join quickly
-	r1 := f.runner(t, slow, "fail", kgo.FetchMaxPartitionBytes(64<<10), fast)
+	r1 := f.runner(t, slow, Fail, kgo.FetchMaxPartitionBytes(64<<10), fast)
 	r1.opts.MaxPoll = 50 // short polls: rebalances get in often
 	// Commit points are rare, so when the rebalance comes there is work
 	// since the last one (about half a second's), which the rebalance must
@@ -401,14 +411,15 @@ func testBufferedRecordsAcrossRebalance(t *testing.T, eos bool) {
 	// Let member 1 get going on every partition, so that whichever
 	// partitions the rebalance takes from it have work since its last
 	// commit point, and its client has buffered records for all of them.
-	deadline := time.Now().Add(30 * time.Second)
-	for slow.seen[0].Load() < 20 || slow.seen[1].Load() < 20 || slow.seen[2].Load() < 20 || slow.seen[3].Load() < 20 {
-		if time.Now().After(deadline) {
-			t.Fatal("member 1 did not start processing")
+	testutil.Eventually(t, 30*time.Second, func() error {
+		for p := range 4 {
+			if n := slow.seen[p].Load(); n < 20 {
+				return fmt.Errorf("member 1 processed %d records of partition %d, want 20", n, p)
+			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	r2 := f.runner(t, slow, "fail", fast)
+		return nil
+	})
+	r2 := f.runner(t, slow, Fail, fast)
 	r2.opts.MaxPoll = 50
 	stop2 := start(t, r2)
 	f.waitCommitted(t, f.endOffsets(t, f.in))
@@ -438,14 +449,14 @@ func testBufferedRecordsAcrossRebalance(t *testing.T, eos bool) {
 func testRestartContinuesFromCommit(t *testing.T, eos bool) {
 	f := newFixture(t, eos, 2)
 	f.produceInputs(t, 0, 100)
-	r := f.runner(t, &goPlugin{}, "fail")
+	r := f.runner(t, &goPlugin{}, Fail)
 	stop := start(t, r)
 	f.waitCommitted(t, f.endOffsets(t, f.in))
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	f.produceInputs(t, 100, 100)
-	r2 := f.runner(t, &goPlugin{}, "fail")
+	r2 := f.runner(t, &goPlugin{}, Fail)
 	stop2 := start(t, r2)
 	f.waitCommitted(t, f.endOffsets(t, f.in))
 	if err := stop2(); err != nil {
@@ -493,11 +504,10 @@ func TestRunner(t *testing.T) {
 func TestLag(t *testing.T) {
 	f := newFixture(t, true, 2)
 	f.produceInputs(t, 0, 200)
-	r := f.runner(t, &goPlugin{fail: map[string]bool{"k7": true}}, "fail")
+	r := f.runner(t, &goPlugin{fail: map[string]bool{"k7": true}}, Fail)
 	stop := start(t, r)
-	deadline := time.Now().Add(30 * time.Second)
 	var lag map[TaskID]int64
-	for {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		lag = r.Lag("upper")
 		zero, stuck := 0, 0
 		for _, l := range lag {
@@ -507,14 +517,11 @@ func TestLag(t *testing.T) {
 				stuck++
 			}
 		}
-		if len(lag) == 2 && zero == 1 && stuck == 1 {
-			break
+		if len(lag) != 2 || zero != 1 || stuck != 1 {
+			return fmt.Errorf("lag %v: want one task at 0 and the failed one behind", lag)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lag %v: want one task at 0 and the failed one behind", lag)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

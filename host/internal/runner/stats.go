@@ -26,8 +26,7 @@ type Stats struct {
 	LatencyBuckets [len(LatencyBounds) + 1]atomic.Int64
 	LatencySumNs   atomic.Int64
 
-	mu       sync.Mutex
-	failures map[string]int64 // by failure kind
+	failures [numFailureKinds]atomic.Int64 // by failure kind
 }
 
 // LatencyBounds are the upper bounds of the processing latency buckets.
@@ -37,7 +36,7 @@ var LatencyBounds = [...]time.Duration{
 	100 * time.Millisecond, time.Second,
 }
 
-func newStats() *Stats { return &Stats{failures: map[string]int64{}} }
+func newStats() *Stats { return &Stats{} }
 
 func (s *Stats) observeLatency(d time.Duration) {
 	s.LatencySumNs.Add(int64(d))
@@ -50,19 +49,16 @@ func (s *Stats) observeLatency(d time.Duration) {
 	s.LatencyBuckets[len(LatencyBounds)].Add(1)
 }
 
-func (s *Stats) failure(kind string) {
-	s.mu.Lock()
-	s.failures[kind]++
-	s.mu.Unlock()
-}
+func (s *Stats) failure(kind FailureKind) { s.failures[kind].Add(1) }
 
-// Failures returns a copy of the failure counts by kind.
+// Failures returns the failure counts by kind label (FailureKind.String),
+// kinds that never happened left out.
 func (s *Stats) Failures() map[string]int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[string]int64, len(s.failures))
-	for k, v := range s.failures {
-		out[k] = v
+	out := map[string]int64{}
+	for k := range s.failures {
+		if n := s.failures[k].Load(); n > 0 {
+			out[FailureKind(k).String()] = n
+		}
 	}
 	return out
 }

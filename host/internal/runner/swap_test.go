@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host/internal/state"
 	"github.com/wasmstream/wasmstream/host/internal/versions"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 func versionOf(r *kgo.Record) string {
@@ -26,13 +28,12 @@ func versionOf(r *kgo.Record) string {
 // waitProcessed waits until the processor has taken in at least n records.
 func waitProcessed(t *testing.T, r *Runner, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for r.Stats("upper").RecordsIn.Load() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("processed %d records, want %d", r.Stats("upper").RecordsIn.Load(), n)
+	testutil.Eventually(t, 60*time.Second, func() error {
+		if got := r.Stats("upper").RecordsIn.Load(); got < n {
+			return fmt.Errorf("processed %d records, want %d", got, n)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // A swap while records flow: every input comes out exactly once; within
@@ -43,7 +44,7 @@ func testSwapUnderLoad(t *testing.T, eos bool) {
 	f := newFixture(t, eos, 4)
 	const n = 4000
 	f.produceInputs(t, 0, n/2)
-	r := f.runner(t, &goPlugin{delay: 100 * time.Microsecond}, "fail")
+	r := f.runner(t, &goPlugin{delay: 100 * time.Microsecond}, Fail)
 	stop := start(t, r)
 	waitProcessed(t, r, 300)
 	if err := r.vers.Propose("upper", versions.Info{ID: "v2"}, &goPlugin{delay: 100 * time.Microsecond}, versions.Canary{}); err != nil {
@@ -100,7 +101,7 @@ func testSwapUnderLoad(t *testing.T, eos bool) {
 // exactly_once none of its outputs is committed and every input comes out
 // exactly once, from the old version. Under at_least_once the rollback
 // happens too, and every input comes out at least once.
-func testAutoRollback(t *testing.T, eos bool, onError string) {
+func testAutoRollback(t *testing.T, eos bool, onError ErrorPolicy) {
 	f := newFixture(t, eos, 4)
 	const n = 3000
 	f.produceInputs(t, 0, n/2)
@@ -161,9 +162,9 @@ func TestSwap(t *testing.T) {
 	}{{"exactly_once", true}, {"at_least_once", false}} {
 		t.Run(mode.name, func(t *testing.T) {
 			t.Run("UnderLoad", func(t *testing.T) { testSwapUnderLoad(t, mode.eos) })
-			t.Run("AutoRollbackSkip", func(t *testing.T) { testAutoRollback(t, mode.eos, "skip") })
+			t.Run("AutoRollbackSkip", func(t *testing.T) { testAutoRollback(t, mode.eos, Skip) })
 			if mode.eos {
-				t.Run("AutoRollbackFail", func(t *testing.T) { testAutoRollback(t, mode.eos, "fail") })
+				t.Run("AutoRollbackFail", func(t *testing.T) { testAutoRollback(t, mode.eos, Fail) })
 			}
 		})
 	}
@@ -174,19 +175,18 @@ func TestSwap(t *testing.T) {
 func TestSwapToBrokenVersionKeepsTheOld(t *testing.T) {
 	f := newFixture(t, true, 2)
 	f.produceInputs(t, 0, 100)
-	r := f.runner(t, &goPlugin{}, "fail")
+	r := f.runner(t, &goPlugin{}, Fail)
 	stop := start(t, r)
 	waitProcessed(t, r, 100)
 	if err := r.vers.Propose("upper", versions.Info{ID: "broken"}, brokenPlugin{}, versions.Canary{}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for r.Stats("upper").SwapFailures.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the broken version was never tried")
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if r.Stats("upper").SwapFailures.Load() == 0 {
+			return errors.New("the broken version was never tried")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	f.produceInputs(t, 100, 100)
 	f.waitCommitted(t, f.endOffsets(t, f.in))
 	active, tasks := activeVersion(r, "upper")
@@ -218,7 +218,7 @@ func (brokenPlugin) Instantiate(context.Context, TaskID, Sink, *state.Task) (Pro
 func TestSwapWhileIdle(t *testing.T) {
 	f := newFixture(t, true, 3)
 	f.produceInputs(t, 0, 30)
-	r := f.runner(t, &goPlugin{}, "fail")
+	r := f.runner(t, &goPlugin{}, Fail)
 	stop := start(t, r)
 	f.waitCommitted(t, f.endOffsets(t, f.in))
 	for i := 2; i <= 6; i++ {
@@ -226,21 +226,17 @@ func TestSwapWhileIdle(t *testing.T) {
 		if err := r.vers.Propose("upper", versions.Info{ID: id}, &goPlugin{}, versions.Canary{}); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testutil.Eventually(t, 30*time.Second, func() error {
 			_, tasks := activeVersion(r, "upper")
 			done := len(tasks) == 3
 			for _, v := range tasks {
 				done = done && v == id
 			}
-			if done {
-				break
+			if !done {
+				return fmt.Errorf("idle tasks still run %v, want %s", tasks, id)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("idle tasks still run %v, want %s", tasks, id)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)

@@ -2,23 +2,14 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
-	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/state"
-)
-
-type (
-	kmsgCommitReq  = kmsg.OffsetCommitRequest
-	kmsgCommitResp = kmsg.OffsetCommitResponse
 )
 
 // task is one processor on one input partition. Its fields are used by one
@@ -30,24 +21,12 @@ type task struct {
 	proc *procState
 	inst Processor
 
-	// next is the offset of the first record not yet processed: the offset
-	// to commit. Only processed records move it (I5).
-	next  int64
-	epoch int32
-	dirty bool // next moved since the last commit
-	// windowStart is the offset of the first record processed since the
-	// last commit point (-1: none): where an at_least_once rollback
-	// rewinds to.
-	windowStart int64
-
-	// failed stops the task under the fail policy at offset failedAt; next
-	// stays there.
-	failed   error
-	failedAt int64
-	// stoppedAt is the offset of the first record of the current batch the
-	// task did not finish (-1: it finished them all); the loop rewinds the
-	// consumer there.
-	stoppedAt int64
+	// win is the task's commit window: its commit position, where its
+	// batch stopped, its partition's end and its changelog positions.
+	win window
+	// failed stops the task (on_error: fail, a failed restore); the window
+	// holds the offset it stopped at.
+	failed error
 
 	in     abi.Record // reused input record
 	staged []*kgo.Record
@@ -68,30 +47,17 @@ type task struct {
 	stallFrom     time.Time
 	gapFrom       time.Time // the same, at a commit point without a switch
 
-	// end is the end of the partition (its last stable offset) as of the
-	// latest fetch; fetchEnd the offset after the latest fetched record.
-	end      int64
-	fetchEnd int64
-
 	// st is the task's state (nil without stores). restoring is set until
 	// its restore has finished and been taken in by the poll loop.
 	st        *state.Task
 	restoring *restoreState
-	// changelogNext[i] is the offset after the last changelog record of
-	// store i acknowledged since the last commit point (-1: none); set by
-	// produce promises, read after Flush.
-	changelogNext []atomic.Int64
 }
 
 func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, error) {
-	t := &task{id: id, r: r, proc: ps, next: -1, stoppedAt: -1, windowStart: -1,
+	t := &task{id: id, r: r, proc: ps, win: newWindow(len(ps.spec.Stores)),
 		ver: newVersion(r.vers.Active(ps.spec.Name))}
 	if len(ps.spec.Stores) > 0 {
 		t.st = r.opts.State.Task(ps.spec.Name, id.Partition, ps.spec.Stores)
-		t.changelogNext = make([]atomic.Int64, len(ps.spec.Stores))
-		for i := range t.changelogNext {
-			t.changelogNext[i].Store(-1)
-		}
 	}
 	inst, err := t.ver.Plugin.Instantiate(ctx, id, t, t.st)
 	if err != nil {
@@ -182,37 +148,31 @@ func (t *task) processBatch(ctx context.Context, recs []*kgo.Record) (int, error
 		// Fetching is paused while the task restores, so records can only
 		// be here if they were fetched before the pause took effect. They
 		// are not processed on incomplete state: fetch them again later.
-		t.stoppedAt = recs[0].Offset
+		t.win.stopAt(recs[0].Offset)
 		return 0, nil
 	}
 	for _, kr := range recs {
 		if t.failed != nil {
-			t.stoppedAt = t.failedAt // never count a record past the failed one
+			t.win.stopAtFailure() // never count a record past the failed one
 			break
 		}
 		if ctx.Err() != nil {
-			t.stoppedAt = kr.Offset
+			t.win.stopAt(kr.Offset)
 			break
 		}
-		if t.next >= 0 && kr.Offset < t.next {
+		if !t.win.take(kr.Offset) {
 			continue // already processed (a re-fetch after a rewind)
-		}
-		if t.windowStart < 0 {
-			t.windowStart = kr.Offset
 		}
 		err := t.processOne(ctx, kr)
 		t.canaryIn++
 		if err != nil {
 			t.canaryFailed++
 			if handled := t.onFailure(kr, err); !handled {
-				t.failedAt = kr.Offset
-				t.stoppedAt = kr.Offset
+				t.win.failed(kr.Offset)
 				break
 			}
 		}
-		t.next = kr.Offset + 1
-		t.epoch = kr.LeaderEpoch
-		t.dirty = true
+		t.win.processed(kr.Offset, kr.LeaderEpoch)
 		done++
 	}
 	return done, nil
@@ -278,13 +238,13 @@ func (t *task) onFailure(kr *kgo.Record, err error) bool {
 	stats := t.proc.Stats
 	kind := failureKind(err)
 	stats.failure(kind)
-	attrs := []any{"task", t.id.String(), "topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset, "kind", kind, "err", err}
+	attrs := []any{"task", t.id.String(), "topic", kr.Topic, "partition", kr.Partition, "offset", kr.Offset, "kind", kind.String(), "err", err}
 	switch t.proc.spec.OnError {
-	case "skip":
+	case Skip:
 		stats.Skipped.Add(1)
 		t.r.log.Warn("record failed; skipped (on_error: skip)", attrs...)
 		return true
-	case "dead_letter":
+	case DeadLetter:
 		t.r.produce(t.deadLetter(kr, kind, err))
 		stats.DeadLettered.Add(1)
 		t.r.log.Warn("record failed; sent to dead-letter topic "+t.proc.spec.DeadLetterTopic, attrs...)
@@ -320,13 +280,7 @@ func (t *task) produceChangelog() {
 				t.r.onProduced(rec, err)
 				return
 			}
-			next := &t.changelogNext[store]
-			for {
-				cur := next.Load()
-				if rec.Offset+1 <= cur || next.CompareAndSwap(cur, rec.Offset+1) {
-					break
-				}
-			}
+			t.win.changelogAcked(store, rec.Offset)
 		})
 	}
 }
@@ -339,13 +293,7 @@ func (t *task) applyState() error {
 	if t.st == nil {
 		return nil
 	}
-	checkpoints := map[int]int64{}
-	for i := range t.changelogNext {
-		if next := t.changelogNext[i].Swap(-1); next >= 0 {
-			checkpoints[i] = next
-		}
-	}
-	if err := t.st.Apply(checkpoints); err != nil {
+	if err := t.st.Apply(t.win.takeCheckpoints()); err != nil {
 		return fmt.Errorf("task %s: applying state: %w", t.id, err)
 	}
 	return nil
@@ -361,11 +309,11 @@ const (
 	HeaderSourceOff   = "wasmstream-source-offset"
 )
 
-func (t *task) deadLetter(kr *kgo.Record, kind string, err error) *kgo.Record {
+func (t *task) deadLetter(kr *kgo.Record, kind FailureKind, err error) *kgo.Record {
 	hs := make([]kgo.RecordHeader, 0, len(kr.Headers)+7)
 	hs = append(hs, kr.Headers...)
 	hs = append(hs,
-		kgo.RecordHeader{Key: HeaderErrorKind, Value: []byte(kind)},
+		kgo.RecordHeader{Key: HeaderErrorKind, Value: []byte(kind.String())},
 		kgo.RecordHeader{Key: HeaderError, Value: []byte(err.Error())},
 		kgo.RecordHeader{Key: HeaderProcessor, Value: []byte(t.proc.spec.Name)},
 		kgo.RecordHeader{Key: HeaderSourceTopic, Value: []byte(kr.Topic)},
@@ -383,49 +331,12 @@ func (t *task) deadLetter(kr *kgo.Record, kind string, err error) *kgo.Record {
 	}
 }
 
-// failureKind classifies an error for metrics and dead-letter headers. The
-// engine's errors carry a kind; anything else is "error".
-func failureKind(err error) string {
-	var k interface{ FailureKind() string }
-	if errors.As(err, &k) {
-		return k.FailureKind()
-	}
-	return "error"
-}
-
-func commitError(resp *kmsg.OffsetCommitResponse, err error) error {
-	if err != nil {
-		return err
-	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if perr := kerr.ErrorForCode(p.ErrorCode); perr != nil {
-				return fmt.Errorf("%s/%d: %w", t.Topic, p.Partition, perr)
-			}
-		}
-	}
-	return nil
-}
-
-// setLag records the task's lag after a fetch: end is the partition's last
-// stable offset if the fetch said (-1 otherwise), fetched the offset after
-// its last fetched record if it had records (-1 otherwise). The position
-// is the task's next offset, or the fetched end when it has none yet.
+// setLag records the task's lag after a fetch (see window.lag).
 func (t *task) setLag(end, fetched int64) {
-	if end >= 0 {
-		t.end = end
-	}
-	if fetched > t.end {
-		t.end = fetched
-	}
-	pos := t.next
-	if pos < 0 {
-		pos = fetched
-	}
-	if pos < 0 || t.end <= 0 {
+	lag, ok := t.win.lag(end, fetched)
+	if !ok {
 		return
 	}
-	lag := max(t.end-pos, 0)
 	t.proc.mu.Lock()
 	t.proc.lag[t.id] = lag
 	t.proc.mu.Unlock()

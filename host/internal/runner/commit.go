@@ -1,0 +1,98 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// committer ends commit windows: one implementation per guarantee
+// (atLeastOnce in alo.go, exactlyOnce in eos.go). Every method but
+// deferCallback runs under r.mu, on the loop or in a group callback.
+type committer interface {
+	// begin prepares for a poll's records before they are processed
+	// (exactly_once opens a transaction).
+	begin(fetches kgo.Fetches) error
+	// commit is a commit point: every task's window is committed, or
+	// dropped and rewound. r.broken is nil when it is called.
+	commit(ctx context.Context) error
+	// open reports whether processed work waits in an open transaction:
+	// swaps wait for it, shutdown commits it.
+	open() bool
+	// wantsCommit reports, once, that a commit point should come now
+	// though none is due (a rebalance waits for this member).
+	wantsCommit() bool
+	// beforeRevoke ends the work of partitions about to be revoked, before
+	// their tasks close (I5).
+	beforeRevoke(ctx context.Context)
+	// deferCallback queues a group callback that must not take r.mu now,
+	// and reports whether it did. Called without r.mu.
+	deferCallback(kind callbackKind, parts map[string][]int32) bool
+}
+
+// commit is a commit point (see committer.commit); a broken runner commits
+// nothing ever again.
+func (r *Runner) commit(ctx context.Context) error {
+	if r.broken != nil {
+		return r.broken
+	}
+	return r.committer.commit(ctx)
+}
+
+// commitPoint runs a commit point after a poll's records if one is due or a
+// rebalance waits (it is let in with no open transaction, so it does not
+// abort processed work), then lets waiting swaps in.
+func (r *Runner) commitPoint(ctx context.Context) error {
+	if !r.commitDue() && !r.committer.wantsCommit() {
+		return nil
+	}
+	// A stop (ctx canceled) must not cut a commit point in half: it gets
+	// its own bounded context.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	start := time.Now()
+	err := r.commit(cctx)
+	r.commits.add(time.Since(start))
+	if err != nil {
+		return err
+	}
+	r.advanceSwaps(cctx)
+	return nil
+}
+
+func (r *Runner) commitDue() bool {
+	if r.sinceCommit == 0 {
+		return false
+	}
+	return r.sinceCommit >= r.opts.CommitRecords || time.Since(r.lastCommit) >= r.opts.CommitInterval
+}
+
+// windowsClosed restarts the commit schedule: no processed record waits.
+func (r *Runner) windowsClosed() {
+	r.sinceCommit = 0
+	r.lastCommit = time.Now()
+}
+
+// rewind makes the consumer fetch a partition again from offset, and
+// (under exactly_once) makes that the offset the next transaction commits.
+// Only the poll loop calls it, before AllowRebalance.
+func (r *Runner) rewind(t *task, offset int64) {
+	r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{
+		t.id.Topic: {t.id.Partition: {Epoch: -1, Offset: offset}},
+	})
+}
+
+func (r *Runner) produce(rec *kgo.Record) {
+	r.cl.Produce(context.Background(), rec, r.onProduced)
+}
+
+// onProduced keeps the first produce failure since the last commit point;
+// the commit point then commits nothing past it (I1).
+func (r *Runner) onProduced(rec *kgo.Record, err error) {
+	if err != nil {
+		werr := fmt.Errorf("topic %s: %w", rec.Topic, err)
+		r.produceErr.CompareAndSwap(nil, &werr)
+	}
+}

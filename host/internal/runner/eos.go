@@ -1,0 +1,351 @@
+package runner
+
+// The exactly_once committer: one Kafka transaction per commit point,
+// through franz-go's GroupTransactSession.
+//
+// Lock order (a lock may be taken while holding the ones before it, never
+// the ones after):
+//
+//	Runner.mu -> exactlyOnce.cbMu -> procState.mu -> leaf locks
+//
+// Runner.mu      grabbed by the loop for everything but the poll itself (so
+//                also for the whole of a commit point and its End), and by
+//                group callbacks that are not deferred.
+// cbMu           grabbed when End starts and ends (ending), when a callback
+//                asks whether to queue itself (deferCallback, without
+//                Runner.mu: it runs on a kgo goroutine while the loop holds
+//                Runner.mu inside End), and when the loop drains the queue.
+//                Nothing else is taken under it.
+// procState.mu   grabbed when version bookkeeping or lag changes (loop,
+//                under Runner.mu) or is read (Swap, ActiveVersion, Lag).
+// leaf locks     restoreProgress.mu, commitSamples.mu: grabbed when a
+//                sample or a progress report is added or read; they take
+//                nothing else.
+//
+// Atomics (no lock):
+//
+//	rebalanceWanted  set by OnPartitionsCallbackBlocked (a kgo goroutine)
+//	                 when a rebalance waits for this member; swapped to
+//	                 false by the loop, which then commits before it calls
+//	                 AllowRebalance.
+//	callbackBlocked  set by the same signal, cleared when any group
+//	                 callback runs; read by End's watchdog.
+//	Runner.produceErr set by produce promises (kgo goroutines) on the first
+//	                 failure; swapped by the commit point, which then aborts.
+//
+// A transaction's states, as the loop sees them:
+//
+//	idle --begin (a poll with records)--> open --commit point--> ending
+//	ending --End committed--> committed: state applied, windows closed --> idle
+//	ending --End aborted----> aborted: state dropped, consumer rewound
+//	                          by the session, queued callbacks run --> idle
+//	ending --End failed-----> broken: the runner stops (fenced or fatal)
+//
+// Group callbacks that arrive while the transaction is ending are queued
+// (they cannot take Runner.mu, which the loop holds through End) and run by
+// the loop when the commit point is over.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// maxProduceAborts is how many transactions in a row may be aborted because
+// a produce failed before the runner stops with the error: an output topic
+// that vanished or a record the broker always refuses would otherwise be
+// retried forever.
+const maxProduceAborts = 5
+
+// endStuckAfter is how long a transaction end may wait for the group before
+// the runner lets the blocked group callbacks run (see end).
+const endStuckAfter = time.Second
+
+type exactlyOnce struct {
+	r    *Runner
+	sess *kgo.GroupTransactSession // its client is r.cl
+
+	// Loop only, under Runner.mu.
+	inTxn bool // a transaction is open
+	// produceAborts counts consecutive transactions aborted because a
+	// produce failed; past maxProduceAborts the runner gives up instead of
+	// spinning.
+	produceAborts int
+
+	rebalanceWanted atomic.Bool
+	callbackBlocked atomic.Bool
+
+	// cbMu guards ending and queued.
+	cbMu   sync.Mutex
+	ending bool
+	queued []callback
+}
+
+// callbackKind names a group callback.
+type callbackKind uint8
+
+const (
+	cbAssigned callbackKind = iota
+	cbRevoked
+	cbLost
+)
+
+func (k callbackKind) String() string {
+	return [...]string{cbAssigned: "assigned", cbRevoked: "revoked", cbLost: "lost"}[k]
+}
+
+// callback is a group callback that arrived while a transaction was ending
+// and is run by the loop right after.
+type callback struct {
+	kind  callbackKind
+	parts map[string][]int32
+}
+
+// onCallbackBlocked is the client's OnPartitionsCallbackBlocked: a
+// rebalance waits for the loop's AllowRebalance.
+func (c *exactlyOnce) onCallbackBlocked(context.Context, *kgo.Client) {
+	c.callbackBlocked.Store(true)
+	c.rebalanceWanted.Store(true)
+}
+
+func (c *exactlyOnce) open() bool        { return c.inTxn }
+func (c *exactlyOnce) wantsCommit() bool { return c.rebalanceWanted.Swap(false) }
+
+// beforeRevoke does nothing: the loop has already committed if it saw the
+// rebalance coming; otherwise the session aborts the open transaction and
+// rewinds every task to its committed offsets.
+func (*exactlyOnce) beforeRevoke(context.Context) {}
+
+// begin opens a transaction before a poll's records are processed: every
+// output, changelog record and dead letter is produced inside one.
+func (c *exactlyOnce) begin(fetches kgo.Fetches) error {
+	if c.inTxn || fetches.NumRecords() == 0 {
+		return nil
+	}
+	if err := c.sess.Begin(); err != nil {
+		return fmt.Errorf("beginning a transaction: %w", err)
+	}
+	c.inTxn = true
+	return nil
+}
+
+// commit is an exactly_once commit point. The changelog records of every
+// task's changes join the open transaction; the session then commits the
+// outputs, changelog records, dead letters and the input offsets of every
+// processed record as one transaction. Only if it committed is each task's
+// state batch applied to the local store with its checkpoint (I2, I3). If
+// it aborted (a rebalance, a fenced or timed-out producer, a failed
+// produce), the session has rewound the consumer to the committed offsets
+// and every task drops its window: the work is done again, and none of the
+// aborted outputs is visible to read_committed consumers.
+func (c *exactlyOnce) commit(ctx context.Context) error {
+	r := c.r
+	defer c.runQueued(ctx)
+	if !c.inTxn {
+		r.sinceCommit = 0
+		return nil
+	}
+	for _, t := range r.tasks {
+		t.produceChangelog()
+	}
+	try := kgo.TryCommit
+	failedCanaries := r.failedCanaries()
+	if len(failedCanaries) > 0 {
+		// A swapped version failed its canary: nothing it produced since
+		// the last commit point may be committed.
+		try = kgo.TryAbort
+	}
+	var perr error
+	if p := r.produceErr.Swap(nil); p != nil {
+		perr = *p
+		try = kgo.TryAbort
+	}
+	if try == kgo.TryCommit {
+		// Flush here so a produce that fails during the flush still turns
+		// the commit into an abort.
+		if err := r.cl.Flush(ctx); err != nil {
+			return fmt.Errorf("flushing the transaction: %w", err)
+		}
+		if p := r.produceErr.Swap(nil); p != nil {
+			perr = *p
+			try = kgo.TryAbort
+		}
+	}
+	committed, err := c.end(ctx, try)
+	// Every record of the transaction has its answer by now (End flushes
+	// or aborts them all); an abort fails the buffered ones with "client is
+	// aborting buffered records", which must not count against the next
+	// transaction.
+	r.produceErr.Store(nil)
+	c.inTxn = false
+	r.windowsClosed()
+	if err != nil {
+		// End's errors are not retryable: the producer is fenced or in a
+		// fatal state. Nothing of this transaction is committed.
+		c.dropWindows()
+		r.broken = fmt.Errorf("ending the transaction: %w", err)
+		return r.broken
+	}
+	if !committed {
+		return c.aborted(ctx, failedCanaries, perr)
+	}
+	c.produceAborts = 0
+	for _, t := range r.tasks {
+		if err := t.applyState(); err != nil {
+			// The transaction is committed but the local store could not
+			// take it: the store is now behind its changelog, which the
+			// next restore repairs. Stop rather than process on it.
+			r.broken = err
+			return err
+		}
+		t.win.committed()
+	}
+	for _, p := range r.procs {
+		p.Stats.Commits.Add(1)
+	}
+	return nil
+}
+
+// aborted finishes a commit point whose transaction aborted: the windows
+// are dropped, and a failed canary rolls its version back.
+func (c *exactlyOnce) aborted(ctx context.Context, failedCanaries []*task, perr error) error {
+	r := c.r
+	c.dropWindows()
+	for _, p := range r.procs {
+		p.Stats.Aborts.Add(1)
+	}
+	if len(failedCanaries) > 0 {
+		r.log.Warn("transaction aborted: a swapped plugin version failed its canary; its records are processed again by the previous version")
+		r.rollBack(ctx, failedCanaries)
+		return nil
+	}
+	if perr == nil {
+		r.log.Info("transaction aborted (rebalance or fenced); processing again from the committed offsets")
+		return nil
+	}
+	c.produceAborts++
+	r.log.Warn("transaction aborted because a produce failed; processing again from the committed offsets",
+		"err", perr, "consecutive", c.produceAborts)
+	if c.produceAborts >= maxProduceAborts {
+		r.broken = fmt.Errorf("%d transactions in a row aborted because producing failed: %w", c.produceAborts, perr)
+		return r.broken
+	}
+	return nil
+}
+
+// dropWindows forgets every task's uncommitted work after an abort: state
+// changes are discarded and the windows dropped, because the consumer will
+// deliver the aborted records again.
+func (c *exactlyOnce) dropWindows() {
+	for _, t := range c.r.tasks {
+		if t.st != nil {
+			t.st.Discard()
+		}
+		t.win.aborted()
+	}
+}
+
+// end ends the open transaction. The session's End makes sure the member
+// is still in the group (a forced heartbeat) before it commits; if the
+// member was dropped, the heartbeat loop is gone and only the lost callback
+// can wake End up, but that callback waits for AllowRebalance, which the loop
+// calls after End: End would wait out its context and the producer be left
+// in a failed state. So when End has waited endStuckAfter and a callback is
+// blocked, the rebalance is let in from here (the watchdog). Callbacks that
+// arrive while End runs only queue themselves (they cannot take Runner.mu,
+// which the loop holds); the session has already marked the transaction
+// failed for a revoke or a loss, so End aborts, and the loop then runs the
+// queued callbacks before it processes anything else.
+func (c *exactlyOnce) end(ctx context.Context, try kgo.TransactionEndTry) (bool, error) {
+	c.setEnding(true)
+	defer c.setEnding(false)
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go c.watchEnd(stop, watched)
+	committed, err := c.sess.End(ctx, try)
+	close(stop)
+	<-watched
+	return committed, err
+}
+
+func (c *exactlyOnce) setEnding(ending bool) {
+	c.cbMu.Lock()
+	c.ending = ending
+	c.cbMu.Unlock()
+}
+
+// watchEnd is End's watchdog (see end); it returns when stop closes, and
+// closes watched then.
+func (c *exactlyOnce) watchEnd(stop <-chan struct{}, watched chan<- struct{}) {
+	defer close(watched)
+	tick := time.NewTicker(endStuckAfter / 4)
+	defer tick.Stop()
+	start := time.Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+			if time.Since(start) >= endStuckAfter && c.callbackBlocked.Load() {
+				c.r.log.Info("transaction end is waiting for the group; letting the pending rebalance in")
+				c.r.cl.AllowRebalance()
+				return
+			}
+		}
+	}
+}
+
+// deferCallback queues a callback if a transaction is ending and reports
+// whether it did.
+func (c *exactlyOnce) deferCallback(kind callbackKind, parts map[string][]int32) bool {
+	c.callbackBlocked.Store(false)
+	c.cbMu.Lock()
+	defer c.cbMu.Unlock()
+	if !c.ending {
+		return false
+	}
+	c.queued = append(c.queued, callback{kind, parts})
+	return true
+}
+
+// runQueued runs the callbacks queued while a transaction ended, after the
+// commit point has applied or dropped the tasks' state; the caller holds
+// Runner.mu.
+func (c *exactlyOnce) runQueued(ctx context.Context) {
+	c.cbMu.Lock()
+	queued := c.queued
+	c.queued = nil
+	c.cbMu.Unlock()
+	r := c.r
+	for _, cb := range queued {
+		switch cb.kind {
+		case cbAssigned:
+			r.assign(ctx, cb.parts)
+		case cbRevoked, cbLost:
+			// The transaction that was ending aborted (the session saw the
+			// revoke or loss first): nothing of these partitions was
+			// committed.
+			r.closeTasks(ctx, cb.parts)
+			r.log.Info("partitions "+cb.kind.String()+" while a transaction ended; its work was aborted", "partitions", cb.parts)
+		}
+	}
+}
+
+// transactionTimeout is the transaction timeout to ask for. A classic
+// rebalance is a barrier that can wait a whole session timeout for a dead
+// member, and a transaction open when it starts can only end after it (End
+// needs a heartbeat): it must outlive the wait, or the broker aborts it and
+// fences the producer.
+func transactionTimeout(opts Options, protocol GroupProtocol) time.Duration {
+	txnTimeout := opts.TransactionTimeout
+	if protocol == ProtocolClassic && opts.SessionTimeout > 0 && txnTimeout < opts.SessionTimeout+10*time.Second {
+		txnTimeout = opts.SessionTimeout + 10*time.Second
+		opts.Logger.Warn("classic group protocol: transaction timeout raised above the session timeout",
+			"transaction_timeout", txnTimeout, "session_timeout", opts.SessionTimeout)
+	}
+	return txnTimeout
+}
