@@ -662,6 +662,11 @@ func (c *Config) Validate() error {
 		}
 		if p.Limits.RecordTimeout <= 0 {
 			bad(at+".limits.record_timeout", "must be positive")
+		} else if c.Guarantee == ExactlyOnce && 2*(p.Limits.RecordTimeout+c.Kafka.CommitInterval) > c.Kafka.TransactionTimeout {
+			// A commit point comes at most one record late (time
+			// isolation): the transaction must outlive that with room.
+			bad(at+".limits.record_timeout", "%s plus kafka.commit_interval (%s) must be under half of kafka.transaction_timeout (%s): a slow record would hold the transaction near its timeout",
+				p.Limits.RecordTimeout, c.Kafka.CommitInterval, c.Kafka.TransactionTimeout)
 		}
 	}
 	return errors.Join(errs...)

@@ -224,3 +224,22 @@ processors:
 		t.Fatalf("good limits: %v, %+v", err, cfg)
 	}
 }
+
+// Under exactly_once a record's time limit must leave the transaction room:
+// a commit point comes at most one record late.
+func TestValidateRecordTimeoutAgainstTransactionTimeout(t *testing.T) {
+	cfg, err := LoadConfig(writeConfig(t, goodConfig), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Kafka.TransactionTimeout = 2 * time.Second
+	cfg.Processors[0].Limits.RecordTimeout = 900 * time.Millisecond
+	err = cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), "processors[0].limits.record_timeout") || !strings.Contains(err.Error(), "kafka.transaction_timeout") {
+		t.Fatalf("Validate = %v, want record_timeout refused against the transaction timeout", err)
+	}
+	cfg.Guarantee = AtLeastOnce
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("at_least_once has no transaction: %v", err)
+	}
+}

@@ -51,7 +51,10 @@ func newPipeline(t testing.TB, plugin string, onError string) *pipeline {
 		Processors: []ProcessorConfig{{
 			Name: "proc", Plugin: plugin, Inputs: []string{p.in},
 			Outputs: map[string]string{"out": p.out}, OnError: onError,
-			Limits: Limits{RecordTimeout: 200 * time.Millisecond},
+			// Short enough for the looping plugin's timeouts to be quick,
+			// long enough that a loaded machine (GC pauses, 2 busy cores)
+			// does not time out an ordinary record.
+			Limits: Limits{RecordTimeout: time.Second},
 		}},
 		Runtime: RuntimeConfig{CacheDir: "off"},
 	}

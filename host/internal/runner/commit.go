@@ -62,6 +62,16 @@ func (r *Runner) commitPoint(ctx context.Context) error {
 	return nil
 }
 
+// commitDeadline is when the current commit window's commit point is due:
+// a commit interval after the last commit point, or from now when no
+// processed record waits (an idle window opens with its first record).
+func (r *Runner) commitDeadline() time.Time {
+	if r.sinceCommit == 0 {
+		return time.Now().Add(r.opts.CommitInterval)
+	}
+	return r.lastCommit.Add(r.opts.CommitInterval)
+}
+
 func (r *Runner) commitDue() bool {
 	if r.sinceCommit == 0 {
 		return false

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -527,6 +528,16 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 	if len(batch) == 0 {
 		return nil
 	}
+	// Time isolation (I9): the work of one poll ends by the commit point it
+	// is due at, whatever a plugin does. Each task stops at the first record
+	// boundary past the deadline (its rest is fetched again after the
+	// commit point), so a commit point comes at most one record's time
+	// (limits.record_timeout) late and a transaction never nears its
+	// timeout. The cheapest tasks take the processing slots first, so a
+	// slow or looping processor delays the others by at most one of its
+	// records.
+	deadline := r.commitDeadline()
+	sort.SliceStable(batch, func(i, j int) bool { return batch[i].t.recordCost < batch[j].t.recordCost })
 	errs := make([]error, len(batch))
 	processed := make([]int, len(batch))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
@@ -536,7 +547,7 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			processed[i], errs[i] = w.t.processBatch(ctx, w.recs)
+			processed[i], errs[i] = w.t.processBatch(ctx, w.recs, deadline)
 		}()
 		w.t.win.fetched(w.recs[len(w.recs)-1].Offset)
 	}

@@ -13,6 +13,10 @@ type Stats struct {
 	RecordsOut   atomic.Int64 // records emitted by successful records
 	Skipped      atomic.Int64 // failed records skipped (on_error: skip)
 	DeadLettered atomic.Int64 // failed records sent to the dead-letter topic
+	// Cuts counts the times a task's share of a poll was cut at the commit
+	// deadline: it was slow, and its remaining records were fetched again
+	// after the commit point (time isolation).
+	Cuts         atomic.Int64
 	FailedTasks  atomic.Int64 // tasks stopped by on_error: fail or a failed restore, ever
 	StoppedTasks atomic.Int64 // such tasks this process holds now (a gauge)
 	Commits      atomic.Int64 // commit points that committed offsets

@@ -41,6 +41,9 @@ type task struct {
 	// canaryIn and canaryFailed count the records the current version
 	// processed, and failed, since the task switched to it.
 	canaryIn, canaryFailed int64
+	// recordCost is a moving average of the time one record takes in the
+	// plugin: the cheapest tasks of a poll are run first (processFetches).
+	recordCost time.Duration
 	// lastProcessed is when the last record finished; stallFrom, set at a
 	// switch, is the old version's last record, for SwapStalls.
 	lastProcessed time.Time
@@ -139,10 +142,11 @@ func (t *task) Emit(output int, rec *abi.Record) error {
 
 // processBatch processes a partition's records in order. It returns how
 // many records it finished (processed, skipped or dead-lettered) and a
-// fatal error, if any. It stops early when ctx is canceled: records not
-// reached are not counted and will be fetched again from the committed
-// offset.
-func (t *task) processBatch(ctx context.Context, recs []*kgo.Record) (int, error) {
+// fatal error, if any. It stops early when ctx is canceled, and at the
+// first record boundary after deadline once it has finished a record (so
+// every task moves on every poll): records not reached are not counted and
+// are fetched again from where it stopped.
+func (t *task) processBatch(ctx context.Context, recs []*kgo.Record, deadline time.Time) (int, error) {
 	done := 0
 	if t.restoring != nil {
 		// Fetching is paused while the task restores, so records can only
@@ -158,6 +162,11 @@ func (t *task) processBatch(ctx context.Context, recs []*kgo.Record) (int, error
 		}
 		if ctx.Err() != nil {
 			t.win.stopAt(kr.Offset)
+			break
+		}
+		if done > 0 && !time.Now().Before(deadline) {
+			t.win.stopAt(kr.Offset)
+			t.proc.Stats.Cuts.Add(1)
 			break
 		}
 		if !t.win.take(kr.Offset) {
@@ -189,6 +198,7 @@ func (t *task) processOne(ctx context.Context, kr *kgo.Record) error {
 	err := t.inst.Process(ctx, &t.in)
 	end := time.Now()
 	stats.observeLatency(end.Sub(start))
+	t.recordCost = (3*t.recordCost + end.Sub(start)) / 4
 	if !t.stallFrom.IsZero() {
 		t.proc.stalls.add(start.Sub(t.stallFrom))
 		t.stallFrom = time.Time{}
