@@ -36,11 +36,14 @@ type Host struct {
 	embedded *kfake.Cluster
 	brokers  []string
 	kafka    kclient.Config // every Kafka client of the host starts from it
-	vers     *runner.Versions
-	follower *follower.Follower
-	runner   *runner.Runner
-	status   status.Source
-	admin    *admin.Server // nil when admin.listen is empty
+	// outLimits is what each output topic accepts of one record, learned
+	// at startup (topics.Limits).
+	outLimits map[string]topics.Limit
+	vers      *runner.Versions
+	follower  *follower.Follower
+	runner    *runner.Runner
+	status    status.Source
+	admin     *admin.Server // nil when admin.listen is empty
 }
 
 // Option changes how New builds a Host.
@@ -149,6 +152,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			Name:            pc.Name,
 			Inputs:          pc.Inputs,
 			Outputs:         p.Topics,
+			OutputLimits:    h.outputLimits(p),
 			OnError:         enums.onError[i],
 			DeadLetterTopic: cfg.DeadLetterTopic(pc),
 			Stores:          pc.Stores,
@@ -355,12 +359,33 @@ func (h *Host) ensureTopics(ctx context.Context, create bool) error {
 			procs[i].DeadLetter = h.cfg.DeadLetterTopic(pc)
 		}
 	}
-	return topics.Ensure(ctx, kadm.NewClient(cl), topics.Want{
+	adm := kadm.NewClient(cl)
+	err = topics.Ensure(ctx, adm, topics.Want{
 		Processors: procs,
 		Create:     create,
 		Partitions: int32(h.cfg.Kafka.TopicPartitions),
 		Brokers:    strings.Join(h.brokers, ","),
 	}, h.log)
+	if err != nil {
+		return err
+	}
+	var outs []string
+	for _, p := range h.procs {
+		outs = append(outs, p.Topics...)
+	}
+	h.outLimits, err = topics.Limits(ctx, adm, outs...)
+	return err
+}
+
+// outputLimits is what each of p's outputs accepts of one record, by
+// output index.
+func (h *Host) outputLimits(p *plugin.Processor) []runner.OutputLimit {
+	lims := make([]runner.OutputLimit, len(p.Topics))
+	for i, t := range p.Topics {
+		l := h.outLimits[t]
+		lims[i] = runner.OutputLimit{MaxBytes: l.MaxMessageBytes, KeyRequired: l.Compacted}
+	}
+	return lims
 }
 
 // Validate checks a config's plugins without Kafka: each compiles, speaks a

@@ -647,3 +647,49 @@ func TestStartupWaitsForBrokers(t *testing.T) {
 		t.Fatalf("New against no broker = %v, want it to give up naming the broker and kafka.connect_timeout", err)
 	}
 }
+
+// An emit the output topic would refuse (over its max.message.bytes, or
+// without a key for a compacted topic) fails that record through on_error
+// instead of failing the produce: issue 11's poison pill, where one such
+// emit aborted five transactions and made the runner exit whatever
+// on_error said. The host learns each output's limits at startup.
+func TestEmitTheOutputWouldRefuseFailsOnlyItsRecord(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		configs map[string]string
+		key     string // the key of the bad record ("" for none)
+		value   string
+	}{
+		{"over max.message.bytes", map[string]string{"max.message.bytes": "2048"}, "big", strings.Repeat("x", 4000)},
+		{"no key on a compacted topic", map[string]string{"cleanup.policy": "compact"}, "", "keyless"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPipeline(t, engineTestdata("passthrough"), OnErrorDeadLetter)
+			out := p.b.Name(t, "limited")
+			p.b.CreateTopic(t, out, 3, c.configs)
+			p.out = out
+			p.cfg.Processors[0].Outputs = map[string]string{"out": out}
+			h, stop := p.run(t)
+			bad := &kgo.Record{Topic: p.in, Value: []byte(c.value)}
+			if c.key != "" {
+				bad.Key = []byte(c.key)
+			}
+			p.b.Produce(t, &kgo.Record{Topic: p.in, Key: []byte("ok1"), Value: []byte("small")}, bad,
+				&kgo.Record{Topic: p.in, Key: []byte("ok2"), Value: []byte("small")})
+			p.waitProcessed(t)
+			if err := stop(); err != nil {
+				t.Fatalf("Run: %v (nothing a plugin emits may stop the host)", err)
+			}
+			if got := keysOf(p.b.ReadCommitted(t, out, 30*time.Second)); strings.Join(got, ",") != "ok1,ok2" {
+				t.Fatalf("outputs %v, want ok1,ok2", got)
+			}
+			dlq := p.b.ReadCommitted(t, p.cfg.DeadLetterTopic(&p.cfg.Processors[0]), 30*time.Second)
+			if len(dlq) != 1 || string(dlq[0].Value) != c.value {
+				t.Fatalf("%d dead letters, want the bad record", len(dlq))
+			}
+			if st, _ := h.Stats("proc"); st.Aborts != 0 {
+				t.Fatalf("%d transactions aborted", st.Aborts)
+			}
+		})
+	}
+}

@@ -58,6 +58,10 @@ type ProcessorSpec struct {
 	Name    string
 	Inputs  []string
 	Outputs []string // output index -> topic
+	// OutputLimits[i] is what Outputs[i] accepts of one record (learned
+	// from the topic at startup); nil or a zero MaxBytes means the
+	// producer's own limit only.
+	OutputLimits []OutputLimit
 	// OnError is what a failed record does to its task.
 	OnError         ErrorPolicy
 	DeadLetterTopic string

@@ -136,6 +136,16 @@ func (t *task) Emit(output int, rec *abi.Record) error {
 		}
 		kr.Headers[len(rec.Headers)] = kgo.RecordHeader{Key: HeaderVersion, Value: t.ver.header}
 	}
+	var lim OutputLimit
+	if lims := t.proc.spec.OutputLimits; output < len(lims) {
+		lim = lims[output]
+	}
+	switch tooLarge, needsKey := lim.check(kr); {
+	case tooLarge:
+		return abi.ErrnoTooLarge
+	case needsKey:
+		return abi.ErrnoInval
+	}
 	t.staged = append(t.staged, kr)
 	return nil
 }

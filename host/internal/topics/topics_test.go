@@ -71,3 +71,31 @@ func TestEnsure(t *testing.T) {
 		t.Fatalf("Ensure when all exist: %v", err)
 	}
 }
+
+// Limits reads each topic's max.message.bytes and cleanup policy, and the
+// broker default where a topic sets none.
+func TestLimits(t *testing.T) {
+	b := testbroker.New(t)
+	small, compacted, plain := b.Name(t, "small"), b.Name(t, "compacted"), b.Name(t, "plain")
+	b.CreateTopic(t, small, 1, map[string]string{"max.message.bytes": "2048"})
+	b.CreateTopic(t, compacted, 1, map[string]string{"cleanup.policy": "compact"})
+	b.CreateTopic(t, plain, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got, err := Limits(ctx, b.Admin(t), small, compacted, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := got[small]; l.MaxMessageBytes != 2048 || l.Compacted {
+		t.Errorf("%s: %+v, want 2048 bytes, not compacted", small, l)
+	}
+	if l := got[compacted]; !l.Compacted || l.MaxMessageBytes <= 0 {
+		t.Errorf("%s: %+v, want compacted", compacted, l)
+	}
+	if l := got[plain]; l.Compacted || l.MaxMessageBytes < 1000000 {
+		t.Errorf("%s: %+v, want the broker default (about 1 MiB)", plain, l)
+	}
+	if _, err := Limits(ctx, b.Admin(t), b.Name(t, "nosuch")); err == nil {
+		t.Error("Limits of a missing topic succeeded")
+	}
+}
