@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -41,9 +43,16 @@ type Host struct {
 	outLimits map[string]topics.Limit
 	vers      *runner.Versions
 	follower  *follower.Follower
-	runner    *runner.Runner
-	status    status.Source
-	admin     *admin.Server // nil when admin.listen is empty
+	// runnerOpts builds a runner: the first in New, and a new one (a new
+	// client and producer, the same counters) each time Run replaces a
+	// runner that stopped on an error.
+	runnerOpts runner.Options
+	// mu guards runner, which Run replaces; grabbed by its readers.
+	mu       sync.Mutex
+	runner   *runner.Runner
+	restarts atomic.Int64 // runners replaced after an error
+	status   status.Source
+	admin    *admin.Server // nil when admin.listen is empty
 }
 
 // Option changes how New builds a Host.
@@ -165,7 +174,11 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	if o.onRestore != nil {
 		onRestore = func(p restore.Progress) { o.onRestore(restoreProgress(p)) }
 	}
-	h.runner, err = runner.New(ctx, runner.Options{
+	stats := map[string]*runner.Stats{}
+	for _, pc := range cfg.Processors {
+		stats[pc.Name] = runner.NewStats()
+	}
+	h.runnerOpts = runner.Options{
 		AppID:              cfg.AppID,
 		Kafka:              h.kafka,
 		CommitInterval:     cfg.Kafka.CommitInterval,
@@ -183,12 +196,28 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		OnRollback:         h.follower.OnRollback,
 		OnRestoreProgress:  onRestore,
 		Restore:            o.restore,
-	})
+		Stats:              stats,
+	}
+	r, err := runner.New(ctx, h.runnerOpts)
 	if err != nil {
 		return nil, err
 	}
-	h.status.Start(&status.Running{Processors: h.procs, Runner: h.runner, Versions: h.vers})
+	h.setRunner(r)
 	return h, nil
+}
+
+// currentRunner is the runner of now (Run may replace it).
+func (h *Host) currentRunner() *runner.Runner {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.runner
+}
+
+func (h *Host) setRunner(r *runner.Runner) {
+	h.mu.Lock()
+	h.runner = r
+	h.mu.Unlock()
+	h.status.Start(&status.Running{Processors: h.procs, Runner: r, Versions: h.vers})
 }
 
 // AdminAddr is the admin endpoint's address, or "" when it is off.
@@ -220,18 +249,68 @@ func (h *Host) Run(ctx context.Context) error {
 		stopFollow()
 		<-followed
 	}()
-	err := h.runner.Run(ctx)
+	err := h.runLoop(ctx)
 	h.status.Stopped(err)
 	return err
+}
+
+// Backoff before a failed runner is replaced: the first wait, the most it
+// grows to (doubling), and how long a runner must have run for the next
+// failure to start from the first wait again.
+const (
+	restartFirstBackoff = time.Second
+	restartMaxBackoff   = 30 * time.Second
+	restartResetAfter   = 5 * time.Minute
+)
+
+// runLoop runs the runner and, when it stops on an error (its producer
+// fenced after the process was paused past the transaction timeout, a
+// transaction that could not end, outputs that kept failing), replaces it
+// with a new one after a backoff instead of letting the process exit: the
+// new runner rejoins the group with a new client and producer (the same
+// transactional id, so the broker bumps the epoch), and its tasks continue
+// from the committed offsets on the local state, which holds only
+// committed changes (I2). It returns nil when ctx ends.
+func (h *Host) runLoop(ctx context.Context) error {
+	backoff := restartFirstBackoff
+	r := h.currentRunner()
+	for {
+		started := time.Now()
+		err := r.Run(ctx)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if time.Since(started) > restartResetAfter {
+			backoff = restartFirstBackoff
+		}
+		for {
+			h.log.Error("runner stopped; rejoining the group with a new client and producer", "err", err, "retry_in", backoff)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, restartMaxBackoff)
+			if r, err = runner.New(ctx, h.runnerOpts); err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+		}
+		h.restarts.Add(1)
+		h.setRunner(r)
+	}
 }
 
 // Stats returns the counters of a processor in this process so far, or
 // false if there is none by that name.
 func (h *Host) Stats(processor string) (ProcessorStats, bool) {
-	if h.runner == nil {
+	r := h.currentRunner()
+	if r == nil {
 		return ProcessorStats{}, false
 	}
-	st := h.runner.Stats(processor)
+	st := r.Stats(processor)
 	if st == nil {
 		return ProcessorStats{}, false
 	}
@@ -274,7 +353,10 @@ func (h *Host) Versions() []ProcessorVersions {
 
 // Ready reports whether every assigned task has finished restoring its
 // state, so the process is processing all it owns.
-func (h *Host) Ready() bool { return h.runner != nil && h.runner.Restoring() == 0 }
+func (h *Host) Ready() bool {
+	r := h.currentRunner()
+	return r != nil && r.Restoring() == 0
+}
 
 // stateful reports whether any processor has stores.
 func (h *Host) stateful() bool {

@@ -693,3 +693,64 @@ func TestEmitTheOutputWouldRefuseFailsOnlyItsRecord(t *testing.T) {
 		})
 	}
 }
+
+// A runner whose producer is fenced (here: another producer takes its
+// transactional id, as the broker does to a process paused past the
+// transaction timeout) is replaced by a new one that rejoins the group and
+// carries on, instead of the process exiting (issue 11: a SIGSTOPped
+// process exited 1 on resume with PRODUCER_FENCED). Every input is
+// processed exactly once in committed output, before and after.
+func TestFencedRunnerRejoins(t *testing.T) {
+	p := newPipeline(t, engineTestdata("passthrough"), OnErrorFail)
+	h, stop := p.run(t)
+	p.produce(t, "a1", "a2", "a3")
+	p.waitProcessed(t)
+
+	// The fencing producer: same transactional id, a newer epoch.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	fencer, err := kgo.NewClient(kgo.SeedBrokers(p.b.Addrs()...), kgo.TransactionalID(h.runnerOpts.TransactionalID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fencer.Close()
+	if err := fencer.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fencer.ProduceSync(ctx, &kgo.Record{Topic: p.b.Name(t, "fence"), Value: []byte("x")}).FirstErr(); err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		t.Logf("fencing produce: %v", err)
+	}
+	if err := fencer.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Logf("fencing end: %v", err)
+	}
+
+	// The old producer's next transaction fails; the host replaces the
+	// runner and goes on.
+	for i := 0; h.restarts.Load() == 0; i++ {
+		p.produce(t, "b"+strconv.Itoa(i))
+		select {
+		case <-ctx.Done():
+			t.Fatal("the fenced runner was never replaced")
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	p.produce(t, "c1", "c2")
+	p.waitProcessed(t)
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	out := p.b.ReadCommitted(t, p.out, 30*time.Second)
+	seen := map[string]int{}
+	for _, r := range out {
+		seen[string(r.Key)]++
+	}
+	in := p.b.ReadCommitted(t, p.in, 30*time.Second)
+	for _, r := range in {
+		if seen[string(r.Key)] != 1 {
+			t.Errorf("input %s is in the committed output %d times, want once", r.Key, seen[string(r.Key)])
+		}
+	}
+	if len(out) != len(in) {
+		t.Errorf("%d outputs for %d inputs", len(out), len(in))
+	}
+}

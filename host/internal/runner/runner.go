@@ -110,6 +110,10 @@ type Options struct {
 	Logger            *slog.Logger
 	// MaxPoll bounds the records of one poll. Default DefaultMaxPoll.
 	MaxPoll int
+	// Stats, if set, holds the counters each processor continues (by
+	// name): a host that replaces a failed runner keeps its counters
+	// monotonic. Processors without an entry start at zero.
+	Stats map[string]*Stats
 	// Versions is the registry of the processors' versions, shared with
 	// the control-topic follower. Default: a registry of the specs'
 	// versions.
@@ -259,7 +263,11 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 func (r *Runner) addProcessors() ([]string, error) {
 	var topics []string
 	for _, spec := range r.opts.Processors {
-		ps := &procState{spec: spec, inputIndex: map[string]uint32{}, Stats: newStats(),
+		stats := r.opts.Stats[spec.Name]
+		if stats == nil {
+			stats = newStats()
+		}
+		ps := &procState{spec: spec, inputIndex: map[string]uint32{}, Stats: stats,
 			lag: map[TaskID]int64{}}
 		if spec.Version == "" {
 			spec.Version = "initial"

@@ -42,6 +42,9 @@ var LatencyBounds = [...]time.Duration{
 
 func newStats() *Stats { return &Stats{} }
 
+// NewStats returns zeroed counters, for Options.Stats.
+func NewStats() *Stats { return newStats() }
+
 func (s *Stats) observeLatency(d time.Duration) {
 	s.LatencySumNs.Add(int64(d))
 	for i, b := range LatencyBounds {
