@@ -40,7 +40,10 @@ import (
 const (
 	Cargo = "/usr/bin/cargo"
 	Rustc = "/usr/bin/rustc"
-	Clang = "clang-19"
+	// Rustdoc runs the doc tests of cargo test; it must be the same
+	// release as Rustc (it reads the crates Rustc compiled).
+	Rustdoc = "/usr/bin/rustdoc"
+	Clang   = "clang-19"
 	// RustTarget is the target Debian's Rust 1.63 knows; rustup toolchains
 	// from 1.78 on call it wasm32-wasip1.
 	RustTarget = "wasm32-wasi"
@@ -187,7 +190,7 @@ func cargoEnv(crate string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []string{"RUSTC=" + Rustc, "CARGO_TARGET_DIR=" + target, "CARGO_NET_OFFLINE=true"}, nil
+	return []string{"RUSTC=" + Rustc, "CARGO_TARGET_DIR=" + target, "CARGO_NET_OFFLINE=true", "RUSTDOC=" + Rustdoc}, nil
 }
 
 // Rust builds the cdylib crate in crateDir (absolute, or relative to the

@@ -544,11 +544,13 @@ macro_rules! processor {
             $crate::__rt::init($init)
         }
 
-        // Natively the exports are not built; this keeps the functions used.
+        /// Natively the exports are not built; this names the processor
+        /// (and keeps its functions from being reported unused).
         #[cfg(not(target_arch = "wasm32"))]
-        const _: () = {
-            let _ = $process;
-            let _ = $init;
-        };
+        #[doc(hidden)]
+        pub static __WASMSTREAM_PROCESSOR: (
+            fn(&$crate::Record<'_>) -> $crate::Result<()>,
+            fn() -> $crate::Result<()>,
+        ) = ($process, $init);
     };
 }
