@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -209,32 +210,60 @@ type plugin struct {
 	initLogs []string
 }
 
-func newRuntime(t testing.TB) (*engine.Runtime, *logCapture) {
-	t.Helper()
-	logs := &logCapture{}
-	rt, err := engine.NewRuntime(context.Background(), engine.Options{Logger: slog.New(logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		rt.Close(ctx)
-	})
-	return rt, logs
+// The runtime and the compiled modules are shared by the package's tests:
+// compiling a Go module takes about half a second, and the tests start
+// dozens of instances. Tests do not run in parallel, so the one log
+// capture is drained per instance and per record.
+var shared struct {
+	mu   sync.Mutex
+	rt   *engine.Runtime
+	logs *logCapture
+	mods map[string]*engine.Module
 }
 
-// start compiles wasm and instantiates it with b.
-func start(t testing.TB, name string, wasm []byte, b binding) *plugin {
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.rt != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		shared.rt.Close(ctx)
+		cancel()
+	}
+	os.Exit(code)
+}
+
+// module compiles wasm once per name in the shared runtime.
+func module(t testing.TB, name string, wasm []byte) (*engine.Module, *logCapture) {
 	t.Helper()
-	rt, logs := newRuntime(t)
-	ctx := context.Background()
-	m, err := rt.Compile(ctx, name, wasm)
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.rt == nil {
+		shared.logs = &logCapture{}
+		rt, err := engine.NewRuntime(context.Background(), engine.Options{Logger: slog.New(shared.logs)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared.rt, shared.mods = rt, map[string]*engine.Module{}
+	}
+	key := name + "\x00" + string(wasm)
+	if m := shared.mods[key]; m != nil {
+		return m, shared.logs
+	}
+	m, err := shared.rt.Compile(context.Background(), name, wasm)
 	if err != nil {
 		t.Fatalf("compile %s: %v", name, err)
 	}
+	shared.mods[key] = m
+	return m, shared.logs
+}
+
+// start instantiates wasm (compiled once per name and content) with b.
+func start(t testing.TB, name string, wasm []byte, b binding) *plugin {
+	t.Helper()
+	m, logs := module(t, name, wasm)
+	logs.take()
 	p := &plugin{b: b, sink: &sink{}, state: newMemState(len(b.stores)), logs: logs}
-	p.inst, err = m.Instantiate(ctx, engine.Binding{Name: name, Outputs: b.outputs, Stores: b.stores,
+	var err error
+	p.inst, err = m.Instantiate(context.Background(), engine.Binding{Name: name, Outputs: b.outputs, Stores: b.stores,
 		Config: []byte(b.config), Sink: p.sink, State: p.state})
 	if err != nil {
 		t.Fatalf("instantiate %s: %v", name, err)
