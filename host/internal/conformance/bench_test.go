@@ -240,17 +240,32 @@ func (h *rawHost) instantiate(tb testing.TB, wasm []byte) (api.Module, uint32) {
 	return mod, uint32(res[0])
 }
 
-// process copies rec into the input buffer and calls wasmstream_process.
-func (h *rawHost) process(tb testing.TB, mod api.Module, in uint32, stack []uint64, rec *abi.Record) {
+// caller calls one module's wasmstream_process as the engine benchmarks'
+// floor does: one api.Function (looking it up allocates a call engine), a
+// reused stack, CallWithStack.
+type caller struct {
+	h       *rawHost
+	mem     api.Memory
+	in      uint32
+	process api.Function
+	stack   []uint64
+}
+
+func (h *rawHost) caller(mod api.Module, in uint32) *caller {
+	return &caller{h: h, mem: mod.Memory(), in: in, process: mod.ExportedFunction(abi.ExportProcess), stack: make([]uint64, 1)}
+}
+
+// call copies rec into the input buffer and calls wasmstream_process.
+func (c *caller) call(tb testing.TB, rec *abi.Record) {
 	n := uint32(rec.EncodedSize())
-	buf, ok := mod.Memory().Read(in, n)
+	buf, ok := c.mem.Read(c.in, n)
 	if !ok {
-		tb.Fatalf("input buffer at %d too small for %d bytes", in, n)
+		tb.Fatalf("input buffer at %d too small for %d bytes", c.in, n)
 	}
 	rec.EncodeTo(buf)
-	stack[0] = uint64(n)
-	if err := mod.ExportedFunction(abi.ExportProcess).CallWithStack(context.Background(), stack); err != nil || stack[0] != 0 {
-		tb.Fatal(err, stack[0], h.errMsg)
+	c.stack[0] = uint64(n)
+	if err := c.process.CallWithStack(context.Background(), c.stack); err != nil || c.stack[0] != 0 {
+		tb.Fatal(err, c.stack[0], c.h.errMsg)
 	}
 }
 
@@ -305,16 +320,14 @@ func BenchmarkPolyglot(b *testing.B) {
 	rec := benchRecord()
 	b.Run("floor", func(b *testing.B) {
 		h := newRawHost(b, []string{"out"}, nil)
-		mod, in := h.instantiate(b, floorWasm(b))
-		stack := make([]uint64, 1)
-		loop(b, func() { h.process(b, mod, in, stack, rec) })
+		c := h.caller(h.instantiate(b, floorWasm(b)))
+		loop(b, func() { c.call(b, rec) })
 	})
 	for _, lang := range langs {
 		b.Run("passthrough/"+lang+"/raw", func(b *testing.B) {
 			h := newRawHost(b, []string{"out"}, nil)
-			mod, in := h.instantiate(b, pluginWasm(b, lang, "passthrough"))
-			stack := make([]uint64, 1)
-			loop(b, func() { h.process(b, mod, in, stack, rec) })
+			c := h.caller(h.instantiate(b, pluginWasm(b, lang, "passthrough")))
+			loop(b, func() { c.call(b, rec) })
 			if h.emits == 0 || len(h.emitted.Value) != len(rec.Value) {
 				b.Fatalf("%d emits", h.emits)
 			}
@@ -358,9 +371,9 @@ func TestFootprint(t *testing.T) {
 			initMem := mod.Memory().Size()
 			after := initMem
 			if name == "wordcount" {
-				stack := make([]uint64, 1)
+				c := h.caller(mod, in)
 				for _, r := range lines {
-					h.process(t, mod, in, stack, r)
+					c.call(t, r)
 				}
 				after = mod.Memory().Size()
 			}
