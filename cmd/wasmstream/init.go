@@ -375,7 +375,7 @@ path = "src/lib.rs"
 wasmstream = { path = "[[.SDK]]/sdk/rust" }
 
 [profile.release]
-opt-level = "s"
+opt-level = 3
 lto = true
 panic = "abort"
 strip = true

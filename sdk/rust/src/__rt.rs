@@ -25,6 +25,9 @@ pub(crate) struct Rt {
     cur_ts: i64,
     /// The encoding of the record being emitted, reused.
     emit: Vec<u8>,
+    /// The first buffer every state get reads into (GET_BUF bytes once
+    /// allocated): most values fit, and reading into it needs no zeroing.
+    get: Vec<u8>,
 }
 
 struct Cell(UnsafeCell<Rt>);
@@ -34,7 +37,7 @@ struct Cell(UnsafeCell<Rt>);
 unsafe impl Sync for Cell {}
 
 #[cfg(target_arch = "wasm32")]
-static RT: Cell = Cell(UnsafeCell::new(Rt { buf: Vec::new(), cur_len: 0, cur_ts: 0, emit: Vec::new() }));
+static RT: Cell = Cell(UnsafeCell::new(Rt { buf: Vec::new(), cur_len: 0, cur_ts: 0, emit: Vec::new(), get: Vec::new() }));
 
 #[cfg(target_arch = "wasm32")]
 #[inline]
@@ -44,7 +47,7 @@ fn rt() -> *mut Rt {
 
 #[cfg(not(target_arch = "wasm32"))]
 thread_local! {
-    static RT: Cell = Cell(UnsafeCell::new(Rt { buf: Vec::new(), cur_len: 0, cur_ts: 0, emit: Vec::new() }));
+    static RT: Cell = Cell(UnsafeCell::new(Rt { buf: Vec::new(), cur_len: 0, cur_ts: 0, emit: Vec::new(), get: Vec::new() }));
     static GENERATION: core::cell::Cell<u32> = core::cell::Cell::new(0);
 }
 
@@ -106,14 +109,16 @@ pub fn process<F: Fn(&Record<'_>) -> Result<()>>(len: u32, f: F) -> i32 {
     if n < abi::HEADER_SIZE {
         return fail("sdk: input record: abi: malformed record");
     }
-    // The fixed part is copied out and the record's slices borrow only the
-    // bytes after it, which forward never writes.
-    let mut fixed = [0u8; abi::HEADER_SIZE];
-    let body = unsafe {
-        core::ptr::copy_nonoverlapping(ptr, fixed.as_mut_ptr(), abi::HEADER_SIZE);
-        core::slice::from_raw_parts(ptr.add(abi::HEADER_SIZE), n - abi::HEADER_SIZE)
+    // The record's slices borrow only the bytes after the fixed part; the
+    // fixed part is read through a borrow that ends with decode_split, so
+    // forward may write it later.
+    let (fixed, body) = unsafe {
+        (
+            core::slice::from_raw_parts(ptr as *const u8, abi::HEADER_SIZE),
+            core::slice::from_raw_parts(ptr.add(abi::HEADER_SIZE), n - abi::HEADER_SIZE),
+        )
     };
-    let fields = match abi::decode_split(&fixed, body) {
+    let fields = match abi::decode_split(fixed, body) {
         Some(f) => f,
         None => return fail("sdk: input record: abi: malformed record"),
     };
@@ -160,6 +165,15 @@ fn fail(msg: &str) -> i32 {
 /// The timestamp of the record being processed (0 outside a record).
 pub(crate) fn input_timestamp() -> i64 {
     unsafe { (*rt()).cur_ts }
+}
+
+/// Runs f with the get buffer, GET_BUF bytes long.
+pub(crate) fn with_get_buf<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
+    let r = unsafe { &mut *rt() };
+    if r.get.is_empty() {
+        r.get = vec![0; crate::GET_BUF];
+    }
+    f(&mut r.get)
 }
 
 pub(crate) fn with_emit_buf<R>(f: impl FnOnce(&mut Vec<u8>) -> R) -> R {

@@ -148,10 +148,12 @@ impl<'a> Fields<'a> {
     }
 }
 
+#[inline(always)]
 fn u32_at(b: &[u8], p: usize) -> u32 {
     u32::from_le_bytes([b[p], b[p + 1], b[p + 2], b[p + 3]])
 }
 
+#[inline(always)]
 fn u64_at(b: &[u8], p: usize) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[p..p + 8]);
@@ -159,6 +161,7 @@ fn u64_at(b: &[u8], p: usize) -> u64 {
 }
 
 /// The field of length `n` (-1 = null) at `src[p..]`, and the position after it.
+#[inline(always)]
 fn take(src: &[u8], p: usize, n: i32) -> Option<(Option<&[u8]>, usize)> {
     if n == -1 {
         return Some((None, p));
@@ -177,15 +180,16 @@ pub fn decode(src: &[u8]) -> Option<Fields<'_>> {
     if src.len() < HEADER_SIZE {
         return None;
     }
-    let mut fixed = [0u8; HEADER_SIZE];
-    fixed.copy_from_slice(&src[..HEADER_SIZE]);
-    decode_split(&fixed, &src[HEADER_SIZE..])
+    decode_split(&src[..HEADER_SIZE], &src[HEADER_SIZE..])
 }
 
-/// Decodes a record given as its fixed part and the bytes after it, so that
-/// the returned slices borrow only `body` (the SDK rewrites the fixed part of
-/// its input buffer in place when it forwards a record).
-pub fn decode_split<'a>(fixed: &[u8; HEADER_SIZE], body: &'a [u8]) -> Option<Fields<'a>> {
+/// Decodes a record given as its fixed part (HEADER_SIZE bytes) and the
+/// bytes after it, so that the returned slices borrow only `body` (the SDK
+/// rewrites the fixed part of its input buffer in place when it forwards a
+/// record).
+#[inline]
+pub fn decode_split<'a>(fixed: &[u8], body: &'a [u8]) -> Option<Fields<'a>> {
+    let fixed = &fixed[..HEADER_SIZE];
     let count = u32_at(fixed, 32);
     if count as usize > MAX_HEADERS {
         return None;

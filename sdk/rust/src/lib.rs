@@ -280,7 +280,7 @@ pub struct Store(Ref);
 
 /// The first buffer a get reads into; a larger value is read again into an
 /// exactly sized one.
-const GET_BUF: usize = 1024;
+pub(crate) const GET_BUF: usize = 1024;
 
 impl Store {
     /// The store called `name`. Does not call the host.
@@ -315,11 +315,26 @@ impl Store {
     pub fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
         let idx = self.index()?;
         out.clear();
-        let mut want = GET_BUF.max(out.capacity());
-        // A second read only for a value larger than the buffer; a third
-        // only if it changed size in between, which a host serving one record
-        // at a time never does: the bound turns a broken host into an error.
-        for _ in 0..3 {
+        // The first read goes to the SDK's get buffer; a value that fits is
+        // copied out. A larger one is read again straight into `out`, sized
+        // to it; a third read only happens if it changed size in between,
+        // which a host serving one record at a time never does: the bound
+        // turns a broken host into an error.
+        let n = __rt::with_get_buf(|buf| {
+            let n = sys::state_get(idx, key, buf);
+            if n >= 0 && n as usize <= buf.len() {
+                out.extend_from_slice(&buf[..n as usize]);
+            }
+            n
+        });
+        if n == -Errno::NOTFOUND.0 {
+            return Ok(false);
+        }
+        let mut want = check("state_get", self.0.name, n)? as usize;
+        if want <= GET_BUF {
+            return Ok(true);
+        }
+        for _ in 0..2 {
             out.resize(want, 0);
             let n = sys::state_get(idx, key, out);
             if n == -Errno::NOTFOUND.0 {
@@ -522,6 +537,19 @@ macro_rules! processor {
         #[cfg(target_arch = "wasm32")]
         #[no_mangle]
         pub extern "C" fn wasmstream_abi_version_1() {}
+
+        /// The WASI reactor initializer: runs the static constructors
+        /// (wasi-libc's environment setup among them) once. Without an
+        /// explicit call to __wasm_call_ctors, wasm-ld wraps every export
+        /// in one, which ran them, WASI calls included, on every record.
+        #[cfg(target_arch = "wasm32")]
+        #[no_mangle]
+        pub extern "C" fn _initialize() {
+            extern "C" {
+                fn __wasm_call_ctors();
+            }
+            unsafe { __wasm_call_ctors() }
+        }
 
         /// abi/ABI.md section 3: the input buffer.
         #[cfg(target_arch = "wasm32")]
