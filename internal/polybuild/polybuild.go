@@ -326,3 +326,20 @@ func CNative(tb testing.TB, srcs ...string) string {
 	consult(dirs...)
 	return out
 }
+
+// Plugin builds the bundled plugin name (plugins/<name> in Go,
+// plugins/rust/<name>, plugins/c/<name>/<name>.c) in lang ("go", "rust" or
+// "c") and returns the module's path.
+func Plugin(tb testing.TB, lang, name string) string {
+	tb.Helper()
+	switch lang {
+	case "go":
+		return wasmbuild.Build(tb, "./plugins/"+name)
+	case "rust":
+		return Rust(tb, "plugins/rust/"+name)
+	case "c":
+		return C(tb, "plugins/c/"+name+"/"+name+".c")
+	}
+	tb.Fatalf("polybuild: no language %q (go, rust, c)", lang)
+	return ""
+}

@@ -9,7 +9,6 @@ import (
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/abi/abitest"
 	"github.com/wasmstream/wasmstream/internal/polybuild"
-	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
 // The bundled plugins written in Rust (plugins/rust) and C (plugins/c) must
@@ -22,16 +21,7 @@ var langs = []string{"go", "rust", "c"}
 // pluginWasm builds plugin name in lang and returns the module.
 func pluginWasm(t testing.TB, lang, name string) []byte {
 	t.Helper()
-	var path string
-	switch lang {
-	case "go":
-		path = wasmbuild.Build(t, "./plugins/"+name)
-	case "rust":
-		path = polybuild.Rust(t, "plugins/rust/"+name)
-	case "c":
-		path = polybuild.C(t, "plugins/c/"+name+"/"+name+".c")
-	}
-	wasm, err := os.ReadFile(path)
+	wasm, err := os.ReadFile(polybuild.Plugin(t, lang, name))
 	if err != nil {
 		t.Fatal(err)
 	}

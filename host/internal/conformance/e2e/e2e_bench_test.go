@@ -1,11 +1,15 @@
-package conformance
+// Package e2e benchmarks the bundled word count end to end through the host
+// in Go, Rust and C. It is a package of its own because it needs a Kafka
+// broker (internal/testbroker): the Makefile's integration suite runs every
+// such package again against real Kafka, which the conformance tests do not
+// need.
+package e2e
 
 import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
-	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -14,7 +18,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/polybuild"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 )
 
@@ -22,11 +28,11 @@ import (
 // host (Kafka in, the plugin, the state store with its changelog, Kafka
 // out, exactly-once) with the Go, Rust and C plugins, in one run:
 //
-//	go test -run '^$' -bench WordcountEndToEnd -benchtime 1x -count 3 ./host/internal/conformance/
+//	go test -run '^$' -bench WordcountEndToEnd -benchtime 1x -count 3 ./host/internal/conformance/e2e/
 //	WASMSTREAM_TEST_BROKERS=127.0.0.1:19092 go test ...   # against a real broker
 //
-// The input is 50,000 lines of 10 words (wordLines, a 1,000-word
-// vocabulary) on 4 partitions. One op runs each language once as a new
+// The input is 50,000 lines of 10 words (wordLines: a 1,000-word
+// vocabulary, the lines of the conformance package's BenchmarkPolyglot) on 4 partitions. One op runs each language once as a new
 // application (own group, changelog and state directory) reading the input
 // from the start, timed from Run until the group's committed offsets reach
 // the input's end. It reports lines/s and cpu-us/line, the process's CPU
@@ -48,12 +54,7 @@ func BenchmarkWordcountEndToEnd(b *testing.B) {
 	br.Produce(b, recs...)
 	plugins := map[string]string{}
 	for _, lang := range langs {
-		// Written to files: the host loads plugins by path.
-		p := filepath.Join(b.TempDir(), "wordcount-"+lang+".wasm")
-		if err := os.WriteFile(p, pluginWasm(b, lang, "wordcount"), 0o644); err != nil {
-			b.Fatal(err)
-		}
-		plugins[lang] = p
+		plugins[lang] = polybuild.Plugin(b, lang, "wordcount")
 	}
 	type total struct {
 		elapsed, cpu time.Duration
@@ -165,4 +166,31 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+var langs = []string{"go", "rust", "c"}
+
+// wordLines are 1,000 lines of 10 words each from a 1,000-word vocabulary
+// (words of 3 to 9 letters): the records of the conformance package's
+// wordcount benchmark.
+func wordLines() []*abi.Record {
+	vocab := make([]string, 1000)
+	for i := range vocab {
+		w := make([]byte, 3+i%7)
+		x := uint32(i*2654435761 + 1)
+		for k := range w {
+			w[k] = byte('a' + x%26)
+			x = x*1103515245 + 12345
+		}
+		vocab[i] = string(w)
+	}
+	recs := make([]*abi.Record, 1000)
+	for i := range recs {
+		var words []string
+		for k := 0; k < 10; k++ {
+			words = append(words, vocab[(i*7+k*131)%len(vocab)])
+		}
+		recs[i] = &abi.Record{Timestamp: int64(i), Key: []byte("line"), Value: []byte(strings.Join(words, " "))}
+	}
+	return recs
 }
