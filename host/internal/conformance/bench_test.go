@@ -33,8 +33,9 @@ import (
 //	floor                      raw wazero on the WAT passthrough (BenchmarkFloor/plain)
 //	passthrough/<lang>/raw     raw wazero on the language's passthrough: the SDK's own cost
 //	passthrough/<lang>/engine  the engine (instrumented, sandboxed) on it
-//	wordcount/<lang>/engine    the engine on wordcount: a 10-word line of a
-//	                           1,000-word vocabulary, an in-memory store
+//	wordcount/<lang>/raw       raw wazero on wordcount: a 10-word line of a
+//	                           1,000-word vocabulary, a Go map as the store
+//	wordcount/<lang>/engine    the engine on it, an in-memory store
 
 // benchRecord is the engine benchmarks' record.
 func benchRecord() *abi.Record {
@@ -343,6 +344,20 @@ func BenchmarkPolyglot(b *testing.B) {
 		})
 	}
 	lines := wordLines()
+	for _, lang := range langs {
+		b.Run("wordcount/"+lang+"/raw", func(b *testing.B) {
+			h := newRawHost(b, []string{"counts"}, []string{"counts"})
+			c := h.caller(h.instantiate(b, pluginWasm(b, lang, "wordcount")))
+			k := 0
+			loop(b, func() {
+				c.call(b, lines[k%len(lines)])
+				k++
+			})
+			if h.emits == 0 {
+				b.Fatal("no emits")
+			}
+		})
+	}
 	for _, lang := range langs {
 		b.Run("wordcount/"+lang+"/engine", func(b *testing.B) {
 			benchEngine(b, "wordcount-"+lang, pluginWasm(b, lang, "wordcount"),
