@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,11 +33,14 @@ import (
 //	WASMSTREAM_TEST_BROKERS=127.0.0.1:19092 go test ...   # against a real broker
 //
 // The input is 50,000 lines of 10 words (wordLines: a 1,000-word
-// vocabulary, the lines of the conformance package's BenchmarkPolyglot) on 4 partitions. One op runs each language once as a new
-// application (own group, changelog and state directory) reading the input
+// vocabulary, the lines of the conformance package's BenchmarkPolyglot)
+// on 4 partitions. One op runs each language once as a new application (own group, changelog and state directory) reading the input
 // from the start, timed from Run until the group's committed offsets reach
 // the input's end. It reports lines/s and cpu-us/line, the process's CPU
 // per input line (with kfake that includes the broker).
+//
+// WASMSTREAM_BENCH_WORDCOUNT=name=path,... adds other wordcount modules to
+// the same run (an earlier build of the Go plugin, say), reported by name.
 func BenchmarkWordcountEndToEnd(b *testing.B) {
 	const n, partitions = 50_000, 4
 	br := testbroker.New(b)
@@ -53,8 +57,19 @@ func BenchmarkWordcountEndToEnd(b *testing.B) {
 	}
 	br.Produce(b, recs...)
 	plugins := map[string]string{}
+	names := append([]string(nil), langs...)
 	for _, lang := range langs {
 		plugins[lang] = polybuild.Plugin(b, lang, "wordcount")
+	}
+	if extra := os.Getenv("WASMSTREAM_BENCH_WORDCOUNT"); extra != "" {
+		for _, kv := range strings.Split(extra, ",") {
+			name, path, ok := strings.Cut(kv, "=")
+			if !ok {
+				b.Fatalf("WASMSTREAM_BENCH_WORDCOUNT: %q is not name=path", kv)
+			}
+			names = append(names, name)
+			plugins[name] = path
+		}
 	}
 	type total struct {
 		elapsed, cpu time.Duration
@@ -63,7 +78,7 @@ func BenchmarkWordcountEndToEnd(b *testing.B) {
 	res := map[string]*total{}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		for _, lang := range langs {
+		for _, lang := range names {
 			el, cpu := runWordcount(b, br, plugins[lang], in, n)
 			t := res[lang]
 			if t == nil {
@@ -77,7 +92,7 @@ func BenchmarkWordcountEndToEnd(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	for _, lang := range langs {
+	for _, lang := range names {
 		t := res[lang]
 		b.ReportMetric(float64(t.lines)/t.elapsed.Seconds(), lang+"-lines/s")
 		b.ReportMetric(float64(t.cpu.Microseconds())/float64(t.lines), lang+"-cpu-us/line")
