@@ -208,7 +208,7 @@ func scaffold(name, lang, root string) (map[string]string, error) {
 }
 
 // The generated processor is the same in every language: it uppercases each
-// record's value (ASCII), counts the records seen per key in the store
+// record's value (ASCII letters), counts the records seen per key in the store
 // "seen", and emits the result to "out" with the count in a header "seen".
 // Its config may set "prefix", prepended to every value; the SDKs do not
 // parse JSON, so the processors find it with a plain search (a real
@@ -264,6 +264,7 @@ var (
 	seen = sdk.Store("seen")
 	// prefix is prepended to every value; from the config's "prefix".
 	prefix []byte
+	value  []byte
 )
 
 func init() {
@@ -314,7 +315,14 @@ func process(r *sdk.Record) error {
 	if err := seen.Put(r.Key, count); err != nil {
 		return err
 	}
-	value := append(append([]byte(nil), prefix...), bytes.ToUpper(r.Value)...)
+	// Scratch reused across records: the emitted value (Emit copies it).
+	value = append(value[:0], prefix...)
+	for _, c := range r.Value {
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		value = append(value, c)
+	}
 	return out.Emit(sdk.Out{Key: r.Key, Value: value, Headers: []sdk.Header{{Key: "seen", Value: count}}})
 }
 
