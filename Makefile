@@ -7,6 +7,7 @@
 #                    with the SDK conformance suite in Go, Rust and C (needs make toolchains)
 #   make toolchains  apt-get install the Rust and C Wasm toolchains when missing (root)
 #   make rust-plugins / c-plugins   the Rust and C plugins into bin/plugins/{rust,c}/
+#   make bench-polyglot   the plugins in Go, Rust and C against the wazero floor, and end to end
 #   make demo        go run ./cmd/wasmstream demo
 #   make check       gofmt, vet (native and wasip1), go mod tidy, the demo plugins up to date
 #   make bench       the per-record benchmarks
@@ -104,7 +105,7 @@ WASI_CC = clang-19 --target=wasm32-wasi --sysroot=/usr -isystem /usr/include/was
 	-mexec-model=reactor -O2 -std=c11 -Wall -Wextra -Werror -Wl,-z,stack-size=65536 -Wl,--strip-all -Isdk/c
 POLY_PLUGINS = passthrough filter wordcount
 
-.PHONY: toolchains rust-plugins c-plugins conformance
+.PHONY: toolchains rust-plugins c-plugins conformance bench-polyglot
 
 # Installs what the Rust and C builds need from Debian packages, only when
 # one is missing (a fresh CI machine); needs root for apt-get.
@@ -130,3 +131,10 @@ c-plugins: toolchains
 # engine, the bundled plugins compared across languages, the SDKs' native tests.
 conformance: toolchains
 	$(GO) test -count=1 -v ./host/internal/conformance/
+
+# Go, Rust and C plugins side by side with the raw wazero floor (per record),
+# and the word count end to end through the host (kfake, or
+# WASMSTREAM_TEST_BROKERS for a real broker).
+bench-polyglot: toolchains
+	$(GO) test -run '^$$' -bench Polyglot -count 5 ./host/internal/conformance/
+	$(GO) test -run '^$$' -bench WordcountEndToEnd -benchtime 1x -count 3 ./host/internal/conformance/e2e/
