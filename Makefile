@@ -3,7 +3,11 @@
 #   make test        everything CI runs: vet, the hermetic suite (kfake), then the
 #                    integration suite against a real Kafka broker that this target
 #                    starts (scripts/kafka.sh) and always stops. Needs Go, Java 17+, Maven.
-#   make test-fast   the hermetic suite only: go test ./... (embedded kfake broker)
+#   make test-fast   the hermetic suite only: go test ./... (embedded kfake broker),
+#                    with the SDK conformance suite in Go, Rust and C (needs make toolchains)
+#   make toolchains  apt-get install the Rust and C Wasm toolchains when missing (root)
+#   make rust-plugins / c-plugins   the Rust and C plugins into bin/plugins/{rust,c}/
+#   make bench-polyglot   the plugins in Go, Rust and C against the wazero floor, and end to end
 #   make demo        go run ./cmd/wasmstream demo
 #   make check       gofmt, vet (native and wasip1), go mod tidy, and the policy tests
 #                    (internal/lint: import boundaries, the host's public surface).
@@ -39,7 +43,7 @@ vet:
 
 test: vet test-fast test-real
 
-test-fast:
+test-fast: toolchains
 	@echo "=== hermetic suite (embedded kfake broker) ==="
 	$(GO) test $(TEST_FLAGS) $(UNIT_PKGS)
 	@echo "=== process-level chaos tests (kfake) ==="
@@ -93,3 +97,47 @@ kafka-up:
 
 kafka-down:
 	scripts/kafka.sh stop
+
+# ---- Rust and C: SDKs, plugins, conformance suite (sdk/rust, sdk/c, plugins/rust,
+# plugins/c, host/internal/conformance). Debian's toolchains, called by full
+# path: a rustup toolchain first on PATH usually has no Wasm target.
+TOOLCHAIN_PKGS = clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32 rustc cargo libstd-rust-dev-wasm32 gcc
+RUST_ENV = RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc CARGO_NET_OFFLINE=true
+CARGO = /usr/bin/cargo
+WASI_CC = clang-19 --target=wasm32-wasi --sysroot=/usr -isystem /usr/include/wasm32-wasi -L/usr/lib/wasm32-wasi \
+	-mexec-model=reactor -O2 -std=c11 -Wall -Wextra -Werror -Wl,-z,stack-size=65536 -Wl,--strip-all -Isdk/c
+POLY_PLUGINS = passthrough filter wordcount
+
+.PHONY: toolchains rust-plugins c-plugins conformance bench-polyglot
+
+# Installs what the Rust and C builds need from Debian packages, only when
+# one is missing (a fresh CI machine); needs root for apt-get.
+toolchains:
+	@missing=$$(for p in $(TOOLCHAIN_PKGS); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	echo "make toolchains: installing" $$missing; \
+	if ! command -v apt-get >/dev/null; then echo "make toolchains: no apt-get; install" $$missing "by hand"; exit 1; fi; \
+	if [ "$$(id -u)" != 0 ]; then echo "make toolchains: need root to apt-get install" $$missing; exit 1; fi; \
+	apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing
+
+rust-plugins: toolchains
+	@mkdir -p bin/plugins/rust
+	cd plugins/rust && $(RUST_ENV) $(CARGO) build --release --target wasm32-wasi
+	for p in $(POLY_PLUGINS); do cp plugins/rust/target/wasm32-wasi/release/$$p.wasm bin/plugins/rust/ || exit 1; done
+
+c-plugins: toolchains
+	@mkdir -p bin/plugins/c
+	for p in $(POLY_PLUGINS); do $(WASI_CC) -o bin/plugins/c/$$p.wasm plugins/c/$$p/$$p.c sdk/c/wasmstream.c || exit 1; done
+
+# The SDK conformance suite alone: the script in Go, Rust and C through the
+# engine, the bundled plugins compared across languages, the SDKs' native tests.
+conformance: toolchains
+	$(GO) test -count=1 -v ./host/internal/conformance/
+
+# Go, Rust and C plugins side by side with the raw wazero floor (per record),
+# and the word count end to end through the host (kfake, or
+# WASMSTREAM_TEST_BROKERS for a real broker).
+bench-polyglot: toolchains
+	$(GO) test -run '^$$' -bench Polyglot -count 5 ./host/internal/conformance/
+	$(GO) test -run '^$$' -bench WordcountEndToEnd -benchtime 1x -count 3 ./host/internal/conformance/e2e/

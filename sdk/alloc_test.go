@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/wasmstream/wasmstream/abi"
@@ -44,11 +45,18 @@ func TestPerRecordAllocations(t *testing.T) {
 
 	out := Output("out")
 	st := Store("s")
-	var withGet bool
+	var withGet, withAppendGet bool
+	var val []byte
 	Handle(func(r *Record) error {
 		if withGet {
 			if _, _, err := st.Get(r.Key); err != nil {
 				return err
+			}
+		}
+		if withAppendGet {
+			var err error
+			if val, _, err = st.AppendGet(val[:0], r.Key); err != nil || string(val) != "12345678" {
+				return errors.New("AppendGet: " + string(val))
 			}
 		}
 		return out.Emit(Out{Key: r.Key, Value: r.Value, Headers: r.Headers})
@@ -66,6 +74,14 @@ func TestPerRecordAllocations(t *testing.T) {
 	withGet = true
 	if n := testing.AllocsPerRun(200, func() { process(uint32(len(enc))) }); n != 1 {
 		t.Errorf("record with one Get: %v allocations, want 1 (the value)", n)
+	}
+	withGet, withAppendGet = false, true
+	if n := testing.AllocsPerRun(200, func() {
+		if st := process(uint32(len(enc))); st != abi.StatusOK {
+			t.Fatalf("AppendGet: status %d", st)
+		}
+	}); n != 0 {
+		t.Errorf("record with one AppendGet into a reused buffer: %v allocations, want 0", n)
 	}
 }
 

@@ -31,6 +31,7 @@ Usage:
   wasmstream rollback -c pipeline.yaml PROCESSOR
                                         make the previous plugin version active again
   wasmstream demo                       run a demo on an embedded Kafka
+  wasmstream init NAME --lang go|rust|c write a new processor project (wasmstream init -h)
   wasmstream help                       this text
 
 Config is read from the file, then WASMSTREAM_* environment variables
@@ -74,6 +75,8 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer, enviro
 		return e.rollback(ctx, args[1:])
 	case "demo":
 		return e.demo(ctx, args[1:])
+	case "init":
+		return e.initProject(args[1:])
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

@@ -52,36 +52,72 @@ func setup() error {
 	return nil
 }
 
-// Per-record scratch, reused: the lowercased words one after another in
-// text, their ends in ends, and the distinct ones with their count in the
-// record.
+// Per-record scratch, reused, so that a record allocates nothing in the
+// plugin (every allocation is Go garbage-collector work inside Wasm): the
+// lowercased words one after another in text, their ends in ends, the
+// distinct ones as spans of text with their count in the record, the
+// stored count and the emitted value.
 var (
-	text  []byte
-	ends  []int
-	order []string
-	seen  = map[string]int{}
-	val   []byte
+	text     []byte
+	ends     []int
+	distinct []span
+	index    = map[string]int{} // distinct word -> its span, for long records only
+	stored   []byte
+	val      []byte
 )
+
+// span is a distinct word of the record: text[start:end], n times.
+type span struct {
+	start, end int
+	n          uint64
+}
+
+// linearMax is the most distinct words found by comparing with each one:
+// for a typical line this is cheaper than hashing every word into a map
+// (which also needs a string per word); longer records use index.
+const linearMax = 32
 
 func process(r *sdk.Record) error {
 	split(r.Value)
-	order = order[:0]
-	clear(seen)
+	distinct = distinct[:0]
+	useIndex := false
 	start := 0
 	for _, end := range ends {
 		w := text[start:end]
-		start = end
-		if n, ok := seen[string(w)]; ok {
-			seen[string(w)] = n + 1
-			continue
+		found := -1
+		if useIndex {
+			if i, ok := index[string(w)]; ok {
+				found = i
+			}
+		} else {
+			for i := range distinct {
+				d := &distinct[i]
+				if string(text[d.start:d.end]) == string(w) {
+					found = i
+					break
+				}
+			}
 		}
-		word := string(w)
-		seen[word] = 1
-		order = append(order, word)
+		switch {
+		case found >= 0:
+			distinct[found].n++
+		default:
+			distinct = append(distinct, span{start, end, 1})
+			if useIndex {
+				index[string(w)] = len(distinct) - 1
+			} else if len(distinct) > linearMax {
+				useIndex = true
+				clear(index)
+				for i, d := range distinct {
+					index[string(text[d.start:d.end])] = i
+				}
+			}
+		}
+		start = end
 	}
-	for _, word := range order {
-		key := []byte(word)
-		total, err := add(key, uint64(seen[word]))
+	for _, d := range distinct {
+		key := text[d.start:d.end]
+		total, err := add(key, d.n)
 		if err != nil {
 			return err
 		}
@@ -100,17 +136,19 @@ func process(r *sdk.Record) error {
 // add adds n to the stored count of key and returns the new count. Counts
 // are stored as 8-byte big-endian unsigned integers.
 func add(key []byte, n uint64) (uint64, error) {
-	v, ok, err := store.Get(key)
+	var ok bool
+	var err error
+	stored, ok, err = store.AppendGet(stored[:0], key)
 	if err != nil {
 		return 0, err
 	}
 	var total uint64
 	if ok {
-		if len(v) != 8 {
-			return 0, errors.New("wordcount: store \"counts\" holds " + strconv.Itoa(len(v)) +
+		if len(stored) != 8 {
+			return 0, errors.New("wordcount: store \"counts\" holds " + strconv.Itoa(len(stored)) +
 				" bytes for word " + strconv.Quote(string(key)) + ", want an 8-byte count")
 		}
-		total = binary.BigEndian.Uint64(v)
+		total = binary.BigEndian.Uint64(stored)
 	}
 	total += n
 	var b [8]byte
@@ -126,22 +164,48 @@ func split(s []byte) {
 	text, ends = text[:0], ends[:0]
 	start := 0
 	for i := 0; i <= len(s); {
+		// ASCII, most text, without the Unicode tables: the same answers
+		// (IsLetter and IsDigit are [A-Za-z] and [0-9] there, ToLower
+		// adds 32).
+		if i < len(s) && s[i] < utf8.RuneSelf {
+			c := s[i]
+			i++
+			switch {
+			case 'a' <= c && c <= 'z' || '0' <= c && c <= '9':
+				text = append(text, c)
+				continue
+			case 'A' <= c && c <= 'Z':
+				text = append(text, c+'a'-'A')
+				continue
+			}
+			start = endWord(start)
+			continue
+		}
 		r, size := utf8.RuneError, 1
 		if i < len(s) {
 			r, size = utf8.DecodeRune(s[i:])
 		}
 		if i < len(s) && r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
 			text = utf8.AppendRune(text, unicode.ToLower(r))
-		} else if len(text) > start {
-			if len(text)-start > abi.MaxKeySize {
-				text = text[:start]
-			} else {
-				ends = append(ends, len(text))
-				start = len(text)
-			}
+		} else {
+			start = endWord(start)
 		}
 		i += size
 	}
+}
+
+// endWord ends the word text[start:] if there is one, skipping it if it is
+// longer than abi.MaxKeySize, and returns where the next word starts.
+func endWord(start int) int {
+	if len(text) > start {
+		if len(text)-start > abi.MaxKeySize {
+			text = text[:start]
+		} else {
+			ends = append(ends, len(text))
+			start = len(text)
+		}
+	}
+	return start
 }
 
 func main() {}

@@ -1,0 +1,237 @@
+package conformance
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/abi/abitest"
+	"github.com/wasmstream/wasmstream/internal/polybuild"
+	"github.com/wasmstream/wasmstream/internal/wasmbuild"
+)
+
+// guest is one language's conformance processor.
+type guest struct {
+	lang  string
+	build func(t testing.TB) string // the .wasm path
+}
+
+var guests = []guest{
+	{"go", func(t testing.TB) string { return wasmbuild.Build(t, "./host/internal/conformance/guest/go") }},
+	{"rust", func(t testing.TB) string { return polybuild.Rust(t, "host/internal/conformance/guest/rust") }},
+	{"c", func(t testing.TB) string { return polybuild.C(t, "host/internal/conformance/guest/c/conformance.c") }},
+}
+
+// conformanceBinding is what the script declares (README.md): the config
+// is over 4 KiB so that every SDK has to read it a second time.
+var conformanceBinding = binding{
+	outputs: []string{"out", "side"},
+	stores:  []string{"aux", "kv"},
+	config:  `{"pad":"` + strings.Repeat("p", 5000) + `","end":true}`,
+}
+
+// commands are the script's commands in the order the suite sends them.
+// state runs three times: the counter carries over records, and the third
+// run is on the fresh instance that replaced the one cmd:fault broke.
+var commands = []string{"names", "config", "log", "state", "state", "scan", "headers", "rawemit",
+	"fail", "eio", "fault", "state", "nooutput", "names"}
+
+// run sends the shared vectors and then every command to the guest and
+// returns what each record did, and the stores at the end.
+func run(t *testing.T, g guest) ([]step, []string) {
+	t.Helper()
+	wasm, err := os.ReadFile(g.build(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, "conformance-"+g.lang, wasm, conformanceBinding)
+	steps := []step{{name: "init", logs: p.initLogs}}
+	vectors, _, err := abitest.Load(abitest.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vectors {
+		steps = append(steps, p.process("vector "+v.Name, v.Record))
+	}
+	for i, c := range commands {
+		steps = append(steps, p.process("cmd:"+c, abi.Record{Timestamp: int64(1000 + i), Offset: int64(i),
+			Key: []byte("cmd:" + c)}))
+	}
+	return steps, p.state.dump(conformanceBinding.stores)
+}
+
+// TestConformance runs the script in every language, checks the Go SDK's
+// run against the ABI's semantics step by step, and requires every other
+// language to do exactly the same: the same emitted bytes, failures, log
+// lines and final state.
+func TestConformance(t *testing.T) {
+	var want string
+	var wantState []string
+	for _, g := range guests {
+		t.Run(g.lang, func(t *testing.T) {
+			steps, state := run(t, g)
+			checkSemantics(t, steps, state)
+			got := transcript(conformanceBinding.outputs, steps)
+			if want == "" {
+				want, wantState = got, state
+				return
+			}
+			if got != want {
+				t.Errorf("%s differs from go: %s", g.lang, firstDiff(want, got))
+			}
+			if strings.Join(state, "\n") != strings.Join(wantState, "\n") {
+				t.Errorf("%s: final state differs from go:\n%s", g.lang, firstDiff(strings.Join(wantState, "\n"), strings.Join(state, "\n")))
+			}
+		})
+	}
+}
+
+// checkSemantics checks one language's run against what the ABI says,
+// independently of the other languages.
+func checkSemantics(t *testing.T, steps []step, state []string) {
+	t.Helper()
+	by := map[string][]step{}
+	for _, s := range steps {
+		by[s.name] = append(by[s.name], s)
+	}
+	// init: emit and state refused; the config read whole.
+	wantInit := []string{"INFO init config " + itoa(len(conformanceBinding.config)), "INFO init emit EPHASE get EPHASE"}
+	if got := by["init"][0].logs; strings.Join(got, "|") != strings.Join(wantInit, "|") {
+		t.Errorf("init logs %q, want %q", got, wantInit)
+	}
+
+	// Vectors: the input back on out, swapped on side, and unchanged on side.
+	vectors, _, _ := abitest.Load(abitest.Path())
+	for _, v := range vectors {
+		s := by["vector "+v.Name][0]
+		if s.err != nil || len(s.emits) != 3 {
+			t.Errorf("vector %s: err %v, %d emits", v.Name, s.err, len(s.emits))
+			continue
+		}
+		want := v.Record
+		want.Offset, want.Partition, want.Index = abi.NoOffset, abi.AnyPartition, 0
+		if got := s.emits[0].raw; !bytes.Equal(got, want.AppendEncode(nil)) || s.emits[0].output != 0 {
+			t.Errorf("vector %s: out got %x, want %x", v.Name, got, want.AppendEncode(nil))
+		}
+		sw := abi.Record{Timestamp: v.Record.Timestamp, Offset: abi.NoOffset, Partition: v.Record.Partition & 3,
+			Index: 1, Key: v.Record.Value, Value: v.Record.Key}
+		if got := s.emits[1].raw; !bytes.Equal(got, sw.AppendEncode(nil)) {
+			t.Errorf("vector %s: swapped got %x, want %x", v.Name, got, sw.AppendEncode(nil))
+		}
+		want.Index = 1
+		if got := s.emits[2].raw; !bytes.Equal(got, want.AppendEncode(nil)) {
+			t.Errorf("vector %s: forwarded got %x, want %x", v.Name, got, want.AppendEncode(nil))
+		}
+	}
+
+	notes := map[string]string{}
+	for _, s := range steps {
+		for _, e := range s.emits {
+			if e.output == 1 && strings.HasPrefix(s.name, "cmd:") {
+				r := e.record(t)
+				notes[string(r.Key)] = string(r.Value)
+			}
+		}
+	}
+	wantNotes := map[string]string{
+		"names": "1 0 1 ENONAME ENONAME", "log-level-4": "EINVAL", "log": "ok",
+		"get-missing": "missing", "put-empty": "ok", "get-empty": "found:", "put-v1": "ok", "get-staged": "found:v1",
+		"delete-twice": "ok", "get-deleted": "missing", "put-aux": "ok", "get-other-store": "missing",
+		"get-aux": "found:aux", "put-long-key": "ETOOLARGE", "get-long-key": "ETOOLARGE",
+		"put-huge-value": "ETOOLARGE", "put-max-value": "ok", "counter": "3",
+		"scan-close": "ok", "cursor-17": "ELIMIT", "next-bad": "ENOCURSOR", "close-bad": "ENOCURSOR",
+		"get-bad-store": "ENOSTORE", "scan-bad-store": "ENOSTORE",
+		"emit-huge": "ETOOLARGE", "emit-malformed": "EINVAL",
+	}
+	for k, v := range wantNotes {
+		if notes[k] != v {
+			t.Errorf("note %s = %q, want %q", k, notes[k], v)
+		}
+	}
+
+	cfg := by["cmd:config"][0]
+	if len(cfg.emits) != 1 || string(cfg.emits[0].record(t).Value) != conformanceBinding.config {
+		t.Errorf("cmd:config: emits %d", len(cfg.emits))
+	}
+	lg := by["cmd:log"][0].logs
+	wantLog := []string{"DEBUG debug line", "INFO info line", "WARN warn line", "ERROR error line",
+		"INFO " + strings.Repeat("L", abi.MaxLogSize) + " (truncated)"}
+	if strings.Join(lg, "|") != strings.Join(wantLog, "|") {
+		t.Errorf("cmd:log logs %.200q", lg)
+	}
+	st := by["cmd:state"][0]
+	var big []byte
+	for _, e := range st.emits {
+		if r := e.record(t); string(r.Key) == "get-big" {
+			big = r.Value
+		}
+	}
+	if len(big) != 200000 || big[199999] != byte(199999*7%251) {
+		t.Errorf("cmd:state: get-big came back with %d bytes", len(big))
+	}
+
+	// scan: prefix s/ in order with values whole, [s/b, s/d) on side, [s/c, ∞) with lengths.
+	var scanned []string
+	for _, e := range by["cmd:scan"][0].emits {
+		r := e.record(t)
+		if e.output == 0 || strings.HasPrefix(string(r.Key), "s/") {
+			v := string(r.Value)
+			if len(v) > 20 {
+				v = itoa(len(v)) + "B"
+			}
+			scanned = append(scanned, itoa(e.output)+":"+string(r.Key)+"="+v)
+		}
+	}
+	wantScan := "0:s/a=aaaaaaaaaa 0:s/b=700B 0:s/c=70000B 0:s/d= 1:s/b=700B 1:s/c=70000B 0:s/c=70000 0:s/d=0 0:t/x=1"
+	if got := strings.Join(scanned, " "); got != wantScan {
+		t.Errorf("cmd:scan emitted\n  %s\nwant\n  %s", got, wantScan)
+	}
+
+	hd := by["cmd:headers"][0]
+	if len(hd.emits) != 4 {
+		t.Fatalf("cmd:headers: %d emits", len(hd.emits))
+	}
+	h0 := hd.emits[0].record(t)
+	if h0.Key == nil || len(h0.Key) != 0 || h0.Value != nil || h0.Timestamp != 123 || len(h0.Headers) != 5 ||
+		h0.Headers[1].Value != nil || h0.Headers[2].Value == nil || len(h0.Headers[2].Value) != 0 ||
+		h0.Headers[3].Key != "" || string(h0.Headers[4].Value) != "2" {
+		t.Errorf("cmd:headers: first emit %+v", h0)
+	}
+	h1, h2, h3 := hd.emits[1].record(t), hd.emits[2].record(t), hd.emits[3].record(t)
+	if h1.Key != nil || h1.Value == nil || len(h1.Value) != 0 || h1.Timestamp != 1000+6 {
+		t.Errorf("cmd:headers: second emit %+v (want null key, empty value, the input's timestamp)", h1)
+	}
+	if h2.Partition != 5 || h3.Partition != 0 || h3.Key != nil || h3.Value != nil || hd.emits[2].output != 1 {
+		t.Errorf("cmd:headers: explicit partitions %+v %+v", h2, h3)
+	}
+
+	wantFail := map[string]string{
+		"cmd:fail":     "plugin failed: conformance: rejected on purpose",
+		"cmd:eio":      "host failed: state get: injected store failure",
+		"cmd:fault":    "ABI misuse: EFAULT",
+		"cmd:nooutput": "ABI misuse: ENOOUTPUT",
+	}
+	for name, want := range wantFail {
+		s := by[name][0]
+		if s.err == nil || failure(s.err) != want || len(s.emits) != 0 {
+			t.Errorf("%s: failure %v, %d emits; want %q and none", name, s.err, len(s.emits), want)
+		}
+	}
+	// After cmd:fault, a fresh instance ran init again.
+	if l := by["cmd:state"][2].logs; len(l) < 1 || !strings.HasPrefix(l[0], "INFO init config") {
+		t.Errorf("third cmd:state: logs %q; want the fresh instance's init first", l)
+	}
+	for _, e := range state {
+		if strings.Contains(e, "fail-k") || strings.Contains(e, `"max"`) || strings.Contains(e, `"huge"`) {
+			t.Errorf("final state holds %s", e)
+		}
+	}
+	if !strings.Contains(strings.Join(state, "\n"), `kv/"counter"=1:"3"`) {
+		t.Errorf("final state %q: want counter 3", state)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

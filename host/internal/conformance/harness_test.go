@@ -1,0 +1,350 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/engine"
+)
+
+// binding is what a processor declares, as in the host's config.
+type binding struct {
+	outputs []string
+	stores  []string
+	config  string
+}
+
+// emitted is one record a plugin emitted: the output's index and the
+// record's layout as the engine handed it to the Sink, re-encoded.
+type emitted struct {
+	output int
+	raw    []byte
+}
+
+func (e emitted) record(t testing.TB) abi.Record {
+	t.Helper()
+	var r abi.Record
+	if err := r.Decode(e.raw); err != nil {
+		t.Fatalf("re-decoding an emitted record: %v", err)
+	}
+	return r
+}
+
+type sink struct{ out []emitted }
+
+func (s *sink) Emit(output int, rec *abi.Record) error {
+	s.out = append(s.out, emitted{output, rec.AppendEncode(nil)})
+	return nil
+}
+
+// errInjected is the State failure behind the key failKey.
+var errInjected = errors.New("injected store failure")
+
+// failKey is the key whose reads the test State fails (cmd:eio).
+const failKey = "eio"
+
+// memState is the test's State: committed maps per store and a per-record
+// overlay of staged writes (nil = deleted), committed when the record
+// succeeds and dropped when it fails, as the runner does with Pebble.
+type memState struct {
+	committed []map[string][]byte
+	pending   []map[string][]byte
+	deleted   []map[string]bool
+}
+
+func newMemState(n int) *memState {
+	s := &memState{}
+	for range n {
+		s.committed = append(s.committed, map[string][]byte{})
+		s.pending = append(s.pending, map[string][]byte{})
+		s.deleted = append(s.deleted, map[string]bool{})
+	}
+	return s
+}
+
+func (s *memState) Get(store int, key []byte) ([]byte, bool, error) {
+	k := string(key)
+	if k == failKey {
+		return nil, false, errInjected
+	}
+	if s.deleted[store][k] {
+		return nil, false, nil
+	}
+	if v, ok := s.pending[store][k]; ok {
+		return v, true, nil
+	}
+	v, ok := s.committed[store][k]
+	return v, ok, nil
+}
+
+func (s *memState) Put(store int, key, value []byte) error {
+	delete(s.deleted[store], string(key))
+	s.pending[store][string(key)] = bytes.Clone(value)
+	return nil
+}
+
+func (s *memState) Delete(store int, key []byte) error {
+	delete(s.pending[store], string(key))
+	s.deleted[store][string(key)] = true
+	return nil
+}
+
+// view is the store as the current record sees it.
+func (s *memState) view(store int) map[string][]byte {
+	m := map[string][]byte{}
+	for k, v := range s.committed[store] {
+		m[k] = v
+	}
+	for k := range s.deleted[store] {
+		delete(m, k)
+	}
+	for k, v := range s.pending[store] {
+		m[k] = v
+	}
+	return m
+}
+
+func (s *memState) Scan(store int, start, end []byte) (engine.Iterator, error) {
+	m := s.view(store)
+	var keys []string
+	for k := range m {
+		if k >= string(start) && (len(end) == 0 || k < string(end)) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	it := &memIter{}
+	for _, k := range keys {
+		it.entries = append(it.entries, [2][]byte{[]byte(k), m[k]})
+	}
+	return it, nil
+}
+
+func (s *memState) end(ok bool) {
+	for i := range s.pending {
+		if ok {
+			s.committed[i] = s.view(i)
+		}
+		s.pending[i] = map[string][]byte{}
+		s.deleted[i] = map[string]bool{}
+	}
+}
+
+// dump is every committed entry, "store/key=<len>:<first bytes>" sorted.
+func (s *memState) dump(stores []string) []string {
+	var out []string
+	for i, name := range stores {
+		for k, v := range s.committed[i] {
+			out = append(out, fmt.Sprintf("%s/%q=%d:%q", name, k, len(v), v[:min(len(v), 16)]))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+type memIter struct{ entries [][2][]byte }
+
+func (it *memIter) Next() ([]byte, []byte, bool, error) {
+	if len(it.entries) == 0 {
+		return nil, nil, false, nil
+	}
+	e := it.entries[0]
+	it.entries = it.entries[1:]
+	return e[0], e[1], true, nil
+}
+
+func (it *memIter) Close() error { return nil }
+
+// logCapture keeps the lines plugins log, "LEVEL msg" (with " (truncated)"
+// when the host cut it).
+type logCapture struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (h *logCapture) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logCapture) Handle(_ context.Context, r slog.Record) error {
+	line := r.Level.String() + " " + r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "truncated" {
+			line += " (truncated)"
+		}
+		return true
+	})
+	h.mu.Lock()
+	h.lines = append(h.lines, line)
+	h.mu.Unlock()
+	return nil
+}
+func (h *logCapture) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logCapture) WithGroup(string) slog.Handler      { return h }
+
+func (h *logCapture) take() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	l := h.lines
+	h.lines = nil
+	return l
+}
+
+// plugin is one module running through the engine with the test's Sink
+// and State.
+type plugin struct {
+	b     binding
+	inst  *engine.Instance
+	sink  *sink
+	state *memState
+	logs  *logCapture
+	// initLogs are the lines logged while the instance started.
+	initLogs []string
+}
+
+// The runtime and the compiled modules are shared by the package's tests:
+// compiling a Go module takes about half a second, and the tests start
+// dozens of instances. Tests do not run in parallel, so the one log
+// capture is drained per instance and per record.
+var shared struct {
+	mu   sync.Mutex
+	rt   *engine.Runtime
+	logs *logCapture
+	mods map[string]*engine.Module
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.rt != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		shared.rt.Close(ctx)
+		cancel()
+	}
+	os.Exit(code)
+}
+
+// module compiles wasm once per name in the shared runtime.
+func module(t testing.TB, name string, wasm []byte) (*engine.Module, *logCapture) {
+	t.Helper()
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.rt == nil {
+		shared.logs = &logCapture{}
+		rt, err := engine.NewRuntime(context.Background(), engine.Options{Logger: slog.New(shared.logs)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared.rt, shared.mods = rt, map[string]*engine.Module{}
+	}
+	key := name + "\x00" + string(wasm)
+	if m := shared.mods[key]; m != nil {
+		return m, shared.logs
+	}
+	m, err := shared.rt.Compile(context.Background(), name, wasm)
+	if err != nil {
+		t.Fatalf("compile %s: %v", name, err)
+	}
+	shared.mods[key] = m
+	return m, shared.logs
+}
+
+// start instantiates wasm (compiled once per name and content) with b.
+func start(t testing.TB, name string, wasm []byte, b binding) *plugin {
+	t.Helper()
+	m, logs := module(t, name, wasm)
+	logs.take()
+	p := &plugin{b: b, sink: &sink{}, state: newMemState(len(b.stores)), logs: logs}
+	var err error
+	p.inst, err = m.Instantiate(context.Background(), engine.Binding{Name: name, Outputs: b.outputs, Stores: b.stores,
+		Config: []byte(b.config), Sink: p.sink, State: p.state})
+	if err != nil {
+		t.Fatalf("instantiate %s: %v", name, err)
+	}
+	t.Cleanup(func() { p.inst.Close(context.Background()) })
+	p.initLogs = logs.take()
+	return p
+}
+
+// step is what one record did.
+type step struct {
+	name  string
+	emits []emitted
+	err   error
+	logs  []string
+}
+
+// process runs one record; its emits and state writes stand only if it
+// succeeds.
+func (p *plugin) process(name string, rec abi.Record) step {
+	p.sink.out = nil
+	err := p.inst.Process(context.Background(), &rec)
+	p.state.end(err == nil)
+	s := step{name: name, err: err, logs: p.logs.take()}
+	if err == nil {
+		s.emits = p.sink.out
+	}
+	return s
+}
+
+// transcript renders steps for a byte-for-byte comparison: every emit's
+// output and layout in hex, every failure's kind and message (for ABI
+// misuse, only the errno: the host's message names addresses and memory
+// sizes, which differ between languages), every log line.
+func transcript(outputs []string, steps []step) string {
+	var b strings.Builder
+	for _, s := range steps {
+		fmt.Fprintf(&b, "== %s\n", s.name)
+		for _, l := range s.logs {
+			fmt.Fprintf(&b, "log %s\n", l)
+		}
+		for _, e := range s.emits {
+			fmt.Fprintf(&b, "emit %s %x\n", outputs[e.output], e.raw)
+		}
+		if s.err != nil {
+			fmt.Fprintf(&b, "fail %s\n", failure(s.err))
+		}
+	}
+	return b.String()
+}
+
+// failure is a failed record's kind and message as the transcript has it.
+func failure(err error) string {
+	var re *engine.RecordError
+	if !errors.As(err, &re) {
+		return "not a record error: " + err.Error()
+	}
+	if re.Kind == engine.ABIMisuse {
+		for _, e := range []abi.Errno{abi.ErrnoFault, abi.ErrnoNoOutput, abi.ErrnoInval} {
+			if strings.Contains(re.Msg, e.Name()) {
+				return re.Kind.String() + ": " + e.Name()
+			}
+		}
+	}
+	return re.Kind.String() + ": " + re.Msg
+}
+
+// firstDiff is the first line where a and b differ, cut for a message.
+func firstDiff(a, b string) string {
+	la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := 0; i < len(la) || i < len(lb); i++ {
+		var x, y string
+		if i < len(la) {
+			x = la[i]
+		}
+		if i < len(lb) {
+			y = lb[i]
+		}
+		if x != y {
+			return fmt.Sprintf("line %d:\n  want %.300s\n  got  %.300s", i+1, x, y)
+		}
+	}
+	return "no difference"
+}

@@ -1,0 +1,174 @@
+package conformance
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/abi/abitest"
+	"github.com/wasmstream/wasmstream/internal/polybuild"
+)
+
+// The bundled plugins written in Rust (plugins/rust) and C (plugins/c) must
+// do exactly what the Go ones (plugins/<name>) do: these tests run each
+// language's module through the engine on the same records and compare
+// every emitted record, failure and final store byte for byte.
+
+var langs = []string{"go", "rust", "c"}
+
+// pluginWasm builds plugin name in lang and returns the module.
+func pluginWasm(t testing.TB, lang, name string) []byte {
+	t.Helper()
+	wasm, err := os.ReadFile(polybuild.Plugin(t, lang, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wasm
+}
+
+// compareLangs runs records through plugin name in every language with
+// binding b and requires the Rust and C transcripts (and final stores) to
+// equal Go's. It returns Go's steps for the caller's own checks.
+func compareLangs(t *testing.T, name string, b binding, records []abi.Record) []step {
+	t.Helper()
+	var goSteps []step
+	var want, wantState string
+	for _, lang := range langs {
+		p := start(t, name+"-"+lang, pluginWasm(t, lang, name), b)
+		steps := []step{{name: "init", logs: p.initLogs}}
+		for i, r := range records {
+			steps = append(steps, p.process("record "+itoa(i), r))
+		}
+		got := transcript(b.outputs, steps)
+		state := strings.Join(p.state.dump(b.stores), "\n")
+		if lang == "go" {
+			goSteps, want, wantState = steps, got, state
+			continue
+		}
+		if got != want {
+			t.Errorf("%s %s differs from go: %s", lang, name, firstDiff(want, got))
+		}
+		if state != wantState {
+			t.Errorf("%s %s: final state differs from go: %s", lang, name, firstDiff(wantState, state))
+		}
+	}
+	return goSteps
+}
+
+func TestPassthroughSameInEveryLanguage(t *testing.T) {
+	vectors, _, err := abitest.Load(abitest.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []abi.Record
+	for _, v := range vectors {
+		recs = append(recs, v.Record)
+	}
+	big := abi.Record{Key: []byte("big"), Value: []byte(strings.Repeat("v", 300000))} // regrows the input buffer
+	recs = append(recs, big, vectors[4].Record)
+	steps := compareLangs(t, "passthrough", binding{outputs: []string{"out"}}, recs)
+	for i, s := range steps[1:] {
+		want := recs[i]
+		want.Offset, want.Partition, want.Index = abi.NoOffset, abi.AnyPartition, 0
+		if s.err != nil || len(s.emits) != 1 || string(s.emits[0].raw) != string(want.AppendEncode(nil)) {
+			t.Errorf("go passthrough, record %d: %v, %d emits", i, s.err, len(s.emits))
+		}
+	}
+}
+
+// filterRecords and filterConfigs are the Go filter's own table
+// (plugins/filter/main_test.go), plus a tombstone and nested paths.
+var filterRecords = []string{
+	`{"user": {"country": "NL", "age": 31}, "tags": ["a"]}`,
+	`{"user": {"country": "DE", "age": 17.5}}`,
+	`{"user": {"country": "N\u004c", "age": 1e400}}`,
+	`{"user": {"country": null, "age": "31"}}`,
+	`{"user": {}}`,
+	`{"user": {"country": ["NL"], "age": -1}}`,
+	`not json`,
+	``,
+	`{"items": [{"sku": "x"}, {"sku": "y"}], "user": {"country": "NL", "country": "DE"}}`,
+	`{"a": {"b\u002ec": 1}, "user": {"country": "\ud83d\ude00"}} `,
+	`[1, 2, {"x": true}]`,
+	`{"user": {"country": "NL"}} trailing`,
+}
+
+var filterConfigs = []string{
+	`{"field":"user.country","value":"NL"}`,
+	`{"field":"user.country","op":"ne","value":"NL"}`,
+	`{"field":"user.country","op":"eq","value":null}`,
+	`{"field":"user.country","op":"exists"}`,
+	`{"field":"user.age","op":"gt","value":18}`,
+	`{"field":"user.age","op":"ge","value":31}`,
+	`{"field":"user.age","op":"lt","value":18}`,
+	`{"field":"user.age","op":"le","value":17.5}`,
+	`{"field":"user.age","op":"eq","value":31.0}`,
+	`{"field":"user.country","op":"in","value":["DE","NL"]}`,
+	`{"field":"user.country","op":"in","value":[null, 1]}`,
+	`{"field":"tags.0","op":"eq","value":"a"}`,
+	`{"field":"items.*.sku","op":"eq","value":"y"}`,
+	`{"field":"2.x","op":"eq","value":true}`,
+	`{"field":"user.country","op":"eq","value":"😀"}`,
+	`{"field":"user.country","value":"NL","output":"kept"}`,
+	`{"field":"user.country","value":"NL","invalid_output":"invalid"}`,
+}
+
+func TestFilterSameInEveryLanguage(t *testing.T) {
+	var recs []abi.Record
+	for i, v := range filterRecords {
+		recs = append(recs, abi.Record{Timestamp: int64(i), Key: []byte("k"), Value: []byte(v),
+			Headers: []abi.Header{{Key: "h", Value: []byte(v)}}})
+	}
+	recs = append(recs, abi.Record{Key: []byte("tombstone")})
+	for _, cfg := range filterConfigs {
+		t.Run(cfg, func(t *testing.T) {
+			steps := compareLangs(t, "filter", binding{outputs: []string{"invalid", "kept", "out"}, config: cfg}, recs)
+			n := 0
+			for _, s := range steps {
+				n += len(s.emits)
+			}
+			if n == 0 {
+				t.Errorf("go filter kept nothing: the comparison would prove little")
+			}
+		})
+	}
+}
+
+func TestWordcountSameInEveryLanguage(t *testing.T) {
+	texts := []string{
+		"The cat and the hat", "THE CAT, the end; don't stop", "Ça va? ÇA VA! Über straße STRASSE",
+		"Привет мир, ПРИВЕТ", "Καλημέρα κόσμε ΚΑΛΗΜΕΡΑ", "日本語 テキスト", "", "a1 b2 a1 1a",
+		"tab\tseparated\nlines\r\nhere", strings.Repeat("x", 5000) + " short",
+	}
+	var recs []abi.Record
+	for i, s := range texts {
+		recs = append(recs, abi.Record{Timestamp: int64(100 + i), Key: []byte("line"), Value: []byte(s)})
+	}
+	recs = append(recs, abi.Record{Key: []byte("tombstone")})
+	for _, format := range []string{"decimal", "int64"} {
+		t.Run(format, func(t *testing.T) {
+			b := binding{outputs: []string{"counts"}, stores: []string{"counts"}, config: `{"value_format":"` + format + `"}`}
+			steps := compareLangs(t, "wordcount", b, recs)
+			if got := len(steps[1].emits); got != 4 {
+				t.Errorf("go wordcount: %d emits for %q, want 4", got, texts[0])
+			}
+		})
+	}
+}
+
+// TestPluginsNative runs the Rust plugins' cargo tests and the C plugins'
+// native tests (against the C SDK's fake host, under ASan and UBSan).
+func TestPluginsNative(t *testing.T) {
+	t.Run("rust", func(t *testing.T) { polybuild.RustTest(t, "plugins/rust") })
+	for _, name := range []string{"passthrough", "filter", "wordcount"} {
+		t.Run("c/"+name, func(t *testing.T) {
+			dir := "plugins/c/" + name + "/"
+			bin := polybuild.CNative(t, dir+name+"_test.c", dir+name+".c")
+			if out, err := exec.Command(bin).CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v\n%s", bin, err, out)
+			}
+		})
+	}
+}

@@ -1,0 +1,429 @@
+/*
+ * wasmstream.c: the C SDK's implementation (see wasmstream.h). It uses
+ * only memcpy, memcmp, strlen, malloc, realloc and free from the C library.
+ *
+ * A Wasm instance is single-threaded and the host calls one export at a
+ * time, so the SDK's state is plain statics.
+ */
+#include "wasmstream.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Input buffer sizes in bytes: the first is larger than the 4096 the host
+ * asks for at start so that typical records never regrow it; requests over
+ * the largest get NULL ("cannot") instead of an allocation that would hit
+ * the instance's memory limit. */
+#define MIN_INPUT (16 << 10)
+#define MAX_INPUT (256u << 20)
+
+static uint8_t *in_buf;  /* handed to the host; kept until the next ws_sdk_input */
+static size_t in_cap;
+static size_t cur_len;   /* length of the record being processed, else 0 */
+static int64_t cur_ts;   /* its timestamp, the default of emits */
+static uint8_t *emit_buf; /* encoding of the record being emitted, reused */
+static size_t emit_cap;
+static uint32_t gen = 1; /* instance generation of cached indices */
+
+ws_bytes ws_str(const char *s) {
+    ws_bytes b = {(const uint8_t *)s, (int32_t)strlen(s)};
+    return b;
+}
+
+static uint32_t get32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32; }
+
+static void put32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static void put64(uint8_t *p, uint64_t v) {
+    put32(p, (uint32_t)v);
+    put32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* The field of length n (-1: null) at src[*p:len]; 0 if it is not there. */
+static int take(const uint8_t *src, size_t len, size_t *p, int32_t n, ws_bytes *out) {
+    if (n == -1) {
+        out->ptr = NULL;
+        out->len = -1;
+        return 1;
+    }
+    if (n < 0 || (size_t)n > len - *p) return 0;
+    out->ptr = src + *p;
+    out->len = n;
+    *p += (size_t)n;
+    return 1;
+}
+
+int ws_decode(const uint8_t *src, size_t n, ws_record *r) {
+    if (n < WS_HEADER_SIZE) return -WS_EINVAL;
+    uint32_t count = get32(src + 32);
+    if (count > WS_MAX_HEADERS) return -WS_EINVAL;
+    size_t p = WS_HEADER_SIZE;
+    if (!take(src, n, &p, (int32_t)get32(src + 24), &r->key)) return -WS_EINVAL;
+    if (!take(src, n, &p, (int32_t)get32(src + 28), &r->value)) return -WS_EINVAL;
+    size_t hstart = p;
+    for (uint32_t i = 0; i < count; i++) {
+        ws_bytes name, val;
+        if (n - p < 8) return -WS_EINVAL;
+        int32_t nl = (int32_t)get32(src + p), vl = (int32_t)get32(src + p + 4);
+        p += 8;
+        if (nl < 0 || !take(src, n, &p, nl, &name) || !take(src, n, &p, vl, &val)) return -WS_EINVAL;
+    }
+    if (p != n) return -WS_EINVAL; /* trailing bytes: the lengths do not add up */
+    r->timestamp = (int64_t)get64(src);
+    r->offset = (int64_t)get64(src + 8);
+    r->partition = (int32_t)get32(src + 16);
+    r->input = get32(src + 20);
+    r->header_count = count;
+    r->headers = src + hstart;
+    r->headers_len = n - hstart;
+    r->raw = src;
+    r->raw_len = n;
+    return 0;
+}
+
+int ws_next_header(const ws_record *r, size_t *pos, ws_header *h) {
+    if (*pos >= r->headers_len) return 0;
+    const uint8_t *b = r->headers + *pos;
+    int32_t nl = (int32_t)get32(b), vl = (int32_t)get32(b + 4);
+    h->name.ptr = b + 8;
+    h->name.len = nl;
+    if (vl < 0) {
+        h->value.ptr = NULL;
+        h->value.len = -1;
+        vl = 0;
+    } else {
+        h->value.ptr = b + 8 + nl;
+        h->value.len = vl;
+    }
+    *pos += 8 + (size_t)nl + (size_t)vl;
+    return 1;
+}
+
+static size_t blen(ws_bytes b) { return b.len < 0 ? 0 : (size_t)b.len; }
+
+size_t ws_encoded_size(const ws_out *r) {
+    size_t n = WS_HEADER_SIZE + blen(r->key) + blen(r->value);
+    for (uint32_t i = 0; i < r->header_count; i++)
+        n += 8 + blen(r->headers[i].name) + blen(r->headers[i].value);
+    return n;
+}
+
+static uint8_t *copy(uint8_t *d, ws_bytes b) {
+    if (b.len > 0) memcpy(d, b.ptr, (size_t)b.len);
+    return d + blen(b);
+}
+
+void ws_encode(uint8_t *d, int64_t ts, int64_t offset, int32_t partition, uint32_t index, const ws_out *r) {
+    put64(d, (uint64_t)ts);
+    put64(d + 8, (uint64_t)offset);
+    put32(d + 16, (uint32_t)partition);
+    put32(d + 20, index);
+    put32(d + 24, (uint32_t)r->key.len);
+    put32(d + 28, (uint32_t)r->value.len);
+    put32(d + 32, r->header_count);
+    uint8_t *p = copy(copy(d + WS_HEADER_SIZE, r->key), r->value);
+    for (uint32_t i = 0; i < r->header_count; i++) {
+        put32(p, (uint32_t)blen(r->headers[i].name));
+        put32(p + 4, (uint32_t)r->headers[i].value.len);
+        p = copy(copy(p + 8, r->headers[i].name), r->headers[i].value);
+    }
+}
+
+/* ---- errors ---- */
+
+static const char *const names[] = {"", "EFAULT", "EINVAL", "ENOOUTPUT", "ENOSTORE", "ENOTFOUND", "ETOOLARGE",
+                                    "ENOCURSOR", "EPHASE", "ELIMIT", "EIO", "ENONAME"};
+static const char *const texts[] = {"",
+                                    "pointer or length outside plugin memory",
+                                    "malformed argument",
+                                    "output not declared by the processor",
+                                    "store not declared by the processor",
+                                    "key not found",
+                                    "over the size limit",
+                                    "no such scan cursor",
+                                    "call not allowed in this phase",
+                                    "per-record limit reached",
+                                    "host I/O failure",
+                                    "no output or store with that name"};
+
+const char *ws_errno_name(int32_t e) {
+    if (e < 0) e = -e;
+    return e > 0 && e <= WS_ENONAME ? names[e] : "E?";
+}
+
+const char *ws_errno_text(int32_t e) {
+    if (e < 0) e = -e;
+    return e > 0 && e <= WS_ENONAME ? texts[e] : "unknown errno";
+}
+
+int ws_fail_n(const char *msg, size_t len) {
+    ws_host_set_error(msg, (uint32_t)len);
+    return WS_FAILED;
+}
+
+int ws_fail(const char *msg) { return ws_fail_n(msg, strlen(msg)); }
+
+int ws_fail_call(const char *call, const char *name, int32_t err) {
+    char m[256];
+    size_t n = 0;
+    const char *parts[8] = {"sdk: ", call, name ? " \"" : "", name ? name : "", name ? "\"" : "", ": ",
+                            ws_errno_name(err), ""};
+    for (int i = 0; i < 8; i++)
+        for (const char *s = parts[i]; *s && n < sizeof m - 2; s++) m[n++] = *s;
+    const char *t = ws_errno_text(err);
+    if (n < sizeof m - 2) m[n++] = ':', m[n++] = ' ';
+    for (; *t && n < sizeof m; t++) m[n++] = *t;
+    return ws_fail_n(m, n);
+}
+
+/* ---- names ---- */
+
+static int32_t resolve(ws_output *o, int32_t (*f)(const void *, uint32_t)) {
+    if (o->gen == gen) return o->idx;
+    int32_t i = f(o->name, (uint32_t)strlen(o->name));
+    if (i < 0) return i;
+    o->idx = i;
+    o->gen = gen;
+    return i;
+}
+
+int32_t ws_output_check(ws_output *o) {
+    int32_t i = resolve(o, ws_host_output_index);
+    return i < 0 ? i : 0;
+}
+
+int32_t ws_store_check(ws_store *s) {
+    int32_t i = resolve(s, ws_host_store_index);
+    return i < 0 ? i : 0;
+}
+
+/* ---- emit ---- */
+
+int32_t ws_emit_to(ws_output *o, int32_t partition, const ws_out *r) {
+    int32_t idx = resolve(o, ws_host_output_index);
+    if (idx < 0) return idx;
+    size_t n = ws_encoded_size(r);
+    /* Checked here so that an oversized record neither grows emit_buf for
+     * good nor crosses into the host. */
+    if (n > WS_MAX_RECORD_SIZE) return -WS_ETOOLARGE;
+    if (n > emit_cap) {
+        uint8_t *b = realloc(emit_buf, n);
+        if (!b) return -WS_ETOOLARGE;
+        emit_buf = b;
+        emit_cap = n;
+    }
+    ws_encode(emit_buf, r->timestamp ? r->timestamp : cur_ts, -1, partition, (uint32_t)idx, r);
+    return ws_host_emit(emit_buf, (uint32_t)n);
+}
+
+int32_t ws_emit(ws_output *o, const ws_out *r) { return ws_emit_to(o, WS_ANY_PARTITION, r); }
+
+int32_t ws_forward(ws_output *o, const ws_record *r) {
+    int32_t idx = resolve(o, ws_host_output_index);
+    if (idx < 0) return idx;
+    uint8_t *b = in_buf;
+    if (cur_len == 0 || r->raw != in_buf || r->raw_len != cur_len) {
+        /* Not the record being processed (a copy the processor made): its
+         * encoding is copied and rewritten instead. */
+        if (r->raw_len > WS_MAX_RECORD_SIZE) return -WS_ETOOLARGE;
+        if (r->raw_len > emit_cap) {
+            uint8_t *nb = realloc(emit_buf, r->raw_len);
+            if (!nb) return -WS_ETOOLARGE;
+            emit_buf = nb;
+            emit_cap = r->raw_len;
+        }
+        memcpy(emit_buf, r->raw, r->raw_len);
+        b = emit_buf;
+    }
+    /* The input's own bytes are the encoding but for offset, partition and
+     * index, which the record's decoded fields keep. */
+    put64(b + 8, (uint64_t)-1);
+    put32(b + 16, (uint32_t)WS_ANY_PARTITION);
+    put32(b + 20, (uint32_t)idx);
+    return ws_host_emit(b, (uint32_t)r->raw_len);
+}
+
+/* ---- state ---- */
+
+void ws_buf_free(ws_buf *b) {
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+static int reserve(ws_buf *b, size_t n) {
+    if (n <= b->cap) return 1;
+    uint8_t *d = realloc(b->data, n);
+    if (!d) return 0;
+    b->data = d;
+    b->cap = n;
+    return 1;
+}
+
+int32_t ws_get(ws_store *s, const void *key, size_t key_len, ws_buf *out) {
+    int32_t idx = resolve(s, ws_host_store_index);
+    if (idx < 0) return idx;
+    out->len = 0;
+    if (!reserve(out, 256)) return -WS_EIO;
+    /* A second read only for a value larger than the buffer; a third only
+     * if it changed size in between, which a host serving one record at a
+     * time never does: the bound turns a broken host into an error. */
+    for (int i = 0; i < 3; i++) {
+        int32_t n = ws_host_state_get((uint32_t)idx, key, (uint32_t)key_len, out->data, (uint32_t)out->cap);
+        if (n == -WS_ENOTFOUND) return 0;
+        if (n < 0) return n;
+        if ((size_t)n <= out->cap) {
+            out->len = (size_t)n;
+            return 1;
+        }
+        if (!reserve(out, (size_t)n)) return -WS_EIO;
+    }
+    return -WS_EIO;
+}
+
+int32_t ws_put(ws_store *s, const void *key, size_t key_len, const void *val, size_t val_len) {
+    int32_t idx = resolve(s, ws_host_store_index);
+    if (idx < 0) return idx;
+    return ws_host_state_put((uint32_t)idx, key, (uint32_t)key_len, val, (uint32_t)val_len);
+}
+
+int32_t ws_delete(ws_store *s, const void *key, size_t key_len) {
+    int32_t idx = resolve(s, ws_host_store_index);
+    if (idx < 0) return idx;
+    return ws_host_state_delete((uint32_t)idx, key, (uint32_t)key_len);
+}
+
+int32_t ws_scan_open(ws_store *s, const void *start, size_t start_len, const void *end, size_t end_len,
+                     ws_scan *out) {
+    memset(out, 0, sizeof *out);
+    out->store = s->name;
+    int32_t idx = resolve(s, ws_host_store_index);
+    if (idx < 0) return idx;
+    int32_t c = ws_host_scan_open((uint32_t)idx, start, (uint32_t)start_len, end, (uint32_t)end_len);
+    if (c < 0) return c;
+    out->cursor = c;
+    out->open = 1;
+    return 0;
+}
+
+static int32_t scan_end(ws_scan *sc) {
+    if (!sc->open) return 0;
+    sc->open = 0;
+    return ws_host_scan_close((uint32_t)sc->cursor);
+}
+
+int32_t ws_scan_next(ws_scan *sc, ws_bytes *key, ws_bytes *value) {
+    if (!sc->open) return 0;
+    if (!reserve(&sc->buf, 512)) return -WS_EIO;
+    for (int i = 0; i < 3; i++) {
+        int32_t n = ws_host_scan_next((uint32_t)sc->cursor, sc->buf.data, (uint32_t)sc->buf.cap);
+        if (n == 0) {
+            int32_t e = scan_end(sc);
+            return e < 0 ? e : 0;
+        }
+        if (n < 0) {
+            scan_end(sc);
+            return n;
+        }
+        if ((size_t)n <= sc->buf.cap) {
+            const uint8_t *b = sc->buf.data;
+            uint32_t kl = get32(b), vl = get32(b + 4);
+            if ((uint64_t)kl + vl + 8 != (uint64_t)n) return -WS_EINVAL;
+            key->ptr = b + 8;
+            key->len = (int32_t)kl;
+            value->ptr = b + 8 + kl;
+            value->len = (int32_t)vl;
+            return 1;
+        }
+        size_t grow = sc->buf.cap * 2 > (size_t)n ? sc->buf.cap * 2 : (size_t)n;
+        if (!reserve(&sc->buf, grow)) return -WS_EIO;
+    }
+    scan_end(sc);
+    return -WS_EIO;
+}
+
+int32_t ws_scan_close(ws_scan *sc) {
+    int32_t e = scan_end(sc);
+    ws_buf_free(&sc->buf);
+    return e;
+}
+
+/* ---- config, log ---- */
+
+int32_t ws_config(ws_buf *out) {
+    out->len = 0;
+    if (!reserve(out, 512)) return -WS_EIO;
+    int32_t n = ws_host_config(out->data, (uint32_t)out->cap);
+    if (n < 0) return n;
+    if ((size_t)n > out->cap) {
+        if (!reserve(out, (size_t)n)) return -WS_EIO;
+        if (ws_host_config(out->data, (uint32_t)out->cap) != n) return -WS_EIO;
+    }
+    out->len = (size_t)n;
+    return n;
+}
+
+void ws_log(uint32_t level, const char *msg, size_t len) { ws_host_log(level, msg, (uint32_t)len); }
+
+void ws_logs(uint32_t level, const char *msg) { ws_log(level, msg, strlen(msg)); }
+
+/* ---- the exports ---- */
+
+uint8_t *ws_sdk_input(uint32_t size) {
+    if (size > MAX_INPUT) return NULL;
+    if (size > in_cap) {
+        size_t n = in_cap * 2 > size ? in_cap * 2 : size;
+        if (n < MIN_INPUT) n = MIN_INPUT;
+        if (n > MAX_INPUT) n = MAX_INPUT;
+        free(in_buf); /* the host asks again only between records */
+        in_buf = malloc(n);
+        in_cap = in_buf ? n : 0;
+    }
+    return in_buf;
+}
+
+int32_t ws_sdk_process(uint32_t len) {
+    ws_record r;
+    if (len > in_cap) return ws_fail("sdk: record length is beyond the input buffer");
+    if (ws_decode(in_buf, len, &r) < 0) return ws_fail("sdk: input record: abi: malformed record");
+    cur_len = len;
+    cur_ts = r.timestamp;
+    int st = ws_process(&r);
+    cur_len = 0;
+    return st;
+}
+
+int32_t ws_sdk_init(void) { return ws_init(); }
+
+__attribute__((weak)) int ws_init(void) { return WS_OK; }
+
+void ws_sdk_reset(void) {
+    gen++;
+    cur_len = 0;
+    free(in_buf);
+    in_buf = NULL;
+    in_cap = 0;
+}
+
+#ifdef __wasm__
+__attribute__((export_name("wasmstream_abi_version_1"))) void ws_export_version(void) {}
+
+__attribute__((export_name("wasmstream_input"))) uint8_t *ws_export_input(uint32_t size) {
+    return ws_sdk_input(size);
+}
+
+__attribute__((export_name("wasmstream_process"))) int32_t ws_export_process(uint32_t len) {
+    return ws_sdk_process(len);
+}
+
+__attribute__((export_name("wasmstream_init"))) int32_t ws_export_init(void) { return ws_sdk_init(); }
+#endif

@@ -1,0 +1,333 @@
+//! The ABI's constants, errno table and record layout (abi/ABI.md, version 1).
+//! This module mirrors the Go package `abi`; the shared vectors in
+//! abi/testdata/records.json check both (tests/vectors.rs here).
+
+/// The ABI version this crate speaks; the plugin exports
+/// `wasmstream_abi_version_1` (the `processor!` macro does).
+pub const VERSION: u32 = 1;
+
+/// Size of the fixed part of the record layout, in bytes.
+pub const HEADER_SIZE: usize = 36;
+/// Size of a scan entry's fixed part (u32 key length, u32 value length).
+pub const SCAN_ENTRY_HEADER_SIZE: usize = 8;
+/// The offset field of an emitted record.
+pub const NO_OFFSET: i64 = -1;
+/// The partition of an emitted record that lets the host choose by key hash.
+pub const ANY_PARTITION: i32 = -1;
+
+/// Largest state key, in bytes.
+pub const MAX_KEY_SIZE: usize = 4 << 10;
+/// Largest state value, in bytes.
+pub const MAX_VALUE_SIZE: usize = 1 << 20;
+/// Largest encoded record the host accepts from emit, in bytes.
+pub const MAX_RECORD_SIZE: usize = 1 << 20;
+/// Largest header count of one record.
+pub const MAX_HEADERS: usize = 1024;
+/// Largest log or error message the host keeps, in bytes.
+pub const MAX_LOG_SIZE: usize = 4 << 10;
+/// Scan cursors one record may hold open.
+pub const MAX_OPEN_CURSORS: usize = 16;
+
+/// Status returned by `wasmstream_process` and `wasmstream_init`.
+pub const STATUS_OK: i32 = 0;
+/// The plugin rejects the record; the reason was given with `set_error`.
+pub const STATUS_FAILED: i32 = 1;
+
+/// A host function's error: host functions return `-errno`. The numbers are
+/// part of the contract and never change meaning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Errno(pub i32);
+
+impl Errno {
+    /// A pointer or length outside plugin memory (also fails the record).
+    pub const FAULT: Errno = Errno(1);
+    /// A malformed argument (bad record layout, unknown log level).
+    pub const INVAL: Errno = Errno(2);
+    /// An output index the processor does not declare (fails the record).
+    pub const NOOUTPUT: Errno = Errno(3);
+    /// A store index the processor does not declare.
+    pub const NOSTORE: Errno = Errno(4);
+    /// The key has no value.
+    pub const NOTFOUND: Errno = Errno(5);
+    /// A key, value or record over its limit.
+    pub const TOOLARGE: Errno = Errno(6);
+    /// No such scan cursor.
+    pub const NOCURSOR: Errno = Errno(7);
+    /// The call is not allowed now (emit or state during init).
+    pub const PHASE: Errno = Errno(8);
+    /// A per-record limit was reached (open cursors).
+    pub const LIMIT: Errno = Errno(9);
+    /// The host could not serve the call; the record fails.
+    pub const IO: Errno = Errno(10);
+    /// No declared output or store has that name.
+    pub const NONAME: Errno = Errno(11);
+
+    /// The errno of a negative host result, `None` for a result >= 0.
+    pub fn of(result: i32) -> Option<Errno> {
+        if result < 0 {
+            Some(Errno(result.wrapping_neg()))
+        } else {
+            None
+        }
+    }
+
+    /// The symbolic name, such as "ENOTFOUND"; "E<n>" for an unknown one.
+    pub fn name(self) -> &'static str {
+        match self.0 {
+            1 => "EFAULT",
+            2 => "EINVAL",
+            3 => "ENOOUTPUT",
+            4 => "ENOSTORE",
+            5 => "ENOTFOUND",
+            6 => "ETOOLARGE",
+            7 => "ENOCURSOR",
+            8 => "EPHASE",
+            9 => "ELIMIT",
+            10 => "EIO",
+            11 => "ENONAME",
+            _ => "E?",
+        }
+    }
+
+    /// The errno's text, as the Go package abi words it.
+    pub fn text(self) -> &'static str {
+        match self.0 {
+            1 => "pointer or length outside plugin memory",
+            2 => "malformed argument",
+            3 => "output not declared by the processor",
+            4 => "store not declared by the processor",
+            5 => "key not found",
+            6 => "over the size limit",
+            7 => "no such scan cursor",
+            8 => "call not allowed in this phase",
+            9 => "per-record limit reached",
+            10 => "host I/O failure",
+            11 => "no output or store with that name",
+            _ => "unknown errno",
+        }
+    }
+}
+
+impl core::fmt::Display for Errno {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.name() == "E?" {
+            write!(f, "errno {}", self.0)
+        } else {
+            write!(f, "{}: {}", self.name(), self.text())
+        }
+    }
+}
+
+/// One header of a record; `value: None` is a null header value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header<'a> {
+    /// The header's name (UTF-8 by convention; not checked).
+    pub name: &'a [u8],
+    /// The header's value; `None` is null, `Some(b"")` is empty.
+    pub value: Option<&'a [u8]>,
+}
+
+/// A decoded record: every slice borrows the bytes it was decoded from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fields<'a> {
+    pub timestamp: i64,
+    pub offset: i64,
+    pub partition: i32,
+    pub index: u32,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+    /// The encoded headers (count given by `header_count`), checked well formed.
+    pub headers: &'a [u8],
+    pub header_count: u32,
+}
+
+impl<'a> Fields<'a> {
+    /// The record's headers in order.
+    pub fn headers(&self) -> Headers<'a> {
+        Headers::new(self.headers, self.header_count)
+    }
+}
+
+#[inline(always)]
+fn u32_at(b: &[u8], p: usize) -> u32 {
+    u32::from_le_bytes([b[p], b[p + 1], b[p + 2], b[p + 3]])
+}
+
+#[inline(always)]
+fn u64_at(b: &[u8], p: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[p..p + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// The field of length `n` (-1 = null) at `src[p..]`, and the position after it.
+#[inline(always)]
+fn take(src: &[u8], p: usize, n: i32) -> Option<(Option<&[u8]>, usize)> {
+    if n == -1 {
+        return Some((None, p));
+    }
+    if n < 0 || n as usize > src.len() - p {
+        return None;
+    }
+    let end = p + n as usize;
+    Some((Some(&src[p..end]), end))
+}
+
+/// Decodes one record layout; `None` if the bytes are malformed (the same
+/// rules as the Go codec: lengths must add up exactly, at most MAX_HEADERS
+/// headers, no negative length but -1).
+pub fn decode(src: &[u8]) -> Option<Fields<'_>> {
+    if src.len() < HEADER_SIZE {
+        return None;
+    }
+    decode_split(&src[..HEADER_SIZE], &src[HEADER_SIZE..])
+}
+
+/// Decodes a record given as its fixed part (HEADER_SIZE bytes) and the
+/// bytes after it, so that the returned slices borrow only `body` (the SDK
+/// rewrites the fixed part of its input buffer in place when it forwards a
+/// record).
+#[inline]
+pub fn decode_split<'a>(fixed: &[u8], body: &'a [u8]) -> Option<Fields<'a>> {
+    let fixed = &fixed[..HEADER_SIZE];
+    let count = u32_at(fixed, 32);
+    if count as usize > MAX_HEADERS {
+        return None;
+    }
+    let (key, p) = take(body, 0, u32_at(fixed, 24) as i32)?;
+    let (value, p) = take(body, p, u32_at(fixed, 28) as i32)?;
+    let hstart = p;
+    let mut p = p;
+    for _ in 0..count {
+        if body.len() - p < 8 {
+            return None;
+        }
+        let name_len = u32_at(body, p) as i32;
+        let val_len = u32_at(body, p + 4) as i32;
+        p += 8;
+        if name_len < 0 {
+            return None;
+        }
+        let (_, q) = take(body, p, name_len)?;
+        let (_, q) = take(body, q, val_len)?;
+        p = q;
+    }
+    if p != body.len() {
+        return None;
+    }
+    Some(Fields {
+        timestamp: u64_at(fixed, 0) as i64,
+        offset: u64_at(fixed, 8) as i64,
+        partition: u32_at(fixed, 16) as i32,
+        index: u32_at(fixed, 20),
+        key,
+        value,
+        headers: &body[hstart..],
+        header_count: count,
+    })
+}
+
+/// Iterates over encoded headers that `decode` checked.
+#[derive(Clone, Debug)]
+pub struct Headers<'a> {
+    rest: &'a [u8],
+    left: u32,
+}
+
+impl<'a> Headers<'a> {
+    pub(crate) fn new(encoded: &'a [u8], count: u32) -> Headers<'a> {
+        Headers { rest: encoded, left: count }
+    }
+}
+
+impl<'a> Iterator for Headers<'a> {
+    type Item = Header<'a>;
+    fn next(&mut self) -> Option<Header<'a>> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let b = self.rest;
+        let nl = u32_at(b, 0) as usize;
+        let vl = u32_at(b, 4) as i32;
+        let name = &b[8..8 + nl];
+        let (value, end) = if vl < 0 {
+            (None, 8 + nl)
+        } else {
+            (Some(&b[8 + nl..8 + nl + vl as usize]), 8 + nl + vl as usize)
+        };
+        self.rest = &b[end..];
+        Some(Header { name, value })
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left as usize, Some(self.left as usize))
+    }
+}
+
+fn len_or_null(b: Option<&[u8]>) -> u32 {
+    match b {
+        None => u32::MAX, // -1
+        Some(b) => b.len() as u32,
+    }
+}
+
+/// The encoded size of a record with these parts.
+pub fn encoded_size(key: Option<&[u8]>, value: Option<&[u8]>, headers: &[Header<'_>]) -> usize {
+    let mut n = HEADER_SIZE + key.map_or(0, |k| k.len()) + value.map_or(0, |v| v.len());
+    for h in headers {
+        n += 8 + h.name.len() + h.value.map_or(0, |v| v.len());
+    }
+    n
+}
+
+/// Appends one record layout to `dst`.
+#[allow(clippy::too_many_arguments)]
+pub fn encode(
+    dst: &mut Vec<u8>,
+    timestamp: i64,
+    offset: i64,
+    partition: i32,
+    index: u32,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: &[Header<'_>],
+) {
+    dst.reserve(encoded_size(key, value, headers));
+    dst.extend_from_slice(&timestamp.to_le_bytes());
+    dst.extend_from_slice(&offset.to_le_bytes());
+    dst.extend_from_slice(&partition.to_le_bytes());
+    dst.extend_from_slice(&index.to_le_bytes());
+    dst.extend_from_slice(&len_or_null(key).to_le_bytes());
+    dst.extend_from_slice(&len_or_null(value).to_le_bytes());
+    dst.extend_from_slice(&(headers.len() as u32).to_le_bytes());
+    dst.extend_from_slice(key.unwrap_or(&[]));
+    dst.extend_from_slice(value.unwrap_or(&[]));
+    for h in headers {
+        dst.extend_from_slice(&(h.name.len() as u32).to_le_bytes());
+        dst.extend_from_slice(&len_or_null(h.value).to_le_bytes());
+        dst.extend_from_slice(h.name);
+        dst.extend_from_slice(h.value.unwrap_or(&[]));
+    }
+}
+
+/// Splits a scan entry (u32 key length, u32 value length, key, value).
+pub fn decode_scan_entry(src: &[u8]) -> Option<(&[u8], &[u8])> {
+    if src.len() < SCAN_ENTRY_HEADER_SIZE {
+        return None;
+    }
+    let kl = u32_at(src, 0) as u64;
+    let vl = u32_at(src, 4) as u64;
+    if src.len() as u64 != SCAN_ENTRY_HEADER_SIZE as u64 + kl + vl {
+        return None;
+    }
+    let k_end = SCAN_ENTRY_HEADER_SIZE + kl as usize;
+    Some((&src[SCAN_ENTRY_HEADER_SIZE..k_end], &src[k_end..]))
+}
+
+/// Appends one scan entry to `dst`.
+pub fn encode_scan_entry(dst: &mut Vec<u8>, key: &[u8], value: &[u8]) {
+    dst.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    dst.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    dst.extend_from_slice(key);
+    dst.extend_from_slice(value);
+}

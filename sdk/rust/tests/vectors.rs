@@ -1,0 +1,220 @@
+//! The shared record-layout vectors (abi/testdata/records.json): every
+//! vector decodes to its fields and re-encodes to its exact bytes, and every
+//! malformed encoding is refused, by this crate's codec and by the SDK's
+//! input path (a malformed record fails with the SDK's message).
+
+use std::collections::BTreeMap;
+use wasmstream::abi;
+use wasmstream::testing::Host;
+
+/// A JSON value: just what records.json uses.
+#[derive(Debug, Clone)]
+enum Json {
+    Null,
+    Num(i128),
+    Str(String),
+    Arr(Vec<Json>),
+    Obj(BTreeMap<String, Json>),
+}
+
+struct P<'a> {
+    s: &'a [u8],
+    i: usize,
+}
+
+impl<'a> P<'a> {
+    fn ws(&mut self) {
+        while self.i < self.s.len() && (self.s[self.i] as char).is_ascii_whitespace() {
+            self.i += 1;
+        }
+    }
+    fn eat(&mut self, c: u8) {
+        self.ws();
+        assert_eq!(self.s[self.i], c, "records.json: want {:?} at {}", c as char, self.i);
+        self.i += 1;
+    }
+    fn value(&mut self) -> Json {
+        self.ws();
+        match self.s[self.i] {
+            b'n' => {
+                self.i += 4;
+                Json::Null
+            }
+            b'"' => Json::Str(self.string()),
+            b'[' => {
+                self.i += 1;
+                let mut v = Vec::new();
+                self.ws();
+                if self.s[self.i] == b']' {
+                    self.i += 1;
+                    return Json::Arr(v);
+                }
+                loop {
+                    v.push(self.value());
+                    self.ws();
+                    self.i += 1;
+                    if self.s[self.i - 1] == b']' {
+                        return Json::Arr(v);
+                    }
+                }
+            }
+            b'{' => {
+                self.i += 1;
+                let mut m = BTreeMap::new();
+                loop {
+                    self.ws();
+                    if self.s[self.i] == b'}' {
+                        self.i += 1;
+                        return Json::Obj(m);
+                    }
+                    let k = self.string();
+                    self.eat(b':');
+                    m.insert(k, self.value());
+                    self.ws();
+                    if self.s[self.i] == b',' {
+                        self.i += 1;
+                    }
+                }
+            }
+            _ => {
+                let st = self.i;
+                while self.i < self.s.len() && (self.s[self.i] == b'-' || self.s[self.i].is_ascii_digit()) {
+                    self.i += 1;
+                }
+                Json::Num(std::str::from_utf8(&self.s[st..self.i]).unwrap().parse().unwrap())
+            }
+        }
+    }
+    fn string(&mut self) -> String {
+        self.eat(b'"');
+        let mut out = String::new();
+        loop {
+            let c = self.s[self.i];
+            self.i += 1;
+            match c {
+                b'"' => return out,
+                b'\\' => {
+                    let e = self.s[self.i];
+                    self.i += 1;
+                    match e {
+                        b'u' => {
+                            let h = std::str::from_utf8(&self.s[self.i..self.i + 4]).unwrap();
+                            self.i += 4;
+                            out.push(char::from_u32(u32::from_str_radix(h, 16).unwrap()).unwrap());
+                        }
+                        b'n' => out.push('\n'),
+                        other => out.push(other as char),
+                    }
+                }
+                _ => {
+                    // Copy a whole UTF-8 sequence.
+                    let st = self.i - 1;
+                    let mut end = self.i;
+                    while end < self.s.len() && (self.s[end] & 0xc0) == 0x80 {
+                        end += 1;
+                    }
+                    out.push_str(std::str::from_utf8(&self.s[st..end]).unwrap());
+                    self.i = end;
+                }
+            }
+        }
+    }
+}
+
+fn field<'a>(o: &'a Json, k: &str) -> &'a Json {
+    match o {
+        Json::Obj(m) => m.get(k).unwrap_or_else(|| panic!("no field {}", k)),
+        _ => panic!("not an object"),
+    }
+}
+
+fn num(j: &Json) -> i128 {
+    match j {
+        Json::Num(n) => *n,
+        _ => panic!("not a number: {:?}", j),
+    }
+}
+
+fn hex(j: &Json) -> Option<Vec<u8>> {
+    match j {
+        Json::Null => None,
+        Json::Str(s) => Some((0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()),
+        _ => panic!("not hex: {:?}", j),
+    }
+}
+
+fn vectors() -> Json {
+    let text = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../abi/testdata/records.json")).unwrap();
+    P { s: &text, i: 0 }.value()
+}
+
+fn list<'a>(doc: &'a Json, k: &str) -> &'a [Json] {
+    match field(doc, k) {
+        Json::Arr(v) => v,
+        _ => panic!("{} is not a list", k),
+    }
+}
+
+#[test]
+fn vectors_decode_and_reencode() {
+    let doc = vectors();
+    let vs = list(&doc, "vectors");
+    assert!(vs.len() >= 7, "only {} vectors", vs.len());
+    for v in vs {
+        let name = match field(v, "name") {
+            Json::Str(s) => s.clone(),
+            _ => unreachable!(),
+        };
+        let enc = hex(field(v, "encoded")).unwrap();
+        let d = abi::decode(&enc).unwrap_or_else(|| panic!("{}: refused", name));
+        assert_eq!(d.timestamp as i128, num(field(v, "timestamp")), "{}", name);
+        assert_eq!(d.offset as i128, num(field(v, "offset")), "{}", name);
+        assert_eq!(d.partition as i128, num(field(v, "partition")), "{}", name);
+        assert_eq!(d.index as i128, num(field(v, "index")), "{}", name);
+        assert_eq!(d.key.map(|k| k.to_vec()), hex(field(v, "key")), "{}: key", name);
+        assert_eq!(d.value.map(|k| k.to_vec()), hex(field(v, "value")), "{}: value", name);
+        let want: Vec<(Vec<u8>, Option<Vec<u8>>)> = list(v, "headers")
+            .iter()
+            .map(|h| match field(h, "key") {
+                Json::Str(s) => (s.as_bytes().to_vec(), hex(field(h, "value"))),
+                _ => unreachable!(),
+            })
+            .collect();
+        let got: Vec<(Vec<u8>, Option<Vec<u8>>)> =
+            d.headers().map(|h| (h.name.to_vec(), h.value.map(|x| x.to_vec()))).collect();
+        assert_eq!(got, want, "{}: headers", name);
+        let hs: Vec<abi::Header<'_>> = d.headers().collect();
+        let mut re = Vec::new();
+        abi::encode(&mut re, d.timestamp, d.offset, d.partition, d.index, d.key, d.value, &hs);
+        assert_eq!(re, enc, "{}: re-encoding", name);
+        assert_eq!(abi::encoded_size(d.key, d.value, &hs), enc.len(), "{}: size", name);
+
+        // Through the SDK's input path, and back out through forward: the
+        // same bytes but for the emit's offset, partition and index.
+        static OUT: wasmstream::Output = wasmstream::Output::new("out");
+        let mut h = Host::new(|r: &wasmstream::Record| OUT.forward(r)).outputs(&["out"]);
+        let res = h.process_raw(&enc);
+        assert_eq!(res.error, None, "{}", name);
+        let mut want = enc.clone();
+        want[8..16].copy_from_slice(&(-1i64).to_le_bytes());
+        want[16..20].copy_from_slice(&(-1i32).to_le_bytes());
+        want[20..24].copy_from_slice(&0u32.to_le_bytes());
+        assert_eq!(res.emitted[0].raw, want, "{}: forwarded", name);
+    }
+}
+
+#[test]
+fn malformed_are_refused() {
+    let doc = vectors();
+    let ms = list(&doc, "malformed");
+    assert!(ms.len() >= 7);
+    for m in ms {
+        let enc = hex(field(m, "encoded")).unwrap();
+        assert!(abi::decode(&enc).is_none(), "{:?} decoded", field(m, "name"));
+        let mut h = Host::new(|_: &wasmstream::Record| Ok(()));
+        let res = h.process_raw(&enc);
+        assert_eq!(res.status, abi::STATUS_FAILED);
+        let e = res.error.unwrap();
+        assert!(e.contains("malformed record"), "{:?}: {}", field(m, "name"), e);
+    }
+}
