@@ -326,7 +326,6 @@ func TestStateGetPutDelete(t *testing.T) {
 	type step struct {
 		missing, empty, readOwn, large bool
 		delGone                        bool
-		err                            error
 	}
 	var s step
 	bigVal := bytes.Repeat([]byte("v"), 3000) // over the SDK's first read buffer

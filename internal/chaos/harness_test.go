@@ -203,9 +203,6 @@ type option func(*harness)
 // withTxnTimeout sets kafka.transaction_timeout (default txnTimeout).
 func withTxnTimeout(d time.Duration) option { return func(h *harness) { h.txnTimeout = d } }
 
-// withSessionTimeout sets kafka.session_timeout (default sessionTimeout).
-func withSessionTimeout(d time.Duration) option { return func(h *harness) { h.sessTimeout = d } }
-
 func newHarness(t *testing.T, guarantee string, members int, hardDeadline time.Duration, opts ...option) *harness {
 	t.Helper()
 	seed := uint64(time.Now().UnixNano())

@@ -283,6 +283,7 @@ func TestFailedCallback(t *testing.T) {
 		}
 		if string(f.Key) == "panic" {
 			var m map[string]int
+			//lint:ignore SA5000 a deliberate runtime error in the callback
 			m["x"] = 1
 		}
 		return errors.New("callback says no")

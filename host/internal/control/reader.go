@@ -201,16 +201,18 @@ func (r *Reader) listErr(what string, err error) error {
 // fetchErr returns the first error in fetches, with context. Errors kgo
 // retries by itself are not returned to us; what comes is final.
 func (r *Reader) fetchErr(ctx context.Context, fetches kgo.Fetches) error {
-	for _, fe := range fetches.Errors() {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if errors.Is(fe.Err, kerr.OffsetOutOfRange) {
-			return fmt.Errorf("control topic %s: offset %d out of range (topic deleted and recreated, or records deleted): %w", r.topic, r.st.pos, fe.Err)
-		}
-		return fmt.Errorf("control topic %s: reading at offset %d: %w", r.topic, r.st.pos, fe.Err)
+	errs := fetches.Errors()
+	if len(errs) == 0 {
+		return nil
 	}
-	return nil
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	fe := errs[0] // one partition: the first error is the one
+	if errors.Is(fe.Err, kerr.OffsetOutOfRange) {
+		return fmt.Errorf("control topic %s: offset %d out of range (topic deleted and recreated, or records deleted): %w", r.topic, r.st.pos, fe.Err)
+	}
+	return fmt.Errorf("control topic %s: reading at offset %d: %w", r.topic, r.st.pos, fe.Err)
 }
 
 // store is what a Reader knows of the topic. Only the goroutine running

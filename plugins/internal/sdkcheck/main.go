@@ -78,7 +78,8 @@ func process(r *sdk.Record) error {
 		return errors.New("rejected by the handler")
 	case "panic":
 		var m map[string]int
-		m["x"] = 1 // a runtime error, as a real bug would be
+		//lint:ignore SA5000 a deliberate runtime error, as a real bug would make
+		m["x"] = 1
 	case "undeclared":
 		return sdk.Output("nope").Emit(sdk.Out{})
 	case "toolarge":
