@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -106,7 +107,7 @@ func (r *Runtime) Compile(ctx context.Context, name string, wasm []byte) (*Modul
 	if closed {
 		return nil, fmt.Errorf("engine: compile %q: %w", name, ErrClosed)
 	}
-	compiled, ins, info, err := compile(ctx, r.rt, name, wasm, r.limitBytes)
+	compiled, ins, info, err := compile(ctx, r.rt, name, wasm, r.limitBytes, r.opts.Module, r.opts.CompileTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -124,11 +125,14 @@ func (r *Runtime) Compile(ctx context.Context, name string, wasm []byte) (*Modul
 }
 
 // Inspect validates wasm exactly as Compile does (against the default memory
-// limit) without a Runtime and without instantiating it.
+// limit, ModuleLimits and CompileTimeout) without a Runtime and without
+// instantiating it. It returns when ctx ends, even mid-compilation.
 func Inspect(ctx context.Context, wasm []byte) (Info, error) {
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().WithCoreFeatures(api.CoreFeaturesV2))
-	defer rt.Close(ctx)
-	_, _, info, err := compile(ctx, rt, "", wasm, DefaultMemoryLimit)
+	_, _, info, err := compile(ctx, rt, "", wasm, DefaultMemoryLimit, ModuleLimits{}.withDefaults(), DefaultCompileTimeout)
+	if ctx.Err() == nil {
+		_ = rt.Close(ctx)
+	} // else a compilation may still run in rt: it is left to the garbage collector
 	return info, err
 }
 
@@ -179,20 +183,34 @@ func (m *Module) err(kind ModuleErrorKind, msg string, err error) error {
 	return &ModuleError{Module: m.name, Kind: kind, Msg: msg, Err: err}
 }
 
-// compile instruments, compiles and validates wasm in rt.
-func compile(ctx context.Context, rt wazero.Runtime, name string, wasm []byte, limit uint64) (wazero.CompiledModule, *instrumented, Info, error) {
+// compile instruments, compiles and validates wasm in rt. The shape limits
+// are checked first (instrumentWith); wazero's compilation then runs under
+// timeout and returns early when ctx ends.
+func compile(ctx context.Context, rt wazero.Runtime, name string, wasm []byte, limit uint64, lim ModuleLimits, timeout time.Duration) (wazero.CompiledModule, *instrumented, Info, error) {
 	fail := func(kind ModuleErrorKind, msg string, err error) (wazero.CompiledModule, *instrumented, Info, error) {
 		return nil, nil, Info{}, &ModuleError{Module: name, Kind: kind, Msg: msg, Err: err}
 	}
-	ins, err := instrument(wasm)
-	if errors.Is(err, errNotWasm) {
+	if err := ctx.Err(); err != nil {
+		return fail(CompileFailed, "canceled before compiling", err)
+	}
+	ins, err := instrumentWith(wasm, lim)
+	var ol *errOverLimit
+	switch {
+	case errors.Is(err, errNotWasm):
 		head := wasm[:min(len(wasm), 8)]
 		return fail(NotWasm, fmt.Sprintf("%v (%d bytes, starting %x; want \\0asm and version 1)", err, len(wasm), head), err)
-	}
-	if err != nil {
+	case errors.As(err, &ol):
+		return fail(OverLimits, ol.msg, err)
+	case err != nil:
 		return fail(CompileFailed, err.Error(), err)
 	}
-	compiled, err := rt.CompileModule(ctx, ins.wasm)
+	compiled, err := compileBounded(ctx, rt, ins.wasm, timeout)
+	if errors.Is(err, errCompileTimeout) {
+		return fail(OverLimits, fmt.Sprintf("compilation took longer than %v (CompileTimeout)", timeout), err)
+	}
+	if err != nil && ctx.Err() != nil {
+		return fail(CompileFailed, "canceled while compiling", err)
+	}
 	if err != nil {
 		return fail(CompileFailed, firstLine(err.Error(), 400), err)
 	}
@@ -202,6 +220,44 @@ func compile(ctx context.Context, rt wazero.Runtime, name string, wasm []byte, l
 		return nil, nil, Info{}, err
 	}
 	return compiled, ins, info, nil
+}
+
+// errCompileTimeout is the cause of a compilation that ran past its timeout.
+var errCompileTimeout = errors.New("compilation timed out")
+
+// compileBounded runs wazero's CompileModule, which cannot be interrupted, on
+// a goroutine of its own and returns when it is done, when ctx ends or after
+// timeout. An abandoned compilation runs to its end in the background (its
+// cost is bounded by ModuleLimits) and its result is closed.
+func compileBounded(ctx context.Context, rt wazero.Runtime, wasm []byte, timeout time.Duration) (wazero.CompiledModule, error) {
+	type result struct {
+		c   wazero.CompiledModule
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := rt.CompileModule(context.Background(), wasm)
+		done <- result{c, err}
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	abandon := func() {
+		go func() {
+			if res := <-done; res.c != nil {
+				_ = res.c.Close(context.Background())
+			}
+		}()
+	}
+	select {
+	case res := <-done:
+		return res.c, res.err
+	case <-ctx.Done():
+		abandon()
+		return nil, ctx.Err()
+	case <-t.C:
+		abandon()
+		return nil, errCompileTimeout
+	}
 }
 
 // validate checks a compiled module against the ABI and describes it.

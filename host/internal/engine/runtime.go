@@ -54,6 +54,14 @@ const (
 	PageSize = 65536
 	// minTick is the shortest watchdog period.
 	minTick = time.Millisecond
+	// DefaultStackLimit is the per-instance stack budget in bytes (8 MiB).
+	DefaultStackLimit = 8 << 20
+	// MaxStackLimit is the largest StackLimit: wazero's own stack ceiling
+	// (400 MB) must never be what stops a plugin.
+	MaxStackLimit = 128 << 20
+	// DefaultCompileTimeout bounds one compilation (a Go SDK plugin takes
+	// about 0.5 s on the reference machine).
+	DefaultCompileTimeout = time.Minute
 )
 
 // Options configures a Runtime. The zero value is usable.
@@ -81,6 +89,24 @@ type Options struct {
 	// Logger receives the plugins' log() lines and their stdout/stderr lines,
 	// with the attribute processor=Binding.Name; nil means slog.Default().
 	Logger *slog.Logger
+	// StackLimit is the call stack one instance may use, in bytes as the
+	// instrumentation accounts them (a frame costs 64 bytes, plus 16 per
+	// parameter and local, plus 4 per byte of its function's body: an upper
+	// bound of what wazero allocates; see instrument.go). A call that would
+	// pass it traps, and the record fails with StackLimit. 0 means
+	// DefaultStackLimit (8 MiB); at most MaxStackLimit.
+	StackLimit int
+	// CompileTimeout bounds one Compile (validation, instrumentation and
+	// wazero's compilation); a module over it is refused with OverLimits.
+	// 0 means DefaultCompileTimeout (1 minute).
+	CompileTimeout time.Duration
+	// Module bounds the shape of the modules Compile accepts (refused with
+	// OverLimits before wazero compiles them).
+	Module ModuleLimits
+	// Record bounds what one record may make the host stage.
+	Record RecordLimits
+	// Log rate-limits each instance's log lines and stdout/stderr.
+	Log LogLimits
 }
 
 // Runtime owns one wazero runtime (compiler backend where supported), the
@@ -133,6 +159,18 @@ func NewRuntime(ctx context.Context, o Options) (*Runtime, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.StackLimit <= 0 {
+		o.StackLimit = DefaultStackLimit
+	}
+	if o.StackLimit > MaxStackLimit {
+		return nil, fmt.Errorf("engine: StackLimit %d bytes is over the maximum of %d", o.StackLimit, MaxStackLimit)
+	}
+	if o.CompileTimeout <= 0 {
+		o.CompileTimeout = DefaultCompileTimeout
+	}
+	o.Module = o.Module.withDefaults()
+	o.Record = o.Record.withDefaults()
+	o.Log = o.Log.withDefaults()
 	r := &Runtime{
 		opts:       o,
 		limitBytes: pages * PageSize,
