@@ -23,10 +23,12 @@ import (
 // would set the flag. So the guest must pass through Go now and then.
 //
 // What the rewrite does:
-//   - appends two mutable i32 globals: the interrupt flag (0) and a
-//     countdown (checkPeriod), exported as exportInterrupt and
-//     exportCountdown; to interrupt, the watchdog sets the flag to 1 and the
-//     countdown to 1 (so the next check calls $yield);
+//   - appends three mutable i32 globals: the interrupt flag (0), a
+//     countdown (checkPeriod) and the stack budget (DefaultStackLimit, which
+//     the host sets to Options.StackLimit at instantiation), exported as
+//     exportInterrupt, exportCountdown and exportStack; to interrupt, the
+//     watchdog sets the flag to 1 and the countdown to 1 (so the next check
+//     calls $yield);
 //   - appends one function, $yield: `if flag then unreachable; memory.grow 0;
 //     countdown = checkPeriod`. memory.grow always leaves native code for Go
 //     in wazero (even for 0 pages, which changes nothing), so every call is a
@@ -37,15 +39,43 @@ import (
 //     bounded number of instructions (straight-line code is finite; every
 //     repetition goes through a loop head or a call), and reaches $yield at
 //     least once per checkPeriod checks;
+//   - inserts before every bulk instruction whose cost grows with an operand
+//     (memory.fill, memory.copy, memory.init, table.fill, table.copy,
+//     table.init, table.grow) a check weighted by that count, n: `countdown
+//     -= 1 + n/1024; if countdown < 1 then call $yield`. Straight-line code
+//     of 3,000 64 MiB memory.fills (tens of seconds, no loop, no call) is
+//     then interrupted like a loop, and a spinning guest still reaches Go
+//     often enough for the garbage collector;
+//   - charges each function's frame (but those of small leaves, which
+//     call no function of the plugin: at most one such frame, of at most
+//     leafCost, is on top of the stack) against the stack budget: `stack -=
+//     cost; if stack < 0 then unreachable` at entry, and `stack += cost` on
+//     every normal exit: before each return, and after the body, which is
+//     wrapped in a block of the function's result type so that a branch to
+//     the function's own label lands there (frameCost, below). Exceptions
+//     and tail calls, the other ways out, are not enabled. A trap leaves the
+//     budget unbalanced, but a trap discards the instance;
+//   - lowers the tables' maxima so that together they hold at most
+//     ModuleLimits.MaxTableEntries, so a table.grow past that returns -1
+//     (as any grow may) and table.fill and friends, bounds-checked before
+//     they run, touch at most that many entries (capTables);
 //   - moves the start function (if any) to an export (exportStart) so the
 //     host runs it under the watchdog instead of inside InstantiateModule;
 //   - drops DWARF custom sections (their code offsets would be stale);
 //   - rejects code that names the added globals or function (an index past
-//     the original ones), so a plugin cannot clear the flag or the countdown.
+//     the original ones), so a plugin cannot clear the flag, the countdown
+//     or its stack budget.
+//
+// The same pass checks the module's shape against ModuleLimits (size,
+// functions, parameters and locals per function, body size, nesting depth,
+// globals, tables, table entries) before wazero compiles anything: wazero's
+// compilation time and memory grow with these, and it cannot be interrupted.
 //
 // Appended items take the next free index in each index space, so every
 // existing type, function, global, table and memory index is unchanged, and
-// names, exports, tables and element segments stay valid.
+// names, exports, tables and element segments stay valid. (A function with
+// more than one result needs a new type for its wrapping block; those types
+// come after the type of $yield.)
 
 // checkPeriod is how many checks run between two calls of $yield: the
 // longest stretch a plugin runs without a Go preemption point, and the
@@ -298,6 +328,7 @@ func instrumentWith(src []byte, lim ModuleLimits) (*instrumented, error) {
 		g:         g,
 		yield:     yield,
 		bodyLim:   bodyLimits{globals: g.flag, funcs: yield},
+		imported:  importedFuncs,
 		extra:     map[string]uint32{},
 		firstNew:  ntypes + 1, // after the type of $yield
 	}
@@ -451,22 +482,33 @@ func parseTypes(payload []byte) ([]funcType, error) {
 	return types, nil
 }
 
-// capTables rewrites the table section so that every table has a maximum of
-// at most maxEntries, and refuses a table whose minimum is larger. A table
-// can then never cost the host more than maxEntries references, and
-// table.fill, table.copy and table.init (bounds-checked before they run)
-// never touch more.
+// capTables rewrites the table section so that the tables' maxima add up
+// to at most maxEntries, and refuses tables whose minima add up to more.
+// Each table keeps its declared maximum when that fits; otherwise it gets its
+// minimum plus an equal share of what the minima leave (a module has one
+// table in practice, which gets it all). The tables can then never cost the
+// host more than maxEntries references, and table.fill, table.copy and
+// table.init (bounds-checked before they run) never touch more.
 func capTables(payload []byte, maxEntries uint32) ([]byte, error) {
+	type table struct {
+		ref    []byte
+		lo, hi uint64
+		hasMax bool
+	}
 	r := reader{b: payload}
 	n := r.u32()
-	out := appendU32(nil, n)
+	if r.err == nil && uint64(n) > uint64(len(payload)) {
+		return nil, fmt.Errorf("%d tables in %d bytes", n, len(payload))
+	}
+	var tables []table
+	var sumMin uint64
 	for k := uint32(0); k < n && r.err == nil; k++ {
-		from := r.pos
-		if r.err == nil && r.pos < len(r.b) && r.b[r.pos] == 0x40 {
+		if r.pos < len(r.b) && r.b[r.pos] == 0x40 {
 			return nil, fmt.Errorf("table %d: table initializers are not supported", k)
 		}
+		from := r.pos
 		r.valType()
-		out = append(out, payload[from:r.pos]...)
+		t := table{ref: payload[from:r.pos]}
 		flags := r.byte()
 		if r.err != nil {
 			break
@@ -474,28 +516,33 @@ func capTables(payload []byte, maxEntries uint32) ([]byte, error) {
 		if flags > 1 {
 			return nil, fmt.Errorf("table %d: unsupported limits flags 0x%02X", k, flags)
 		}
-		lo := r.u32()
-		hi := maxEntries
+		t.lo = uint64(r.u32())
 		if flags == 1 {
-			if m := r.u32(); m < hi {
-				hi = m
-			}
+			t.hi, t.hasMax = uint64(r.u32()), true
 		}
-		if r.err != nil {
-			break
-		}
-		if lo > maxEntries {
-			return nil, overLimit("table %d has %d entries at least, over the limit of %d (MaxTableEntries)", k, lo, maxEntries)
-		}
-		out = append(out, 1)
-		out = appendU32(out, lo)
-		out = appendU32(out, hi)
+		sumMin += t.lo
+		tables = append(tables, t)
 	}
 	if r.err != nil {
 		return nil, r.err
 	}
 	if r.pos != len(payload) {
 		return nil, errors.New("trailing bytes")
+	}
+	if sumMin > uint64(maxEntries) {
+		return nil, overLimit("tables of %d entries at least, over the limit of %d (MaxTableEntries)", sumMin, maxEntries)
+	}
+	share := (uint64(maxEntries) - sumMin) / max(uint64(len(tables)), 1)
+	out := appendU32(nil, n)
+	for _, t := range tables {
+		hi := t.lo + share
+		if t.hasMax && t.hi < hi {
+			hi = t.hi
+		}
+		out = append(out, t.ref...)
+		out = append(out, 1)
+		out = appendU32(out, uint32(t.lo))
+		out = appendU32(out, uint32(hi))
 	}
 	return out, nil
 }
@@ -649,6 +696,7 @@ type codeRewrite struct {
 	funcTypes []uint32
 	g         globalsAdded
 	yield     uint32
+	imported  uint32 // imported functions: calling one keeps a function a leaf
 	bodyLim   bodyLimits
 	check     []byte // the countdown check
 	// Block types of more than one result need a type of their own: extra
@@ -659,7 +707,9 @@ type codeRewrite struct {
 	firstNew   uint32
 	loops      int
 	bulk       int
+	leaves     int    // functions left out of the stack accounting
 	rest       []byte // scratch: one body's instructions
+	returns    []int  // scratch: offsets in rest of the body's return instructions
 }
 
 // section rewrites the code section payload: see the top of this file.
@@ -719,6 +769,7 @@ func (c *codeRewrite) section(payload []byte) ([]byte, int, error) {
 // at least 2 bytes, and a spill slot of 8 bytes). The measurements are in
 // RATIONALE.md ("The sandbox's bounds").
 const (
+	leafCost      = 8 << 10 // the largest leaf frame left out of the accounting
 	frameFixed    = 64
 	framePerLocal = 16
 	framePerByte  = 4
@@ -730,7 +781,8 @@ func frameCost(locals uint64, bodySize int) int32 {
 	return int32(min(c, maxFrameCost))
 }
 
-// body appends the instrumented copy of function body f to dst:
+// body appends the instrumented copy of function body f to dst (a small
+// leaf has only the locals, the countdown check and the instructions):
 //
 //	locals [+ one i32 scratch local when the body has bulk instructions]
 //	countdown check
@@ -770,6 +822,8 @@ func (c *codeRewrite) body(dst, src []byte, f uint32) ([]byte, error) {
 	exit = appendU32(exit, c.g.stack)
 
 	rest := c.rest[:0]
+	returns := c.returns[:0]
+	leaf := true
 	depth, bulk := 0, 0
 	copied := r.pos
 	for r.pos < len(src) {
@@ -796,8 +850,11 @@ func (c *codeRewrite) body(dst, src []byte, f uint32) ([]byte, error) {
 			depth--
 		case op == 0x0F: // return
 			rest = append(rest, src[copied:at]...)
-			rest = append(rest, exit...)
+			returns = append(returns, len(rest))
 			copied = at
+		case op == 0x11 || op == 0x13 || op == 0x14 || op == 0x15: // call_indirect, return_call_indirect, call_ref, return_call_ref
+			leaf = false
+			r.skipImmediates(op)
 		case op == 0x23 || op == 0x24: // global.get, global.set
 			idx := r.u32()
 			if r.err == nil && idx >= c.bodyLim.globals {
@@ -807,6 +864,9 @@ func (c *codeRewrite) body(dst, src []byte, f uint32) ([]byte, error) {
 			idx := r.u32()
 			if r.err == nil && idx >= c.bodyLim.funcs {
 				return nil, fmt.Errorf("function index %d out of range at offset %d", idx, r.pos)
+			}
+			if op != 0xD2 && idx >= c.imported {
+				leaf = false // host functions never call back into the plugin
 			}
 		case op == 0xFC:
 			sub := r.peekU32()
@@ -826,8 +886,15 @@ func (c *codeRewrite) body(dst, src []byte, f uint32) ([]byte, error) {
 		}
 	}
 	rest = append(rest, src[copied:]...)
-	c.rest = rest
+	c.rest, c.returns = rest, returns
 	c.bulk += bulk
+	// A leaf (it calls no function of the plugin) can only be the top
+	// frame, so leaving small ones out of the accounting adds at most one
+	// frame of leafCost to the stack and saves their calls the checks.
+	accounted := !leaf || cost > leafCost
+	if !accounted {
+		c.leaves++
+	}
 
 	// Locals, with the scratch local when needed.
 	if bulk > 0 {
@@ -838,6 +905,9 @@ func (c *codeRewrite) body(dst, src []byte, f uint32) ([]byte, error) {
 		dst = append(dst, src[:localsEnd]...)
 	}
 	dst = append(dst, c.check...)
+	if !accounted {
+		return append(dst, rest...), nil
+	}
 	dst = append(dst, 0x23) // global.get $stack; i32.const cost; i32.sub; global.set $stack
 	dst = appendU32(dst, c.g.stack)
 	dst = append(dst, 0x41)
@@ -849,7 +919,13 @@ func (c *codeRewrite) body(dst, src []byte, f uint32) ([]byte, error) {
 	dst = append(dst, 0x41, 0x00, 0x48, 0x04, 0x40, 0x00, 0x0B)
 	dst = append(dst, 0x02) // block with the function's results
 	dst = c.appendBlockType(dst, ft)
-	dst = append(dst, rest...)
+	from := 0
+	for _, at := range returns {
+		dst = append(dst, rest[from:at]...)
+		dst = append(dst, exit...)
+		from = at
+	}
+	dst = append(dst, rest[from:]...)
 	dst = append(dst, exit...)
 	return append(dst, 0x0B), nil
 }

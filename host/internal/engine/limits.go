@@ -33,10 +33,11 @@ type ModuleLimits struct {
 	MaxGlobals int
 	// MaxTables is the most tables. Default 16.
 	MaxTables int
-	// MaxTableEntries is the most entries of one table (8 bytes each in
-	// the host). A table whose minimum is larger is refused; every table's
-	// maximum is lowered to it, so table.grow past it returns -1 as the
-	// spec allows for any grow. Default 1,048,576 (8 MiB).
+	// MaxTableEntries is the most entries of all tables together (8 bytes
+	// each in the host). Tables whose minima add up to more are refused;
+	// the tables' maxima are lowered to fit (each keeps its minimum and
+	// gets an equal share of the rest), so table.grow past them returns -1
+	// as the spec allows for any grow. Default 1,048,576 (8 MiB).
 	MaxTableEntries uint32
 }
 

@@ -103,11 +103,14 @@ const (
 func (r *Runtime) Compile(ctx context.Context, name string, wasm []byte) (*Module, error) {
 	r.mu.Lock()
 	closed := r.closed
+	if !closed {
+		r.compiles.Add(1) // under mu: Close waits for every compile it did not see refused
+	}
 	r.mu.Unlock()
 	if closed {
 		return nil, fmt.Errorf("engine: compile %q: %w", name, ErrClosed)
 	}
-	compiled, ins, info, err := compile(ctx, r.rt, name, wasm, r.limitBytes, r.opts.Module, r.opts.CompileTimeout)
+	compiled, ins, info, err := compile(ctx, r.rt, name, wasm, r.limitBytes, r.opts.Module, r.opts.CompileTimeout, r.compiles.Done)
 	if err != nil {
 		return nil, err
 	}
@@ -129,10 +132,8 @@ func (r *Runtime) Compile(ctx context.Context, name string, wasm []byte) (*Modul
 // instantiating it. It returns when ctx ends, even mid-compilation.
 func Inspect(ctx context.Context, wasm []byte) (Info, error) {
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().WithCoreFeatures(api.CoreFeaturesV2))
-	_, _, info, err := compile(ctx, rt, "", wasm, DefaultMemoryLimit, ModuleLimits{}.withDefaults(), DefaultCompileTimeout)
-	if ctx.Err() == nil {
-		_ = rt.Close(ctx)
-	} // else a compilation may still run in rt: it is left to the garbage collector
+	closeRT := func() { _ = rt.Close(context.Background()) }
+	_, _, info, err := compile(ctx, rt, "", wasm, DefaultMemoryLimit, ModuleLimits{}.withDefaults(), DefaultCompileTimeout, closeRT)
 	return info, err
 }
 
@@ -186,7 +187,14 @@ func (m *Module) err(kind ModuleErrorKind, msg string, err error) error {
 // compile instruments, compiles and validates wasm in rt. The shape limits
 // are checked first (instrumentWith); wazero's compilation then runs under
 // timeout and returns early when ctx ends.
-func compile(ctx context.Context, rt wazero.Runtime, name string, wasm []byte, limit uint64, lim ModuleLimits, timeout time.Duration) (wazero.CompiledModule, *instrumented, Info, error) {
+// finished is called once, when rt is no longer in use by this compile.
+func compile(ctx context.Context, rt wazero.Runtime, name string, wasm []byte, limit uint64, lim ModuleLimits, timeout time.Duration, finished func()) (wazero.CompiledModule, *instrumented, Info, error) {
+	started := false
+	defer func() {
+		if !started {
+			finished()
+		}
+	}()
 	fail := func(kind ModuleErrorKind, msg string, err error) (wazero.CompiledModule, *instrumented, Info, error) {
 		return nil, nil, Info{}, &ModuleError{Module: name, Kind: kind, Msg: msg, Err: err}
 	}
@@ -204,7 +212,8 @@ func compile(ctx context.Context, rt wazero.Runtime, name string, wasm []byte, l
 	case err != nil:
 		return fail(CompileFailed, err.Error(), err)
 	}
-	compiled, err := compileBounded(ctx, rt, ins.wasm, timeout)
+	started = true
+	compiled, err := compileBounded(ctx, rt, ins.wasm, timeout, finished)
 	if errors.Is(err, errCompileTimeout) {
 		return fail(OverLimits, fmt.Sprintf("compilation took longer than %v (CompileTimeout)", timeout), err)
 	}
@@ -228,14 +237,17 @@ var errCompileTimeout = errors.New("compilation timed out")
 // compileBounded runs wazero's CompileModule, which cannot be interrupted, on
 // a goroutine of its own and returns when it is done, when ctx ends or after
 // timeout. An abandoned compilation runs to its end in the background (its
-// cost is bounded by ModuleLimits) and its result is closed.
-func compileBounded(ctx context.Context, rt wazero.Runtime, wasm []byte, timeout time.Duration) (wazero.CompiledModule, error) {
+// cost is bounded by ModuleLimits) and its result is closed. finished runs
+// once wazero's compilation has returned, whichever way: rt must stay open
+// until then (closing a wazero runtime mid-compilation panics).
+func compileBounded(ctx context.Context, rt wazero.Runtime, wasm []byte, timeout time.Duration, finished func()) (wazero.CompiledModule, error) {
 	type result struct {
 		c   wazero.CompiledModule
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
+		defer finished()
 		c, err := rt.CompileModule(context.Background(), wasm)
 		done <- result{c, err}
 	}()

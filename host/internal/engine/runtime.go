@@ -7,7 +7,13 @@
 //
 // # Limits (DESIGN.md I6, I7)
 //
-// Memory is capped per instance (Options.MemoryLimit). Every call into the
+// Memory is capped per instance (Options.MemoryLimit), and so are tables
+// (ModuleLimits.MaxTableEntries), the call stack (Options.StackLimit) and
+// what one record makes the host stage (Options.Record); log lines are
+// rate-limited (Options.Log); modules are refused by shape before they are
+// compiled (Options.Module) and compilation is bounded in time
+// (Options.CompileTimeout). limits.go has the defaults; abi/ABI.md, section
+// 7, states the resulting bound of host memory per instance. Every call into the
 // plugin is bounded in wall time (Options.RecordTimeout, Options.InitTimeout)
 // by a per-Runtime watchdog goroutine; the plugin's binary is instrumented at
 // Compile time with an interrupt check at every function entry and loop head
@@ -128,6 +134,11 @@ type Runtime struct {
 	closing     atomic.Bool // set once by Close, read before every call
 	stop        chan struct{}
 	done        chan struct{}
+
+	// compiles counts compilations in flight, abandoned ones included
+	// (compileBounded): Close waits for them, because closing the wazero
+	// runtime under a running compilation panics.
+	compiles sync.WaitGroup
 
 	mu        sync.Mutex
 	instances map[*Instance]struct{}
@@ -290,6 +301,13 @@ func (r *Runtime) Close(ctx context.Context) error {
 			return fmt.Errorf("engine: close: calls still running: %w", ctx.Err())
 		case <-time.After(time.Millisecond):
 		}
+	}
+	compiled := make(chan struct{})
+	go func() { r.compiles.Wait(); close(compiled) }()
+	select {
+	case <-compiled:
+	case <-ctx.Done():
+		return fmt.Errorf("engine: close: compilations still running: %w", ctx.Err())
 	}
 	close(r.stop)
 	<-r.done
