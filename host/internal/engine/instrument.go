@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -46,9 +47,9 @@ import (
 //     of 3,000 64 MiB memory.fills (tens of seconds, no loop, no call) is
 //     then interrupted like a loop, and a spinning guest still reaches Go
 //     often enough for the garbage collector;
-//   - charges each function's frame (but those of small leaves, which
-//     call no function of the plugin: at most one such frame, of at most
-//     leafCost, is on top of the stack) against the stack budget: `stack -=
+//   - charges each function's frame (but those of functions whose calls,
+//     all direct and without recursion, can use at most freeHeight:
+//     stackHeights) against the stack budget: `stack -=
 //     cost; if stack < 0 then unreachable` at entry, and `stack += cost` on
 //     every normal exit: before each return, and after the body, which is
 //     wrapped in a block of the function's result type so that a branch to
@@ -185,6 +186,7 @@ type instrumented struct {
 	funcs    int          // functions with a body (instrumented)
 	loops    int          // loop heads instrumented
 	bulk     int          // bulk memory and table instructions instrumented
+	free     int          // functions left out of the stack accounting
 }
 
 type section struct {
@@ -358,7 +360,7 @@ func instrumentWith(src []byte, lim ModuleLimits) (*instrumented, error) {
 				return nil, fmt.Errorf("code section has %d bodies, function section %d", funcs, definedFuncs)
 			}
 			rewritten[secCode] = appendYield(p, definedFuncs, g)
-			out.funcs, out.loops, out.bulk = funcs, code.loops, code.bulk
+			out.funcs, out.loops, out.bulk, out.free = funcs, code.loops, code.bulk, code.free
 		case secTable:
 			p, err := capTables(s.payload, lim.MaxTableEntries)
 			if err != nil {
@@ -696,7 +698,7 @@ type codeRewrite struct {
 	funcTypes []uint32
 	g         globalsAdded
 	yield     uint32
-	imported  uint32 // imported functions: calling one keeps a function a leaf
+	imported  uint32 // imported functions (host functions, which never call back)
 	bodyLim   bodyLimits
 	check     []byte // the countdown check
 	// Block types of more than one result need a type of their own: extra
@@ -707,13 +709,46 @@ type codeRewrite struct {
 	firstNew   uint32
 	loops      int
 	bulk       int
-	leaves     int    // functions left out of the stack accounting
-	rest       []byte // scratch: one body's instructions
-	returns    []int  // scratch: offsets in rest of the body's return instructions
+	free       int // functions left out of the stack accounting
+	// The first pass (analyzing) fills calls (each body's direct callees,
+	// as indices of defined functions), indirect (the body makes an
+	// indirect call) and costs (frameCost); stackHeights then decides
+	// accounted for the second.
+	analyzing bool
+	calls     [][]uint32
+	indirect  []bool
+	costs     []int32
+	accounted []bool
+	rest      []byte // scratch: one body's instructions
+	returns   []int  // scratch: offsets in rest of the body's return instructions
 }
 
 // section rewrites the code section payload: see the top of this file.
 func (c *codeRewrite) section(payload []byte) ([]byte, int, error) {
+	// Two passes over the bodies: the first finds each function's direct
+	// callees (to decide which need the stack accounting), the second
+	// rewrites.
+	n := len(c.funcTypes)
+	c.calls = make([][]uint32, n)
+	c.indirect = make([]bool, n)
+	c.costs = make([]int32, n)
+	c.analyzing = true
+	if _, _, err := c.walk(payload); err != nil {
+		return nil, 0, err
+	}
+	c.accounted = c.stackHeights()
+	c.analyzing = false
+	c.loops, c.bulk, c.free = 0, 0, 0
+	for _, a := range c.accounted {
+		if !a {
+			c.free++
+		}
+	}
+	return c.walk(payload)
+}
+
+// walk runs body on every function body of the code section payload.
+func (c *codeRewrite) walk(payload []byte) ([]byte, int, error) {
 	r := reader{b: payload}
 	count := r.u32()
 	if r.err != nil {
@@ -722,8 +757,11 @@ func (c *codeRewrite) section(payload []byte) ([]byte, int, error) {
 	if uint64(count) != uint64(len(c.funcTypes)) {
 		return nil, 0, fmt.Errorf("%d bodies, function section %d", count, len(c.funcTypes))
 	}
-	out := make([]byte, 0, len(payload)+len(payload)/4+64)
-	out = appendU32(out, count)
+	var out []byte
+	if !c.analyzing {
+		out = make([]byte, 0, len(payload)+len(payload)/4+64)
+		out = appendU32(out, count)
+	}
 	var body []byte
 	for f := uint32(0); f < count; f++ {
 		size := r.u32()
@@ -747,13 +785,65 @@ func (c *codeRewrite) section(payload []byte) ([]byte, int, error) {
 			}
 			return nil, 0, fmt.Errorf("function body %d: %w", f, err)
 		}
-		out = appendU32(out, uint32(len(body)))
-		out = append(out, body...)
+		if !c.analyzing {
+			out = appendU32(out, uint32(len(body)))
+			out = append(out, body...)
+		}
 	}
 	if r.pos != len(payload) {
 		return nil, 0, errors.New("trailing bytes after the last function body")
 	}
 	return out, int(count), nil
+}
+
+// stackHeights decides which functions need the stack accounting. The
+// height of a function is the most stack a call of it can use: its own
+// frame cost plus the greatest height of its direct callees. It is unbounded
+// for a function that makes an indirect call or can reach a cycle of
+// calls (recursion). A function of bounded height at most freeHeight is left
+// out of the accounting: whenever it runs, it and everything it calls sit
+// on top of the last accounted frame within freeHeight, so the stack stays
+// within the budget plus freeHeight, and the many small functions that
+// call only such functions (leaves first of all) pay nothing.
+func (c *codeRewrite) stackHeights() []bool {
+	const (
+		unknown  = 0
+		visiting = -1
+		infinite = math.MaxInt64
+	)
+	heights := make([]int64, len(c.calls))
+	var height func(f uint32) int64
+	height = func(f uint32) int64 {
+		switch h := heights[f]; h {
+		case visiting:
+			return infinite // a cycle: recursion
+		case unknown:
+		default:
+			return h
+		}
+		heights[f] = visiting
+		h := int64(c.costs[f])
+		if c.indirect[f] {
+			h = infinite
+		}
+		for _, g := range c.calls[f] {
+			if h == infinite {
+				break
+			}
+			if gh := height(g); gh == infinite {
+				h = infinite
+			} else {
+				h = max(h, int64(c.costs[f])+gh)
+			}
+		}
+		heights[f] = h
+		return h
+	}
+	accounted := make([]bool, len(c.calls))
+	for f := range c.calls {
+		accounted[f] = height(uint32(f)) > freeHeight
+	}
+	return accounted
 }
 
 // Stack accounting. Each function charges frameCost bytes against the
@@ -769,7 +859,7 @@ func (c *codeRewrite) section(payload []byte) ([]byte, int, error) {
 // at least 2 bytes, and a spill slot of 8 bytes). The measurements are in
 // RATIONALE.md ("The sandbox's bounds").
 const (
-	leafCost      = 8 << 10 // the largest leaf frame left out of the accounting
+	freeHeight    = 64 << 10 // the most stack a call left out of the accounting can use
 	frameFixed    = 64
 	framePerLocal = 16
 	framePerByte  = 4
@@ -781,8 +871,9 @@ func frameCost(locals uint64, bodySize int) int32 {
 	return int32(min(c, maxFrameCost))
 }
 
-// body appends the instrumented copy of function body f to dst (a small
-// leaf has only the locals, the countdown check and the instructions):
+// body appends the instrumented copy of function body f to dst (a function
+// left out of the stack accounting has only the locals, the countdown check
+// and the instructions). In the analyzing pass it only records f's calls.
 //
 //	locals [+ one i32 scratch local when the body has bulk instructions]
 //	countdown check
@@ -823,7 +914,8 @@ func (c *codeRewrite) body(dst, src []byte, f uint32) ([]byte, error) {
 
 	rest := c.rest[:0]
 	returns := c.returns[:0]
-	leaf := true
+	var callees []uint32
+	indirect := false
 	depth, bulk := 0, 0
 	copied := r.pos
 	for r.pos < len(src) {
@@ -853,7 +945,7 @@ func (c *codeRewrite) body(dst, src []byte, f uint32) ([]byte, error) {
 			returns = append(returns, len(rest))
 			copied = at
 		case op == 0x11 || op == 0x13 || op == 0x14 || op == 0x15: // call_indirect, return_call_indirect, call_ref, return_call_ref
-			leaf = false
+			indirect = true
 			r.skipImmediates(op)
 		case op == 0x23 || op == 0x24: // global.get, global.set
 			idx := r.u32()
@@ -865,8 +957,8 @@ func (c *codeRewrite) body(dst, src []byte, f uint32) ([]byte, error) {
 			if r.err == nil && idx >= c.bodyLim.funcs {
 				return nil, fmt.Errorf("function index %d out of range at offset %d", idx, r.pos)
 			}
-			if op != 0xD2 && idx >= c.imported {
-				leaf = false // host functions never call back into the plugin
+			if c.analyzing && op != 0xD2 && idx >= c.imported && r.err == nil {
+				callees = append(callees, idx-c.imported)
 			}
 		case op == 0xFC:
 			sub := r.peekU32()
@@ -888,13 +980,11 @@ func (c *codeRewrite) body(dst, src []byte, f uint32) ([]byte, error) {
 	rest = append(rest, src[copied:]...)
 	c.rest, c.returns = rest, returns
 	c.bulk += bulk
-	// A leaf (it calls no function of the plugin) can only be the top
-	// frame, so leaving small ones out of the accounting adds at most one
-	// frame of leafCost to the stack and saves their calls the checks.
-	accounted := !leaf || cost > leafCost
-	if !accounted {
-		c.leaves++
+	if c.analyzing {
+		c.calls[f], c.indirect[f], c.costs[f] = callees, indirect, cost
+		return dst, nil
 	}
+	accounted := c.accounted[f]
 
 	// Locals, with the scratch local when needed.
 	if bulk > 0 {
