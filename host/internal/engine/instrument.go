@@ -334,14 +334,6 @@ func instrumentWith(src []byte, lim ModuleLimits) (*instrumented, error) {
 		extra:     map[string]uint32{},
 		firstNew:  ntypes + 1, // after the type of $yield
 	}
-	code.check = appendU32([]byte{0x23}, g.countdown)       // global.get $countdown
-	code.check = append(code.check, 0x41, 0x01, 0x6B, 0x24) // i32.const 1; i32.sub; global.set
-	code.check = appendU32(code.check, g.countdown)
-	code.check = append(code.check, 0x23) // global.get $countdown
-	code.check = appendU32(code.check, g.countdown)
-	code.check = append(code.check, 0x45, 0x04, 0x40, 0x10) // i32.eqz; if; call $yield
-	code.check = appendU32(code.check, yield)
-	code.check = append(code.check, 0x0B) // end
 
 	// Pass 2: the code and table sections, whose rewrite may add types.
 	rewritten := map[byte][]byte{}
@@ -700,7 +692,6 @@ type codeRewrite struct {
 	yield     uint32
 	imported  uint32 // imported functions (host functions, which never call back)
 	bodyLim   bodyLimits
-	check     []byte // the countdown check
 	// Block types of more than one result need a type of their own: extra
 	// maps a result encoding to its new type index (from firstNew), and
 	// extraTypes holds the encoded new types in index order.
@@ -875,7 +866,7 @@ func frameCost(locals uint64, bodySize int) int32 {
 // left out of the stack accounting has only the locals, the countdown check
 // and the instructions). In the analyzing pass it only records f's calls.
 //
-//	locals [+ one i32 scratch local when the body has bulk instructions]
+//	locals + one i32 scratch local
 //	countdown check
 //	stack -= cost; if stack < 0 then unreachable
 //	block (result ...)            ;; a branch to the function's label lands here
@@ -904,7 +895,7 @@ func (c *codeRewrite) body(dst, src []byte, f uint32) ([]byte, error) {
 		return nil, fmt.Errorf("locals: %w", r.err)
 	}
 	localsEnd := r.pos
-	scratch := uint32(locals) // index of the scratch local, if added
+	scratch := uint32(locals) // index of the added scratch local
 	cost := frameCost(locals+1, len(src))
 	exit := appendU32([]byte{0x23}, c.g.stack) // global.get $stack
 	exit = append(exit, 0x41)                  // i32.const cost
@@ -929,7 +920,7 @@ func (c *codeRewrite) body(dst, src []byte, f uint32) ([]byte, error) {
 			}
 			if op == 0x03 && r.err == nil {
 				rest = append(rest, src[copied:r.pos]...)
-				rest = append(rest, c.check...)
+				rest = c.appendCheck(rest, scratch)
 				copied = r.pos
 				c.loops++
 			}
@@ -986,26 +977,27 @@ func (c *codeRewrite) body(dst, src []byte, f uint32) ([]byte, error) {
 	}
 	accounted := c.accounted[f]
 
-	// Locals, with the scratch local when needed.
-	if bulk > 0 {
-		dst = appendU32(dst, groups+1)
-		dst = append(dst, src[countLen(src):localsEnd]...)
-		dst = append(dst, 1, 0x7F) // one i32
-	} else {
-		dst = append(dst, src[:localsEnd]...)
-	}
-	dst = append(dst, c.check...)
+	// Locals, with the scratch local.
+	dst = appendU32(dst, groups+1)
+	dst = append(dst, src[countLen(src):localsEnd]...)
+	dst = append(dst, 1, 0x7F) // one i32
+	dst = c.appendCheck(dst, scratch)
 	if !accounted {
 		return append(dst, rest...), nil
 	}
-	dst = append(dst, 0x23) // global.get $stack; i32.const cost; i32.sub; global.set $stack
+	// global.get $stack; i32.const cost; i32.sub; local.tee $scratch;
+	// global.set $stack; local.get $scratch; i32.const 0; i32.lt_s;
+	// if unreachable end
+	dst = append(dst, 0x23)
 	dst = appendU32(dst, c.g.stack)
 	dst = append(dst, 0x41)
 	dst = appendS32(dst, cost)
-	dst = append(dst, 0x6B, 0x24)
+	dst = append(dst, 0x6B, 0x22)
+	dst = appendU32(dst, scratch)
+	dst = append(dst, 0x24)
 	dst = appendU32(dst, c.g.stack)
-	dst = append(dst, 0x23) // global.get $stack; i32.const 0; i32.lt_s; if unreachable end
-	dst = appendU32(dst, c.g.stack)
+	dst = append(dst, 0x20)
+	dst = appendU32(dst, scratch)
 	dst = append(dst, 0x41, 0x00, 0x48, 0x04, 0x40, 0x00, 0x0B)
 	dst = append(dst, 0x02) // block with the function's results
 	dst = c.appendBlockType(dst, ft)
@@ -1038,6 +1030,26 @@ func (c *codeRewrite) appendBlockType(dst []byte, ft funcType) []byte {
 		c.extraTypes = append(c.extraTypes, ft.results...)
 	}
 	return appendS32(dst, int32(idx))
+}
+
+// appendCheck appends the countdown check of a function entry or loop head:
+//
+//	global.get $countdown  i32.const 1  i32.sub  local.tee $scratch
+//	global.set $countdown  local.get $scratch  i32.eqz  if  call $yield  end
+//
+// (the scratch local saves reading back the global just stored).
+func (c *codeRewrite) appendCheck(dst []byte, scratch uint32) []byte {
+	dst = append(dst, 0x23)
+	dst = appendU32(dst, c.g.countdown)
+	dst = append(dst, 0x41, 0x01, 0x6B, 0x22)
+	dst = appendU32(dst, scratch)
+	dst = append(dst, 0x24)
+	dst = appendU32(dst, c.g.countdown)
+	dst = append(dst, 0x20)
+	dst = appendU32(dst, scratch)
+	dst = append(dst, 0x45, 0x04, 0x40, 0x10)
+	dst = appendU32(dst, c.yield)
+	return append(dst, 0x0B)
 }
 
 // appendBulkCheck appends the check placed before a bulk instruction, whose
