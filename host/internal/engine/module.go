@@ -187,11 +187,12 @@ func (m *Module) err(kind ModuleErrorKind, msg string, err error) error {
 // compile instruments, compiles and validates wasm in rt. The shape limits
 // are checked first (instrumentWith); wazero's compilation then runs under
 // timeout and returns early when ctx ends.
-// finished is called once, when rt is no longer in use by this compile.
+// finished is called once, when rt is no longer in use by this compile
+// (for an abandoned compilation, only once wazero is done with it).
 func compile(ctx context.Context, rt wazero.Runtime, name string, wasm []byte, limit uint64, lim ModuleLimits, timeout time.Duration, finished func()) (wazero.CompiledModule, *instrumented, Info, error) {
-	started := false
+	abandoned := false
 	defer func() {
-		if !started {
+		if !abandoned {
 			finished()
 		}
 	}()
@@ -212,12 +213,12 @@ func compile(ctx context.Context, rt wazero.Runtime, name string, wasm []byte, l
 	case err != nil:
 		return fail(CompileFailed, err.Error(), err)
 	}
-	started = true
-	compiled, err := compileBounded(ctx, rt, ins.wasm, timeout, finished)
+	var compiled wazero.CompiledModule
+	compiled, abandoned, err = compileBounded(ctx, rt, ins.wasm, timeout, finished)
 	if errors.Is(err, errCompileTimeout) {
 		return fail(OverLimits, fmt.Sprintf("compilation took longer than %v (CompileTimeout)", timeout), err)
 	}
-	if err != nil && ctx.Err() != nil {
+	if abandoned {
 		return fail(CompileFailed, "canceled while compiling", err)
 	}
 	if err != nil {
@@ -236,18 +237,18 @@ var errCompileTimeout = errors.New("compilation timed out")
 
 // compileBounded runs wazero's CompileModule, which cannot be interrupted, on
 // a goroutine of its own and returns when it is done, when ctx ends or after
-// timeout. An abandoned compilation runs to its end in the background (its
-// cost is bounded by ModuleLimits) and its result is closed. finished runs
-// once wazero's compilation has returned, whichever way: rt must stay open
-// until then (closing a wazero runtime mid-compilation panics).
-func compileBounded(ctx context.Context, rt wazero.Runtime, wasm []byte, timeout time.Duration, finished func()) (wazero.CompiledModule, error) {
+// timeout. An abandoned compilation (timeout, or ctx ended) runs to its end
+// in the background (its cost is bounded by ModuleLimits), its result is
+// closed, and then finished runs: rt must stay open until then, because
+// closing a wazero runtime under a running compilation panics. finished is
+// not called for a compilation that was not abandoned.
+func compileBounded(ctx context.Context, rt wazero.Runtime, wasm []byte, timeout time.Duration, finished func()) (c wazero.CompiledModule, abandoned bool, err error) {
 	type result struct {
 		c   wazero.CompiledModule
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		defer finished()
 		c, err := rt.CompileModule(context.Background(), wasm)
 		done <- result{c, err}
 	}()
@@ -258,17 +259,18 @@ func compileBounded(ctx context.Context, rt wazero.Runtime, wasm []byte, timeout
 			if res := <-done; res.c != nil {
 				_ = res.c.Close(context.Background())
 			}
+			finished()
 		}()
 	}
 	select {
 	case res := <-done:
-		return res.c, res.err
+		return res.c, false, res.err
 	case <-ctx.Done():
 		abandon()
-		return nil, ctx.Err()
+		return nil, true, ctx.Err()
 	case <-t.C:
 		abandon()
-		return nil, errCompileTimeout
+		return nil, true, errCompileTimeout
 	}
 }
 
