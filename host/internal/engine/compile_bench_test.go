@@ -34,3 +34,18 @@ func BenchmarkCompileGoSDK(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkInstrumentGoSDK is the engine's own share of a compilation: the
+// pre-parse with its shape limits and the rewrite, on a Go SDK plugin.
+func BenchmarkInstrumentGoSDK(b *testing.B) {
+	wasm, err := os.ReadFile(wasmbuild.Build(b, "./plugins/passthrough"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(wasm)))
+	for b.Loop() {
+		if _, err := instrument(wasm); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
