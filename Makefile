@@ -90,3 +90,18 @@ kafka-up:
 
 kafka-down:
 	scripts/kafka.sh stop
+
+# Fuzzing: each target below for FUZZTIME (default 1m; e.g. make fuzz FUZZTIME=10m).
+# `go test` runs the same targets on their seed corpora (testdata/fuzz) in
+# every `make test`. A crash leaves its input in testdata/fuzz/<Target>/:
+# commit it with the fix, as a regression seed.
+FUZZTIME ?= 1m
+FUZZ_TARGETS = ./abi:FuzzRecordDecode ./abi:FuzzScanEntry \
+	./host/internal/engine:FuzzModuleShape ./host/internal/engine:FuzzInstrument \
+	./host/internal/engine:FuzzHostCalls
+
+.PHONY: fuzz
+fuzz:
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo "=== $$name ($$pkg, $(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done

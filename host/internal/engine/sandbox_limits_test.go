@@ -183,7 +183,8 @@ func TestLogFlood(t *testing.T) {
 		lines := len(logs.find(strings.Repeat("x", 100)))
 		dropped := i.DroppedLogLines()
 		t.Logf("%s: %d lines logged, %d dropped", key, lines, dropped)
-		if lines < DefaultLogBurstLines || lines > DefaultLogBurstLines+50 || dropped != uint64(100000-lines) {
+		// The burst passes, then 100 lines/s: a few more on a slow machine.
+		if lines < DefaultLogBurstLines || lines > DefaultLogBurstLines+500 || dropped != uint64(100000-lines) {
 			t.Errorf("%s: %d lines logged, %d dropped; want about the burst of %d logged, the rest dropped", key, lines, dropped, DefaultLogBurstLines)
 		}
 		if n := len(logs.find("plugin log lines dropped by the rate limit")); n != 0 {
@@ -303,7 +304,7 @@ func TestCompileBudget(t *testing.T) {
 		t.Fatalf("got %v, want OverLimits (compile timeout)", err)
 	}
 	ctx, cancel := context.WithCancel(bg)
-	time.AfterFunc(20*time.Millisecond, cancel)
+	time.AfterFunc(5*time.Millisecond, cancel)
 	start := time.Now()
 	_, err := Inspect(ctx, wasm)
 	if !errors.Is(err, context.Canceled) {
