@@ -61,3 +61,23 @@ func TestInspectStopsOnSignal(t *testing.T) {
 		t.Errorf("inspect took %v to stop", took)
 	}
 }
+
+// TestValidateStopsOnSignal: the same for validate, which compiles every
+// plugin of the config.
+func TestValidateStopsOnSignal(t *testing.T) {
+	plugin := wasmbuild.Build(t, "./plugins/passthrough")
+	cfg := writeFile(t, t.TempDir(), "p.yaml", "app_id: a\nprocessors:\n  - name: p\n    plugin: "+plugin+"\n    inputs: [in]\n    outputs: {out: out}\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(5*time.Millisecond, cancel)
+	var out, errb bytes.Buffer
+	start := time.Now()
+	code := doMain(ctx, []string{"validate", "-c", cfg}, &out, &errb, nil)
+	took := time.Since(start)
+	if code != exitError || !strings.Contains(errb.String(), "canceled") {
+		t.Fatalf("exit %d after %v, stderr %q; want a canceled compilation", code, took, errb.String())
+	}
+	t.Logf("stopped %v after start", took)
+	if took > 2*time.Second {
+		t.Errorf("validate took %v to stop", took)
+	}
+}
