@@ -701,15 +701,18 @@ type codeRewrite struct {
 	loops      int
 	bulk       int
 	free       int // functions left out of the stack accounting
-	// The first pass (analyzing) fills calls (each body's direct callees,
-	// as indices of defined functions), indirect (the body makes an
+	// The first pass (analyzing) fills callees (every body's direct
+	// callees, as indices of defined functions; body f's are
+	// callees[callStart[f]:callStart[f+1]]), indirect (the body makes an
 	// indirect call) and costs (frameCost); stackHeights then decides
 	// accounted for the second.
 	analyzing bool
-	calls     [][]uint32
+	callees   []uint32
+	callStart []int
 	indirect  []bool
 	costs     []int32
 	accounted []bool
+	exit      []byte // scratch: one body's stack refund
 	rest      []byte // scratch: one body's instructions
 	returns   []int  // scratch: offsets in rest of the body's return instructions
 }
@@ -720,13 +723,15 @@ func (c *codeRewrite) section(payload []byte) ([]byte, int, error) {
 	// callees (to decide which need the stack accounting), the second
 	// rewrites.
 	n := len(c.funcTypes)
-	c.calls = make([][]uint32, n)
+	c.callees = c.callees[:0]
+	c.callStart = make([]int, n+1)
 	c.indirect = make([]bool, n)
 	c.costs = make([]int32, n)
 	c.analyzing = true
 	if _, _, err := c.walk(payload); err != nil {
 		return nil, 0, err
 	}
+	c.callStart[n] = len(c.callees)
 	c.accounted = c.stackHeights()
 	c.analyzing = false
 	c.loops, c.bulk, c.free = 0, 0, 0
@@ -802,7 +807,8 @@ func (c *codeRewrite) stackHeights() []bool {
 		visiting = -1
 		infinite = math.MaxInt64
 	)
-	heights := make([]int64, len(c.calls))
+	n := len(c.funcTypes)
+	heights := make([]int64, n)
 	var height func(f uint32) int64
 	height = func(f uint32) int64 {
 		switch h := heights[f]; h {
@@ -817,7 +823,7 @@ func (c *codeRewrite) stackHeights() []bool {
 		if c.indirect[f] {
 			h = infinite
 		}
-		for _, g := range c.calls[f] {
+		for _, g := range c.callees[c.callStart[f]:c.callStart[f+1]] {
 			if h == infinite {
 				break
 			}
@@ -830,8 +836,8 @@ func (c *codeRewrite) stackHeights() []bool {
 		heights[f] = h
 		return h
 	}
-	accounted := make([]bool, len(c.calls))
-	for f := range c.calls {
+	accounted := make([]bool, n)
+	for f := range n {
 		accounted[f] = height(uint32(f)) > freeHeight
 	}
 	return accounted
@@ -897,15 +903,19 @@ func (c *codeRewrite) body(dst, src []byte, f uint32) ([]byte, error) {
 	localsEnd := r.pos
 	scratch := uint32(locals) // index of the added scratch local
 	cost := frameCost(locals+1, len(src))
-	exit := appendU32([]byte{0x23}, c.g.stack) // global.get $stack
-	exit = append(exit, 0x41)                  // i32.const cost
+	exit := append(c.exit[:0], 0x23) // global.get $stack
+	exit = appendU32(exit, c.g.stack)
+	exit = append(exit, 0x41) // i32.const cost
 	exit = appendS32(exit, cost)
 	exit = append(exit, 0x6A, 0x24) // i32.add; global.set $stack
 	exit = appendU32(exit, c.g.stack)
+	c.exit = exit
 
 	rest := c.rest[:0]
 	returns := c.returns[:0]
-	var callees []uint32
+	if c.analyzing {
+		c.callStart[f] = len(c.callees)
+	}
 	indirect := false
 	depth, bulk := 0, 0
 	copied := r.pos
@@ -949,7 +959,7 @@ func (c *codeRewrite) body(dst, src []byte, f uint32) ([]byte, error) {
 				return nil, fmt.Errorf("function index %d out of range at offset %d", idx, r.pos)
 			}
 			if c.analyzing && op != 0xD2 && idx >= c.imported && r.err == nil {
-				callees = append(callees, idx-c.imported)
+				c.callees = append(c.callees, idx-c.imported)
 			}
 		case op == 0xFC:
 			sub := r.peekU32()
@@ -972,7 +982,7 @@ func (c *codeRewrite) body(dst, src []byte, f uint32) ([]byte, error) {
 	c.rest, c.returns = rest, returns
 	c.bulk += bulk
 	if c.analyzing {
-		c.calls[f], c.indirect[f], c.costs[f] = callees, indirect, cost
+		c.indirect[f], c.costs[f] = indirect, cost
 		return dst, nil
 	}
 	accounted := c.accounted[f]
