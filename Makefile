@@ -141,3 +141,19 @@ conformance: toolchains
 bench-polyglot: toolchains
 	$(GO) test -run '^$$' -bench Polyglot -count 5 ./host/internal/conformance/
 	$(GO) test -run '^$$' -bench WordcountEndToEnd -benchtime 1x -count 3 ./host/internal/conformance/e2e/
+
+# Fuzzing: each target below for FUZZTIME (default 1m; e.g. make fuzz FUZZTIME=10m).
+# `go test` runs the same targets on their seed corpora (testdata/fuzz) in
+# every `make test`. A crash leaves its input in testdata/fuzz/<Target>/:
+# commit it with the fix, as a regression seed.
+FUZZTIME ?= 1m
+FUZZ_TARGETS = ./abi:FuzzRecordDecode ./abi:FuzzScanEntry \
+	./host/internal/engine:FuzzModuleShape ./host/internal/engine:FuzzInstrument \
+	./host/internal/engine:FuzzHostCalls \
+	./host/internal/control:FuzzManifest ./host/internal/control:FuzzStoreApply
+
+.PHONY: fuzz
+fuzz:
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo "=== $$name ($$pkg, $(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done

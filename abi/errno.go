@@ -19,13 +19,17 @@ const (
 	ErrnoNoStore Errno = 4
 	// ErrnoNotFound: the key has no value.
 	ErrnoNotFound Errno = 5
-	// ErrnoTooLarge: a key, value or record is over its limit.
+	// ErrnoTooLarge: a key, value or record is over its limit. For an
+	// emitted record over the size its output accepts, the record also
+	// fails (abi/ABI.md, section 7).
 	ErrnoTooLarge Errno = 6
 	// ErrnoNoCursor: the cursor id is not open.
 	ErrnoNoCursor Errno = 7
 	// ErrnoPhase: the call is not allowed now (emit or state during init).
 	ErrnoPhase Errno = 8
-	// ErrnoLimit: a per-record limit was reached (open cursors).
+	// ErrnoLimit: a per-record limit was reached: open cursors (only
+	// returned), or emits, bytes emitted or state bytes written in one
+	// record (the record also fails; abi/ABI.md, section 7).
 	ErrnoLimit Errno = 9
 	// ErrnoIO: the host could not serve the call (store failure). The record
 	// fails whatever the plugin does next.

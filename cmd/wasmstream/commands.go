@@ -22,6 +22,7 @@ Usage:
   wasmstream run -c pipeline.yaml       run the pipeline until SIGINT/SIGTERM
   wasmstream validate -c pipeline.yaml  check the config and every plugin
   wasmstream plugin inspect FILE.wasm   show a plugin's ABI version, exports, imports
+                                        (-c pipeline.yaml or --max-module-size: the size limit)
   wasmstream state dump -c pipeline.yaml --store NAME [--partition N]
                                         print a store's keys, values and checkpoint
                                         from the local state directory (offline)
@@ -204,22 +205,70 @@ func (e *env) validate(ctx context.Context, args []string) int {
 }
 
 func (e *env) inspect(ctx context.Context, args []string) int {
-	if len(args) != 1 {
-		fmt.Fprintln(e.stderr, "usage: wasmstream plugin inspect FILE.wasm")
+	fs := pflag.NewFlagSet("plugin inspect", pflag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	path := fs.StringP("config", "c", "", "pipeline config file (YAML) whose runtime.max_module_size applies")
+	maxSize := fs.String("max-module-size", "", "largest module to read, like 64MiB (default: runtime.max_module_size of -c, else "+host.ByteSize(host.DefaultMaxModuleSize).String()+")")
+	if err := fs.Parse(args); err != nil {
+		e.flagError("plugin inspect", err)
 		return exitUsage
 	}
-	wasm, err := os.ReadFile(args[0])
+	if fs.NArg() != 1 {
+		fmt.Fprintln(e.stderr, "usage: wasmstream plugin inspect [-c pipeline.yaml | --max-module-size SIZE] FILE.wasm")
+		return exitUsage
+	}
+	limit := host.ByteSize(host.DefaultMaxModuleSize)
+	if *path != "" {
+		cfg, ok := e.loadConfig(*path, nil)
+		if !ok {
+			return exitError
+		}
+		limit = cfg.Runtime.MaxModuleSize
+	}
+	if *maxSize != "" {
+		if err := limit.UnmarshalText([]byte(*maxSize)); err != nil {
+			fmt.Fprintf(e.stderr, "wasmstream plugin inspect: --max-module-size: %v\n", err)
+			return exitUsage
+		}
+	}
+	file := fs.Arg(0)
+	wasm, err := readModule(file, limit)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "wasmstream: %v\n", err)
 		return exitError
 	}
 	info, err := host.InspectPlugin(ctx, wasm)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "wasmstream: %s: %v\n", args[0], err)
+		fmt.Fprintf(e.stderr, "wasmstream: %s: %v\n", file, err)
 		return exitError
 	}
-	printInfo(e.stdout, args[0], info)
+	printInfo(e.stdout, file, info)
 	return exitOK
+}
+
+// readModule reads a module file of at most limit bytes, refusing a larger
+// one before reading it (runtime.max_module_size applies to inspect as it
+// does to run and deploy).
+func readModule(file string, limit host.ByteSize) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	over := func(n int64) error {
+		return fmt.Errorf("%s: the module is %d bytes or more, over runtime.max_module_size (%s)", file, n, limit)
+	}
+	if st, err := f.Stat(); err == nil && st.Size() > int64(limit) {
+		return nil, over(st.Size())
+	}
+	wasm, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if int64(len(wasm)) > int64(limit) {
+		return nil, over(int64(len(wasm)))
+	}
+	return wasm, nil
 }
 
 func printInfo(w io.Writer, file string, info host.PluginInfo) {

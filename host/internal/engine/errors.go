@@ -2,6 +2,8 @@ package engine
 
 import (
 	"errors"
+
+	"github.com/wasmstream/wasmstream/abi"
 	"strconv"
 	"strings"
 )
@@ -38,16 +40,28 @@ const (
 	// after an earlier failure failed (Err is the *ModuleError), or the
 	// Instance, its Module or the Runtime is closed.
 	InstanceLost
+	// StackLimit: a call would have taken the plugin's call stack past
+	// Options.StackLimit (recursion too deep). The instance is discarded.
+	StackLimit
+	// LimitExceeded: the record asked the host to stage more than
+	// Options.Record allows (emits, bytes emitted, state bytes written), or
+	// emitted a record larger than its output accepts
+	// (Binding.OutputMaxBytes). The plugin got ELIMIT or ETOOLARGE; the
+	// record fails whatever it did next. Errno says which. The instance is
+	// kept.
+	LimitExceeded
 )
 
 var failureKindNames = [...]string{
-	Trap:         "trap",
-	Timeout:      "timeout",
-	MemoryLimit:  "memory limit",
-	ABIMisuse:    "ABI misuse",
-	PluginFailed: "plugin failed",
-	HostFailed:   "host failed",
-	InstanceLost: "instance lost",
+	Trap:          "trap",
+	Timeout:       "timeout",
+	MemoryLimit:   "memory limit",
+	ABIMisuse:     "ABI misuse",
+	PluginFailed:  "plugin failed",
+	HostFailed:    "host failed",
+	InstanceLost:  "instance lost",
+	StackLimit:    "stack limit",
+	LimitExceeded: "limit exceeded",
 }
 
 // String is the kind's name, such as "timeout".
@@ -65,7 +79,7 @@ func (k FailureKind) Error() string { return k.String() }
 // (the next record runs on a fresh instance, with the plugin's init run again
 // and its in-memory state gone).
 func (k FailureKind) Discards() bool {
-	return k == Trap || k == Timeout || k == MemoryLimit || k == ABIMisuse
+	return k == Trap || k == Timeout || k == MemoryLimit || k == ABIMisuse || k == StackLimit
 }
 
 // RecordError is the error Process returns when a record fails. Emits already
@@ -76,6 +90,9 @@ type RecordError struct {
 	Kind      FailureKind // why
 	Msg       string      // the reason, one line (wazero's trap message, the plugin's set_error text...)
 	Err       error       // underlying error, if any (wazero's error with the Wasm stack trace, the Sink's error...)
+	// Errno is, for LimitExceeded, the errno the plugin got: ELIMIT for a
+	// per-record limit, ETOOLARGE for a record over its output's size.
+	Errno abi.Errno
 }
 
 // Error reads like: processor "p": timeout: record took longer than 1s.
@@ -120,6 +137,13 @@ func IsPluginFailed(err error) bool { return KindOf(err) == PluginFailed }
 // IsHostFailed reports whether err is a record the host (Sink or State) failed.
 func IsHostFailed(err error) bool { return KindOf(err) == HostFailed }
 
+// IsStackLimit reports whether err is a record whose calls went past the stack limit.
+func IsStackLimit(err error) bool { return KindOf(err) == StackLimit }
+
+// IsLimitExceeded reports whether err is a record that asked the host to
+// stage more than a per-record limit or emitted a record over its output's size.
+func IsLimitExceeded(err error) bool { return KindOf(err) == LimitExceeded }
+
 // IsInstanceLost reports whether err means no instance could run the record.
 func IsInstanceLost(err error) bool { return KindOf(err) == InstanceLost }
 
@@ -157,6 +181,11 @@ const (
 	// outside plugin memory (EFAULT), or wasmstream_input returned a buffer
 	// outside it.
 	InitFailed
+	// OverLimits: the module's shape is over Options.Module (size, function
+	// count, locals, body size, nesting, globals, tables; found by a
+	// pre-parse before compiling), or compiling it took longer than
+	// Options.CompileTimeout.
+	OverLimits
 )
 
 var moduleErrorKindNames = [...]string{
@@ -171,6 +200,7 @@ var moduleErrorKindNames = [...]string{
 	InstantiateFailed:     "instantiate failed",
 	InitTrapped:           "init trapped",
 	InitFailed:            "init failed",
+	OverLimits:            "over limits",
 }
 
 // String is the kind's name, such as "missing export".

@@ -137,6 +137,16 @@ func (i *Instance) misuse(format string, args ...any) {
 	}
 }
 
+// overLimit records the first per-record limit the current record hit and
+// returns the errno the plugin gets for it.
+func (i *Instance) overLimit(e abi.Errno, format string, args ...any) int32 {
+	if i.limitMsg == "" {
+		i.limitMsg = fmt.Sprintf(format, args...)
+		i.limitErrno = e
+	}
+	return e.Result()
+}
+
 // hostFail records the first host-side failure of the current call.
 func (i *Instance) hostFail(what string, err error) {
 	if i.hostErr == nil {
@@ -181,10 +191,42 @@ func (i *Instance) emit(ptr, n uint32) int32 {
 			abi.ImportEmit, abi.ErrnoNoOutput.Name(), i.emitRec.Index, len(i.b.Outputs))
 		return abi.ErrnoNoOutput.Result()
 	}
+	lim := &i.rt.opts.Record
+	if i.emits >= lim.MaxEmits {
+		return i.overLimit(abi.ErrnoLimit, "%s: %s: more than %d emits in one record", abi.ImportEmit, abi.ErrnoLimit.Name(), lim.MaxEmits)
+	}
+	if i.emitBytes+int(n) > lim.MaxEmitBytes {
+		return i.overLimit(abi.ErrnoLimit, "%s: %s: more than %d bytes emitted in one record", abi.ImportEmit, abi.ErrnoLimit.Name(), lim.MaxEmitBytes)
+	}
+	if size, max := kafkaSize(&i.emitRec), i.b.OutputMaxBytes[i.emitRec.Index]; size > max {
+		return i.overLimit(abi.ErrnoTooLarge, "%s: %s: a %d-byte record (key, value and headers) to output %q, which accepts at most %d",
+			abi.ImportEmit, abi.ErrnoTooLarge.Name(), size, i.b.Outputs[i.emitRec.Index], max)
+	}
+	i.emits++
+	i.emitBytes += int(n)
 	if err := i.sinkEmit(); err != nil {
 		i.hostFail("sink", err)
 		return abi.ErrnoIO.Result()
 	}
+	return 0
+}
+
+// kafkaSize is what OutputMaxBytes measures: key, value and headers.
+func kafkaSize(r *abi.Record) int {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// chargeState counts n state bytes against Options.Record.MaxStateBytes;
+// a negative result is the errno to return.
+func (i *Instance) chargeState(fn string, n uint32) int32 {
+	if max := i.rt.opts.Record.MaxStateBytes; i.stateBytes+int(n) > max {
+		return i.overLimit(abi.ErrnoLimit, "%s: %s: more than %d state bytes written in one record", fn, abi.ErrnoLimit.Name(), max)
+	}
+	i.stateBytes += int(n)
 	return 0
 }
 
@@ -250,7 +292,7 @@ func (i *Instance) logLine(level, ptr, n uint32) int32 {
 		return abi.ErrnoInval.Result()
 	}
 	ctx := context.Background()
-	if !i.log.Enabled(ctx, lvl) {
+	if !i.log.Enabled(ctx, lvl) || !i.logs.allow(min(len(b), abi.MaxLogSize)) {
 		return 0
 	}
 	if len(b) > abi.MaxLogSize {
@@ -335,6 +377,9 @@ func (i *Instance) statePut(store, keyPtr, keyLen, valPtr, valLen uint32) int32 
 	if !ok {
 		return abi.ErrnoFault.Result()
 	}
+	if e := i.chargeState(abi.ImportStatePut, keyLen+valLen); e != 0 {
+		return e
+	}
 	if err := i.safeState(func(s State) error { return s.Put(int(store), key, val) }); err != nil {
 		i.hostFail("state put", err)
 		return abi.ErrnoIO.Result()
@@ -352,6 +397,9 @@ func (i *Instance) stateDelete(store, keyPtr, keyLen uint32) int32 {
 	key, ok := i.read(abi.ImportStateDelete, keyPtr, keyLen)
 	if !ok {
 		return abi.ErrnoFault.Result()
+	}
+	if e := i.chargeState(abi.ImportStateDelete, keyLen); e != 0 {
+		return e
 	}
 	if err := i.safeState(func(s State) error { return s.Delete(int(store), key) }); err != nil {
 		i.hostFail("state delete", err)

@@ -70,6 +70,13 @@ type Binding struct {
 	// Config is the processor's configuration (JSON) served by the config
 	// import. Copied by Instantiate.
 	Config []byte
+	// OutputMaxBytes, when set, has one entry per output: the largest
+	// record that output accepts, counted as key + value + every header's
+	// key and value, in bytes (the host derives it from the topic's
+	// max.message.bytes and the producer's limit, minus the batch
+	// overhead). An emit over it returns ETOOLARGE and fails the record
+	// (LimitExceeded). A zero or missing entry means abi.MaxRecordSize.
+	OutputMaxBytes []int
 	// Sink receives emits; required when Outputs is not empty.
 	Sink Sink
 	// State serves the state imports; required when Stores is not empty.
@@ -93,6 +100,7 @@ type Instance struct {
 	ctx    context.Context // carries the Instance to host functions; never done
 	stdout *lineWriter
 	stderr *lineWriter
+	logs   *logLimiter // shared by log(), stdout and stderr
 
 	// cur is the live wazero instance; nil after a discard until the next
 	// Process re-instantiates. Written only by the owning goroutine, under
@@ -106,13 +114,19 @@ type Instance struct {
 	imu      sync.Mutex // held by the watchdog while it interrupts
 
 	// Per-call state, owned by the calling goroutine.
-	phase       phase
-	stack       [1]uint64
-	misuseMsg   string
-	hostErr     error
-	errText     []byte
-	errSet      bool
-	emitRec     abi.Record
+	phase     phase
+	stack     [1]uint64
+	misuseMsg string
+	hostErr   error
+	errText   []byte
+	errSet    bool
+	emitRec   abi.Record
+	// Per-record staging, against Options.Record (reset by beginCall).
+	emits       int
+	emitBytes   int
+	stateBytes  int
+	limitMsg    string    // the first limit the record hit
+	limitErrno  abi.Errno // what the plugin got for it
 	cursors     [abi.MaxOpenCursors]cursor
 	openCursors int
 	closed      bool
@@ -124,6 +138,7 @@ type live struct {
 	mem     api.Memory
 	flag    api.MutableGlobal // the instrumented interrupt flag
 	count   api.MutableGlobal // the instrumented countdown to the next flag check
+	stack   api.MutableGlobal // the instrumented stack budget left, in bytes
 	lm      *linearMemory
 	process api.Function
 	input   api.Function
@@ -143,6 +158,17 @@ func (m *Module) Instantiate(ctx context.Context, b Binding) (*Instance, error) 
 	if len(b.Stores) > 0 && b.State == nil {
 		return nil, fmt.Errorf("engine: processor %q declares stores but the binding has no State", b.Name)
 	}
+	if len(b.OutputMaxBytes) > len(b.Outputs) {
+		return nil, fmt.Errorf("engine: processor %q: %d OutputMaxBytes for %d outputs", b.Name, len(b.OutputMaxBytes), len(b.Outputs))
+	}
+	outMax := make([]int, len(b.Outputs))
+	for k := range outMax {
+		outMax[k] = abi.MaxRecordSize
+		if k < len(b.OutputMaxBytes) && b.OutputMaxBytes[k] > 0 {
+			outMax[k] = b.OutputMaxBytes[k]
+		}
+	}
+	b.OutputMaxBytes = outMax
 	b.Outputs = append([]string(nil), b.Outputs...)
 	b.Stores = append([]string(nil), b.Stores...)
 	b.Config = append([]byte(nil), b.Config...)
@@ -151,8 +177,9 @@ func (m *Module) Instantiate(ctx context.Context, b Binding) (*Instance, error) 
 	}
 	i := &Instance{rt: m.rt, m: m, b: b}
 	i.log = m.rt.logger.With(slog.String("processor", b.Name))
-	i.stdout = newLineWriter(i.log, slog.LevelInfo, "stdout")
-	i.stderr = newLineWriter(i.log, slog.LevelWarn, "stderr")
+	i.logs = newLogLimiter(m.rt.opts.Log, i.log, time.Now)
+	i.stdout = newLineWriter(i.logs, i.log, slog.LevelInfo, "stdout")
+	i.stderr = newLineWriter(i.logs, i.log, slog.LevelWarn, "stderr")
 	i.ctx = context.WithValue(context.Background(), instanceKey{}, i)
 	if err := m.rt.register(i); err != nil {
 		m.release(ctx)
@@ -200,6 +227,9 @@ func (i *Instance) Process(ctx context.Context, rec *abi.Record) error {
 	intr, err := i.call(l.process, i.rt.recordTicks)
 	i.closeCursors()
 	i.phase = phaseNone
+	if i.logs.pending > 0 {
+		i.logs.summarize(time.Now(), false)
+	}
 	if intr || err != nil {
 		if err != nil || !i.clearInterrupt() {
 			return i.trapped(ctx, abi.ExportProcess, err, intr, i.rt.opts.RecordTimeout)
@@ -210,6 +240,9 @@ func (i *Instance) Process(ctx context.Context, rec *abi.Record) error {
 	}
 	if i.misuseMsg != "" {
 		return i.misused(ctx, i.misuseMsg)
+	}
+	if i.limitMsg != "" {
+		return &RecordError{Processor: i.b.Name, Kind: LimitExceeded, Msg: i.limitMsg, Errno: i.limitErrno}
 	}
 	switch st := abi.Status(int32(i.stack[0])); st {
 	case abi.StatusOK:
@@ -237,6 +270,7 @@ func (i *Instance) Close(ctx context.Context) error {
 	}
 	i.closed = true
 	i.discard(ctx)
+	i.logs.summarize(time.Now(), true)
 	i.rt.unregister(i)
 	i.m.release(ctx)
 	return nil
@@ -308,6 +342,8 @@ func (i *Instance) beginCall(p phase) {
 	i.phase = p
 	i.misuseMsg = ""
 	i.hostErr = nil
+	i.emits, i.emitBytes, i.stateBytes = 0, 0, 0
+	i.limitMsg = ""
 	i.errSet = false
 	i.errText = i.errText[:0]
 	i.stderr.first = ""
@@ -357,6 +393,8 @@ func (i *Instance) classify(err error, intr bool, limit time.Duration) (FailureK
 	switch {
 	case intr:
 		return Timeout, fmt.Sprintf("interrupted after running longer than %v", limit)
+	case int32(l.stack.Get()) < 0:
+		return StackLimit, fmt.Sprintf("call stack over the limit of %d bytes (calls too deep): %s", i.rt.opts.StackLimit, msg)
 	case l.lm.growFailed:
 		return MemoryLimit, fmt.Sprintf("memory.grow refused at %d KiB (limit %d KiB): %s",
 			l.mem.Size()>>10, i.rt.limitBytes>>10, msg)
@@ -416,10 +454,12 @@ func (i *Instance) start(ctx context.Context) error {
 	}
 	l.flag, _ = mod.ExportedGlobal(exportInterrupt).(api.MutableGlobal)
 	l.count, _ = mod.ExportedGlobal(exportCountdown).(api.MutableGlobal)
-	if l.mem == nil || l.flag == nil || l.count == nil || l.process == nil || l.input == nil {
+	l.stack, _ = mod.ExportedGlobal(exportStack).(api.MutableGlobal)
+	if l.mem == nil || l.flag == nil || l.count == nil || l.stack == nil || l.process == nil || l.input == nil {
 		_ = mod.Close(ctx)
 		return m.err(InstantiateFailed, "instrumented exports missing (engine bug)", nil)
 	}
+	l.stack.Set(api.EncodeI32(int32(i.rt.opts.StackLimit)))
 	i.imu.Lock()
 	i.cur = l
 	i.imu.Unlock()

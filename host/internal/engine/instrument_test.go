@@ -110,6 +110,53 @@ func TestInstrumentPreservesSemantics(t *testing.T) {
 	}
 }
 
+// TestInstrumentMultiValue: functions with two results, returns and
+// branches to the function's own label keep their meaning once the body is
+// wrapped in a block for the stack accounting (a block of a new type).
+func TestInstrumentMultiValue(t *testing.T) {
+	ctx := context.Background()
+	wasm := wasmFile(t, "multivalue")
+	ins, err := instrument(wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(bin []byte) uint64 {
+		rt := wazero.NewRuntime(ctx)
+		defer rt.Close(ctx)
+		m, err := rt.InstantiateWithConfig(ctx, bin, wazero.NewModuleConfig().WithName(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := m.ExportedFunction("run").Call(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0]
+	}
+	if want, got := run(wasm), run(ins.wasm); want != 77 || got != want {
+		t.Fatalf("instrumented run() = %d, original %d, want 77", got, want)
+	}
+}
+
+// TestTablesShareTheCap: two tables share MaxTableEntries; each keeps a
+// smaller declared maximum.
+func TestTablesShareTheCap(t *testing.T) {
+	// (table 10 funcref) (table 100 1000 externref) (table 0 5 funcref)
+	p := []byte{3, 0x70, 0, 10, 0x6F, 1, 100, 0xE8, 0x07, 0x70, 1, 0, 5}
+	got, err := capTables(p, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// slack 1000-110 = 890, 296 each: 10+296, min(100+296, 1000), min(0+296, 5)
+	want := []byte{3, 0x70, 1, 10, 0xB2, 0x02, 0x6F, 1, 100, 0x8C, 0x03, 0x70, 1, 0, 5}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("capTables = %x, want %x", got, want)
+	}
+	if _, err := capTables(p, 100); err == nil || !strings.Contains(err.Error(), "tables of 110 entries at least") {
+		t.Fatalf("over the cap: %v", err)
+	}
+}
+
 // TestInstrumentMalformed: no prefix or bit flip of a valid module panics;
 // each either fails cleanly or yields a module wazero judges for itself.
 func TestInstrumentMalformed(t *testing.T) {

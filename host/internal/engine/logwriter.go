@@ -13,6 +13,7 @@ import (
 // the last reset, which error messages quote (a Go plugin prints its panic
 // there before it exits). It runs on the goroutine calling the plugin.
 type lineWriter struct {
+	limit  *logLimiter
 	log    *slog.Logger
 	level  slog.Level
 	stream string
@@ -20,8 +21,8 @@ type lineWriter struct {
 	first  string
 }
 
-func newLineWriter(log *slog.Logger, level slog.Level, stream string) *lineWriter {
-	return &lineWriter{log: log, level: level, stream: stream}
+func newLineWriter(limit *logLimiter, log *slog.Logger, level slog.Level, stream string) *lineWriter {
+	return &lineWriter{limit: limit, log: log, level: level, stream: stream}
 }
 
 // Write implements io.Writer; it never fails.
@@ -56,6 +57,9 @@ func (w *lineWriter) emit() {
 	w.buf = w.buf[:0]
 	if w.first == "" && line != "" {
 		w.first = line
+	}
+	if !w.limit.allow(len(line)) {
+		return
 	}
 	w.log.LogAttrs(context.Background(), w.level, line, slog.String("stream", w.stream))
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -102,11 +103,14 @@ const (
 func (r *Runtime) Compile(ctx context.Context, name string, wasm []byte) (*Module, error) {
 	r.mu.Lock()
 	closed := r.closed
+	if !closed {
+		r.compiles.Add(1) // under mu: Close waits for every compile it did not see refused
+	}
 	r.mu.Unlock()
 	if closed {
 		return nil, fmt.Errorf("engine: compile %q: %w", name, ErrClosed)
 	}
-	compiled, ins, info, err := compile(ctx, r.rt, name, wasm, r.limitBytes)
+	compiled, ins, info, err := compile(ctx, r.rt, name, wasm, r.limitBytes, r.opts.Module, r.opts.CompileTimeout, r.compiles.Done)
 	if err != nil {
 		return nil, err
 	}
@@ -124,11 +128,12 @@ func (r *Runtime) Compile(ctx context.Context, name string, wasm []byte) (*Modul
 }
 
 // Inspect validates wasm exactly as Compile does (against the default memory
-// limit) without a Runtime and without instantiating it.
+// limit, ModuleLimits and CompileTimeout) without a Runtime and without
+// instantiating it. It returns when ctx ends, even mid-compilation.
 func Inspect(ctx context.Context, wasm []byte) (Info, error) {
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().WithCoreFeatures(api.CoreFeaturesV2))
-	defer rt.Close(ctx)
-	_, _, info, err := compile(ctx, rt, "", wasm, DefaultMemoryLimit)
+	closeRT := func() { _ = rt.Close(context.Background()) }
+	_, _, info, err := compile(ctx, rt, "", wasm, DefaultMemoryLimit, ModuleLimits{}.withDefaults(), DefaultCompileTimeout, closeRT)
 	return info, err
 }
 
@@ -179,20 +184,43 @@ func (m *Module) err(kind ModuleErrorKind, msg string, err error) error {
 	return &ModuleError{Module: m.name, Kind: kind, Msg: msg, Err: err}
 }
 
-// compile instruments, compiles and validates wasm in rt.
-func compile(ctx context.Context, rt wazero.Runtime, name string, wasm []byte, limit uint64) (wazero.CompiledModule, *instrumented, Info, error) {
+// compile instruments, compiles and validates wasm in rt. The shape limits
+// are checked first (instrumentWith); wazero's compilation then runs under
+// timeout and returns early when ctx ends.
+// finished is called once, when rt is no longer in use by this compile
+// (for an abandoned compilation, only once wazero is done with it).
+func compile(ctx context.Context, rt wazero.Runtime, name string, wasm []byte, limit uint64, lim ModuleLimits, timeout time.Duration, finished func()) (wazero.CompiledModule, *instrumented, Info, error) {
+	abandoned := false
+	defer func() {
+		if !abandoned {
+			finished()
+		}
+	}()
 	fail := func(kind ModuleErrorKind, msg string, err error) (wazero.CompiledModule, *instrumented, Info, error) {
 		return nil, nil, Info{}, &ModuleError{Module: name, Kind: kind, Msg: msg, Err: err}
 	}
-	ins, err := instrument(wasm)
-	if errors.Is(err, errNotWasm) {
+	if err := ctx.Err(); err != nil {
+		return fail(CompileFailed, "canceled before compiling", err)
+	}
+	ins, err := instrumentWith(wasm, lim)
+	var ol *errOverLimit
+	switch {
+	case errors.Is(err, errNotWasm):
 		head := wasm[:min(len(wasm), 8)]
 		return fail(NotWasm, fmt.Sprintf("%v (%d bytes, starting %x; want \\0asm and version 1)", err, len(wasm), head), err)
-	}
-	if err != nil {
+	case errors.As(err, &ol):
+		return fail(OverLimits, ol.msg, err)
+	case err != nil:
 		return fail(CompileFailed, err.Error(), err)
 	}
-	compiled, err := rt.CompileModule(ctx, ins.wasm)
+	var compiled wazero.CompiledModule
+	compiled, abandoned, err = compileBounded(ctx, rt, ins.wasm, timeout, finished)
+	if errors.Is(err, errCompileTimeout) {
+		return fail(OverLimits, fmt.Sprintf("compilation took longer than %v (CompileTimeout)", timeout), err)
+	}
+	if abandoned {
+		return fail(CompileFailed, "canceled while compiling", err)
+	}
 	if err != nil {
 		return fail(CompileFailed, firstLine(err.Error(), 400), err)
 	}
@@ -202,6 +230,48 @@ func compile(ctx context.Context, rt wazero.Runtime, name string, wasm []byte, l
 		return nil, nil, Info{}, err
 	}
 	return compiled, ins, info, nil
+}
+
+// errCompileTimeout is the cause of a compilation that ran past its timeout.
+var errCompileTimeout = errors.New("compilation timed out")
+
+// compileBounded runs wazero's CompileModule, which cannot be interrupted, on
+// a goroutine of its own and returns when it is done, when ctx ends or after
+// timeout. An abandoned compilation (timeout, or ctx ended) runs to its end
+// in the background (its cost is bounded by ModuleLimits), its result is
+// closed, and then finished runs: rt must stay open until then, because
+// closing a wazero runtime under a running compilation panics. finished is
+// not called for a compilation that was not abandoned.
+func compileBounded(ctx context.Context, rt wazero.Runtime, wasm []byte, timeout time.Duration, finished func()) (c wazero.CompiledModule, abandoned bool, err error) {
+	type result struct {
+		c   wazero.CompiledModule
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, err := rt.CompileModule(context.Background(), wasm)
+		done <- result{c, err}
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	abandon := func() {
+		go func() {
+			if res := <-done; res.c != nil {
+				_ = res.c.Close(context.Background())
+			}
+			finished()
+		}()
+	}
+	select {
+	case res := <-done:
+		return res.c, false, res.err
+	case <-ctx.Done():
+		abandon()
+		return nil, true, ctx.Err()
+	case <-t.C:
+		abandon()
+		return nil, true, errCompileTimeout
+	}
 }
 
 // validate checks a compiled module against the ABI and describes it.

@@ -7,7 +7,13 @@
 //
 // # Limits (DESIGN.md I6, I7)
 //
-// Memory is capped per instance (Options.MemoryLimit). Every call into the
+// Memory is capped per instance (Options.MemoryLimit), and so are tables
+// (ModuleLimits.MaxTableEntries), the call stack (Options.StackLimit) and
+// what one record makes the host stage (Options.Record); log lines are
+// rate-limited (Options.Log); modules are refused by shape before they are
+// compiled (Options.Module) and compilation is bounded in time
+// (Options.CompileTimeout). limits.go has the defaults; abi/ABI.md, section
+// 7, states the resulting bound of host memory per instance. Every call into the
 // plugin is bounded in wall time (Options.RecordTimeout, Options.InitTimeout)
 // by a per-Runtime watchdog goroutine; the plugin's binary is instrumented at
 // Compile time with an interrupt check at every function entry and loop head
@@ -54,6 +60,14 @@ const (
 	PageSize = 65536
 	// minTick is the shortest watchdog period.
 	minTick = time.Millisecond
+	// DefaultStackLimit is the per-instance stack budget in bytes (8 MiB).
+	DefaultStackLimit = 8 << 20
+	// MaxStackLimit is the largest StackLimit: wazero's own stack ceiling
+	// (400 MB) must never be what stops a plugin.
+	MaxStackLimit = 128 << 20
+	// DefaultCompileTimeout bounds one compilation (a Go SDK plugin takes
+	// about 0.5 s on the reference machine).
+	DefaultCompileTimeout = time.Minute
 )
 
 // Options configures a Runtime. The zero value is usable.
@@ -81,6 +95,24 @@ type Options struct {
 	// Logger receives the plugins' log() lines and their stdout/stderr lines,
 	// with the attribute processor=Binding.Name; nil means slog.Default().
 	Logger *slog.Logger
+	// StackLimit is the call stack one instance may use, in bytes as the
+	// instrumentation accounts them (a frame costs 64 bytes, plus 16 per
+	// parameter and local, plus 4 per byte of its function's body: an upper
+	// bound of what wazero allocates; see instrument.go). A call that would
+	// pass it traps, and the record fails with StackLimit. 0 means
+	// DefaultStackLimit (8 MiB); at most MaxStackLimit.
+	StackLimit int
+	// CompileTimeout bounds one Compile (validation, instrumentation and
+	// wazero's compilation); a module over it is refused with OverLimits.
+	// 0 means DefaultCompileTimeout (1 minute).
+	CompileTimeout time.Duration
+	// Module bounds the shape of the modules Compile accepts (refused with
+	// OverLimits before wazero compiles them).
+	Module ModuleLimits
+	// Record bounds what one record may make the host stage.
+	Record RecordLimits
+	// Log rate-limits each instance's log lines and stdout/stderr.
+	Log LogLimits
 }
 
 // Runtime owns one wazero runtime (compiler backend where supported), the
@@ -102,6 +134,11 @@ type Runtime struct {
 	closing     atomic.Bool // set once by Close, read before every call
 	stop        chan struct{}
 	done        chan struct{}
+
+	// compiles counts compilations in flight, abandoned ones included
+	// (compileBounded): Close waits for them, because closing the wazero
+	// runtime under a running compilation panics.
+	compiles sync.WaitGroup
 
 	mu        sync.Mutex
 	instances map[*Instance]struct{}
@@ -133,6 +170,18 @@ func NewRuntime(ctx context.Context, o Options) (*Runtime, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.StackLimit <= 0 {
+		o.StackLimit = DefaultStackLimit
+	}
+	if o.StackLimit > MaxStackLimit {
+		return nil, fmt.Errorf("engine: StackLimit %d bytes is over the maximum of %d", o.StackLimit, MaxStackLimit)
+	}
+	if o.CompileTimeout <= 0 {
+		o.CompileTimeout = DefaultCompileTimeout
+	}
+	o.Module = o.Module.withDefaults()
+	o.Record = o.Record.withDefaults()
+	o.Log = o.Log.withDefaults()
 	r := &Runtime{
 		opts:       o,
 		limitBytes: pages * PageSize,
@@ -252,6 +301,13 @@ func (r *Runtime) Close(ctx context.Context) error {
 			return fmt.Errorf("engine: close: calls still running: %w", ctx.Err())
 		case <-time.After(time.Millisecond):
 		}
+	}
+	compiled := make(chan struct{})
+	go func() { r.compiles.Wait(); close(compiled) }()
+	select {
+	case <-compiled:
+	case <-ctx.Done():
+		return fmt.Errorf("engine: close: compilations still running: %w", ctx.Err())
 	}
 	close(r.stop)
 	<-r.done
