@@ -23,6 +23,7 @@ import (
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
 
+	"github.com/wasmstream/wasmstream/host/internal/engine"
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/plugin"
 	"github.com/wasmstream/wasmstream/host/internal/versions"
@@ -142,6 +143,43 @@ type Limits struct {
 	// RecordTimeout is the most wall time one record may take in the
 	// plugin; a record over it is interrupted and fails. Default 1s.
 	RecordTimeout time.Duration `koanf:"record_timeout"`
+	// Stack is the call stack one instance may use (as the engine
+	// accounts frames: an upper bound of what it allocates); deeper
+	// recursion fails the record (stack_limit). Default 8MiB, at most 128MiB.
+	Stack ByteSize `koanf:"stack"`
+	// EmitsPerRecord bounds the emits of one record; past it emit returns
+	// ELIMIT and the record fails (limit_exceeded). Default 10000.
+	EmitsPerRecord int `koanf:"emits_per_record"`
+	// EmitBytesPerRecord bounds the bytes (keys, values, headers) one
+	// record emits. Default 16MiB.
+	EmitBytesPerRecord ByteSize `koanf:"emit_bytes_per_record"`
+	// StateBytesPerRecord bounds the bytes (keys and values) one record
+	// writes to state. Default 16MiB.
+	StateBytesPerRecord ByteSize `koanf:"state_bytes_per_record"`
+	// LogLinesPerSecond and LogBytesPerSecond rate-limit an instance's log
+	// lines and stdout/stderr (bursts of 1000 lines or 1MiB); lines over
+	// the rate are dropped, counted and summarized. Defaults 100 and 64KiB.
+	LogLinesPerSecond int      `koanf:"log_lines_per_second"`
+	LogBytesPerSecond ByteSize `koanf:"log_bytes_per_second"`
+}
+
+// ModuleLimits bound the shape of the modules the host compiles (checked
+// before compiling; a module over them is refused with the reason).
+type ModuleLimits struct {
+	// Functions bounds the functions a module defines. Default 100000.
+	Functions int `koanf:"functions"`
+	// LocalsPerFunction bounds one function's locals. Default 50000.
+	LocalsPerFunction int `koanf:"locals_per_function"`
+	// FunctionSize bounds one function body. Default 4MiB.
+	FunctionSize ByteSize `koanf:"function_size"`
+	// NestingDepth bounds the nesting of blocks in one function.
+	// Default 4096.
+	NestingDepth int `koanf:"nesting_depth"`
+	// Globals bounds a module's globals. Default 100000.
+	Globals int `koanf:"globals"`
+	// TableEntries bounds the entries of all of a module's tables
+	// together (declared maxima are lowered to fit). Default 1048576.
+	TableEntries int `koanf:"table_entries"`
 }
 
 // StateConfig is where local state lives.
@@ -160,6 +198,12 @@ type RuntimeConfig struct {
 	// MaxModuleSize bounds a plugin module, from the config or deployed.
 	// Default 64MiB.
 	MaxModuleSize ByteSize `koanf:"max_module_size"`
+	// CompileTimeout bounds compiling one module (at startup, validate,
+	// inspect, deploy, and for each version the control topic names); a
+	// module over it is refused. Default 1m.
+	CompileTimeout time.Duration `koanf:"compile_timeout"`
+	// ModuleLimits bound the shape of modules (see ModuleLimits).
+	ModuleLimits ModuleLimits `koanf:"module_limits"`
 }
 
 // SwapConfig governs hot swaps of deployed plugin versions (wasmstream
@@ -498,6 +542,16 @@ func (c *Config) ApplyDefaults() {
 	if c.Runtime.MaxModuleSize == 0 {
 		c.Runtime.MaxModuleSize = DefaultMaxModuleSize
 	}
+	if c.Runtime.CompileTimeout == 0 {
+		c.Runtime.CompileTimeout = engine.DefaultCompileTimeout
+	}
+	ml := &c.Runtime.ModuleLimits
+	setDefault(&ml.Functions, engine.DefaultMaxFunctions)
+	setDefault(&ml.LocalsPerFunction, engine.DefaultMaxFunctionLocals)
+	setDefault(&ml.FunctionSize, engine.DefaultMaxFunctionSize)
+	setDefault(&ml.NestingDepth, engine.DefaultMaxNestingDepth)
+	setDefault(&ml.Globals, engine.DefaultMaxGlobals)
+	setDefault(&ml.TableEntries, engine.DefaultMaxTableEntries)
 	if c.Swap.CanaryWindow == 0 && !c.Swap.CanaryOff {
 		c.Swap.CanaryWindow = DefaultCanaryWindow
 	}
@@ -518,6 +572,13 @@ func (c *Config) ApplyDefaults() {
 		if p.Limits.RecordTimeout == 0 {
 			p.Limits.RecordTimeout = DefaultRecordTimeout
 		}
+		l := &p.Limits
+		setDefault(&l.Stack, engine.DefaultStackLimit)
+		setDefault(&l.EmitsPerRecord, engine.DefaultMaxEmits)
+		setDefault(&l.EmitBytesPerRecord, engine.DefaultMaxEmitBytes)
+		setDefault(&l.StateBytesPerRecord, engine.DefaultMaxStateBytes)
+		setDefault(&l.LogLinesPerSecond, engine.DefaultLogLinesPerSecond)
+		setDefault(&l.LogBytesPerSecond, engine.DefaultLogBytesPerSecond)
 	}
 }
 
@@ -660,6 +721,14 @@ func (c *Config) Validate() error {
 		} else if p.Limits.Memory > 4<<30 {
 			bad(at+".limits.memory", "%s is over the 4GiB maximum of 32-bit Wasm", p.Limits.Memory)
 		}
+		if p.Limits.Stack > engine.MaxStackLimit {
+			bad(at+".limits.stack", "%s is over the %s maximum", p.Limits.Stack, ByteSize(engine.MaxStackLimit))
+		}
+		for name, v := range map[string]int{"emits_per_record": p.Limits.EmitsPerRecord, "log_lines_per_second": p.Limits.LogLinesPerSecond} {
+			if v < 0 {
+				bad(at+".limits."+name, "must be positive")
+			}
+		}
 		if p.Limits.RecordTimeout <= 0 {
 			bad(at+".limits.record_timeout", "must be positive")
 		} else if c.Guarantee == ExactlyOnce && 2*(p.Limits.RecordTimeout+c.Kafka.CommitInterval) > c.Kafka.TransactionTimeout {
@@ -701,7 +770,27 @@ func (c *Config) kafkaClient(brokers []string, log *slog.Logger) kclient.Config 
 // pluginLimits are the host-wide module limits (CacheDir left empty: the
 // caller decides whether compiled modules are cached).
 func (c *Config) pluginLimits() plugin.Limits {
-	return plugin.Limits{MaxModuleSize: uint64(c.Runtime.MaxModuleSize)}
+	ml := c.Runtime.ModuleLimits
+	return plugin.Limits{
+		MaxModuleSize:  uint64(c.Runtime.MaxModuleSize),
+		CompileTimeout: c.Runtime.CompileTimeout,
+		Module: engine.ModuleLimits{
+			MaxModuleSize:     int(c.Runtime.MaxModuleSize),
+			MaxFunctions:      ml.Functions,
+			MaxFunctionLocals: ml.LocalsPerFunction,
+			MaxFunctionSize:   int(ml.FunctionSize),
+			MaxNestingDepth:   ml.NestingDepth,
+			MaxGlobals:        ml.Globals,
+			MaxTableEntries:   uint32(ml.TableEntries),
+		},
+	}
+}
+
+// setDefault sets *v to def when it is zero.
+func setDefault[T int | ByteSize](v *T, def int) {
+	if *v == 0 {
+		*v = T(def)
+	}
 }
 
 // canary is the watch a newly deployed version is under; zero when off.
@@ -718,6 +807,16 @@ func (p *ProcessorConfig) pluginSpec() plugin.Spec {
 		Name: p.Name, Path: p.Plugin, Inputs: p.Inputs, Outputs: p.Outputs, Stores: p.Stores,
 		OnError: p.OnError, Config: p.Config,
 		Memory: uint64(p.Limits.Memory), RecordTimeout: p.Limits.RecordTimeout,
+		Stack: int(p.Limits.Stack),
+		Record: engine.RecordLimits{
+			MaxEmits:      p.Limits.EmitsPerRecord,
+			MaxEmitBytes:  int(p.Limits.EmitBytesPerRecord),
+			MaxStateBytes: int(p.Limits.StateBytesPerRecord),
+		},
+		Log: engine.LogLimits{
+			LinesPerSecond: float64(p.Limits.LogLinesPerSecond),
+			BytesPerSecond: float64(p.Limits.LogBytesPerSecond),
+		},
 	}
 }
 

@@ -27,7 +27,8 @@ type ProcessorStats struct {
 	SwapFailures int64 // tasks whose new version did not start (they kept the old one)
 	Rollbacks    int64 // automatic rollbacks of a version that failed its canary
 	// Failures counts failed records by kind: trap, timeout,
-	// memory_limit, abi_misuse, plugin_failed, host_failed, instance_lost.
+	// memory_limit, abi_misuse, plugin_failed, host_failed, instance_lost,
+	// stack_limit, limit_exceeded.
 	Failures map[string]int64
 }
 

@@ -39,6 +39,11 @@ type Spec struct {
 	// the wall time of one record.
 	Memory        uint64
 	RecordTimeout time.Duration
+	// Stack, Record and Log are the instance's stack, per-record staging
+	// and log-rate limits (zero fields: the engine's defaults).
+	Stack  int
+	Record engine.RecordLimits
+	Log    engine.LogLimits
 }
 
 // Limits are the host-wide bounds of every module.
@@ -47,6 +52,10 @@ type Limits struct {
 	CacheDir string
 	// MaxModuleSize bounds a module's bytes, from the config or deployed.
 	MaxModuleSize uint64
+	// CompileTimeout bounds one compile; Module the shape of a module
+	// (zero fields: the engine's defaults).
+	CompileTimeout time.Duration
+	Module         engine.ModuleLimits
 }
 
 // CheckSize refuses a module over the size limit: the one check every
@@ -137,10 +146,15 @@ func New(ctx context.Context, spec Spec, lim Limits, log *slog.Logger) (*Process
 		conf = []byte("{}")
 	}
 	rt, err := engine.NewRuntime(ctx, engine.Options{
-		CacheDir:      lim.CacheDir,
-		MemoryLimit:   spec.Memory,
-		RecordTimeout: spec.RecordTimeout,
-		Logger:        log,
+		CacheDir:       lim.CacheDir,
+		MemoryLimit:    spec.Memory,
+		RecordTimeout:  spec.RecordTimeout,
+		Logger:         log,
+		StackLimit:     spec.Stack,
+		CompileTimeout: lim.CompileTimeout,
+		Module:         lim.Module,
+		Record:         spec.Record,
+		Log:            spec.Log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("wasm runtime: %w", err)
@@ -253,13 +267,15 @@ func (i instance) Process(ctx context.Context, rec *abi.Record) error {
 // failureKinds maps the engine's failure kinds to the runner's labels
 // (metrics and dead-letter headers).
 var failureKinds = map[engine.FailureKind]runner.FailureKind{
-	engine.Trap:         runner.FailureTrap,
-	engine.Timeout:      runner.FailureTimeout,
-	engine.MemoryLimit:  runner.FailureMemoryLimit,
-	engine.ABIMisuse:    runner.FailureABIMisuse,
-	engine.PluginFailed: runner.FailurePluginFailed,
-	engine.HostFailed:   runner.FailureHostFailed,
-	engine.InstanceLost: runner.FailureInstanceLost,
+	engine.Trap:          runner.FailureTrap,
+	engine.Timeout:       runner.FailureTimeout,
+	engine.MemoryLimit:   runner.FailureMemoryLimit,
+	engine.ABIMisuse:     runner.FailureABIMisuse,
+	engine.PluginFailed:  runner.FailurePluginFailed,
+	engine.HostFailed:    runner.FailureHostFailed,
+	engine.InstanceLost:  runner.FailureInstanceLost,
+	engine.StackLimit:    runner.FailureStackLimit,
+	engine.LimitExceeded: runner.FailureLimitExceeded,
 }
 
 // RecordFailure gives an engine error its kind for the runner's metrics and

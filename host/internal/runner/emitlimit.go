@@ -16,10 +16,10 @@ type OutputLimit struct {
 	KeyRequired bool
 }
 
-// producerMaxBatchBytes is franz-go's default max record batch size: a
+// ProducerMaxBatchBytes is franz-go's default max record batch size: a
 // record whose batch would be larger is refused by the client whatever the
 // topic takes.
-const producerMaxBatchBytes = 1000012
+const ProducerMaxBatchBytes = 1000012
 
 // batchWireSize bounds from above the size of a record batch holding only
 // rec, as the client and the broker count it (uncompressed): the batch
@@ -41,7 +41,7 @@ func batchWireSize(rec *kgo.Record) int {
 // check reports whether rec is over the output's size limit, and whether
 // it lacks a key the output requires.
 func (l OutputLimit) check(rec *kgo.Record) (tooLarge, needsKey bool) {
-	max := producerMaxBatchBytes
+	max := ProducerMaxBatchBytes
 	if l.MaxBytes > 0 && int(l.MaxBytes) < max {
 		max = int(l.MaxBytes)
 	}

@@ -62,7 +62,8 @@ func TestFailureKinds(t *testing.T) {
 		FailureError: "error", FailureTrap: "trap", FailureTimeout: "timeout",
 		FailureMemoryLimit: "memory_limit", FailureABIMisuse: "abi_misuse",
 		FailurePluginFailed: "plugin_failed", FailureHostFailed: "host_failed",
-		FailureInstanceLost: "instance_lost",
+		FailureInstanceLost: "instance_lost", FailureStackLimit: "stack_limit",
+		FailureLimitExceeded: "limit_exceeded",
 	}
 	if len(want) != int(numFailureKinds) {
 		t.Fatalf("%d kinds checked of %d", len(want), numFailureKinds)

@@ -25,20 +25,28 @@ const (
 	FailureHostFailed
 	// FailureInstanceLost: no instance could run the record.
 	FailureInstanceLost
+	// FailureStackLimit: the plugin's calls went past its stack limit.
+	FailureStackLimit
+	// FailureLimitExceeded: the record asked the host to stage more than
+	// its per-record limits allow (emits, emitted bytes, state bytes), or
+	// emitted a record its output cannot take.
+	FailureLimitExceeded
 
 	numFailureKinds
 )
 
 // failureLabels are the label values; they never change.
 var failureLabels = [numFailureKinds]string{
-	FailureError:        "error",
-	FailureTrap:         "trap",
-	FailureTimeout:      "timeout",
-	FailureMemoryLimit:  "memory_limit",
-	FailureABIMisuse:    "abi_misuse",
-	FailurePluginFailed: "plugin_failed",
-	FailureHostFailed:   "host_failed",
-	FailureInstanceLost: "instance_lost",
+	FailureError:         "error",
+	FailureTrap:          "trap",
+	FailureTimeout:       "timeout",
+	FailureMemoryLimit:   "memory_limit",
+	FailureABIMisuse:     "abi_misuse",
+	FailurePluginFailed:  "plugin_failed",
+	FailureHostFailed:    "host_failed",
+	FailureInstanceLost:  "instance_lost",
+	FailureStackLimit:    "stack_limit",
+	FailureLimitExceeded: "limit_exceeded",
 }
 
 // String is the kind's label, such as "memory_limit".
