@@ -84,6 +84,10 @@ type KafkaConfig struct {
 	// partitions of the dead process wait up to this long before another
 	// process can take them over. Default 10s.
 	TransactionTimeout time.Duration `koanf:"transaction_timeout"`
+	// TLS encrypts the connections to the brokers (security.go).
+	TLS TLSConfig `koanf:"tls"`
+	// SASL authenticates to the brokers (security.go).
+	SASL SASLConfig `koanf:"sasl"`
 }
 
 // ProcessorConfig declares one processor: a plugin, what it reads, what it
@@ -489,6 +493,7 @@ func (c *Config) Validate() error {
 			bad(fmt.Sprintf("kafka.brokers[%d]", i), "%q is not host:port", b)
 		}
 	}
+	errs = append(errs, c.Kafka.validateSecurity()...)
 	if c.Kafka.CommitInterval < 0 {
 		bad("kafka.commit_interval", "must be positive")
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host/internal/control"
+	"github.com/wasmstream/wasmstream/host/internal/kafkasec"
 )
 
 // Deploy and Rollback are `wasmstream deploy` and `wasmstream rollback`:
@@ -240,9 +241,16 @@ func needBrokers(cfg *Config, what string) error {
 func openControl(ctx context.Context, cfg *Config, create bool) (*control.Publisher, *control.State, error) {
 	topic := control.TopicName(cfg.AppID)
 	brokers := strings.Join(cfg.Kafka.Brokers, ",")
-	ccfg := control.Config{Brokers: cfg.Kafka.Brokers, Topic: topic, ClientOpts: []kgo.Opt{kgo.ClientID(cfg.Kafka.ClientID)}}
+	kopts, err := cfg.clientOpts()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := kafkasec.Check(ctx, cfg.Kafka.Brokers, cfg.Kafka.security()); err != nil {
+		return nil, nil, err
+	}
+	ccfg := control.Config{Brokers: cfg.Kafka.Brokers, Topic: topic, ClientOpts: kopts}
 	if create {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Kafka.Brokers...), kgo.ClientID(cfg.Kafka.ClientID))
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Kafka.Brokers...)}, kopts...)...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("kafka client: %w", err)
 		}

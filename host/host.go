@@ -19,11 +19,13 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/admin"
 	"github.com/wasmstream/wasmstream/host/internal/control"
 	"github.com/wasmstream/wasmstream/host/internal/engine"
+	"github.com/wasmstream/wasmstream/host/internal/kafkasec"
 	"github.com/wasmstream/wasmstream/host/internal/restore"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
 	"github.com/wasmstream/wasmstream/host/internal/state"
@@ -38,10 +40,13 @@ type Host struct {
 	procs    []*loadedProcessor
 	embedded *kfake.Cluster
 	brokers  []string
-	runner   *runner.Runner
-	admin    *admin.Server         // nil when admin.listen is empty
-	started  atomic.Bool           // New finished: the fields above are set
-	runErr   atomic.Pointer[error] // Run's error, for /healthz
+	// kafkaOpts start every Kafka client's options: client id, TLS, SASL
+	// (Config.clientOpts).
+	kafkaOpts []kgo.Opt
+	runner    *runner.Runner
+	admin     *admin.Server         // nil when admin.listen is empty
+	started   atomic.Bool           // New finished: the fields above are set
+	runErr    atomic.Pointer[error] // Run's error, for /healthz
 
 	// The control topic: the plugin versions deployed to the app.
 	ctlTopic  string
@@ -115,12 +120,19 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		return nil, err
 	}
 	h.brokers = cfg.Kafka.Brokers
+	if h.kafkaOpts, err = cfg.clientOpts(); err != nil {
+		return nil, err
+	}
 	createTopics := cfg.Kafka.CreateTopics
 	if len(h.brokers) == 0 {
 		if err := h.startEmbedded(o.embeddedPort); err != nil {
 			return nil, err
 		}
 		createTopics = true
+	} else if err := kafkasec.Check(ctx, h.brokers, cfg.Kafka.security()); err != nil {
+		// One line naming the setting to change (wrong password, unknown
+		// CA, plaintext to a TLS listener), before any other client tries.
+		return nil, err
 	}
 	if err := h.ensureTopics(ctx, createTopics); err != nil {
 		return nil, err
@@ -168,7 +180,8 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		Logger:             h.log,
 		OnRollback:         h.onRollback,
 		OnRestoreProgress:  o.onRestore,
-		Restore:            o.restore,
+		Restore:            withClientOpts(o.restore, h.kafkaOpts),
+		ExtraOpts:          h.kafkaOpts,
 	})
 	if err != nil {
 		return nil, err

@@ -104,7 +104,7 @@ func (h *Host) loadControl(ctx context.Context) error {
 		pv.byID[versionID(lp.version)] = lp.version
 		h.versions[lp.cfg.Name] = pv
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.ClientID(h.cfg.Kafka.ClientID))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(h.brokers...)}, h.kafkaOpts...)...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
@@ -115,7 +115,7 @@ func (h *Host) loadControl(ctx context.Context) error {
 		return err
 	}
 	h.ctlReader, err = control.NewReader(control.Config{Brokers: h.brokers, Topic: h.ctlTopic,
-		ClientOpts: []kgo.Opt{kgo.ClientID(h.cfg.Kafka.ClientID)}})
+		ClientOpts: h.kafkaOpts})
 	if err != nil {
 		return err
 	}
@@ -286,7 +286,7 @@ func (h *Host) controlPublisher() (*control.Publisher, error) {
 	defer h.pubMu.Unlock()
 	if h.publisher == nil {
 		p, err := control.NewPublisher(control.Config{Brokers: h.brokers, Topic: h.ctlTopic,
-			ClientOpts: []kgo.Opt{kgo.ClientID(h.cfg.Kafka.ClientID)}})
+			ClientOpts: h.kafkaOpts})
 		if err != nil {
 			return nil, err
 		}

@@ -18,7 +18,7 @@ import (
 // host owns (dead-letter topics). An unreachable cluster is an error after
 // brokerTimeout.
 func (h *Host) ensureTopics(ctx context.Context, create bool) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.brokers...), kgo.ClientID(h.cfg.Kafka.ClientID))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(h.brokers...)}, h.kafkaOpts...)...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
