@@ -14,6 +14,12 @@
 SHELL := /bin/bash
 GO ?= go
 KAFKA_ADDR ?= 127.0.0.1:19092
+# The real broker's SASL_SSL listener (scripts/kafka.sh) and the directory of
+# its CA and SCRAM user: the TLS/SASL integration tests (host/internal/kafkasec)
+# run a pipeline through it. On kfake they use kfake's own TLS and SASL.
+KAFKA_SASL_ADDR ?= 127.0.0.1:19094
+KAFKA_TLS_DIR ?= $(or $(WASMSTREAM_KAFKA_HOME),$(CURDIR)/.cache/kafka)/tls
+REAL_ENV = WASMSTREAM_TEST_BROKERS=$(KAFKA_ADDR) WASMSTREAM_TEST_SASL_BROKERS=$(KAFKA_SASL_ADDR) WASMSTREAM_TEST_SASL_DIR=$(KAFKA_TLS_DIR)
 # Packages whose tests take their broker from internal/testbroker: the
 # integration suite, run a second time against the real broker.
 # The process-level chaos tests (internal/chaos) run last and alone: they
@@ -51,9 +57,9 @@ test-real:
 	@mkdir -p .cache
 	scripts/kafka.sh start
 	@set -o pipefail; status=0; \
-	{ WASMSTREAM_TEST_BROKERS=$(KAFKA_ADDR) $(GO) test $(TEST_FLAGS) -v -skip Restart $(INTEGRATION_PKGS) && \
-	  WASMSTREAM_TEST_BROKERS=$(KAFKA_ADDR) $(GO) test $(TEST_FLAGS) -v -p 1 -run Restart $(INTEGRATION_PKGS) && \
-	  WASMSTREAM_TEST_BROKERS=$(KAFKA_ADDR) $(GO) test $(TEST_FLAGS) -v $(CHAOS_PKG); } 2>&1 \
+	{ $(REAL_ENV) $(GO) test $(TEST_FLAGS) -v -skip Restart $(INTEGRATION_PKGS) && \
+	  $(REAL_ENV) $(GO) test $(TEST_FLAGS) -v -p 1 -run Restart $(INTEGRATION_PKGS) && \
+	  $(REAL_ENV) $(GO) test $(TEST_FLAGS) -v $(CHAOS_PKG); } 2>&1 \
 	  | tee .cache/test-real.log | grep -E '^(--- |ok |FAIL|PASS$$|panic:)' || status=$$?; \
 	scripts/kafka.sh stop; \
 	if [ $$status -ne 0 ]; then echo "integration suite failed against real Kafka; full log: .cache/test-real.log"; \

@@ -100,6 +100,10 @@ func Explain(err error, brokers []string, c Config) error {
 		// brokers (kfake) close the connection on failed credentials
 		// rather than answer SASL_AUTHENTICATION_FAILED.
 		return fmt.Errorf("kafka: SASL %s authentication of user %q at %s failed: the broker closed the connection (wrong username or password? kafka.sasl.username, kafka.sasl.password)", mech, c.SASL.Username, at)
+	case strings.Contains(err.Error(), "appear to be a tls alert record"):
+		// franz-go's guess (text only, no error type) when a plaintext
+		// request is answered with a TLS alert, as real Kafka does.
+		return fmt.Errorf("kafka: the broker at %s answered a plaintext request with a TLS alert: the listener uses TLS, set kafka.tls.enabled: true", at)
 	case errors.As(err, &netOp) && netOp.Op == "dial":
 		return fmt.Errorf("kafka: cannot connect to %s: %v (kafka.brokers)", at, netOp.Err)
 	case errors.Is(err, context.DeadlineExceeded):

@@ -297,6 +297,6 @@ func TestSecurityErrors(t *testing.T) {
 		check(t, newHostErr(t, sb, tlsCfg, saslCfg), "signed by an authority not in", "kafka.tls.ca_file")
 	})
 	t.Run("plaintext to TLS", func(t *testing.T) {
-		check(t, newHostErr(t, sb, host.TLSConfig{}, host.SASLConfig{}), "closed the connection", "kafka.tls.enabled: true")
+		check(t, newHostErr(t, sb, host.TLSConfig{}, host.SASLConfig{}), "the broker at", "kafka.tls.enabled: true")
 	})
 }
