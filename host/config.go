@@ -140,6 +140,14 @@ type StateConfig struct {
 	// "wasmstream-state", relative to the working directory. One process
 	// at a time can use an app's directory (Pebble locks it).
 	Dir string `koanf:"dir"`
+	// SyncInterval bounds the committed state a crash (SIGKILL, power
+	// loss) can take from the local stores: their write-ahead log is
+	// synced at most this long after a commit. A restarted process then
+	// restores from the changelog only what was committed in the last
+	// interval. Default 1s; negative never syncs on a timer (a crash may
+	// lose every commit since the process started, and restore reads
+	// them all again).
+	SyncInterval time.Duration `koanf:"sync_interval"`
 }
 
 // RuntimeConfig tunes the Wasm runtime.

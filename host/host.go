@@ -141,7 +141,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		return nil, err
 	}
 	if h.stateful() {
-		db, err := state.Open(cfg.StateDir(), state.Options{Logger: h.log})
+		db, err := state.Open(cfg.StateDir(), state.Options{Logger: h.log, SyncInterval: cfg.State.SyncInterval})
 		if err != nil {
 			return nil, fmt.Errorf("state.dir: %w", err)
 		}

@@ -157,6 +157,7 @@ type harness struct {
 	started     time.Time
 	txnTimeout  time.Duration // kafka.transaction_timeout of every member
 	sessTimeout time.Duration // kafka.session_timeout of every member
+	stateSync   time.Duration // state.sync_interval of every member
 	kills       int
 	terms       int
 	restarts    int
@@ -206,6 +207,9 @@ func withTxnTimeout(d time.Duration) option { return func(h *harness) { h.txnTim
 // withSessionTimeout sets kafka.session_timeout (default sessionTimeout).
 func withSessionTimeout(d time.Duration) option { return func(h *harness) { h.sessTimeout = d } }
 
+// withStateSync sets state.sync_interval (default 1s, the host's default).
+func withStateSync(d time.Duration) option { return func(h *harness) { h.stateSync = d } }
+
 func newHarness(t *testing.T, guarantee string, members int, hardDeadline time.Duration, opts ...option) *harness {
 	t.Helper()
 	seed := uint64(time.Now().UnixNano())
@@ -230,6 +234,7 @@ func newHarness(t *testing.T, guarantee string, members int, hardDeadline time.D
 		started:     time.Now(),
 		txnTimeout:  txnTimeout,
 		sessTimeout: sessionTimeout,
+		stateSync:   time.Second,
 	}
 	for _, o := range opts {
 		o(h)
@@ -271,6 +276,7 @@ kafka:
   transaction_timeout: %s
 state:
   dir: %s
+  sync_interval: %s
 runtime:
   cache_dir: %s
 log:
@@ -282,7 +288,7 @@ processors:
     outputs: {out: %s}
     stores: [counts]
 `, h.appID, h.guarantee, strings.Join(quoted, ", "), m.name, commitInterval, h.sessTimeout, h.txnTimeout,
-		strconv.Quote(m.stateDir), strconv.Quote(filepath.Join(workDir, "wasm-cache")), logLevel(),
+		strconv.Quote(m.stateDir), h.stateSync, strconv.Quote(filepath.Join(workDir, "wasm-cache")), logLevel(),
 		strconv.Quote(h.plugin), h.in, h.out)
 }
 

@@ -406,6 +406,7 @@ func (t *Task) Apply(checkpoints map[int]int64) error {
 	if err := b.Commit(t.db.wopts); err != nil {
 		return fmt.Errorf("state: task %s: applying the commit window: %w", t, err)
 	}
+	t.db.wrote()
 
 	for _, s := range t.stores {
 		for k, e := range s.pending {
@@ -583,6 +584,7 @@ func (t *Task) ApplyRestored(store int, recs []Change, nextOffset int64) error {
 	if err := b.Commit(t.db.wopts); err != nil {
 		return fmt.Errorf("state: task %s store %q: applying %d restored records: %w", t, s.name, len(recs), err)
 	}
+	t.db.wrote()
 	t.restoredDone(s, nextOffset)
 	return nil
 }
