@@ -34,8 +34,14 @@ PLUGINS = passthrough filter route mask wordcount
 
 all: build
 
+# wasmstream version prints these (cmd/wasmstream/version.go); without them
+# it falls back to Go's build info.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS = -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
 build:
-	$(GO) build -o bin/wasmstream ./cmd/wasmstream
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/wasmstream ./cmd/wasmstream
 
 vet:
 	$(GO) vet ./...

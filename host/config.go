@@ -311,7 +311,11 @@ func LoadConfig(path string, environ []string, fs *pflag.FlagSet) (*Config, erro
 		key := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, EnvPrefix), "__", "."))
 		envMap[key] = val
 	}
-	if err := k.Load(confmap.Provider(envMap, "."), nil); err != nil {
+	tree, err := envTree(envMap, k.Raw()) // lists by index: configenv.go
+	if err != nil {
+		return nil, err
+	}
+	if err := k.Load(confmap.Provider(tree, ""), nil); err != nil {
 		return nil, fmt.Errorf("environment: %w", err)
 	}
 	if fs != nil {
