@@ -187,6 +187,11 @@ type AdminConfig struct {
 type LogConfig struct {
 	// Level is debug, info, warn or error. Default info.
 	Level string `koanf:"level"`
+	// Format is "text" (default: logfmt-style key=value lines) or "json"
+	// (one JSON object per line, for log collectors). Every line about a
+	// task has task=processor/topic/partition; a plugin's own lines also
+	// have processor and version.
+	Format string `koanf:"format"`
 }
 
 // ByteSize is a number of bytes written as an integer or with a unit:
@@ -264,6 +269,7 @@ func ConfigFlags(fs *pflag.FlagSet) {
 	fs.String("state-dir", "", "state directory (config state.dir)")
 	fs.String("admin-listen", "", "admin endpoint host:port (config admin.listen)")
 	fs.String("log-level", "", "debug, info, warn or error (config log.level)")
+	fs.String("log-format", "", "text or json (config log.format)")
 }
 
 var flagKeys = map[string]string{
@@ -272,6 +278,7 @@ var flagKeys = map[string]string{
 	"state-dir":    "state.dir",
 	"admin-listen": "admin.listen",
 	"log-level":    "log.level",
+	"log-format":   "log.format",
 }
 
 // ConfigError is a configuration problem, naming the field path.
@@ -447,6 +454,9 @@ func (c *Config) ApplyDefaults() {
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
 	if c.Runtime.MaxModuleSize == 0 {
 		c.Runtime.MaxModuleSize = DefaultMaxModuleSize
 	}
@@ -545,6 +555,9 @@ func (c *Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		bad("log.level", "%q must be debug, info, warn or error", c.Log.Level)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		bad("log.format", "%q must be text or json", c.Log.Format)
 	}
 	if len(c.Processors) == 0 {
 		bad("processors", "at least one processor is required")

@@ -155,7 +155,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			Outputs:         p.topics,
 			OnError:         p.cfg.OnError,
 			DeadLetterTopic: cfg.DeadLetterTopic(p.cfg),
-			Plugin:          &pluginFactory{module: p.module, binding: p.binding},
+			Plugin:          &pluginFactory{module: p.module, binding: p.binding, version: versionID(p.version)},
 			Version:         versionID(p.version),
 			Stores:          p.cfg.Stores,
 		}
@@ -380,6 +380,8 @@ func (lp *loadedProcessor) compile(ctx context.Context, wasm []byte) (*engine.Mo
 		return nil, err
 	}
 	check := lp.binding
+	// Its log lines (a plugin's init may log) belong to no task.
+	check.LogAttrs = []slog.Attr{slog.String("instance", "load-check")}
 	check.Sink = discardSink{}
 	if len(lp.cfg.Stores) > 0 {
 		check.State = noState{}
@@ -423,10 +425,12 @@ func (s taskState) Scan(store int, start, end []byte) (engine.Iterator, error) {
 type pluginFactory struct {
 	module  *engine.Module
 	binding engine.Binding
+	version string // the version's ID, on its plugin's log lines
 }
 
-func (p *pluginFactory) Instantiate(ctx context.Context, _ runner.TaskID, sink runner.Sink, st *state.Task) (runner.Processor, error) {
+func (p *pluginFactory) Instantiate(ctx context.Context, task runner.TaskID, sink runner.Sink, st *state.Task) (runner.Processor, error) {
 	b := p.binding
+	b.LogAttrs = []slog.Attr{slog.String("task", task.String()), slog.String("version", p.version)}
 	b.Sink = sink
 	if st != nil {
 		b.State = taskState{st}

@@ -59,3 +59,15 @@ processors: [{name: p, plugin: x.wasm, inputs: [in]}]
 		t.Fatalf("embedded with TLS: %v", err)
 	}
 }
+
+func TestLogFormat(t *testing.T) {
+	c := Config{AppID: "a", Processors: []ProcessorConfig{{Name: "p", Plugin: "x.wasm", Inputs: []string{"in"}}}}
+	c.ApplyDefaults()
+	if c.Log.Format != "text" {
+		t.Fatalf("default log.format %q", c.Log.Format)
+	}
+	c.Log.Format = "xml"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `log.format: "xml" must be text or json`) {
+		t.Fatalf("log.format xml: %v", err)
+	}
+}

@@ -237,7 +237,7 @@ func (h *Host) onManifest(ctx context.Context, m control.Manifest, wasm []byte, 
 	pv.mu.Unlock()
 	h.log.Info("new plugin version from the control topic; tasks switch at their next commit point",
 		"processor", lp.cfg.Name, "version", id, "reason", m.Reason, "deployed_by", m.DeployedBy)
-	if err := h.runner.Swap(lp.cfg.Name, runner.Version{ID: id, Plugin: &pluginFactory{module: mod, binding: lp.binding}}, canary); err != nil {
+	if err := h.runner.Swap(lp.cfg.Name, runner.Version{ID: id, Plugin: &pluginFactory{module: mod, binding: lp.binding, version: id}}, canary); err != nil {
 		h.log.Error("swap", "processor", lp.cfg.Name, "err", err)
 	}
 }

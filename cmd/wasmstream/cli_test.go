@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"path/filepath"
 	"regexp"
@@ -78,7 +79,8 @@ func TestVersion(t *testing.T) {
 
 // TestRunFromEnvironmentAlone: `run` with no -c takes the whole config,
 // processors included (by index), from WASMSTREAM_* variables, and
-// --embedded-port puts the development broker on the port asked for.
+// --embedded-port puts the development broker on the port asked for;
+// log.format json makes every log line a JSON object.
 func TestRunFromEnvironmentAlone(t *testing.T) {
 	plugin, _ := filepath.Abs(testdata("passthrough"))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -95,6 +97,7 @@ func TestRunFromEnvironmentAlone(t *testing.T) {
 		"WASMSTREAM_PROCESSORS__0__PLUGIN=" + plugin,
 		"WASMSTREAM_PROCESSORS__0__INPUTS=in-a,in-b",
 		"WASMSTREAM_PROCESSORS__0__OUTPUTS__OUT=out",
+		"WASMSTREAM_LOG__FORMAT=json",
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -105,7 +108,7 @@ func TestRunFromEnvironmentAlone(t *testing.T) {
 	}()
 	want := "DEVELOPMENT MODE: embedded Kafka at 127.0.0.1:" + strconv.Itoa(port) + " "
 	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(stderr.String(), "msg=running") {
+	for !strings.Contains(stderr.String(), `"msg":"running"`) {
 		select {
 		case code := <-done:
 			t.Fatalf("run exited %d: %s", code, stderr.String())
@@ -116,8 +119,17 @@ func TestRunFromEnvironmentAlone(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), "processors=1") {
-		t.Errorf("stderr lacks %q or processors=1:\n%s", want, stderr.String())
+	if !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), `"processors":1`) {
+		t.Errorf("stderr lacks %q or \"processors\":1:\n%s", want, stderr.String())
+	}
+	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+		if strings.HasPrefix(line, "wasmstream: DEVELOPMENT MODE") {
+			continue // the notice is for the operator, not a log line
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Errorf("log.format json: line is not JSON: %q", line)
+		}
 	}
 	cancel()
 	if code := <-done; code != exitOK {

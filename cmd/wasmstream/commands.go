@@ -135,12 +135,17 @@ func (e *env) loadConfig(path string, fs *pflag.FlagSet) (*host.Config, bool) {
 	return cfg, true
 }
 
-func (e *env) logger(level string) *slog.Logger { return loggerTo(e.stderr, level) }
+func (e *env) logger(level string) *slog.Logger { return loggerTo(e.stderr, level, "text") }
 
-func loggerTo(w io.Writer, level string) *slog.Logger {
+// loggerTo makes the process's logger: format is log.format, text or json.
+func loggerTo(w io.Writer, level, format string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+	opts := &slog.HandlerOptions{Level: l}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 func (e *env) run(ctx context.Context, args []string) int {
@@ -175,7 +180,7 @@ func (e *env) run(ctx context.Context, args []string) int {
 		stderr = bars
 		opts = append(opts, host.WithRestoreProgress(bars.Update))
 	}
-	log := loggerTo(stderr, cfg.Log.Level)
+	log := loggerTo(stderr, cfg.Log.Level, cfg.Log.Format)
 	h, err := host.New(ctx, cfg, append(opts, host.WithLogger(log))...)
 	if err != nil && ctx.Err() != nil {
 		// Stopped (SIGTERM, SIGINT) while starting: nothing was consumed,

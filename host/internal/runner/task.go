@@ -87,6 +87,7 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 	t := &task{id: id, r: r, proc: ps, next: -1, stoppedAt: -1, windowStart: -1, ver: ps.active}
 	if len(ps.spec.Stores) > 0 {
 		t.st = r.opts.State.Task(ps.spec.Name, id.Partition, ps.spec.Stores)
+		t.st.SetName(id.String()) // one task name in logs, metrics and /v1
 		t.changelogNext = make([]atomic.Int64, len(ps.spec.Stores))
 		for i := range t.changelogNext {
 			t.changelogNext[i].Store(-1)

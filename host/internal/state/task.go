@@ -64,6 +64,7 @@ type Task struct {
 	db        *DB
 	processor string
 	partition int32
+	name      string // SetName's; "" means processor/partition
 	prefix    []byte // task prefix
 	end       []byte // prefixEnd(prefix)
 	stores    []*store
@@ -126,7 +127,17 @@ func (t *Task) Stores() []string {
 	return names
 }
 
+// SetName sets the name String gives the task in logs, errors and restore
+// progress: the runner's name for it ("processor/topic/partition"), so a
+// task has one name everywhere. Call it before sharing the Task.
+func (t *Task) SetName(name string) { t.name = name }
+
+// String is the name given by SetName, else "processor/partition" (a
+// store's task has one input topic, which the state does not know).
 func (t *Task) String() string {
+	if t.name != "" {
+		return t.name
+	}
 	return fmt.Sprintf("%s/%d", t.processor, t.partition)
 }
 
