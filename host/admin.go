@@ -157,8 +157,11 @@ func (s adminSource) Metrics() admin.Snapshot {
 		}
 		snap.Processors = append(snap.Processors, m)
 	}
-	latest, n, total := s.h.CommitLatencies()
-	commits := admin.NewSummary(latest, n, total)
+	counts, total := s.h.runner.CommitHistogram()
+	commits := admin.Histogram{Counts: counts, Sum: total.Seconds()}
+	for _, b := range runner.CommitBounds {
+		commits.Bounds = append(commits.Bounds, b.Seconds())
+	}
 	snap.CommitLatency = &commits
 	snap.RestoringTasks = s.h.runner.Restoring()
 	for _, pc := range s.h.cfg.Processors {
