@@ -30,7 +30,7 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v '^$(CHAOS_PKG)$$')
 TEST_FLAGS ?= -count=1 -timeout 20m
 PLUGINS = passthrough filter route mask wordcount
 
-.PHONY: all build test test-fast test-real vet check bench demo plugins demo-plugins kafka-up kafka-down testdata chaos
+.PHONY: docs docker all build test test-fast test-real vet check bench demo plugins demo-plugins kafka-up kafka-down testdata chaos
 
 all: build
 
@@ -96,6 +96,16 @@ plugins:
 # toolchain; rebuild them after changing the plugins or the SDK.
 demo-plugins:
 	for p in mask wordcount; do GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags=-s -o internal/demo/plugins/$$p.wasm ./plugins/$$p || exit 1; done
+
+# docs/config.md from host.Config's doc comments (a test fails while stale).
+docs:
+	$(GO) generate ./host/
+
+# The container image: a static binary on a distroless base, non-root
+# (Dockerfile). Needs docker; IMAGE names the result.
+IMAGE ?= wasmstream:$(VERSION)
+docker:
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
 
 kafka-up:
 	scripts/kafka.sh start
