@@ -3,6 +3,8 @@
 #
 #   docker run --rm -v $PWD:/config -p 9644:9644 wasmstream:dev run -c /config/pipeline.yaml
 #
+# The admin endpoint listens on every interface of the container (0.0.0.0:9644:
+# /healthz, /readyz, /metrics), for probes and scrapes.
 # State (state.dir) and the compiled-module cache live under
 # /var/lib/wasmstream, owned by the image's user (uid 65532); mount a volume
 # there to keep local state across container restarts (a new container
@@ -30,7 +32,7 @@ USER 65532:65532
 WORKDIR /var/lib/wasmstream
 ENV WASMSTREAM_STATE__DIR=/var/lib/wasmstream/state \
     WASMSTREAM_RUNTIME__CACHE_DIR=/var/lib/wasmstream/cache \
-    WASMSTREAM_ADMIN__LISTEN=:9644
+    WASMSTREAM_ADMIN__LISTEN=0.0.0.0:9644
 EXPOSE 9644
 ENTRYPOINT ["/usr/local/bin/wasmstream"]
 CMD ["run"]
