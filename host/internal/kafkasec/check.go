@@ -25,8 +25,10 @@ const CheckTimeout = 20 * time.Second
 // Check connects to the brokers with the config's options and asks for the
 // cluster metadata (which, unlike ApiVersions, needs a finished SASL
 // authentication). It returns nil or one line saying what is wrong and
-// which setting to change (Explain). Errors a retry can fix are retried a
-// few times within CheckTimeout.
+// which setting to change (Explain). A broker that cannot be reached yet
+// (refused, unresolvable, timed out: a cluster still starting) is tried
+// again until CheckTimeout; an answer that proves a wrong setting (TLS,
+// SASL) is reported at once.
 func Check(ctx context.Context, brokers []string, c Config, extra ...kgo.Opt) error {
 	opts, err := c.Opts()
 	if err != nil {
@@ -34,22 +36,45 @@ func Check(ctx context.Context, brokers []string, c Config, extra ...kgo.Opt) er
 	}
 	ctx, cancel := context.WithTimeout(ctx, CheckTimeout)
 	defer cancel()
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{
+	for {
+		err := checkOnce(ctx, brokers, append(opts, extra...))
+		if err == nil {
+			return nil
+		}
+		if !unreachable(err) || ctx.Err() != nil {
+			return Explain(err, brokers, c)
+		}
+		select {
+		case <-ctx.Done():
+			return Explain(err, brokers, c)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// checkOnce makes one client and one metadata request, without retries:
+// the first error is the one that says what is wrong.
+func checkOnce(ctx context.Context, brokers []string, opts []kgo.Opt) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(brokers...),
-		kgo.RequestRetries(2),
-		kgo.RetryTimeout(CheckTimeout),
+		kgo.RequestRetries(0),
 		kgo.DialTimeout(5 * time.Second),
-	}, opts...), extra...)...)
+	}, opts...)...)
 	if err != nil {
 		return fmt.Errorf("kafka: %w", err)
 	}
 	defer cl.Close()
 	req := kmsg.NewPtrMetadataRequest()
 	req.Topics = []kmsg.MetadataRequestTopic{} // none: no topic is needed to prove access
-	if _, err := req.RequestWith(ctx, cl); err != nil {
-		return Explain(err, brokers, c)
-	}
-	return nil
+	_, err = req.RequestWith(ctx, cl)
+	return err
+}
+
+// unreachable reports a dial that failed: nothing was learned about the
+// security settings, and a later try may get through.
+func unreachable(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // Explain turns a connection error into one line naming the cause and the
@@ -106,6 +131,10 @@ func Explain(err error, brokers []string, c Config) error {
 		return fmt.Errorf("kafka: the broker at %s answered a plaintext request with a TLS alert: the listener uses TLS, set kafka.tls.enabled: true", at)
 	case errors.As(err, &netOp) && netOp.Op == "dial":
 		return fmt.Errorf("kafka: cannot connect to %s: %v (kafka.brokers)", at, netOp.Err)
+	case c.TLS.Enabled && errors.Is(err, context.DeadlineExceeded) && strings.Contains(err.Error(), "unable to dial"):
+		// The TLS handshake never got a ServerHello: a plaintext listener
+		// reads the ClientHello as the start of a request and waits.
+		return fmt.Errorf("kafka: TLS to %s: the broker did not answer the TLS handshake (a plaintext listener? use its TLS port or set kafka.tls.enabled: false)", at)
 	case errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("kafka: no answer from %s within %s (kafka.brokers; is the listener's security protocol the one configured?)", at, CheckTimeout)
 	}

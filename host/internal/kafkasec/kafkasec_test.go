@@ -6,11 +6,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 func TestSecretNeverPrintsItsValue(t *testing.T) {
@@ -134,5 +138,47 @@ func TestOpts(t *testing.T) {
 	}
 	if _, err := (Config{SASL: SASL{Mechanism: "nope"}}).Opts(); err == nil || !strings.HasPrefix(err.Error(), "kafka.sasl.mechanism: ") {
 		t.Fatalf("bad mechanism: %v", err)
+	}
+}
+
+// TestCheckWaitsForAStartingBroker: a broker that is not listening yet is
+// tried again until it answers (a cluster still starting is not a
+// misconfiguration).
+func TestCheckWaitsForAStartingBroker(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	started := make(chan *kfake.Cluster, 1)
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port))
+		if err != nil {
+			t.Error(err)
+		}
+		started <- c
+	}()
+	err = Check(context.Background(), []string{fmt.Sprintf("127.0.0.1:%d", port)}, Config{})
+	if c := <-started; c != nil {
+		defer c.Close()
+	}
+	if err != nil {
+		t.Fatalf("Check gave up on a broker that started 1.5s later: %v", err)
+	}
+}
+
+// TestCheckTLSToPlaintext: a TLS client at a plaintext listener is told so
+// in one line.
+func TestCheckTLSToPlaintext(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	err = Check(context.Background(), c.ListenAddrs(), Config{TLS: TLS{Enabled: true}})
+	if err == nil || !strings.Contains(err.Error(), "did not answer") || !strings.Contains(err.Error(), "kafka.tls.enabled: false") {
+		t.Fatalf("TLS to a plaintext listener: %v", err)
 	}
 }
