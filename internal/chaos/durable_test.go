@@ -39,14 +39,14 @@ func TestRestartAfterSIGKILLReadsOnlyTheTail(t *testing.T) {
 			h.waitDrained(90 * time.Second)
 			// Past the sync interval (and past what any commit still in
 			// flight needs), so the synced run has nothing left unsynced.
-			h.sleep(3 * c.sync.Abs())
+			h.sleep(5 * c.sync.Abs())
 			m.kill()
 			p := m.start()
 			restored, slowest := waitRestores(t, h, p, inputPartitions)
 			t.Logf("%s: after SIGKILL the restart restored %d changelog records (slowest task restore %v)", c.name, restored, slowest)
 			if c.sync > 0 && restored != 0 {
 				t.Errorf("restart after SIGKILL restored %d records, want 0: the stores' checkpoints did not survive the kill although the last commit was %v before it and state.sync_interval is %v",
-					restored, 3*c.sync, c.sync)
+					restored, 5*c.sync, c.sync)
 			}
 			if c.sync < 0 && restored == 0 {
 				t.Errorf("with state.sync_interval off the restart restored nothing: the kill lost no commit, so this test cannot tell the sync's effect")
