@@ -100,7 +100,6 @@ func (e *env) configFlags(name string, args []string, fileOptional bool, extra .
 	for _, f := range extra {
 		f(fs)
 	}
-	fs.Usage = func() { printHelp(e.stdout, docFor(name), fs) }
 	if err := fs.Parse(args); err != nil {
 		return nil, "", e.flagError(name, err)
 	}
