@@ -2,7 +2,10 @@
 #
 #   make test        everything CI runs: vet, the hermetic suite (kfake), then the
 #                    integration suite against a real Kafka broker that this target
-#                    starts (scripts/kafka.sh) and always stops. Needs Go, Java 17+, Maven.
+#                    starts (scripts/kafka.sh: PLAINTEXT on 19092, SASL_SSL on 19094)
+#                    and always stops. Needs Go, Java 17+, Maven, openssl.
+#   make docs        regenerate docs/config.md from host.Config's comments
+#   make docker      the container image (Dockerfile; needs docker)
 #   make test-fast   the hermetic suite only: go test ./... (embedded kfake broker)
 #   make demo        go run ./cmd/wasmstream demo
 #   make check       gofmt, vet (native and wasip1), go mod tidy, the demo plugins up to date
