@@ -123,6 +123,9 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	if h.kafkaOpts, err = cfg.clientOpts(); err != nil {
 		return nil, err
 	}
+	for _, w := range cfg.Kafka.securityWarnings() {
+		h.log.Warn(w)
+	}
 	createTopics := cfg.Kafka.CreateTopics
 	if len(h.brokers) == 0 {
 		if err := h.startEmbedded(o.embeddedPort); err != nil {

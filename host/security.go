@@ -3,6 +3,7 @@ package host
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -118,4 +119,17 @@ func (c *Config) clientOpts() ([]kgo.Opt, error) {
 func withClientOpts(rc restore.Config, opts []kgo.Opt) restore.Config {
 	rc.ClientOpts = append(append([]kgo.Opt{}, opts...), rc.ClientOpts...)
 	return rc
+}
+
+// securityWarnings are the settings that work but expose the connection:
+// New logs each one.
+func (k *KafkaConfig) securityWarnings() []string {
+	var w []string
+	if k.TLS.Enabled && k.TLS.InsecureSkipVerify {
+		w = append(w, "kafka.tls.insecure_skip_verify: the brokers' certificates are not checked; anyone on the path can read and change the traffic (development only)")
+	}
+	if mech := strings.ToUpper(k.SASL.Mechanism); mech == kafkasec.Plain && !k.TLS.Enabled {
+		w = append(w, "kafka.sasl.mechanism PLAIN without kafka.tls: the password crosses the network in clear text")
+	}
+	return w
 }

@@ -71,3 +71,20 @@ func TestLogFormat(t *testing.T) {
 		t.Fatalf("log.format xml: %v", err)
 	}
 }
+
+func TestSecurityWarnings(t *testing.T) {
+	for _, c := range []struct {
+		k    KafkaConfig
+		want string
+	}{
+		{KafkaConfig{TLS: TLSConfig{Enabled: true, InsecureSkipVerify: true}}, "insecure_skip_verify"},
+		{KafkaConfig{SASL: SASLConfig{Mechanism: "plain"}}, "clear text"},
+		{KafkaConfig{TLS: TLSConfig{Enabled: true}, SASL: SASLConfig{Mechanism: "PLAIN"}}, ""},
+		{KafkaConfig{SASL: SASLConfig{Mechanism: "SCRAM-SHA-256"}}, ""},
+	} {
+		w := strings.Join(c.k.securityWarnings(), "; ")
+		if (c.want == "") != (w == "") || !strings.Contains(w, c.want) {
+			t.Errorf("%+v: warnings %q, want %q", c.k, w, c.want)
+		}
+	}
+}
