@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,11 +164,14 @@ func name(t *testing.T, prefix string) string {
 	return fmt.Sprintf("%s-%s-%d", prefix, strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()), time.Now().UnixNano())
 }
 
-// TestPipelineOverSASLSSL runs a pipeline (exactly_once, the passthrough
-// plugin) through a TLS listener that requires SCRAM: the host creates the
-// topics, consumes, produces transactionally and commits, every client
-// through TLS and SASL; a secured client then reads every output. The
-// password comes from a file, as an operator would give it.
+// TestPipelineOverSASLSSL runs a stateful pipeline (exactly_once, the
+// statecounter plugin, a store backed by its changelog) through a TLS
+// listener that requires SCRAM: the host creates the topics, consumes,
+// produces transactionally and commits; a second host on an empty state
+// directory then restores the store from its changelog — every client
+// (group, producer, restorer, control topic, admin) through TLS and SASL;
+// a secured client reads every output. The password comes from a file, as
+// an operator would give it.
 func TestPipelineOverSASLSSL(t *testing.T) {
 	sb := newSecureBroker(t)
 	for _, mech := range []string{kafkasec.ScramSHA256, kafkasec.ScramSHA512} {
@@ -184,8 +188,8 @@ func TestPipelineOverSASLSSL(t *testing.T) {
 				AppID: name(t, "app"),
 				Kafka: host.KafkaConfig{Brokers: sb.addrs, CreateTopics: true, TopicPartitions: 2,
 					CommitInterval: 50 * time.Millisecond, TLS: tlsCfg, SASL: saslCfg},
-				Processors: []host.ProcessorConfig{{Name: "proc", Plugin: filepath.Join("..", "engine", "testdata", "passthrough.wasm"),
-					Inputs: []string{in}, Outputs: map[string]string{"out": out}}},
+				Processors: []host.ProcessorConfig{{Name: "proc", Plugin: filepath.Join("..", "engine", "testdata", "statecounter.wasm"),
+					Inputs: []string{in}, Outputs: map[string]string{"out": out}, Stores: []string{"counts"}}},
 				Runtime: host.RuntimeConfig{CacheDir: "off"},
 			}
 			cfg.ApplyDefaults()
@@ -194,14 +198,6 @@ func TestPipelineOverSASLSSL(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			h, err := host.New(ctx, cfg, host.WithLogger(testbroker.Logger(t, slog.LevelWarn)))
-			if err != nil {
-				t.Fatalf("host.New over SASL_SSL: %v", err)
-			}
-			defer h.Close()
-			rctx, stop := context.WithCancel(ctx)
-			done := make(chan error, 1)
-			go func() { done <- h.Run(rctx) }()
 
 			opts, err := sec.Opts()
 			if err != nil {
@@ -213,25 +209,62 @@ func TestPipelineOverSASLSSL(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cl.Close()
-			const n = 50
-			for i := range n {
-				if err := cl.ProduceSync(ctx, &kgo.Record{Topic: in, Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint("v", i))}).FirstErr(); err != nil {
-					t.Fatalf("produce over SASL_SSL: %v", err)
-				}
-			}
 			seen := map[string]bool{}
-			for len(seen) < n {
-				fs := cl.PollFetches(ctx)
-				if err := ctx.Err(); err != nil {
-					t.Fatalf("read %d of %d outputs: %v", len(seen), n, err)
+			produceAndRead := func(from, to int) {
+				t.Helper()
+				for i := from; i < to; i++ {
+					if err := cl.ProduceSync(ctx, &kgo.Record{Topic: in, Key: []byte(fmt.Sprint(i % 10)), Value: []byte(fmt.Sprint("v", i))}).FirstErr(); err != nil {
+						t.Fatalf("produce over SASL_SSL: %v", err)
+					}
 				}
-				fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("consume over SASL_SSL: %v", err) })
-				fs.EachRecord(func(r *kgo.Record) { seen[string(r.Key)] = true })
+				for len(seen) < to {
+					fs := cl.PollFetches(ctx)
+					if err := ctx.Err(); err != nil {
+						t.Fatalf("read %d of %d outputs: %v", len(seen), to, err)
+					}
+					fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("consume over SASL_SSL: %v", err) })
+					fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
+				}
 			}
+			// run starts a host on stateDir and returns its stop function
+			// and the changelog records its restores applied.
+			run := func(stateDir string) (stop func(), restored *atomic.Int64) {
+				t.Helper()
+				restored = new(atomic.Int64)
+				cfg.State.Dir = stateDir
+				h, err := host.New(ctx, cfg, host.WithLogger(testbroker.Logger(t, slog.LevelWarn)),
+					host.WithRestoreProgress(func(p host.RestoreProgress) {
+						if p.Done {
+							restored.Add(p.Restored)
+						}
+					}))
+				if err != nil {
+					t.Fatalf("host.New over SASL_SSL: %v", err)
+				}
+				rctx, cancelRun := context.WithCancel(ctx)
+				done := make(chan error, 1)
+				go func() { done <- h.Run(rctx) }()
+				return func() {
+					cancelRun()
+					if err := <-done; err != nil {
+						t.Errorf("Run: %v", err)
+					}
+					h.Close()
+				}, restored
+			}
+
+			stop, _ := run(t.TempDir())
+			produceAndRead(0, 50)
 			stop()
-			if err := <-done; err != nil {
-				t.Fatalf("Run: %v", err)
+			// An empty state directory: the store comes back from its
+			// changelog through the restorer's own (secured) clients.
+			stop, restored := run(t.TempDir())
+			defer stop()
+			produceAndRead(50, 60)
+			if restored.Load() == 0 {
+				t.Fatal("the second host restored no changelog record over SASL_SSL")
 			}
+			t.Logf("second host restored %d changelog records over SASL_SSL", restored.Load())
 		})
 	}
 }
