@@ -36,17 +36,21 @@ func Check(ctx context.Context, brokers []string, c Config, extra ...kgo.Opt) er
 	}
 	ctx, cancel := context.WithTimeout(ctx, CheckTimeout)
 	defer cancel()
+	var lastDial error // the latest failed dial: what to report at the deadline
 	for {
 		err := checkOnce(ctx, brokers, append(opts, extra...))
-		if err == nil {
+		switch {
+		case err == nil:
 			return nil
-		}
-		if !unreachable(err) || ctx.Err() != nil {
+		case ctx.Err() != nil && lastDial != nil:
+			return Explain(lastDial, brokers, c)
+		case !unreachable(err) || ctx.Err() != nil:
 			return Explain(err, brokers, c)
 		}
+		lastDial = err
 		select {
 		case <-ctx.Done():
-			return Explain(err, brokers, c)
+			return Explain(lastDial, brokers, c)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -130,7 +134,7 @@ func Explain(err error, brokers []string, c Config) error {
 		// request is answered with a TLS alert, as real Kafka does.
 		return fmt.Errorf("kafka: the broker at %s answered a plaintext request with a TLS alert: the listener uses TLS, set kafka.tls.enabled: true", at)
 	case errors.As(err, &netOp) && netOp.Op == "dial":
-		return fmt.Errorf("kafka: cannot connect to %s: %v (kafka.brokers)", at, netOp.Err)
+		return fmt.Errorf("cannot reach Kafka at %s: %v (kafka.brokers)", at, netOp.Err)
 	case c.TLS.Enabled && errors.Is(err, context.DeadlineExceeded) && strings.Contains(err.Error(), "unable to dial"):
 		// The TLS handshake never got a ServerHello: a plaintext listener
 		// reads the ClientHello as the start of a request and waits.
