@@ -2,7 +2,10 @@
 #
 #   make test        everything CI runs: vet, the hermetic suite (kfake), then the
 #                    integration suite against a real Kafka broker that this target
-#                    starts (scripts/kafka.sh) and always stops. Needs Go, Java 17+, Maven.
+#                    starts (scripts/kafka.sh: PLAINTEXT on 19092, SASL_SSL on 19094)
+#                    and always stops. Needs Go, Java 17+, Maven, openssl.
+#   make docs        regenerate docs/config.md from host.Config's comments
+#   make docker      the container image (Dockerfile; needs docker)
 #   make test-fast   the hermetic suite only: go test ./... (embedded kfake broker),
 #                    with the SDK conformance suite in Go, Rust and C (needs make toolchains)
 #   make toolchains  apt-get install the Rust and C Wasm toolchains when missing (root)
@@ -20,6 +23,12 @@
 SHELL := /bin/bash
 GO ?= go
 KAFKA_ADDR ?= 127.0.0.1:19092
+# The real broker's SASL_SSL listener (scripts/kafka.sh) and the directory of
+# its CA and SCRAM user: the TLS/SASL integration tests (host/internal/kafkasec)
+# run a pipeline through it. On kfake they use kfake's own TLS and SASL.
+KAFKA_SASL_ADDR ?= 127.0.0.1:19094
+KAFKA_TLS_DIR ?= $(or $(WASMSTREAM_KAFKA_HOME),$(CURDIR)/.cache/kafka)/tls
+REAL_ENV = WASMSTREAM_TEST_BROKERS=$(KAFKA_ADDR) WASMSTREAM_TEST_SASL_BROKERS=$(KAFKA_SASL_ADDR) WASMSTREAM_TEST_SASL_DIR=$(KAFKA_TLS_DIR)
 # Packages whose tests take their broker from internal/testbroker: the
 # integration suite, run a second time against the real broker.
 # The process-level chaos tests (internal/chaos) run last and alone: they
@@ -30,12 +39,18 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v '^$(CHAOS_PKG)$$')
 TEST_FLAGS ?= -count=1 -timeout 20m
 PLUGINS = passthrough filter route mask wordcount windowcount alert
 
-.PHONY: all build test test-fast test-real vet check bench demo plugins demo-plugins kafka-up kafka-down testdata chaos
+.PHONY: docs docker all build test test-fast test-real vet check bench demo plugins demo-plugins kafka-up kafka-down testdata chaos
 
 all: build
 
+# wasmstream version prints these (cmd/wasmstream/version.go); without them
+# it falls back to Go's build info.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS = -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
 build:
-	$(GO) build -o bin/wasmstream ./cmd/wasmstream
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/wasmstream ./cmd/wasmstream
 
 vet:
 	$(GO) vet ./...
@@ -57,9 +72,9 @@ test-real:
 	@mkdir -p .cache
 	scripts/kafka.sh start
 	@set -o pipefail; status=0; \
-	{ WASMSTREAM_TEST_BROKERS=$(KAFKA_ADDR) $(GO) test $(TEST_FLAGS) -v -skip Restart $(INTEGRATION_PKGS) && \
-	  WASMSTREAM_TEST_BROKERS=$(KAFKA_ADDR) $(GO) test $(TEST_FLAGS) -v -p 1 -run Restart $(INTEGRATION_PKGS) && \
-	  WASMSTREAM_TEST_BROKERS=$(KAFKA_ADDR) $(GO) test $(TEST_FLAGS) -v $(CHAOS_PKG); } 2>&1 \
+	{ $(REAL_ENV) $(GO) test $(TEST_FLAGS) -v -skip Restart $(INTEGRATION_PKGS) && \
+	  $(REAL_ENV) $(GO) test $(TEST_FLAGS) -v -p 1 -run Restart $(INTEGRATION_PKGS) && \
+	  $(REAL_ENV) $(GO) test $(TEST_FLAGS) -v $(CHAOS_PKG); } 2>&1 \
 	  | tee .cache/test-real.log | grep -E '^(--- |ok |FAIL|PASS$$|panic:)' || status=$$?; \
 	scripts/kafka.sh stop; \
 	if [ $$status -ne 0 ]; then echo "integration suite failed against real Kafka; full log: .cache/test-real.log"; \
@@ -91,6 +106,16 @@ plugins:
 # toolchain; rebuild them after changing the plugins or the SDK.
 demo-plugins:
 	for p in mask wordcount; do GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags=-s -o internal/demo/plugins/$$p.wasm ./plugins/$$p || exit 1; done
+
+# docs/config.md from host.Config's doc comments (a test fails while stale).
+docs:
+	$(GO) generate ./host/
+
+# The container image: a static binary on a distroless base, non-root
+# (Dockerfile). Needs docker; IMAGE names the result.
+IMAGE ?= wasmstream:$(VERSION)
+docker:
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
 
 kafka-up:
 	scripts/kafka.sh start

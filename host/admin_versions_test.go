@@ -188,7 +188,7 @@ func TestAdminPluginVersions(t *testing.T) {
 		`wasmstream_plugin_swap_failures_total{processor="proc"} 0`,
 		`wasmstream_plugin_rollbacks_total{processor="proc"} 0`,
 		`wasmstream_records_in_total{processor="proc"} 4`,
-		"# TYPE wasmstream_commit_seconds summary",
+		"# TYPE wasmstream_commit_seconds histogram",
 	} {
 		if !hasMetricLine(metrics, want) {
 			t.Errorf("metrics lack %q:\n%s", want, metrics)
@@ -196,6 +196,8 @@ func TestAdminPluginVersions(t *testing.T) {
 	}
 	if n := metricValue(t, metrics, "wasmstream_commit_seconds_count"); n < 1 {
 		t.Errorf("wasmstream_commit_seconds_count %v after records were committed", n)
+	} else if inf := metricValue(t, metrics, `wasmstream_commit_seconds_bucket{le="+Inf"}`); inf != n {
+		t.Errorf("wasmstream_commit_seconds: +Inf bucket %v, count %v", inf, n)
 	}
 	helps := map[string]int{}
 	for _, l := range strings.Split(metrics, "\n") {

@@ -3,7 +3,6 @@ package host
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -24,7 +23,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/wasmstream/wasmstream/host/internal/engine"
-	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/plugin"
 	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
@@ -99,6 +97,10 @@ type KafkaConfig struct {
 	// waits for the cluster instead of exiting. Authentication and TLS
 	// failures are not retried. Default 60s.
 	ConnectTimeout time.Duration `koanf:"connect_timeout"`
+	// TLS encrypts the connections to the brokers (security.go).
+	TLS TLSConfig `koanf:"tls"`
+	// SASL authenticates to the brokers (security.go).
+	SASL SASLConfig `koanf:"sasl"`
 }
 
 // ProcessorConfig declares one processor: a plugin, what it reads, what it
@@ -188,6 +190,14 @@ type StateConfig struct {
 	// "wasmstream-state", relative to the working directory. One process
 	// at a time can use an app's directory (Pebble locks it).
 	Dir string `koanf:"dir"`
+	// SyncInterval bounds the committed state a crash (SIGKILL, power
+	// loss) can take from the local stores: their write-ahead log is
+	// synced at most this long after a commit. A restarted process then
+	// restores from the changelog only what was committed in the last
+	// interval. Default 1s; negative never syncs on a timer (a crash may
+	// lose every commit since the process started, and restore reads
+	// them all again).
+	SyncInterval time.Duration `koanf:"sync_interval"`
 }
 
 // RuntimeConfig tunes the Wasm runtime.
@@ -236,6 +246,11 @@ type AdminConfig struct {
 type LogConfig struct {
 	// Level is debug, info, warn or error. Default info.
 	Level string `koanf:"level"`
+	// Format is "text" (default: logfmt-style key=value lines) or "json"
+	// (one JSON object per line, for log collectors). Every line about a
+	// task has task=processor/topic/partition; a plugin's own lines also
+	// have processor and version.
+	Format string `koanf:"format"`
 }
 
 // ByteSize is a number of bytes written as an integer or with a unit:
@@ -304,6 +319,7 @@ func ConfigFlags(fs *pflag.FlagSet) {
 	fs.String("state-dir", "", "state directory (config state.dir)")
 	fs.String("admin-listen", "", "admin endpoint host:port (config admin.listen)")
 	fs.String("log-level", "", "debug, info, warn or error (config log.level)")
+	fs.String("log-format", "", "text or json (config log.format)")
 }
 
 var flagKeys = map[string]string{
@@ -312,6 +328,7 @@ var flagKeys = map[string]string{
 	"state-dir":    "state.dir",
 	"admin-listen": "admin.listen",
 	"log-level":    "log.level",
+	"log-format":   "log.format",
 }
 
 // ConfigError is a configuration problem, naming the field path.
@@ -351,7 +368,11 @@ func LoadConfig(path string, environ []string, fs *pflag.FlagSet) (*Config, erro
 		key := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, EnvPrefix), "__", "."))
 		envMap[key] = val
 	}
-	if err := k.Load(confmap.Provider(envMap, "."), nil); err != nil {
+	tree, err := envTree(envMap, k.Raw()) // lists by index: configenv.go
+	if err != nil {
+		return nil, err
+	}
+	if err := k.Load(confmap.Provider(tree, ""), nil); err != nil {
 		return nil, fmt.Errorf("environment: %w", err)
 	}
 	if fs != nil {
@@ -539,6 +560,9 @@ func (c *Config) ApplyDefaults() {
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
 	if c.Runtime.MaxModuleSize == 0 {
 		c.Runtime.MaxModuleSize = DefaultMaxModuleSize
 	}
@@ -614,6 +638,7 @@ func (c *Config) Validate() error {
 			bad(fmt.Sprintf("kafka.brokers[%d]", i), "%q is not host:port", b)
 		}
 	}
+	errs = append(errs, c.Kafka.validateSecurity()...)
 	if c.Kafka.CommitInterval < 0 {
 		bad("kafka.commit_interval", "must be positive")
 	}
@@ -653,6 +678,9 @@ func (c *Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		bad("log.level", "%q must be debug, info, warn or error", c.Log.Level)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		bad("log.format", "%q must be text or json", c.Log.Format)
 	}
 	if len(c.Processors) == 0 {
 		bad("processors", "at least one processor is required")
@@ -763,9 +791,6 @@ func (c *Config) StateDir() string {
 
 // kafkaClient is what every Kafka client of a host (or of a deploy) on
 // brokers starts from.
-func (c *Config) kafkaClient(brokers []string, log *slog.Logger) kclient.Config {
-	return kclient.Config{Brokers: brokers, ClientID: c.Kafka.ClientID, Logger: log}
-}
 
 // pluginLimits are the host-wide module limits (CacheDir left empty: the
 // caller decides whether compiled modules are cached).

@@ -118,9 +118,13 @@ func (c *Config) deployApp(log *slog.Logger) (ideploy.App, error) {
 	if err := c.Validate(); err != nil {
 		return ideploy.App{}, err
 	}
+	kafka, err := c.kafkaClient(c.Kafka.Brokers, log)
+	if err != nil {
+		return ideploy.App{}, err
+	}
 	app := ideploy.App{
 		AppID:   c.AppID,
-		Kafka:   c.kafkaClient(c.Kafka.Brokers, log),
+		Kafka:   kafka,
 		Limits:  c.pluginLimits(),
 		Logger:  log,
 		Timeout: brokerTimeout,

@@ -120,9 +120,14 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		}
 		createTopics = true
 	}
-	h.kafka = cfg.kafkaClient(h.brokers, h.log)
+	if h.kafka, err = cfg.kafkaClient(h.brokers, h.log); err != nil {
+		return nil, err
+	}
+	for _, w := range cfg.Kafka.securityWarnings() {
+		h.log.Warn(w)
+	}
 	if h.embedded == nil {
-		if err := kclient.Reach(ctx, h.kafka, cfg.Kafka.ConnectTimeout, h.log); err != nil {
+		if err := cfg.reachKafka(ctx, h.kafka, cfg.Kafka.ConnectTimeout, h.log); err != nil {
 			return nil, err
 		}
 	}
@@ -144,7 +149,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		return nil, err
 	}
 	if h.stateful() {
-		db, err := state.Open(cfg.StateDir(), state.Options{Logger: h.log})
+		db, err := state.Open(cfg.StateDir(), state.Options{Logger: h.log, SyncInterval: cfg.State.SyncInterval})
 		if err != nil {
 			return nil, fmt.Errorf("state.dir: %w", err)
 		}

@@ -16,29 +16,6 @@ import (
 	"github.com/wasmstream/wasmstream/internal/demo"
 )
 
-const usage = `wasmstream runs WebAssembly stream processors against Kafka.
-
-Usage:
-  wasmstream run -c pipeline.yaml       run the pipeline until SIGINT/SIGTERM
-  wasmstream validate -c pipeline.yaml  check the config and every plugin
-  wasmstream plugin inspect FILE.wasm   show a plugin's ABI version, exports, imports
-                                        (-c pipeline.yaml or --max-module-size: the size limit)
-  wasmstream state dump -c pipeline.yaml --store NAME [--partition N]
-                                        print a store's keys, values and checkpoint
-                                        from the local state directory (offline)
-  wasmstream deploy -c pipeline.yaml PROCESSOR FILE.wasm [--label L]
-                                        publish a plugin version; running processes
-                                        switch to it at their next commit point
-  wasmstream rollback -c pipeline.yaml PROCESSOR
-                                        make the previous plugin version active again
-  wasmstream demo                       run a demo on an embedded Kafka
-  wasmstream init NAME --lang go|rust|c write a new processor project (wasmstream init -h)
-  wasmstream help                       this text
-
-Config is read from the file, then WASMSTREAM_* environment variables
-(WASMSTREAM_APP_ID, WASMSTREAM_KAFKA__BROKERS=host:port,...), then flags.
-`
-
 // Exit codes.
 const (
 	exitOK    = 0
@@ -54,8 +31,16 @@ type env struct {
 func doMain(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) int {
 	e := &env{stdout: stdout, stderr: stderr, environ: environ}
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, topUsage())
 		return exitUsage
+	}
+	// Commands without a flag set of their own answer -h/--help here.
+	helpHere := func(name string) bool {
+		if wantsHelp(args) {
+			printHelp(stdout, docFor(name), nil)
+			return true
+		}
+		return false
 	}
 	switch args[0] {
 	case "run":
@@ -64,11 +49,22 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer, enviro
 		return e.validate(ctx, args[1:])
 	case "plugin":
 		if len(args) > 1 && args[1] == "inspect" {
+			if helpHere("plugin inspect") {
+				return exitOK
+			}
 			return e.inspect(ctx, args[2:])
+		}
+		if helpHere("plugin") {
+			return exitOK
 		}
 		fmt.Fprintln(stderr, "usage: wasmstream plugin inspect FILE.wasm")
 		return exitUsage
 	case "state":
+		if len(args) < 2 || args[1] != "dump" {
+			if helpHere("state") {
+				return exitOK
+			}
+		}
 		return e.state(args[1:])
 	case "deploy":
 		return e.deploy(ctx, args[1:])
@@ -78,65 +74,95 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer, enviro
 		return e.demo(ctx, args[1:])
 	case "init":
 		return e.initProject(args[1:])
+	case "version", "--version":
+		if helpHere("version") {
+			return exitOK
+		}
+		return e.version(args[1:])
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return exitOK
+		return e.help(ctx, args[1:])
 	default:
-		fmt.Fprintf(stderr, "wasmstream: unknown command %q\n\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "wasmstream: unknown command %q\n\n%s", args[0], topUsage())
 		return exitUsage
 	}
 }
 
+// proceed is configFlags' exit code for "go on with the command".
+const proceed = -1
+
 // configFlags parses the flags shared by commands that read a config, and
-// those extra registers. The config file (-c) is required; its absence is a
-// usage error, reported here.
-func (e *env) configFlags(name string, args []string, extra ...func(*pflag.FlagSet)) (*pflag.FlagSet, string, bool) {
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+// those extra registers. It returns proceed, or the exit code to stop with:
+// exitOK after -h/--help (the command's help is printed), exitUsage for a
+// bad command line. The config file (-c) is required unless fileOptional
+// (run, whose config may come from the environment alone).
+func (e *env) configFlags(name string, args []string, fileOptional bool, extra ...func(*pflag.FlagSet)) (*pflag.FlagSet, string, int) {
+	fs := e.flagSet(name)
 	path := fs.StringP("config", "c", "", "pipeline config file (YAML)")
 	host.ConfigFlags(fs)
 	for _, f := range extra {
 		f(fs)
 	}
 	if err := fs.Parse(args); err != nil {
-		e.flagError(name, err)
-		return nil, "", false
+		return nil, "", e.flagError(name, err)
 	}
-	if *path == "" {
-		fmt.Fprintf(e.stderr, "wasmstream %s: -c pipeline.yaml is required\n", name)
-		return nil, "", false
+	if *path == "" && !fileOptional {
+		fmt.Fprintf(e.stderr, "wasmstream %s: -c pipeline.yaml is required (wasmstream %s --help)\n", name, name)
+		return nil, "", exitUsage
 	}
-	return fs, *path, true
+	return fs, *path, proceed
 }
 
 // flagError reports a command line pflag refused (with ContinueOnError it
-// prints nothing itself); -h has printed the usage already.
-func (e *env) flagError(name string, err error) {
-	if !errors.Is(err, pflag.ErrHelp) {
-		fmt.Fprintf(e.stderr, "wasmstream %s: %v (wasmstream %s -h lists its flags)\n", name, err, name)
+// prints nothing itself) and returns the exit code: -h/--help has printed
+// the command's help, which is a success.
+func (e *env) flagError(name string, err error) int {
+	if errors.Is(err, pflag.ErrHelp) {
+		return exitOK
 	}
+	fmt.Fprintf(e.stderr, "wasmstream %s: %v (wasmstream %s --help lists its flags)\n", name, err, name)
+	return exitUsage
 }
 
 func (e *env) loadConfig(path string, fs *pflag.FlagSet) (*host.Config, bool) {
 	cfg, err := host.LoadConfig(path, e.environ, fs)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "wasmstream: invalid config %s:\n%s\n", path, indent(err.Error()))
+		from := path
+		if from == "" {
+			from = "(from the environment)"
+		}
+		fmt.Fprintf(e.stderr, "wasmstream: invalid config %s:\n%s\n", from, indent(err.Error()))
 		return nil, false
 	}
 	return cfg, true
 }
 
-func (e *env) logger(level string) *slog.Logger { return loggerTo(e.stderr, level) }
+func (e *env) logger(level string) *slog.Logger { return loggerTo(e.stderr, level, "text") }
 
-func loggerTo(w io.Writer, level string) *slog.Logger {
+// loggerTo makes the process's logger: format is log.format, text or json.
+func loggerTo(w io.Writer, level, format string) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+	opts := &slog.HandlerOptions{Level: l}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 func (e *env) run(ctx context.Context, args []string) int {
-	fs, path, ok := e.configFlags("run", args)
-	if !ok {
+	var embeddedPort int
+	fs, path, code := e.configFlags("run", args, true, func(fs *pflag.FlagSet) {
+		fs.IntVar(&embeddedPort, "embedded-port", 0, "port of the embedded development broker on 127.0.0.1 (used when kafka.brokers is empty; 0: any free port)")
+	})
+	if code != proceed {
+		return code
+	}
+	if path == "" && !hasConfigEnv(e.environ) {
+		fmt.Fprintln(e.stderr, "wasmstream run: no config: give -c pipeline.yaml, or WASMSTREAM_* environment variables (wasmstream run --help)")
+		return exitUsage
+	}
+	if embeddedPort < 0 || embeddedPort > 65535 {
+		fmt.Fprintf(e.stderr, "wasmstream run: --embedded-port %d is not a port number\n", embeddedPort)
 		return exitUsage
 	}
 	cfg, ok := e.loadConfig(path, fs)
@@ -148,14 +174,14 @@ func (e *env) run(ctx context.Context, args []string) int {
 	// (start, progress every 10s, completion) are the progress.
 	stderr := e.stderr
 	var bars *restoreBars
-	opts := []host.Option{}
+	opts := []host.Option{host.WithEmbeddedPort(embeddedPort)}
 	if width, ok := terminal(e.stderr, e.environ); ok && hasStores(cfg) {
 		bars = newRestoreBars(e.stderr, width)
 		defer bars.Close()
 		stderr = bars
 		opts = append(opts, host.WithRestoreProgress(bars.Update))
 	}
-	log := loggerTo(stderr, cfg.Log.Level)
+	log := loggerTo(stderr, cfg.Log.Level, cfg.Log.Format)
 	h, err := host.New(ctx, cfg, append(opts, host.WithLogger(log))...)
 	if err != nil && ctx.Err() != nil {
 		// Stopped (SIGTERM, SIGINT) while starting: nothing was consumed,
@@ -188,9 +214,9 @@ func (e *env) run(ctx context.Context, args []string) int {
 }
 
 func (e *env) validate(ctx context.Context, args []string) int {
-	fs, path, ok := e.configFlags("validate", args)
-	if !ok {
-		return exitUsage
+	fs, path, code := e.configFlags("validate", args, false)
+	if code != proceed {
+		return code
 	}
 	cfg, ok := e.loadConfig(path, fs)
 	if !ok {
@@ -205,13 +231,11 @@ func (e *env) validate(ctx context.Context, args []string) int {
 }
 
 func (e *env) inspect(ctx context.Context, args []string) int {
-	fs := pflag.NewFlagSet("plugin inspect", pflag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := e.flagSet("plugin inspect")
 	path := fs.StringP("config", "c", "", "pipeline config file (YAML) whose runtime.max_module_size applies")
 	maxSize := fs.String("max-module-size", "", "largest module to read, like 64MiB (default: runtime.max_module_size of -c, else "+host.ByteSize(host.DefaultMaxModuleSize).String()+")")
 	if err := fs.Parse(args); err != nil {
-		e.flagError("plugin inspect", err)
-		return exitUsage
+		return e.flagError("plugin inspect", err)
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(e.stderr, "usage: wasmstream plugin inspect [-c pipeline.yaml | --max-module-size SIZE] FILE.wasm")
@@ -306,19 +330,19 @@ func printInfo(w io.Writer, file string, info host.PluginInfo) {
 }
 
 func (e *env) demo(ctx context.Context, args []string) int {
-	fs := pflag.NewFlagSet("demo", pflag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs := e.flagSet("demo")
 	records := fs.Int("records", 12, "sample records to produce")
 	verbose := fs.Bool("verbose", false, "show host logs")
+	port := fs.Int("port", 0, "port of the embedded Kafka on 127.0.0.1 (0: any free port)")
+	keep := fs.String("keep", "", "keep the word count's config, plugin and state in this directory")
 	if err := fs.Parse(args); err != nil {
-		e.flagError("demo", err)
-		return exitUsage
+		return e.flagError("demo", err)
 	}
 	level := "error"
 	if *verbose {
 		level = "info"
 	}
-	if err := demo.Run(ctx, demo.Options{Out: e.stdout, Logger: e.logger(level), Records: *records}); err != nil {
+	if err := demo.Run(ctx, demo.Options{Out: e.stdout, Logger: e.logger(level), Records: *records, Port: *port, Keep: *keep}); err != nil {
 		if errors.Is(err, context.Canceled) {
 			return exitOK
 		}
@@ -340,4 +364,14 @@ func hasStores(cfg *host.Config) bool {
 
 func indent(s string) string {
 	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}
+
+// hasConfigEnv reports whether environ sets any config variable.
+func hasConfigEnv(environ []string) bool {
+	for _, kv := range environ {
+		if strings.HasPrefix(kv, host.EnvPrefix) {
+			return true
+		}
+	}
+	return false
 }

@@ -35,15 +35,11 @@ topic; running processes switch back at their next commit point.
 `
 
 func (e *env) deploy(ctx context.Context, args []string) int {
-	fs, path, ok := e.configFlags("deploy", args, func(fs *pflag.FlagSet) {
+	fs, path, code := e.configFlags("deploy", args, false, func(fs *pflag.FlagSet) {
 		fs.String("label", "", "the version's label (default: FILE's base name without .wasm)")
-		fs.Usage = func() {
-			fmt.Fprint(e.stderr, deployUsage+"\nFlags:\n")
-			fs.PrintDefaults()
-		}
 	})
-	if !ok {
-		return exitUsage
+	if code != proceed {
+		return code
 	}
 	if fs.NArg() != 2 {
 		fmt.Fprint(e.stderr, deployUsage)
@@ -82,14 +78,9 @@ func (e *env) deploy(ctx context.Context, args []string) int {
 }
 
 func (e *env) rollback(ctx context.Context, args []string) int {
-	fs, path, ok := e.configFlags("rollback", args, func(fs *pflag.FlagSet) {
-		fs.Usage = func() {
-			fmt.Fprint(e.stderr, rollbackUsage+"\nFlags:\n")
-			fs.PrintDefaults()
-		}
-	})
-	if !ok {
-		return exitUsage
+	fs, path, code := e.configFlags("rollback", args, false)
+	if code != proceed {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprint(e.stderr, rollbackUsage)

@@ -9,8 +9,6 @@ import (
 	"regexp"
 	"strings"
 	"text/template"
-
-	"github.com/spf13/pflag"
 )
 
 // initUsage is the help of `wasmstream init`.
@@ -38,15 +36,12 @@ const sdkModule = "github.com/wasmstream/wasmstream"
 var projectName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
 
 func (e *env) initProject(args []string) int {
-	fs := pflag.NewFlagSet("init", pflag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() { fmt.Fprint(e.stderr, initUsage) }
+	fs := e.flagSet("init")
 	lang := fs.String("lang", "", "go, rust or c")
 	dir := fs.String("dir", "", "directory to write (default ./NAME); must not exist or be empty")
 	sdk := fs.String("sdk", "", "root of a wasmstream checkout (default: $WASMSTREAM_SDK, or the checkout DIR or . is in)")
 	if err := fs.Parse(args); err != nil {
-		e.flagError("init", err)
-		return exitUsage
+		return e.flagError("init", err)
 	}
 	if fs.NArg() != 1 || (*lang != "go" && *lang != "rust" && *lang != "c") {
 		fmt.Fprint(e.stderr, initUsage)

@@ -111,6 +111,8 @@ func TestDemo(t *testing.T) {
 		"counts: the 3 -> 5, dog 2 -> 3, fox 1 -> 2, wakes new -> 1",
 		"host 3 on state dir B (empty: a new machine)",
 		"counts: the 5 -> 6, end new -> 1",
+		// the closing hint is one that works (TestDemoHintsWork runs it)
+		"wasmstream demo --keep DIR, then wasmstream state dump -c DIR/pipeline.yaml --store counts",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)

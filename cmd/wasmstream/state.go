@@ -35,19 +35,15 @@ func (e *env) state(args []string) int {
 }
 
 func (e *env) stateDump(args []string) int {
-	fs, path, ok := e.configFlags("state dump", args, func(fs *pflag.FlagSet) {
+	fs, path, code := e.configFlags("state dump", args, false, func(fs *pflag.FlagSet) {
 		fs.String("store", "", "the store to dump (required)")
 		fs.String("processor", "", "the processor owning the store (default: the one that declares it)")
 		fs.Int32("partition", -1, "only this task's partition; -1: every partition in the state directory")
 		fs.String("format", "auto", "keys and values: auto (text if printable, else hex), text (Go-quoted), hex")
 		fs.Int("limit", 0, "at most this many keys per partition (0: all)")
-		fs.Usage = func() {
-			fmt.Fprint(e.stderr, stateUsage+"\nFlags:\n")
-			fs.PrintDefaults()
-		}
 	})
-	if !ok {
-		return exitUsage
+	if code != proceed {
+		return code
 	}
 	storeName, _ := fs.GetString("store")
 	procName, _ := fs.GetString("processor")

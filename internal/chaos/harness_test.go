@@ -157,6 +157,7 @@ type harness struct {
 	started     time.Time
 	txnTimeout  time.Duration // kafka.transaction_timeout of every member
 	sessTimeout time.Duration // kafka.session_timeout of every member
+	stateSync   time.Duration // state.sync_interval of every member
 	kills       int
 	terms       int
 	restarts    int
@@ -203,6 +204,9 @@ type option func(*harness)
 // withTxnTimeout sets kafka.transaction_timeout (default txnTimeout).
 func withTxnTimeout(d time.Duration) option { return func(h *harness) { h.txnTimeout = d } }
 
+// withStateSync sets state.sync_interval (default 1s, the host's default).
+func withStateSync(d time.Duration) option { return func(h *harness) { h.stateSync = d } }
+
 func newHarness(t *testing.T, guarantee string, members int, hardDeadline time.Duration, opts ...option) *harness {
 	t.Helper()
 	seed := uint64(time.Now().UnixNano())
@@ -227,6 +231,7 @@ func newHarness(t *testing.T, guarantee string, members int, hardDeadline time.D
 		started:     time.Now(),
 		txnTimeout:  txnTimeout,
 		sessTimeout: sessionTimeout,
+		stateSync:   time.Second,
 	}
 	for _, o := range opts {
 		o(h)
@@ -268,6 +273,7 @@ kafka:
   transaction_timeout: %s
 state:
   dir: %s
+  sync_interval: %s
 runtime:
   cache_dir: %s
 log:
@@ -279,7 +285,7 @@ processors:
     outputs: {out: %s}
     stores: [counts]
 `, h.appID, h.guarantee, strings.Join(quoted, ", "), m.name, commitInterval, h.sessTimeout, h.txnTimeout,
-		strconv.Quote(m.stateDir), strconv.Quote(filepath.Join(workDir, "wasm-cache")), logLevel(),
+		strconv.Quote(m.stateDir), h.stateSync, strconv.Quote(filepath.Join(workDir, "wasm-cache")), logLevel(),
 		strconv.Quote(h.plugin), h.in, h.out)
 }
 

@@ -47,6 +47,13 @@ type Options struct {
 	Brokers []string
 	// Timeout bounds the whole demo. Default 60s.
 	Timeout time.Duration
+	// Port is the embedded broker's port on 127.0.0.1; 0 means any free
+	// port.
+	Port int
+	// Keep, when set, is a directory where the word count's config
+	// (pipeline.yaml), plugin and state are kept after the demo, for
+	// wasmstream state dump; "" removes everything.
+	Keep string
 }
 
 var names = []string{"ada", "grace", "alan", "edsger", "barbara", "donald", "frances", "ken", "dennis", "margaret", "john", "leslie"}
@@ -72,6 +79,22 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	wcDir := dir
+	if o.Keep != "" {
+		// Part two starts from empty state directories, whatever an
+		// earlier --keep left there.
+		if wcDir, err = filepath.Abs(o.Keep); err != nil {
+			return fmt.Errorf("--keep: %w", err)
+		}
+		for _, d := range []string{"state-a", "state-b"} {
+			if err := os.RemoveAll(filepath.Join(wcDir, d)); err != nil {
+				return fmt.Errorf("--keep: %w", err)
+			}
+		}
+		if err := os.MkdirAll(wcDir, 0o755); err != nil {
+			return fmt.Errorf("--keep: %w", err)
+		}
+	}
 
 	// One broker for the whole demo, so that the hosts of part two, started
 	// one after the other, share the topics and the changelog. A host
@@ -79,22 +102,25 @@ func Run(ctx context.Context, o Options) error {
 	// that broker would end with the host.
 	brokers, suffix := o.Brokers, ""
 	if len(brokers) == 0 {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1))
+		copts := []kfake.Opt{kfake.NumBrokers(1)}
+		if o.Port != 0 {
+			copts = append(copts, kfake.Ports(o.Port))
+		}
+		c, err := kfake.NewCluster(copts...)
 		if err != nil {
 			return fmt.Errorf("embedded kafka: %w", err)
 		}
 		defer c.Close()
 		brokers = c.ListenAddrs()
 		addrs := strings.Join(brokers, ",")
-		fmt.Fprintf(o.Out, "embedded Kafka (development only) listening on %s\n", addrs)
-		fmt.Fprintf(o.Out, "  any Kafka client can connect while the demo runs, e.g.: kcat -b %s -L\n", addrs)
+		fmt.Fprintf(o.Out, "embedded Kafka (development only) listening on %s until the demo ends\n", addrs)
 	} else {
 		suffix = "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	}
 	if err := runMask(ctx, o, dir, brokers, suffix); err != nil {
 		return err
 	}
-	return runWordcount(ctx, o, dir, brokers, suffix)
+	return runWordcount(ctx, o, wcDir, brokers, suffix)
 }
 
 // runMask is part one: the mask plugin hashes PII fields of sign-ups.

@@ -150,8 +150,38 @@ func runWordcount(ctx context.Context, o Options, dir string, brokers []string, 
 		return err
 	}
 	fmt.Fprintf(o.Out, "  stopped cleanly\n\nThe counts went on across a restart (local store) and a move (changelog restore).\n")
-	fmt.Fprintf(o.Out, "Look inside a store, offline: wasmstream state dump -c pipeline.yaml --store %s\n", wcStore)
+	if o.Keep == "" {
+		fmt.Fprintf(o.Out, "To look inside the store afterwards: wasmstream demo --keep DIR, then wasmstream state dump -c DIR/pipeline.yaml --store %s\n", wcStore)
+		return nil
+	}
+	yml := filepath.Join(dir, "pipeline.yaml")
+	if err := writePipeline(yml, cfg); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Out, "Look inside host 3's store, offline: wasmstream state dump -c %s --store %s\n", yml, wcStore)
 	return nil
+}
+
+// writePipeline writes cfg's word count pipeline as the YAML a user would
+// write, for wasmstream state dump (which reads the state directory and
+// needs no broker: the embedded one is gone by then).
+func writePipeline(path string, cfg *host.Config) error {
+	p := cfg.Processors[0]
+	q := strconv.Quote
+	yml := fmt.Sprintf(`# Written by wasmstream demo --keep: the word count of part two, as host 3 ran it.
+app_id: %s
+kafka:
+  brokers: [%s]   # the demo's embedded broker, gone after the demo
+state:
+  dir: %s
+processors:
+  - name: %s
+    plugin: %s
+    inputs: [%s]
+    outputs: {counts: %s}
+    stores: [%s]
+`, q(cfg.AppID), q(cfg.Kafka.Brokers[0]), q(cfg.State.Dir), q(p.Name), q(p.Plugin), q(p.Inputs[0]), q(p.Outputs["counts"]), q(p.Stores[0]))
+	return os.WriteFile(path, []byte(yml), 0o644)
 }
 
 // createTopics creates single-partition topics.

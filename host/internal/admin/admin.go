@@ -208,6 +208,9 @@ func (s *Server) metrics(w http.ResponseWriter, _ *http.Request) {
 	})
 	var buf bytes.Buffer
 	writeText(&buf, fams)
+	if err := writeRuntime(&buf); err != nil {
+		s.log.Warn("admin: runtime metrics not exported", "err", err)
+	}
 	w.Header().Set("Content-Type", metricsContentType)
 	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 	_, _ = w.Write(buf.Bytes())

@@ -98,8 +98,8 @@ func newFake() *fakeSource {
 			}},
 			RestoringTasks: 1,
 			Restores: []RestoreProgress{
-				{Task: "counts/0", Store: "counts", Topic: "app-counts-changelog", Target: 500, Position: 500, Restored: 480, Rate: 1200.5, Done: true},
-				{Task: "counts/1", Store: "counts", Topic: "app-counts-changelog", Target: 900, Position: 300, Restored: 300, Wipes: 1},
+				{Task: "counts/words/0", Store: "counts", Topic: "app-counts-changelog", Target: 500, Position: 500, Restored: 480, Rate: 1200.5, Done: true},
+				{Task: "counts/words/1", Store: "counts", Topic: "app-counts-changelog", Target: 900, Position: 300, Restored: 300, Wipes: 1},
 			},
 		},
 	}
@@ -229,13 +229,13 @@ func TestMetrics(t *testing.T) {
 		`wasmstream_plugin_info{processor="nl-orders",sha256="ab12",abi_version="1"} 1`,
 		"# TYPE wasmstream_restoring_tasks gauge",
 		"wasmstream_restoring_tasks 1",
-		`wasmstream_restore_records{task="counts/0",store="counts"} 480`,
-		`wasmstream_restore_target_offset{task="counts/1",store="counts"} 900`,
-		`wasmstream_restore_position_offset{task="counts/1",store="counts"} 300`,
-		`wasmstream_restore_records_per_second{task="counts/0",store="counts"} 1200.5`,
-		`wasmstream_restore_wipes{task="counts/1",store="counts"} 1`,
-		`wasmstream_restore_done{task="counts/0",store="counts"} 1`,
-		`wasmstream_restore_done{task="counts/1",store="counts"} 0`,
+		`wasmstream_restore_records{task="counts/words/0",store="counts"} 480`,
+		`wasmstream_restore_target_offset{task="counts/words/1",store="counts"} 900`,
+		`wasmstream_restore_position_offset{task="counts/words/1",store="counts"} 300`,
+		`wasmstream_restore_records_per_second{task="counts/words/0",store="counts"} 1200.5`,
+		`wasmstream_restore_wipes{task="counts/words/1",store="counts"} 1`,
+		`wasmstream_restore_done{task="counts/words/0",store="counts"} 1`,
+		`wasmstream_restore_done{task="counts/words/1",store="counts"} 0`,
 	} {
 		if !hasLine(body, line) {
 			t.Errorf("no line %q in:\n%s", line, body)
@@ -257,7 +257,7 @@ func TestMetricsLater(t *testing.T) {
 	src.procs[0].Plugin.Version = "v2"
 	src.snap.Processors[0].Lifecycle = &Lifecycle{Swaps: 3, SwapFailures: 2, Rollbacks: 1, Refusals: 4,
 		Tasks: []TaskVersion{{Task: "nl-orders/orders/0", Version: "v2"}, {Task: "nl-orders/orders/1", Version: `a "quoted" \ label@ab12`}}}
-	src.snap.CommitLatency = &Summary{Quantiles: []Quantile{{Q: 0.5, Value: 0.002}}, Count: 9, Sum: 0.03}
+	src.snap.CommitLatency = &Histogram{Bounds: []float64{0.001, 0.01}, Counts: []uint64{2, 7, 0}, Sum: 0.03}
 	src.snap.Lag = []PartitionLag{{Processor: "nl-orders", Topic: "orders", Partition: 2, Lag: 42}}
 	src.snap.Extra = []Family{
 		{Name: "wasmstream_example_total", Help: "An example.\nSecond line \\ done.", Type: Counter,
@@ -285,8 +285,9 @@ func TestMetricsLater(t *testing.T) {
 		`wasmstream_plugin_refusals_total{processor="nl-orders"} 4`,
 		`wasmstream_tasks{processor="nl-orders",version="a \"quoted\" \\ label@ab12"} 1`,
 		`wasmstream_tasks{processor="nl-orders",version="v2"} 1`,
-		"# TYPE wasmstream_commit_seconds summary",
-		`wasmstream_commit_seconds{quantile="0.5"} 0.002`,
+		"# TYPE wasmstream_commit_seconds histogram",
+		`wasmstream_commit_seconds_bucket{le="0.001"} 2`,
+		`wasmstream_commit_seconds_bucket{le="+Inf"} 9`,
 		"wasmstream_commit_seconds_sum 0.03",
 		"wasmstream_commit_seconds_count 9",
 		`wasmstream_consumer_lag_records{processor="nl-orders",topic="orders",partition="2"} 42`,

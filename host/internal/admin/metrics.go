@@ -110,10 +110,10 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 		}
 	}
 
-	commitSecs := &family{name: mCommitSeconds, typ: "summary",
-		help: "Duration of the process's commit points (flush, offset commit or transaction end) in seconds; quantiles over the latest ones."}
+	commitSecs := &family{name: mCommitSeconds, typ: "histogram",
+		help: "Duration of the process's commit points (flush, offset commit or transaction end) in seconds."}
 	if snap.CommitLatency != nil {
-		addSummary(commitSecs, nil, *snap.CommitLatency)
+		addHistogram(commitSecs, nil, *snap.CommitLatency)
 	}
 
 	info := gauge(mPluginInfo, "The plugin version each processor's new tasks start with (always 1).")
@@ -228,17 +228,6 @@ func activeVersion(procs []ProcessorInfo, name string) string {
 		}
 	}
 	return ""
-}
-
-// addSummary adds a summary's samples: one per quantile with the quantile
-// label, then _sum and _count.
-func addSummary(f *family, labels []Label, s Summary) {
-	for _, q := range s.Quantiles {
-		f.samples = append(f.samples, sample{labels: withLabel(labels, "quantile", formatFloat(q.Q)), value: q.Value})
-	}
-	f.samples = append(f.samples,
-		sample{suffix: "_sum", labels: labels, value: s.Sum},
-		sample{suffix: "_count", labels: labels, value: float64(s.Count)})
 }
 
 func withLabel(labels []Label, name, value string) []Label {

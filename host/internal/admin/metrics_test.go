@@ -5,7 +5,6 @@ import (
 	"math"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestFormatFloat(t *testing.T) {
@@ -107,10 +106,7 @@ func TestWriteTextExactVersions(t *testing.T) {
 			Name:      "idle",
 			Lifecycle: &Lifecycle{},
 		}},
-		CommitLatency: &Summary{
-			Quantiles: []Quantile{{0.5, 0.004}, {0.99, 0.25}},
-			Count:     12, Sum: 0.5,
-		},
+		CommitLatency: &Histogram{Bounds: []float64{0.005, 0.1}, Counts: []uint64{7, 4, 1}, Sum: 0.5},
 	}
 	procs := []ProcessorInfo{
 		{Name: "p", Plugin: PluginInfo{SHA256: "bb", ABIVersion: 1, Version: "v2@bbbbbbbbbbbb", Label: "v2"}},
@@ -119,17 +115,18 @@ func TestWriteTextExactVersions(t *testing.T) {
 	var buf bytes.Buffer
 	writeText(&buf, buildFamilies(snap, procs, func(string, string) {}))
 	got := buf.String()
-	// Only the families of this test: from the commit summary to the
+	// Only the families of this test: from the commit histogram to the
 	// restoring gauge (the counters before it are covered above).
 	begin := strings.Index(got, "# HELP wasmstream_commit_seconds")
 	end := strings.Index(got, "# HELP wasmstream_restoring_tasks")
 	if begin < 0 || end < begin {
 		t.Fatalf("families missing or out of order:\n%s", got)
 	}
-	want := `# HELP wasmstream_commit_seconds Duration of the process's commit points (flush, offset commit or transaction end) in seconds; quantiles over the latest ones.
-# TYPE wasmstream_commit_seconds summary
-wasmstream_commit_seconds{quantile="0.5"} 0.004
-wasmstream_commit_seconds{quantile="0.99"} 0.25
+	want := `# HELP wasmstream_commit_seconds Duration of the process's commit points (flush, offset commit or transaction end) in seconds.
+# TYPE wasmstream_commit_seconds histogram
+wasmstream_commit_seconds_bucket{le="0.005"} 7
+wasmstream_commit_seconds_bucket{le="0.1"} 11
+wasmstream_commit_seconds_bucket{le="+Inf"} 12
 wasmstream_commit_seconds_sum 0.5
 wasmstream_commit_seconds_count 12
 # HELP wasmstream_plugin_info The plugin version each processor's new tasks start with (always 1).
@@ -160,57 +157,5 @@ wasmstream_plugin_refusals_total{processor="idle"} 0
 `
 	if got := got[begin:end]; got != want {
 		t.Errorf("exposition:\n%s\nwant:\n%s", got, want)
-	}
-}
-
-func TestNewSummary(t *testing.T) {
-	ms := func(n ...int) []time.Duration {
-		out := make([]time.Duration, len(n))
-		for i, v := range n {
-			out[i] = time.Duration(v) * time.Millisecond
-		}
-		return out
-	}
-	// 1..100 ms, shuffled: nearest rank gives 50, 90, 99 and 100 ms.
-	window := ms()
-	for i := range 100 {
-		window = append(window, time.Duration((i*37)%100+1)*time.Millisecond)
-	}
-	s := NewSummary(window, 5000, 42*time.Second)
-	want := []Quantile{{0.5, 0.05}, {0.9, 0.09}, {0.99, 0.099}, {1, 0.1}}
-	if len(s.Quantiles) != len(want) {
-		t.Fatalf("quantiles %v, want %v", s.Quantiles, want)
-	}
-	for i, q := range s.Quantiles {
-		if q.Q != want[i].Q || math.Abs(q.Value-want[i].Value) > 1e-12 {
-			t.Errorf("quantile %d = %v, want %v", i, q, want[i])
-		}
-	}
-	if s.Count != 5000 || s.Sum != 42 {
-		t.Errorf("count %d sum %v, want 5000 and 42 (all observations, not the window's)", s.Count, s.Sum)
-	}
-	if window[1] != 38*time.Millisecond {
-		t.Error("NewSummary sorted the caller's slice")
-	}
-
-	one := NewSummary(ms(7), 1, 7*time.Millisecond)
-	for _, q := range one.Quantiles {
-		if q.Value != 0.007 {
-			t.Errorf("one observation: quantile %v = %v, want 0.007", q.Q, q.Value)
-		}
-	}
-	// No commit point yet: NaN quantiles, zero count and sum (what
-	// Prometheus clients write for an empty summary).
-	empty := NewSummary(nil, 0, 0)
-	for _, q := range empty.Quantiles {
-		if !math.IsNaN(q.Value) {
-			t.Errorf("empty window: quantile %v = %v, want NaN", q.Q, q.Value)
-		}
-	}
-	var buf bytes.Buffer
-	writeText(&buf, buildFamilies(Snapshot{CommitLatency: &empty}, nil, func(string, string) {}))
-	if !strings.Contains(buf.String(), "wasmstream_commit_seconds{quantile=\"0.5\"} NaN\n") ||
-		!strings.Contains(buf.String(), "wasmstream_commit_seconds_count 0\n") {
-		t.Errorf("empty summary:\n%s", buf.String())
 	}
 }

@@ -1,8 +1,6 @@
 package admin
 
 import (
-	"math"
-	"slices"
 	"strconv"
 	"time"
 )
@@ -65,8 +63,9 @@ type PluginInfo struct {
 type Snapshot struct {
 	Processors []ProcessorMetrics
 	// CommitLatency is the duration of the commit points (flush, offset
-	// commit or transaction end) of the whole process; nil when unknown.
-	CommitLatency *Summary
+	// commit or transaction end) of the whole process, in seconds; nil
+	// when unknown.
+	CommitLatency *Histogram
 	// RestoringTasks is how many tasks are restoring now.
 	RestoringTasks int
 	// Restores is the latest progress of every restore, by task and store.
@@ -114,7 +113,7 @@ type Histogram struct {
 
 // RestoreProgress is the latest progress of one store's restore.
 type RestoreProgress struct {
-	Task      string // processor/partition
+	Task      string // processor/topic/partition
 	Store     string
 	Topic     string // the changelog
 	Partition int32
@@ -156,40 +155,6 @@ type Refusal struct {
 	Label   string
 	Reason  string
 	At      time.Time
-}
-
-// Summary is a duration distribution in seconds in the Prometheus summary
-// form: quantiles over a recent window of observations, and the count and
-// sum of all observations ever made.
-type Summary struct {
-	Quantiles []Quantile // ascending by Q
-	Count     uint64
-	Sum       float64
-}
-
-// Quantile is the value at or below which a fraction Q of the window's
-// observations lie; NaN when the window is empty.
-type Quantile struct{ Q, Value float64 }
-
-// SummaryQuantiles are the quantiles NewSummary computes.
-var SummaryQuantiles = []float64{0.5, 0.9, 0.99, 1}
-
-// NewSummary summarizes window, the latest observations, with count and
-// total over all observations: SummaryQuantiles of the window
-// (nearest rank), count and total in seconds.
-func NewSummary(window []time.Duration, count int, total time.Duration) Summary {
-	sorted := slices.Clone(window)
-	slices.Sort(sorted)
-	s := Summary{Count: uint64(max(count, 0)), Sum: total.Seconds()}
-	for _, q := range SummaryQuantiles {
-		v := math.NaN()
-		if n := len(sorted); n > 0 {
-			rank := int(math.Ceil(q*float64(n))) - 1
-			v = sorted[min(max(rank, 0), n-1)].Seconds()
-		}
-		s.Quantiles = append(s.Quantiles, Quantile{Q: q, Value: v})
-	}
-	return s
 }
 
 // PartitionLag is how far a task's position (its next record) is behind

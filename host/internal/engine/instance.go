@@ -81,6 +81,9 @@ type Binding struct {
 	Sink Sink
 	// State serves the state imports; required when Stores is not empty.
 	State State
+	// LogAttrs are added to the plugin's log lines after the processor
+	// name (the host adds its task and plugin version).
+	LogAttrs []slog.Attr
 }
 
 // defaultInputSize is the input buffer the host asks for at start, in bytes
@@ -177,6 +180,9 @@ func (m *Module) Instantiate(ctx context.Context, b Binding) (*Instance, error) 
 	}
 	i := &Instance{rt: m.rt, m: m, b: b}
 	i.log = m.rt.logger.With(slog.String("processor", b.Name))
+	for _, a := range b.LogAttrs {
+		i.log = i.log.With(a)
+	}
 	i.logs = newLogLimiter(m.rt.opts.Log, i.log, time.Now)
 	i.stdout = newLineWriter(i.logs, i.log, slog.LevelInfo, "stdout")
 	i.stderr = newLineWriter(i.logs, i.log, slog.LevelWarn, "stderr")

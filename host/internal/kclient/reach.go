@@ -29,8 +29,9 @@ const (
 // 5s), for at most wait in all; each failed try is logged at warn saying
 // what it waits for. An error that retrying cannot fix (a refused
 // authentication, a certificate not trusted: anything but a connection
-// that could not be made or was cut) is returned at once. ctx ends the
-// wait early (a SIGTERM during startup).
+// that could not be made) is returned at once, as it is, for the caller to
+// explain. Giving up returns an *UnreachableError. ctx ends the wait early
+// (a SIGTERM during startup).
 func Reach(ctx context.Context, c Config, wait time.Duration, log *slog.Logger) error {
 	deadline := time.Now().Add(wait)
 	backoff := reachFirstBackoff
@@ -44,22 +45,21 @@ func Reach(ctx context.Context, c Config, wait time.Duration, log *slog.Logger) 
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("cannot reach Kafka at %s: stopped while waiting: %w", brokers, err)
+			return &UnreachableError{Brokers: brokers, Tries: try, Err: err, Stopped: true}
 		}
 		if !retriable(err) {
-			return fmt.Errorf("cannot reach Kafka at %s: %w", brokers, err)
+			return err
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return fmt.Errorf("cannot reach Kafka at %s (gave up after %s, %d tries; kafka.connect_timeout): %w",
-				brokers, wait, try, err)
+			return &UnreachableError{Brokers: brokers, Waited: wait, Tries: try, Err: err}
 		}
 		pause := min(backoff, left)
 		log.Warn("waiting for the Kafka brokers", "brokers", brokers, "err", err,
 			"retry_in", pause.Round(time.Millisecond), "give_up_in", left.Round(time.Second))
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("cannot reach Kafka at %s: stopped while waiting: %w", brokers, err)
+			return &UnreachableError{Brokers: brokers, Tries: try, Err: err, Stopped: true}
 		case <-time.After(pause):
 		}
 		backoff = min(2*backoff, reachMaxBackoff)
@@ -79,22 +79,31 @@ func reachOnce(ctx context.Context, c Config) error {
 	return err
 }
 
-// retriable reports whether waiting may fix err: the connection could not
-// be made, was cut or timed out. Authentication and TLS failures are not
-// (they repeat until the config changes).
+// UnreachableError is Reach giving up: no broker could be dialed within
+// the wait, or the wait was stopped.
+type UnreachableError struct {
+	Brokers string
+	Waited  time.Duration
+	Tries   int
+	Stopped bool  // ctx ended the wait
+	Err     error // the last dial's error
+}
+
+func (e *UnreachableError) Error() string {
+	if e.Stopped {
+		return fmt.Sprintf("cannot reach Kafka at %s: stopped while waiting: %v", e.Brokers, e.Err)
+	}
+	return fmt.Sprintf("cannot reach Kafka at %s (gave up after %s, %d tries; kafka.connect_timeout): %v", e.Brokers, e.Waited, e.Tries, e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// retriable reports whether waiting may fix err: a dial that failed
+// (refused, unresolvable, timed out), so nothing was learned about the
+// brokers or the security settings. A connection that was made and then
+// failed (TLS, SASL, a hang-up) is not retried: it repeats until the
+// config changes.
 func retriable(err error) bool {
 	var op *net.OpError
-	if errors.As(err, &op) {
-		return true
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	msg := err.Error()
-	for _, s := range []string{"connection refused", "no such host", "i/o timeout", "connection reset", "unable to dial"} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
+	return errors.As(err, &op) && op.Op == "dial"
 }

@@ -186,7 +186,7 @@ func (c *Config) defaults() {
 
 // Progress describes a restore in flight (or finished, when Done).
 type Progress struct {
-	Task      string // processor/partition
+	Task      string // processor/topic/partition
 	Store     string
 	Topic     string
 	Partition int32

@@ -394,6 +394,13 @@ func (r *Runner) CommitLatencies() (latest []time.Duration, count int, total tim
 	return r.commits.snapshot()
 }
 
+// CommitHistogram returns the durations of every commit point that had
+// work, as counts per CommitBounds bucket (the last: above the last bound)
+// and their total. Safe for concurrent use.
+func (r *Runner) CommitHistogram() (counts []uint64, total time.Duration) {
+	return r.commits.histogram()
+}
+
 // Stats returns the counters of the named processor, or nil.
 func (r *Runner) Stats(processor string) *Stats {
 	for _, p := range r.procs {

@@ -78,6 +78,19 @@ type commitSamples struct {
 	ring  [4096]time.Duration
 	n     int // samples ever recorded
 	total time.Duration
+	// buckets counts every sample by CommitBounds (bucket i: below
+	// CommitBounds[i]; the last: the rest), for a histogram that can be
+	// summed across processes, which the ring's quantiles cannot.
+	buckets [len(CommitBounds) + 1]uint64
+}
+
+// CommitBounds are the upper bounds of the commit-duration histogram: a
+// flush or offset commit on a local broker takes about a millisecond, a
+// transaction end tens; seconds mean a struggling broker.
+var CommitBounds = [...]time.Duration{
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond,
+	25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond,
+	500 * time.Millisecond, time.Second, 2500 * time.Millisecond, 5 * time.Second, 10 * time.Second,
 }
 
 func (c *commitSamples) add(d time.Duration) {
@@ -85,7 +98,20 @@ func (c *commitSamples) add(d time.Duration) {
 	c.ring[c.n%len(c.ring)] = d
 	c.n++
 	c.total += d
+	i := 0
+	for i < len(CommitBounds) && d >= CommitBounds[i] {
+		i++
+	}
+	c.buckets[i]++
 	c.mu.Unlock()
+}
+
+// histogram returns the bucket counts (per bucket, not cumulative) and the
+// total duration of every sample ever recorded.
+func (c *commitSamples) histogram() ([]uint64, time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]uint64(nil), c.buckets[:]...), c.total
 }
 
 // snapshot returns the retained samples (at most the latest 4096), the

@@ -61,6 +61,7 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 		ver: newVersion(r.vers.Active(ps.spec.Name))}
 	if len(ps.spec.Stores) > 0 {
 		t.st = r.opts.State.Task(ps.spec.Name, id.Partition, ps.spec.Stores)
+		t.st.SetName(id.String()) // one task name in logs, metrics and /v1
 	}
 	inst, err := t.ver.Plugin.Instantiate(ctx, id, t, t.st)
 	if err != nil {

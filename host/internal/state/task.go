@@ -64,6 +64,7 @@ type Task struct {
 	db        *DB
 	processor string
 	partition int32
+	name      string // SetName's; "" means processor/partition
 	prefix    []byte // task prefix
 	end       []byte // prefixEnd(prefix)
 	stores    []*store
@@ -126,7 +127,17 @@ func (t *Task) Stores() []string {
 	return names
 }
 
+// SetName sets the name String gives the task in logs, errors and restore
+// progress: the runner's name for it ("processor/topic/partition"), so a
+// task has one name everywhere. Call it before sharing the Task.
+func (t *Task) SetName(name string) { t.name = name }
+
+// String is the name given by SetName, else "processor/partition" (a
+// store's task has one input topic, which the state does not know).
 func (t *Task) String() string {
+	if t.name != "" {
+		return t.name
+	}
 	return fmt.Sprintf("%s/%d", t.processor, t.partition)
 }
 
@@ -406,6 +417,7 @@ func (t *Task) Apply(checkpoints map[int]int64) error {
 	if err := b.Commit(t.db.wopts); err != nil {
 		return fmt.Errorf("state: task %s: applying the commit window: %w", t, err)
 	}
+	t.db.wrote()
 
 	for _, s := range t.stores {
 		for k, e := range s.pending {
@@ -583,6 +595,7 @@ func (t *Task) ApplyRestored(store int, recs []Change, nextOffset int64) error {
 	if err := b.Commit(t.db.wopts); err != nil {
 		return fmt.Errorf("state: task %s store %q: applying %d restored records: %w", t, s.name, len(recs), err)
 	}
+	t.db.wrote()
 	t.restoredDone(s, nextOffset)
 	return nil
 }

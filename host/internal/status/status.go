@@ -172,8 +172,11 @@ func (s *Source) Metrics() admin.Snapshot {
 		}
 		snap.Processors = append(snap.Processors, m)
 	}
-	latest, n, total := h.Runner.CommitLatencies()
-	commits := admin.NewSummary(latest, n, total)
+	counts, total := h.Runner.CommitHistogram()
+	commits := admin.Histogram{Counts: counts, Sum: total.Seconds()}
+	for _, b := range runner.CommitBounds {
+		commits.Bounds = append(commits.Bounds, b.Seconds())
+	}
 	snap.CommitLatency = &commits
 	snap.RestoringTasks = h.Runner.Restoring()
 	for _, p := range h.Processors {
