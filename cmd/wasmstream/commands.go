@@ -49,10 +49,7 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer, enviro
 		return e.validate(ctx, args[1:])
 	case "plugin":
 		if len(args) > 1 && args[1] == "inspect" {
-			if helpHere("plugin inspect") {
-				return exitOK
-			}
-			return e.inspect(ctx, args[2:])
+			return e.inspect(ctx, args[2:]) // its flag set answers --help
 		}
 		if helpHere("plugin") {
 			return exitOK
