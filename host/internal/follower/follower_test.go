@@ -50,7 +50,7 @@ func newFollower(t *testing.T, maxSize uint64) (*Follower, *runner.Versions, []b
 	}
 	p.Version = control.NewVersion(wasm, "config")
 	reg := versions.New[runner.Plugin]()
-	reg.Start("p", plugin.Info(p.Version), p.Factory(p.Module))
+	reg.Start("p", plugin.Info(p.Version), p.Factory(p.Module, plugin.Info(p.Version).ID))
 	f := &Follower{log: log, cfg: Config{Processors: []*plugin.Processor{p}, Limits: lim, Versions: reg,
 		Canary: versions.Canary{Window: time.Minute, MaxFailureRatio: 0.5, MinRecords: 3}, Logger: log}}
 	return f, reg, wasm

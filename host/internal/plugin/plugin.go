@@ -191,6 +191,8 @@ func (p *Processor) Compile(ctx context.Context, wasm []byte) (*engine.Module, e
 		return nil, err
 	}
 	check := p.Binding
+	// Its log lines (a plugin's init may log) belong to no task.
+	check.LogAttrs = []slog.Attr{slog.String("instance", "load-check")}
 	check.Sink = discardSink{}
 	if len(p.Spec.Stores) > 0 {
 		check.State = noState{}
@@ -204,9 +206,10 @@ func (p *Processor) Compile(ctx context.Context, wasm []byte) (*engine.Module, e
 	return mod, nil
 }
 
-// Factory makes the runner's Plugin of a compiled version of p.
-func (p *Processor) Factory(mod *engine.Module) runner.Plugin {
-	return &factory{module: mod, binding: p.Binding}
+// Factory makes the runner's Plugin of a compiled version of p; version is
+// its ID, on its instances' log lines.
+func (p *Processor) Factory(mod *engine.Module, version string) runner.Plugin {
+	return &factory{module: mod, binding: p.Binding, version: version}
 }
 
 // discardSink takes the emits of the trial instance, which processes no
@@ -239,10 +242,12 @@ func (s taskState) Scan(store int, start, end []byte) (engine.Iterator, error) {
 type factory struct {
 	module  *engine.Module
 	binding engine.Binding
+	version string // the version's ID, on its plugin's log lines
 }
 
-func (f *factory) Instantiate(ctx context.Context, _ runner.TaskID, sink runner.Sink, st *state.Task) (runner.Processor, error) {
+func (f *factory) Instantiate(ctx context.Context, task runner.TaskID, sink runner.Sink, st *state.Task) (runner.Processor, error) {
 	b := f.binding
+	b.LogAttrs = []slog.Attr{slog.String("task", task.String()), slog.String("version", f.version)}
 	b.Sink = sink
 	if st != nil {
 		b.State = taskState{st}
