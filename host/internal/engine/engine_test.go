@@ -256,8 +256,11 @@ func TestTimeout(t *testing.T) {
 			t.Errorf("%s: %v", key, err)
 		}
 		t.Logf("%s: interrupted after %v", key, took)
-		if took < limit || took > 2*limit {
-			t.Errorf("%s: interrupted after %v, want within [%v, %v]", key, took, limit, 2*limit)
+		// Both runaways would run for ever: the upper bound only has to
+		// tell "interrupted" from that, loosely enough for a loaded
+		// machine (the interruption's precision is a benchmark's matter).
+		if took < limit || took > limit+2*time.Second {
+			t.Errorf("%s: interrupted after %v, want within [%v, %v]", key, took, limit, limit+2*time.Second)
 		}
 		if err := i.Process(bg, rec("ok", "v")); err != nil {
 			t.Fatalf("after %s: %v", key, err)
@@ -275,7 +278,10 @@ func TestTimeout(t *testing.T) {
 // runtime stop the world (it passes through Go every checkPeriod checks);
 // without that, a GC would wait for the guest and the watchdog with it.
 func TestGCWhileGuestSpins(t *testing.T) {
-	r, _ := newRuntime(t, Options{RecordTimeout: 1500 * time.Millisecond})
+	// The record runs 5 s; a GC blocked until the guest stops would take
+	// that long, one that gets through takes far less even on a loaded
+	// machine.
+	r, _ := newRuntime(t, Options{RecordTimeout: 5 * time.Second})
 	i, _ := instantiate(t, compileFile(t, r, "loop"), Binding{})
 	done := make(chan error)
 	go func() { done <- i.Process(bg, rec("spin", "")) }()
@@ -287,7 +293,7 @@ func TestGCWhileGuestSpins(t *testing.T) {
 		}
 		start := time.Now()
 		runtime.GC()
-		if took := time.Since(start); took > 500*time.Millisecond {
+		if took := time.Since(start); took > 2*time.Second {
 			t.Errorf("%s: runtime.GC took %v while the guest ran", key, took)
 		}
 		if err := <-done; !IsTimeout(err) {
