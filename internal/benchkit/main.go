@@ -161,6 +161,20 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return run(ctx, o, *out, extra, stdout, stderr)
 }
 
+// loadAvg is the first three fields of /proc/loadavg: what else ran on the
+// machine, which the figures depend on.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
 func run(ctx context.Context, o Options, out string, extra []string, stdout, stderr io.Writer) int {
 	b, err := NewBench(o, stderr)
 	if err != nil {
@@ -168,6 +182,7 @@ func run(ctx context.Context, o Options, out string, extra []string, stdout, std
 		return 1
 	}
 	defer b.Close()
+	loadStart := loadAvg()
 	if usesSystem(o.Configs, SystemWasmstream) {
 		if err := b.WarmWasmstream(ctx); err != nil {
 			fmt.Fprintf(stderr, "benchkit: %v\n", err)
@@ -201,6 +216,7 @@ func run(ctx context.Context, o Options, out string, extra []string, stdout, std
 			}
 		}
 	}
+	extra = append(extra, fmt.Sprintf("load average (1, 5, 15 min): %s at the start, %s at the end", loadStart, loadAvg()))
 	var table strings.Builder
 	table.WriteString(Header(o, extra))
 	Report(&table, results, o.Layouts, o.Guarantees, o.Configs)
