@@ -126,9 +126,9 @@ func (b *Bench) PrepareInput(ctx context.Context, layout Layout) (*Input, error)
 		return nil, err
 	}
 	t0 := time.Now()
-	// 1 minute plus 1 ms per line: ~25 s for the default 500,000 lines,
-	// which take ~2 s here.
-	bound := time.Minute + time.Duration(spec.Lines)*time.Millisecond
+	// 1 minute plus 100 us per line: 110 s for the default 500,000 lines,
+	// which take 2-5 s on a loaded 2-core machine.
+	bound := time.Minute + time.Duration(spec.Lines)*100*time.Microsecond
 	if in.Ends, err = produceInput(ctx, b.opt.Brokers, in.Topic, g, bound); err != nil {
 		return nil, err
 	}
