@@ -182,3 +182,15 @@ fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
 	  echo "=== $$name ($$pkg, $(FUZZTIME))"; \
 	  $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
+
+# Side-by-side word count against Kafka Streams 4.1.1 on a real broker of its
+# own (127.0.0.1:19192, started and stopped by scripts/bench/kstreams.sh).
+# Needs Go, Java 17+, Maven. The table is printed and written to .cache/bench/.
+#   make bench-kstreams                 the full size (500,000 lines x 8 words, 4 partitions)
+#   make bench-kstreams QUICK=1         20,000 lines: checks the harness end to end
+#   make bench-kstreams BENCH_ARGS='-repeats 3 -configs ks-cache-on,wasmstream'
+.PHONY: bench-kstreams
+bench-kstreams: build plugins
+	timeout 900 mvn -q -B -f scripts/bench/kstreams/pom.xml package
+	$(GO) build -o bin/benchkit ./internal/benchkit
+	QUICK=$(QUICK) scripts/bench/kstreams.sh $(BENCH_ARGS)

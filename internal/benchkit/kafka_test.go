@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/internal/testbroker"
+)
+
+// The input lands on the broker line for line, each on the partition the
+// generator chose, and the end offsets returned are the topic's.
+func TestProduceInput(t *testing.T) {
+	b := testbroker.New(t)
+	adm := b.Admin(t)
+	ctx := context.Background()
+	topic := b.Name(t, "in")
+	spec := InputSpec{Lines: 2000, Words: 4, Partitions: 3, Vocab: 500, ZipfS: 1, Seed: 9, Layout: LayoutKeyed}
+	if err := createTopic(ctx, adm, topic, spec.Partitions); err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewGenerator(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends, err := produceInput(ctx, b.Addrs(), topic, g, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Round robin over 3 partitions: 667, 667, 666.
+	want := map[int32]int64{0: 667, 1: 667, 2: 666}
+	for p, n := range want {
+		if ends[p] != n {
+			t.Fatalf("end offsets %v, want %v", ends, want)
+		}
+	}
+	again, _ := NewGenerator(spec)
+	byPart := map[int32][]string{}
+	for {
+		l, ok := again.Next()
+		if !ok {
+			break
+		}
+		byPart[l.Partition] = append(byPart[l.Partition], l.Text)
+	}
+	next := map[int32]int{}
+	for _, r := range b.ReadCommitted(t, topic, 30*time.Second) {
+		i := next[r.Partition]
+		next[r.Partition]++
+		if i >= len(byPart[r.Partition]) || string(r.Value) != byPart[r.Partition][i] {
+			t.Fatalf("partition %d record %d: %q, want line %q", r.Partition, i, r.Value, byPart[r.Partition][i])
+		}
+	}
+	if err := createTopic(ctx, adm, topic, 1); err == nil {
+		t.Fatal("createTopic succeeded on an existing topic")
+	}
+}
+
+// readOutput sees what read_committed sees (not the aborted update), and
+// finishes although every partition ends with a transaction marker, which
+// is never a data record, or is empty.
+func TestReadOutputReadCommitted(t *testing.T) {
+	b := testbroker.New(t)
+	ctx := context.Background()
+	topic := b.Name(t, "out")
+	if err := createTopic(ctx, b.Admin(t), topic, 3); err != nil {
+		t.Fatal(err)
+	}
+	cl := b.Client(t, kgo.TransactionalID(b.Name(t, "txn")), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(10*time.Second))
+	txn := func(commit bool, recs ...*kgo.Record) {
+		t.Helper()
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := func(p int32, word string, n uint64) *kgo.Record {
+		return &kgo.Record{Partition: p, Key: []byte(word), Value: count(n)}
+	}
+	txn(true, rec(0, "cat", 1), rec(1, "dog", 1))
+	txn(false, rec(0, "cat", 99), rec(1, "dog", 99))
+	txn(true, rec(0, "cat", 2))
+	// Partition 1 ends in the aborted transaction's marker, partition 2
+	// holds nothing.
+	out, err := readOutput(ctx, b.Addrs(), topic, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Records != 3 {
+		t.Fatalf("Records = %d, want 3 (the aborted two are not output)", out.Records)
+	}
+	if err := out.Check(map[string]uint64{"cat": 2, "dog": 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Sample reads the input lag, the backlog of internal topics and the
+// progress figure from the broker as summarize defines them.
+func TestWatchSample(t *testing.T) {
+	b := testbroker.New(t)
+	adm := b.Admin(t)
+	ctx := context.Background()
+	app := b.Name(t, "app")
+	in, out, rep := b.Name(t, "in"), b.Name(t, "out"), app+"-x-repartition"
+	for _, tp := range []struct {
+		name string
+		n    int
+	}{{in, 2}, {out, 1}, {rep, 1}} {
+		if err := createTopic(ctx, adm, tp.name, tp.n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 4; i++ {
+		b.ProduceTo(t, int32(i%2), &kgo.Record{Topic: in, Value: []byte("a b")})
+	}
+	b.ProduceTo(t, 0, &kgo.Record{Topic: rep, Value: []byte("a")}, &kgo.Record{Topic: rep, Value: []byte("b")},
+		&kgo.Record{Topic: rep, Value: []byte("c")})
+	b.ProduceTo(t, 0, &kgo.Record{Topic: out, Value: count(1)})
+
+	w := &Watch{Adm: adm, Group: app, Input: in, InputEnds: map[int32]int64{0: 2, 1: 2}, Output: out, Prefix: app + "-"}
+	// A real broker that has just started answers COORDINATOR_NOT_AVAILABLE
+	// until its offsets topic is loaded; the harness's sampling loop rides
+	// that out the same way (errors tolerated for 10 s).
+	sample := func() Sample {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			s, err := w.Sample(ctx)
+			if err == nil {
+				return s
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no sample within 30s: %v", err)
+			}
+		}
+	}
+	s := sample()
+	// No group yet: all input is lag; the output and repartition topic
+	// hold 1 + 3 records.
+	if s.InputLag != 4 || s.Backlog != 0 || s.Progress != 4 {
+		t.Fatalf("before any commit: %s, want input lag 4, backlog 0, progress 4", s)
+	}
+	var offs kadm.Offsets
+	offs.AddOffset(in, 0, 2, -1)
+	offs.AddOffset(rep, 0, 1, -1)
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	resp, err := adm.CommitOffsets(cctx, app, offs)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = sample()
+	// Input partition 1 uncommitted (2 left); repartition committed at 1 of
+	// 3 (one record beyond the marker allowance); progress 4 + 2 + 1.
+	if s.InputLag != 2 || s.Backlog != 1 || s.Progress != 7 {
+		t.Fatalf("after commits: %s, want input lag 2, backlog 1, progress 7", s)
+	}
+
+	if err := deleteTopics(ctx, adm, out, app+"-"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		md, err := adm.ListTopics(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !md.Has(out) && !md.Has(rep) {
+			if !md.Has(in) {
+				t.Fatal("deleteTopics deleted the input too")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s and %s still listed 30s after deleteTopics", out, rep)
+		}
+	}
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseStatCPU(t *testing.T) {
+	// A command name with spaces and parentheses, as a thread can name
+	// itself: fields are counted from the last ')'. utime 1500, stime 250.
+	stat := "4242 (my (odd) name) S 1 4242 4242 0 -1 4194560 9000 0 12 0 1500 250 0 0 20 0 31 0 100 1000000 5000 18446744073709551615\n"
+	got, err := parseStatCPU([]byte(stat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != 1750 {
+		t.Fatalf("ticks = %d, want 1750", got)
+	}
+	for _, bad := range []string{"4242 no paren S 1", "4242 (x) S 1 2 3", "4242 (x) S 1 4242 4242 0 -1 4194560 9000 0 12 0 abc 250 0"} {
+		if _, err := parseStatCPU([]byte(bad)); err == nil {
+			t.Errorf("parseStatCPU(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestParseStatusHWM(t *testing.T) {
+	status := "Name:\tjava\nVmPeak:\t 9000000 kB\nVmHWM:\t  901234 kB\nVmRSS:\t  800000 kB\n"
+	got, err := parseStatusHWM([]byte(status))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != 901234<<10 {
+		t.Fatalf("VmHWM = %d, want %d", got, 901234<<10)
+	}
+	for _, bad := range []string{"Name:\tkthreadd\n", "VmHWM:\t 12 MB\n", "VmHWM:\t x kB\n"} {
+		if _, err := parseStatusHWM([]byte(bad)); err == nil {
+			t.Errorf("parseStatusHWM(%q) succeeded", bad)
+		}
+	}
+}
+
+// The real /proc of this test process: it has used some CPU and memory.
+func TestReadProcStatsSelf(t *testing.T) {
+	// Burn a little CPU so utime is at least one tick.
+	deadline := time.Now().Add(50 * time.Millisecond)
+	x := 0
+	for time.Now().Before(deadline) {
+		x++
+	}
+	s, err := ReadProcStats(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.CPU <= 0 || s.PeakRSS < 1<<20 {
+		t.Fatalf("stats %+v: want CPU > 0 and peak RSS >= 1 MiB (spun %d times)", s, x)
+	}
+	if _, err := ReadProcStats(1 << 30); err == nil {
+		t.Fatal("ReadProcStats of a pid that cannot exist succeeded")
+	}
+}
+
+func TestProcStopsOnSIGTERM(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "p.log")
+	p, err := StartProc([]string{"sleep", "60"}, t.TempDir(), log, os.Environ())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exited, _ := p.Exited(); exited {
+		t.Fatal("sleep 60 exited at once")
+	}
+	t0 := time.Now()
+	if err := p.Stop(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Fatalf("stopping sleep took %s", d)
+	}
+	if exited, _ := p.Exited(); !exited {
+		t.Fatal("still running after Stop")
+	}
+}
+
+// A process that ignores SIGTERM, with a child in its group that ignores it
+// too, is killed after the grace period, child included; Stop says so.
+func TestProcStopKillsWhatIgnoresSIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "p.log")
+	pidFile := filepath.Join(dir, "child.pid")
+	p, err := StartProc([]string{"sh", "-c", `trap "" TERM; sleep 60 & echo $! > ` + pidFile + `; echo ready; wait`}, dir, log, os.Environ())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var child string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(pidFile); err == nil && strings.TrimSpace(string(b)) != "" {
+			child = strings.TrimSpace(string(b))
+			break
+		}
+	}
+	if child == "" {
+		t.Fatalf("the child's pid never appeared; log:\n%s", tail(log, 10))
+	}
+	err = p.Stop(300 * time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "did not exit within") {
+		t.Fatalf("Stop = %v, want a report that SIGKILL was needed", err)
+	}
+	// The child was in the group: SIGKILL reached it too.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		b, err := os.ReadFile("/proc/" + child + "/stat")
+		if err != nil || strings.Contains(string(b), ") Z ") {
+			break // gone, or a zombie waiting for init to reap it
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child %s still running after Stop", child)
+		}
+	}
+	if got := tail(log, 5); !strings.Contains(got, "ready") {
+		t.Fatalf("log %q does not hold the process's output", got)
+	}
+}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report prints the results grouped by layout and guarantee: every run,
+// the medians when there are several rounds, and the ratios wasmstream /
+// Kafka Streams of the medians.
+func Report(w io.Writer, results []Result, layouts []Layout, guarantees []string, cfgs []Config) {
+	for _, l := range layouts {
+		for _, g := range guarantees {
+			var rs []Result
+			for _, r := range results {
+				if r.Layout == l && r.Guarantee == g {
+					rs = append(rs, r)
+				}
+			}
+			if len(rs) > 0 {
+				reportGroup(w, l, g, rs, cfgs)
+			}
+		}
+	}
+}
+
+var layoutDesc = map[Layout]string{
+	LayoutKeyed: "each word in one partition",
+	LayoutAny:   "any word on any partition",
+}
+
+func reportGroup(w io.Writer, l Layout, g string, rs []Result, cfgs []Config) {
+	fmt.Fprintf(w, "\n== layout %s (%s), %s ==\n", l, layoutDesc[l], g)
+	width := len("config")
+	for _, c := range cfgs {
+		width = max(width, len(c.Name))
+	}
+	// Right-aligned figures; names padded here so they read left-aligned.
+	name := func(n string) string { return fmt.Sprintf("%-*s", width, n) }
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%s\tround\twall s\t1st commit s\tlines/s\tCPU s\tpeak RSS MiB\toutputs\tcheck\t\n", name("config"))
+	var failures []string
+	med := map[string]Result{}
+	for _, c := range cfgs {
+		var measured []Result
+		pending := ""
+		for _, r := range rs {
+			if r.Config.Name != c.Name {
+				continue
+			}
+			switch {
+			case r.Pending != "":
+				pending = r.Pending
+				continue
+			case r.Err != nil:
+				fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\t-\t-\tERROR\t\n", name(c.Name), r.Round)
+				failures = append(failures, fmt.Sprintf("%s round %d: %v", c.Name, r.Round, r.Err))
+				continue
+			}
+			check := "PASS"
+			if r.Check != nil {
+				check = "FAIL"
+				failures = append(failures, fmt.Sprintf("%s round %d: %v", c.Name, r.Round, r.Check))
+			} else {
+				measured = append(measured, r)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t\n", name(c.Name), r.Round, figures(r, check))
+			if r.Note != "" {
+				failures = append(failures, fmt.Sprintf("%s round %d (note): %s", c.Name, r.Round, r.Note))
+			}
+		}
+		if pending != "" {
+			// Every column a cell, so the row keeps the table's
+			// alignment; the reason trails, not a cell, so it widens none.
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t  not run: %s\n", name(c.Name), pending)
+		}
+		if len(measured) > 0 {
+			m := median(measured)
+			med[c.Name] = m
+			if len(measured) > 1 {
+				fmt.Fprintf(tw, "%s\tmedian\t%s\t\n", name(c.Name), figures(m, fmt.Sprintf("%d runs", len(measured))))
+			}
+		}
+	}
+	tw.Flush()
+	for _, f := range failures {
+		fmt.Fprintf(w, "  %s\n", f)
+	}
+	reportRatios(w, med, cfgs)
+}
+
+func figures(r Result, check string) string {
+	return fmt.Sprintf("%.1f\t%.1f\t%.0f\t%.1f\t%.0f\t%d\t%s", r.Wall.Seconds(), r.FirstCommit.Seconds(), r.LinesPerSec(), r.CPU.Seconds(),
+		float64(r.PeakRSS)/(1<<20), r.Outputs, check)
+}
+
+// median is the median of each figure separately (over the rounds of one
+// configuration), as a Result. An even count takes the mean of the middle two.
+func median(rs []Result) Result {
+	m := rs[0]
+	m.Round = 0
+	dur := func(get func(Result) time.Duration) time.Duration {
+		v := make([]time.Duration, len(rs))
+		for i, r := range rs {
+			v[i] = get(r)
+		}
+		sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
+		n := len(v)
+		return (v[(n-1)/2] + v[n/2]) / 2
+	}
+	num := func(get func(Result) int64) int64 {
+		v := make([]int64, len(rs))
+		for i, r := range rs {
+			v[i] = get(r)
+		}
+		sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
+		n := len(v)
+		return (v[(n-1)/2] + v[n/2]) / 2
+	}
+	m.Wall = dur(func(r Result) time.Duration { return r.Wall })
+	m.FirstCommit = dur(func(r Result) time.Duration { return r.FirstCommit })
+	m.CPU = dur(func(r Result) time.Duration { return r.CPU })
+	m.PeakRSS = num(func(r Result) int64 { return r.PeakRSS })
+	m.Outputs = num(func(r Result) int64 { return r.Outputs })
+	return m
+}
+
+// reportRatios prints wasmstream / Kafka Streams for every measured
+// wasmstream configuration against every measured Kafka Streams one. The
+// matched pair is the one that emits alike (cache off: one output per
+// update; cache on: the latest per word per commit); the other pair is
+// printed too, with a note, because cache on is how most users run Kafka
+// Streams.
+func reportRatios(w io.Writer, med map[string]Result, cfgs []Config) {
+	var lines []string
+	for _, ws := range cfgs {
+		a, ok := med[ws.Name]
+		if ws.System != SystemWasmstream || !ok {
+			continue
+		}
+		for _, ks := range cfgs {
+			b, ok := med[ks.Name]
+			if ks.System != SystemKafkaStreams || !ok {
+				continue
+			}
+			note := "matched: both emit one record per update"
+			if ws.EmitsPerCommit && ks.EmitsPerCommit {
+				note = "matched: both emit the latest count per word per commit"
+			} else if ws.EmitsPerCommit != ks.EmitsPerCommit {
+				if ks.EmitsPerCommit {
+					note = "not matched: " + ws.Name + " emits one record per update (no emit-at-commit hook yet), Kafka Streams' cache the latest per word per commit"
+				} else {
+					note = "not matched: " + ws.Name + " emits the latest per word per commit, Kafka Streams without cache one record per update"
+				}
+			}
+			lines = append(lines, fmt.Sprintf("%s / %s\t%s\t%s\t%s\t%s\t%s", ws.Name, ks.Name,
+				ratio(a.LinesPerSec(), b.LinesPerSec()), ratio(a.CPU.Seconds(), b.CPU.Seconds()),
+				ratio(float64(a.PeakRSS), float64(b.PeakRSS)), ratio(float64(a.Outputs), float64(b.Outputs)), note))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "ratios wasmstream / Kafka Streams (of the medians; lines/s above 1 and CPU s, peak RSS below 1 favour wasmstream):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  pair\tlines/s\tCPU s\tpeak RSS\toutputs\tnote")
+	for _, l := range lines {
+		fmt.Fprintln(tw, "  "+l)
+	}
+	tw.Flush()
+}
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", a/b)
+}
+
+// Header describes the session: the input and the settings every run shares.
+func Header(o Options, extra []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "wasmstream vs Kafka Streams word count, %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "input: %d lines of %d words (Zipf s=%g over %d words, seed %d), %d partitions\n",
+		o.Spec.Lines, o.Spec.Words, o.Spec.ZipfS, o.Spec.Vocab, o.Spec.Seed, o.Spec.Partitions)
+	fmt.Fprintf(&b, "commit interval %s for both; broker %s (one node, same machine); rounds %d, configurations alternate within a round\n",
+		o.CommitInterval, strings.Join(o.Brokers, ","), o.Rounds)
+	fmt.Fprintf(&b, "Kafka Streams: num.stream.threads=%d, JVM flags %q\n", o.KSThreads, strings.Join(o.JavaOpts, " "))
+	for _, s := range extra {
+		b.WriteString(s + "\n")
+	}
+	fmt.Fprintf(&b, "wall: process start to done (input committed, nothing left in internal topics, no topic or offset of the app moved for %s; resolution %s)\n",
+		o.Quiet, o.Poll)
+	b.WriteString("1st commit: process start to the first input offset committed (start-up: JVM or Wasm load, group join, internal topics)\n")
+	b.WriteString("CPU s: utime+stime of the process; peak RSS: VmHWM; outputs: records in the output topic read with read_committed\n")
+	b.WriteString("check: PASS when the latest count of every word in the output equals its count in the generated input\n")
+	return b.String()
+}

@@ -1,0 +1,420 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Options are the harness's settings (flags in main.go).
+type Options struct {
+	Brokers        []string
+	Spec           InputSpec // Layout is set per input
+	Layouts        []Layout
+	Guarantees     []string
+	Configs        []Config
+	Rounds         int
+	CommitInterval time.Duration
+	Poll           time.Duration // progress sampling interval: the resolution of wall times
+	Quiet          time.Duration // DoneDetector.Quiet
+	RunTimeout     time.Duration // bound of one run, start to done
+	StopGrace      time.Duration // SIGTERM to SIGKILL
+
+	KSJar      string   // wordcount-kstreams.jar
+	Java       string   // the java binary
+	JavaOpts   []string // JVM flags for Kafka Streams (none: the JVM's defaults)
+	KSThreads  int      // num.stream.threads
+	Wasmstream string   // the wasmstream binary
+	Plugins    string   // directory of the built plugins (bin/plugins)
+	Templates  string   // directory of the pipeline templates (scripts/bench)
+	Work       string   // run directories, logs, the compiled-module cache
+	Keep       bool     // keep each run's topics and state (debugging)
+}
+
+// Input is one layout's input, written once and read by every run.
+type Input struct {
+	Layout Layout
+	Topic  string
+	Ends   map[int32]int64
+	Truth  map[string]uint64
+}
+
+// Result is one run, or one configuration that could not run.
+type Result struct {
+	Layout    Layout
+	Guarantee string
+	Config    Config
+	Round     int
+
+	Pending string // set: not run, because of this
+	Err     error  // set: the run failed before it could be measured
+
+	Wall time.Duration // start of the process to done (DoneDetector)
+	// FirstCommit is the start of the process to the first sample that saw
+	// an input offset committed: start-up (JVM or Wasm load, group join,
+	// internal topics) plus the first commit interval.
+	FirstCommit time.Duration
+	Lines       int
+	CPU         time.Duration
+	PeakRSS     int64
+	Outputs     int64 // records in the output topic, read_committed
+	Check       error // nil: the latest count of every word is its true count
+	Note        string
+}
+
+// LinesPerSec is the run's throughput.
+func (r Result) LinesPerSec() float64 {
+	if r.Wall <= 0 {
+		return 0
+	}
+	return float64(r.Lines) / r.Wall.Seconds()
+}
+
+// Measured reports whether the run has figures that count: it ran to the
+// end and its output was right.
+func (r Result) Measured() bool { return r.Pending == "" && r.Err == nil && r.Check == nil }
+
+// Bench runs the configurations of one session against one broker.
+type Bench struct {
+	opt     Options
+	session string // names this session's topics and groups
+	cl      *kgo.Client
+	adm     *kadm.Client
+	log     io.Writer
+}
+
+// NewBench connects to the broker.
+func NewBench(opt Options, log io.Writer) (*Bench, error) {
+	cl, err := newClient(opt.Brokers)
+	if err != nil {
+		return nil, err
+	}
+	return &Bench{
+		opt:     opt,
+		session: strconv.FormatInt(time.Now().Unix(), 36),
+		cl:      cl,
+		adm:     kadm.NewClient(cl),
+		log:     log,
+	}, nil
+}
+
+// Close releases the broker connection.
+func (b *Bench) Close() { b.cl.Close() }
+
+// PrepareInput generates the input of layout and writes it to a new topic.
+func (b *Bench) PrepareInput(ctx context.Context, layout Layout) (*Input, error) {
+	spec := b.opt.Spec
+	spec.Layout = layout
+	g, err := NewGenerator(spec)
+	if err != nil {
+		return nil, err
+	}
+	in := &Input{Layout: layout, Topic: fmt.Sprintf("bench-%s-lines-%s", b.session, layout)}
+	if err := createTopic(ctx, b.adm, in.Topic, spec.Partitions); err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	// 1 minute plus 100 us per line: 110 s for the default 500,000 lines,
+	// which take 2-5 s on a loaded 2-core machine.
+	bound := time.Minute + time.Duration(spec.Lines)*100*time.Microsecond
+	if in.Ends, err = produceInput(ctx, b.opt.Brokers, in.Topic, g, bound); err != nil {
+		return nil, err
+	}
+	in.Truth = g.Truth()
+	var total int64
+	for _, e := range in.Ends {
+		total += e
+	}
+	if total != int64(spec.Lines) {
+		return nil, fmt.Errorf("input topic %s holds %d records after writing %d lines", in.Topic, total, spec.Lines)
+	}
+	fmt.Fprintf(b.log, "benchkit: input %s: %d lines of %d words (%d distinct) on %d partitions, written in %.1fs\n",
+		in.Topic, spec.Lines, spec.Words, len(in.Truth), spec.Partitions, time.Since(t0).Seconds())
+	return in, nil
+}
+
+// PipelineVars are the fields a wasmstream pipeline template can use.
+type PipelineVars struct {
+	AppID          string
+	Brokers        string // comma-separated host:port
+	Guarantee      string // at_least_once or exactly_once
+	CommitInterval string // e.g. 100ms
+	Input          string
+	Output         string
+	Partitions     int
+	Plugins        string // absolute path of the built plugins directory
+	StateDir       string
+	CacheDir       string // compiled-module cache, shared by all runs
+}
+
+// renderPipeline renders the template file name with v.
+func renderPipeline(dir, name string, v PipelineVars) ([]byte, error) {
+	path := filepath.Join(dir, name)
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("pipeline template: %w", err)
+	}
+	t, err := template.New(name).Option("missingkey=error").Parse(string(src))
+	if err != nil {
+		return nil, fmt.Errorf("pipeline template %s: %w", path, err)
+	}
+	var out bytes.Buffer
+	if err := t.Execute(&out, v); err != nil {
+		return nil, fmt.Errorf("pipeline template %s: %w", path, err)
+	}
+	return out.Bytes(), nil
+}
+
+// WarmWasmstream compiles each wasmstream configuration's plugins into the
+// shared compiled-module cache (wasmstream validate), so that no measured
+// run pays the one-time compile a deployed pipeline pays only once either.
+func (b *Bench) WarmWasmstream(ctx context.Context) error {
+	for _, c := range b.opt.Configs {
+		if c.System != SystemWasmstream {
+			continue
+		}
+		dir := filepath.Join(b.opt.Work, "warm-"+c.Name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		v := b.pipelineVars("bench-warm", "bench-warm-in", "bench-warm-out", AtLeastOnce, dir)
+		src, err := renderPipeline(b.opt.Templates, c.Pipeline, v)
+		if err != nil {
+			return err
+		}
+		cfg := filepath.Join(dir, "pipeline.yaml")
+		if err := os.WriteFile(cfg, src, 0o644); err != nil {
+			return err
+		}
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		cmd := exec.CommandContext(cctx, b.opt.Wasmstream, "validate", "-c", cfg)
+		cmd.Env = childEnv(os.Environ())
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("wasmstream validate -c %s (%s): %w\n%s", cfg, c.Name, err, out)
+		}
+	}
+	return nil
+}
+
+func (b *Bench) pipelineVars(appID, input, output, guarantee, runDir string) PipelineVars {
+	abs := func(p string) string {
+		if a, err := filepath.Abs(p); err == nil {
+			return a
+		}
+		return p
+	}
+	return PipelineVars{
+		AppID:          appID,
+		Brokers:        strings.Join(b.opt.Brokers, ","),
+		Guarantee:      guarantee,
+		CommitInterval: b.opt.CommitInterval.String(),
+		Input:          input,
+		Output:         output,
+		Partitions:     b.opt.Spec.Partitions,
+		Plugins:        abs(b.opt.Plugins),
+		StateDir:       abs(filepath.Join(runDir, "state")),
+		CacheDir:       abs(filepath.Join(b.opt.Work, "wasm-cache")),
+	}
+}
+
+// Run runs configuration c once on in and measures it.
+func (b *Bench) Run(ctx context.Context, in *Input, guarantee string, c Config, round int) Result {
+	r := Result{Layout: in.Layout, Guarantee: guarantee, Config: c, Round: round, Lines: b.opt.Spec.Lines}
+	if why := c.Pending[in.Layout]; why != "" {
+		r.Pending = why
+		return r
+	}
+	g := "alo"
+	if guarantee == ExactlyOnce {
+		g = "eos"
+	}
+	appID := fmt.Sprintf("bench-%s-%s-%s-%s-r%d", b.session, in.Layout, g, c.Name, round)
+	output := "out-" + appID
+	runDir := filepath.Join(b.opt.Work, "runs", appID)
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		r.Err = err
+		return r
+	}
+	logPath := filepath.Join(runDir, c.Name+".log")
+	defer func() {
+		if b.opt.Keep {
+			return
+		}
+		// A failed cleanup costs disk, not the results: say so and go on.
+		if err := deleteTopics(context.WithoutCancel(ctx), b.adm, output, appID+"-"); err != nil {
+			fmt.Fprintf(b.log, "benchkit: cleanup: %v\n", err)
+		}
+		if err := os.RemoveAll(filepath.Join(runDir, "state")); err != nil {
+			fmt.Fprintf(b.log, "benchkit: cleanup: %v\n", err)
+		}
+	}()
+	if err := createTopic(ctx, b.adm, output, b.opt.Spec.Partitions); err != nil {
+		r.Err = err
+		return r
+	}
+
+	argv, err := b.command(c, appID, in.Topic, output, guarantee, runDir)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	if err := os.WriteFile(filepath.Join(runDir, "command"), []byte(strings.Join(argv, " ")+"\n"), 0o644); err != nil {
+		r.Err = err
+		return r
+	}
+	p, err := StartProc(argv, runDir, logPath, childEnv(os.Environ()))
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		if err := p.Stop(b.opt.StopGrace); err != nil {
+			r.Note = err.Error()
+		}
+	}
+	defer stop()
+
+	w := &Watch{Adm: b.adm, Group: appID, Input: in.Topic, InputEnds: in.Ends, Output: output, Prefix: appID + "-"}
+	doneAt, firstAt, stats, err := b.waitDone(ctx, p, w, logPath)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	stop()
+	r.Wall, r.FirstCommit, r.CPU, r.PeakRSS = doneAt.Sub(p.Start), firstAt.Sub(p.Start), stats.CPU, stats.PeakRSS
+
+	// Bounded by the output's size: 1 minute plus 1 ms per 100 words.
+	readBound := time.Minute + time.Duration(b.opt.Spec.Lines*b.opt.Spec.Words/100)*time.Millisecond
+	out, err := readOutput(ctx, b.opt.Brokers, output, readBound)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	r.Outputs = out.Records
+	r.Check = out.Check(in.Truth)
+	return r
+}
+
+// waitDone samples the run every Poll until the DoneDetector says done,
+// then reads the process's CPU time and peak RSS before anything stops it.
+// It returns when the run was done and when it first committed input. It
+// fails if the process exits, the run exceeds RunTimeout, or the broker
+// cannot be asked for 10 s in a row.
+func (b *Bench) waitDone(ctx context.Context, p *Proc, w *Watch, logPath string) (doneAt, firstAt time.Time, _ ProcStats, _ error) {
+	det := DoneDetector{Quiet: b.opt.Quiet}
+	var total int64
+	for _, e := range w.InputEnds {
+		total += e
+	}
+	deadline := p.Start.Add(b.opt.RunTimeout)
+	tick := time.NewTicker(b.opt.Poll)
+	defer tick.Stop()
+	var (
+		last     Sample
+		failing  time.Time // first of a series of failed samples
+		lastFail error
+	)
+	for {
+		select {
+		case <-ctx.Done():
+			return time.Time{}, time.Time{}, ProcStats{}, fmt.Errorf("interrupted: %w", ctx.Err())
+		case <-tick.C:
+		}
+		if exited, err := p.Exited(); exited {
+			return time.Time{}, time.Time{}, ProcStats{}, fmt.Errorf("process exited before the run was done (%v; last: %s); last lines of %s:\n%s",
+				err, last, logPath, tail(logPath, 30))
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, time.Time{}, ProcStats{}, fmt.Errorf("not done within %s (last: %s); last lines of %s:\n%s",
+				b.opt.RunTimeout, last, logPath, tail(logPath, 30))
+		}
+		s, err := w.Sample(ctx)
+		if err != nil {
+			if failing.IsZero() {
+				failing = time.Now()
+			}
+			lastFail = err
+			if time.Since(failing) > 10*time.Second {
+				return time.Time{}, time.Time{}, ProcStats{}, fmt.Errorf("broker unreachable for 10s while sampling progress: %w", lastFail)
+			}
+			continue
+		}
+		failing = time.Time{}
+		last = s
+		if firstAt.IsZero() && s.InputLag < total {
+			firstAt = s.At
+		}
+		if done, at := det.Observe(s); done {
+			stats, err := ReadProcStats(p.Pid())
+			if err != nil {
+				return time.Time{}, time.Time{}, ProcStats{}, err
+			}
+			return at, firstAt, stats, nil
+		}
+	}
+}
+
+// command returns the argv of configuration c's process.
+func (b *Bench) command(c Config, appID, input, output, guarantee, runDir string) ([]string, error) {
+	switch c.System {
+	case SystemKafkaStreams:
+		argv := append([]string{b.opt.Java}, b.opt.JavaOpts...)
+		return append(argv, "-jar", b.opt.KSJar,
+			"-bootstrap", strings.Join(b.opt.Brokers, ","),
+			"-app-id", appID,
+			"-input", input,
+			"-output", output,
+			"-guarantee", guaranteeFor(c.System, guarantee),
+			"-commit-ms", strconv.FormatInt(b.opt.CommitInterval.Milliseconds(), 10),
+			"-cache-bytes", c.CacheBytes,
+			"-threads", strconv.Itoa(b.opt.KSThreads),
+			"-state-dir", filepath.Join(runDir, "state"),
+		), nil
+	case SystemWasmstream:
+		src, err := renderPipeline(b.opt.Templates, c.Pipeline,
+			b.pipelineVars(appID, input, output, guaranteeFor(c.System, guarantee), runDir))
+		if err != nil {
+			return nil, err
+		}
+		cfg := filepath.Join(runDir, "pipeline.yaml")
+		if err := os.WriteFile(cfg, src, 0o644); err != nil {
+			return nil, err
+		}
+		return []string{b.opt.Wasmstream, "run", "-c", cfg}, nil
+	}
+	return nil, errors.New("unknown system " + string(c.System))
+}
+
+// childEnv is the environment of the measured processes: the harness's,
+// without WASMSTREAM_* variables. wasmstream reads those as config
+// (WASMSTREAM_KAFKA__BROKERS, ...), and the pipeline template alone must
+// decide its config; the broker scripts' own WASMSTREAM_KAFKA_* settings
+// would even be refused as unknown fields.
+func childEnv(environ []string) []string {
+	var env []string
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, "WASMSTREAM_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}

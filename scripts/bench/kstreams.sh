@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# scripts/bench/kstreams.sh — the side-by-side word count benchmark of
+# wasmstream against Kafka Streams on a real broker of its own. Run it
+# through `make bench-kstreams` (which builds what it needs first):
+#
+#   make bench-kstreams                      500,000 lines of 8 words, 4 partitions, every configuration
+#   make bench-kstreams QUICK=1              20,000 lines: an end-to-end check of the harness, ~3-5 min
+#   make bench-kstreams BENCH_ARGS='-repeats 3 -guarantees exactly_once -layouts any'
+#
+# Arguments are passed to the harness (go run ./internal/benchkit -h lists
+# them); QUICK=1 in the environment adds -quick. The broker is started fresh
+# (scripts/kafka.sh, its own data dir and ports) and stopped when this script
+# ends, whatever happens. Every wait is bounded.
+#
+# Environment (all optional):
+#   WASMSTREAM_BENCH_KAFKA_PORT             client port of the benchmark's broker (default 19192)
+#   WASMSTREAM_BENCH_KAFKA_CONTROLLER_PORT  its controller port (default 19193)
+#   WASMSTREAM_BENCH_KAFKA_HOME             its jars, data and logs (default <repo>/.cache/bench/kafka)
+#   WASMSTREAM_KAFKA_HEAP_OPTS              the broker's heap (scripts/kafka.sh; default -Xms256m -Xmx1g)
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$REPO"
+
+PORT="${WASMSTREAM_BENCH_KAFKA_PORT:-19192}"
+CPORT="${WASMSTREAM_BENCH_KAFKA_CONTROLLER_PORT:-19193}"
+KHOME="${WASMSTREAM_BENCH_KAFKA_HOME:-$REPO/.cache/bench/kafka}"
+
+# kafka runs scripts/kafka.sh for the benchmark's broker. The variables are
+# set for it alone: wasmstream reads WASMSTREAM_* from its environment as
+# config, so they must not reach the harness and its processes.
+kafka() {
+	WASMSTREAM_KAFKA_PORT=$PORT WASMSTREAM_KAFKA_CONTROLLER_PORT=$CPORT WASMSTREAM_KAFKA_HOME=$KHOME \
+		scripts/kafka.sh "$@"
+}
+
+die() {
+	echo "kstreams.sh: $*" >&2
+	exit 1
+}
+
+for f in bin/benchkit bin/wasmstream bin/plugins/wordcount.wasm scripts/bench/kstreams/target/wordcount-kstreams.jar; do
+	[[ -e $f ]] || die "$f is missing: run make bench-kstreams, which builds it"
+done
+
+# The broker jars: reuse those scripts/kafka.sh resolved for the test suite
+# (same pom, same checksum) rather than asking Maven again.
+if [[ ! -f $KHOME/libs/.pom.sha256 && -f $REPO/.cache/kafka/libs/.pom.sha256 ]]; then
+	mkdir -p "$KHOME"
+	cp -r "$REPO/.cache/kafka/libs" "$KHOME/libs"
+fi
+
+stop_broker() {
+	kafka stop || echo "kstreams.sh: could not stop the broker at 127.0.0.1:$PORT (data and pid file in $KHOME)" >&2
+}
+trap stop_broker EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+kafka start
+
+args=()
+if [[ ${QUICK:-} == 1 ]]; then
+	args+=(-quick)
+fi
+# No exec: the EXIT trap must run after the harness.
+status=0
+bin/benchkit -brokers "127.0.0.1:$PORT" "${args[@]}" "$@" || status=$?
+exit "$status"
