@@ -298,8 +298,8 @@ func (i *Instance) call(fn api.Function, ticks int64) (intr bool, err error) {
 	}
 	err = fn.CallWithStack(i.ctx, i.stack[:])
 	if i.deadline.Swap(0) == interrupted {
-		//lint:ignore SA2001 the empty critical section waits until the watchdog has finished setting the flag
 		i.imu.Lock()
+		//lint:ignore SA2001 the empty critical section waits until the watchdog has finished setting the flag
 		i.imu.Unlock()
 		return true, err
 	}
