@@ -378,7 +378,7 @@ func TestSurvivorsOfACrashKeepRunning(t *testing.T) {
 // what the second committed: the output must be exactly once with every
 // count equal to the reference.
 func TestRestoreAfterAnAbandonedTransaction(t *testing.T) {
-	h := newHarness(t, exactlyOnce, 3, 170*time.Second, withTxnTimeout(25*time.Second))
+	h := newHarness(t, exactlyOnce, 3, 240*time.Second, withTxnTimeout(25*time.Second))
 	h.startGroup(3)
 	prod := h.produceSteadily(0, 0, 150)
 	h.sleep(2 * time.Second)
@@ -386,7 +386,11 @@ func TestRestoreAfterAnAbandonedTransaction(t *testing.T) {
 
 	var heldID string
 	var heldParts []int32
-	for attempt := 1; attempt <= 3 && heldID == ""; attempt++ {
+	// Catching the member inside the short span between its changelog
+	// records and the end of its transaction is luck; six rebalances make
+	// a miss rare (one in three missed all of three on a loaded machine).
+	const attempts = 6
+	for attempt := 1; attempt <= attempts && heldID == ""; attempt++ {
 		if !h.waitStableBeforeKill(45 * time.Second) {
 			g, err := h.describeGroup()
 			t.Fatalf("the group did not become stable: %s (err %v)", g, err)
@@ -437,8 +441,8 @@ func TestRestoreAfterAnAbandonedTransaction(t *testing.T) {
 	}
 	if heldID == "" {
 		prod.finish(h, true, 30*time.Second)
-		t.Fatalf("never caught %s holding a transaction with changelog records in 3 rebalances: is the host transactional under exactly_once? (open transactions: %s)",
-			a.cur, h.openTxnsString())
+		t.Fatalf("never caught %s holding a transaction with changelog records in %d rebalances: is the host transactional under exactly_once? (open transactions: %s)",
+			a.cur, attempts, h.openTxnsString())
 	}
 	frozenAt := time.Now()
 	t.Logf("%s frozen holding transaction %s with changelog records on partitions %v", a.cur, heldID, heldParts)
