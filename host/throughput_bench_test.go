@@ -2,21 +2,19 @@ package host
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
+
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 // BenchmarkThroughput compares exactly_once with at_least_once (issue #5) in
@@ -179,7 +177,7 @@ func runThroughput(b *testing.B, br *testbroker.Broker, plugin, guarantee, in, o
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	b.StartTimer()
-	cpu0, start := processCPU(), time.Now()
+	cpu0, start := testutil.ProcessCPU(), time.Now()
 	go func() { done <- h.Run(ctx) }()
 	var first, last time.Time
 	var seen int64
@@ -201,10 +199,10 @@ func runThroughput(b *testing.B, br *testbroker.Broker, plugin, guarantee, in, o
 			seen, last = got, now
 		}
 		if seen >= n {
-			committed = allCommitted(b, adm, cfg.AppID, ends)
+			committed = testbroker.AllCommitted(b, adm, cfg.AppID, ends)
 		}
 	}
-	r := &throughputResult{records: n, elapsed: time.Since(start), steady: last.Sub(first), cpu: processCPU() - cpu0}
+	r := &throughputResult{records: n, elapsed: time.Since(start), steady: last.Sub(first), cpu: testutil.ProcessCPU() - cpu0}
 	b.StopTimer()
 	// The latencies of the commit points up to here: the stop's own final
 	// commit is not one of them.
@@ -216,33 +214,4 @@ func runThroughput(b *testing.B, br *testbroker.Broker, plugin, guarantee, in, o
 		b.Fatalf("Run: %v", err)
 	}
 	return r
-}
-
-// allCommitted reports whether the group committed every partition's end
-// offset.
-func allCommitted(b *testing.B, adm *kadm.Client, group string, ends kadm.ListedOffsets) bool {
-	committed, err := adm.FetchOffsets(context.Background(), group)
-	if err != nil {
-		if errors.Is(err, kerr.GroupIDNotFound) || kerr.IsRetriable(err) {
-			return false
-		}
-		b.Fatalf("fetch offsets: %v", err)
-	}
-	all := true
-	ends.Each(func(e kadm.ListedOffset) {
-		if c, _ := committed.Lookup(e.Topic, e.Partition); c.At < e.Offset {
-			all = false
-		}
-	})
-	return all
-}
-
-// processCPU is the process's user+system CPU time (every thread: the
-// in-process kfake broker too).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -796,4 +797,24 @@ func repoRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// AllCommitted reports whether group's committed offsets have reached
+// every partition's end in ends (false while the group or its coordinator
+// is not there yet).
+func AllCommitted(t testing.TB, adm *kadm.Client, group string, ends kadm.ListedOffsets) bool {
+	committed, err := adm.FetchOffsets(context.Background(), group)
+	if err != nil {
+		if errors.Is(err, kerr.GroupIDNotFound) || kerr.IsRetriable(err) {
+			return false
+		}
+		t.Fatalf("fetch offsets of group %s: %v", group, err)
+	}
+	all := true
+	ends.Each(func(e kadm.ListedOffset) {
+		if c, _ := committed.Lookup(e.Topic, e.Partition); c.At < e.Offset {
+			all = false
+		}
+	})
+	return all
 }

@@ -1,5 +1,6 @@
-// Package testutil holds small helpers shared by tests: waiting for a
-// condition instead of sleeping for one.
+// Package testutil holds small helpers shared by tests and benchmarks:
+// waiting for a condition instead of sleeping for one, and measuring CPU
+// time.
 package testutil
 
 import (

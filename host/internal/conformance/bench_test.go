@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/engine"
+
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 // Benchmarks of the same plugins in Go, Rust and C next to the raw wazero
@@ -79,25 +80,6 @@ func floorWasm(tb testing.TB) []byte {
 		tb.Fatal(err)
 	}
 	return b
-}
-
-// loop runs op b.N times on a goroutine locked to its thread and reports
-// cpu-ns/op besides the wall time.
-func loop(b *testing.B, op func()) {
-	b.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := threadCPUTime()
-	for k := 0; k < b.N; k++ {
-		op()
-	}
-	end := threadCPUTime()
-	b.StopTimer()
-	if start >= 0 && end >= 0 {
-		b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
-	}
 }
 
 // rawHost is a bare wazero runtime (the compiler, no instrumentation, no
@@ -306,7 +288,7 @@ func benchEngine(b *testing.B, name string, wasm []byte, bind engine.Binding, re
 		b.Fatal(err)
 	}
 	k := 0
-	loop(b, func() {
+	testutil.LoopCPU(b, func() {
 		if err := i.Process(ctx, records[k%len(records)]); err != nil {
 			b.Fatal(err)
 		}
@@ -322,13 +304,13 @@ func BenchmarkPolyglot(b *testing.B) {
 	b.Run("floor", func(b *testing.B) {
 		h := newRawHost(b, []string{"out"}, nil)
 		c := h.caller(h.instantiate(b, floorWasm(b)))
-		loop(b, func() { c.call(b, rec) })
+		testutil.LoopCPU(b, func() { c.call(b, rec) })
 	})
 	for _, lang := range langs {
 		b.Run("passthrough/"+lang+"/raw", func(b *testing.B) {
 			h := newRawHost(b, []string{"out"}, nil)
 			c := h.caller(h.instantiate(b, pluginWasm(b, lang, "passthrough")))
-			loop(b, func() { c.call(b, rec) })
+			testutil.LoopCPU(b, func() { c.call(b, rec) })
 			if h.emits == 0 || len(h.emitted.Value) != len(rec.Value) {
 				b.Fatalf("%d emits", h.emits)
 			}
@@ -349,7 +331,7 @@ func BenchmarkPolyglot(b *testing.B) {
 			h := newRawHost(b, []string{"counts"}, []string{"counts"})
 			c := h.caller(h.instantiate(b, pluginWasm(b, lang, "wordcount")))
 			k := 0
-			loop(b, func() {
+			testutil.LoopCPU(b, func() {
 				c.call(b, lines[k%len(lines)])
 				k++
 			})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
+
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 // Benchmarks of the Go SDK's per-record path against the call floor, in one
@@ -216,25 +217,6 @@ func (h *rawGoHost) instantiate(tb testing.TB, wasm []byte, instrumented bool) (
 	return mod, uint32(res[0])
 }
 
-// loop runs op b.N times on a goroutine locked to its thread and reports,
-// besides the wall time, cpu-ns/op: the thread's CPU time per operation.
-func loop(b *testing.B, op func()) {
-	b.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := threadCPUTime()
-	for k := 0; k < b.N; k++ {
-		op()
-	}
-	end := threadCPUTime()
-	b.StopTimer()
-	if start >= 0 && end >= 0 {
-		b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
-	}
-}
-
 // benchRawGo is benchRaw for a Go plugin: copy benchRecord into its input
 // buffer and call wasmstream_process with CallWithStack and a reused stack.
 func benchRawGo(b *testing.B, wasm []byte, instrumented bool) {
@@ -249,7 +231,7 @@ func benchRawGo(b *testing.B, wasm []byte, instrumented bool) {
 	n := uint32(rec.EncodedSize())
 	stack := make([]uint64, 1)
 	ctx := context.Background()
-	loop(b, func() {
+	testutil.LoopCPU(b, func() {
 		buf, _ := mem.Read(inPtr, n)
 		rec.EncodeTo(buf)
 		stack[0] = uint64(n)
@@ -270,7 +252,7 @@ func benchEngine(b *testing.B, m *Module) {
 	if err := i.Process(bg, rec); err != nil { // warm the input buffer and caches
 		b.Fatal(err)
 	}
-	loop(b, func() {
+	testutil.LoopCPU(b, func() {
 		if err := i.Process(bg, rec); err != nil {
 			b.Fatal(err)
 		}
@@ -286,7 +268,7 @@ func benchFloorCPU(b *testing.B) {
 	n := uint32(rec.EncodedSize())
 	stack := make([]uint64, 1)
 	ctx := context.Background()
-	loop(b, func() {
+	testutil.LoopCPU(b, func() {
 		buf, _ := mem.Read(1024, n)
 		rec.EncodeTo(buf)
 		stack[0] = uint64(n)

@@ -11,18 +11,17 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/polybuild"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
+
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 // BenchmarkWordcountEndToEnd runs the word count end to end through the
@@ -133,10 +132,10 @@ func runWordcount(b *testing.B, br *testbroker.Broker, plugin, in string, n int)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	b.StartTimer()
-	cpu0, start := processCPU(), time.Now()
+	cpu0, start := testutil.ProcessCPU(), time.Now()
 	go func() { done <- h.Run(ctx) }()
 	deadline := time.After(5 * time.Minute)
-	for !allCommitted(b, adm, cfg.AppID, ends) {
+	for !testbroker.AllCommitted(b, adm, cfg.AppID, ends) {
 		select {
 		case err := <-done:
 			b.Fatalf("Run ended early: %v", err)
@@ -146,41 +145,13 @@ func runWordcount(b *testing.B, br *testbroker.Broker, plugin, in string, n int)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	el, cpu := time.Since(start), processCPU()-cpu0
+	el, cpu := time.Since(start), testutil.ProcessCPU()-cpu0
 	b.StopTimer()
 	cancel()
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		b.Fatalf("Run: %v", err)
 	}
 	return el, cpu
-}
-
-// allCommitted reports whether group's committed offsets reached ends.
-func allCommitted(b *testing.B, adm *kadm.Client, group string, ends kadm.ListedOffsets) bool {
-	committed, err := adm.FetchOffsets(context.Background(), group)
-	if err != nil {
-		if errors.Is(err, kerr.GroupIDNotFound) || kerr.IsRetriable(err) {
-			return false
-		}
-		b.Fatalf("fetch offsets: %v", err)
-	}
-	all := true
-	ends.Each(func(e kadm.ListedOffset) {
-		if c, _ := committed.Lookup(e.Topic, e.Partition); c.At < e.Offset {
-			all = false
-		}
-	})
-	return all
-}
-
-// processCPU is the process's user+system CPU time (every thread: the
-// in-process kfake broker too).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 var langs = []string{"go", "rust", "c"}

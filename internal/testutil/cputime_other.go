@@ -1,6 +1,6 @@
 //go:build !linux
 
-package conformance
+package testutil
 
 // threadCPUTime is not measured outside Linux.
 func threadCPUTime() int64 { return -1 }
