@@ -175,7 +175,9 @@ func (t *task) processBatch(ctx context.Context, recs []*kgo.Record, deadline ti
 			t.win.stopAt(kr.Offset)
 			break
 		}
-		if done > 0 && !time.Now().Before(deadline) {
+		// lastProcessed is when the previous record of this batch ended
+		// (done > 0): no clock read of its own on the per-record path.
+		if done > 0 && !t.lastProcessed.Before(deadline) {
 			t.win.stopAt(kr.Offset)
 			t.proc.Stats.Cuts.Add(1)
 			break
