@@ -54,11 +54,12 @@ var runs = []run{
 	// their callbacks.
 	{pkg: "windowcount", outputs: []string{"counts"}, stores: []string{"windows"}, config: `{"size":"1m"}`, value: "x"},
 	{pkg: "alert", outputs: []string{"alerts"}, stores: []string{"alert"}, config: `{"timeout":"1m"}`, value: "x"},
+	{pkg: "clickjoin", outputs: []string{"joined"}, stores: []string{"clickjoin"}, config: `{"window":"1m"}`, value: "x"},
 }
 
 // timePlugins use sdk/timer; every other plugin must carry none of its
 // exports or imports (what time costs a plugin that does not use it).
-var timePlugins = map[string]bool{"windowcount": true, "alert": true}
+var timePlugins = map[string]bool{"windowcount": true, "alert": true, "clickjoin": true}
 
 // signatures are the ABI's import and export signatures (abi/ABI.md
 // sections 3 and 4): every parameter and result is an i32.
