@@ -125,8 +125,10 @@ kafka-down:
 
 # ---- Rust and C: SDKs, plugins, conformance suite (sdk/rust, sdk/c, plugins/rust,
 # plugins/c, host/internal/conformance). Debian's toolchains, called by full
-# path: a rustup toolchain first on PATH usually has no Wasm target.
-TOOLCHAIN_PKGS = clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32 rustc cargo libstd-rust-dev-wasm32 gcc
+# path: a rustup toolchain first on PATH usually has no Wasm target. lld-14 is
+# listed because Debian's rustc links wasm32 through /usr/bin/rust-lld, a link to
+# lld-14 that the packages only recommend (and --no-install-recommends skips).
+TOOLCHAIN_PKGS = clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32 rustc cargo libstd-rust-dev-wasm32 lld-14 gcc
 RUST_ENV = RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc CARGO_NET_OFFLINE=true
 CARGO = /usr/bin/cargo
 WASI_CC = clang-19 --target=wasm32-wasi --sysroot=/usr -isystem /usr/include/wasm32-wasi -L/usr/lib/wasm32-wasi \
