@@ -86,6 +86,15 @@ type KafkaConfig struct {
 	// (cooperative-sticky) otherwise. KIP-848 rebalances have no group-wide
 	// barrier: a crashed member does not stall the others.
 	GroupProtocol string `koanf:"group_protocol"`
+	// Members is how this process joins the consumer group:
+	// "per_processor" (default) makes one group member, with its own
+	// client, producer and transactions, for each processor, so that a
+	// slow or stalled processor holds only its own commit points and never
+	// another processor's; "shared" makes one member for all processors
+	// (fewer connections and transactions; a processor whose records keep
+	// timing out then delays the others' commits). Partitions are spread
+	// over the members of all processes as usual.
+	Members string `koanf:"members"`
 	// TransactionTimeout (exactly_once) is how long the broker lets a
 	// transaction stay open before aborting it: after a crash, the
 	// partitions of the dead process wait up to this long before another
@@ -545,6 +554,9 @@ func (c *Config) ApplyDefaults() {
 	if c.Kafka.GroupProtocol == "" {
 		c.Kafka.GroupProtocol = "auto"
 	}
+	if c.Kafka.Members == "" {
+		c.Kafka.Members = "per_processor"
+	}
 	if c.Kafka.TransactionTimeout == 0 {
 		c.Kafka.TransactionTimeout = DefaultTransactionTimeout
 	}
@@ -655,6 +667,11 @@ func (c *Config) Validate() error {
 	case "auto", "consumer", "classic":
 	default:
 		bad("kafka.group_protocol", "%q must be auto, consumer or classic", c.Kafka.GroupProtocol)
+	}
+	switch c.Kafka.Members {
+	case "per_processor", "shared":
+	default:
+		bad("kafka.members", "%q must be per_processor or shared", c.Kafka.Members)
 	}
 	if c.Swap.CanaryWindow < 0 {
 		bad("swap.canary_window", "must not be negative")

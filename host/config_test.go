@@ -82,6 +82,7 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 		{"no inputs", strings.Replace(goodConfig, "inputs: [orders]", "inputs: []", 1), "processors[0].inputs: at least one"},
 		{"bad policy", strings.Replace(goodConfig, "limits:", "on_error: retry\n    limits:", 1), "processors[0].on_error"},
 		{"bad broker", strings.Replace(goodConfig, "127.0.0.1:9092", "localhost", 1), "kafka.brokers[0]"},
+		{"bad members", strings.Replace(goodConfig, "commit_interval: 250ms", "commit_interval: 250ms\n  members: one", 1), "kafka.members: \"one\" must be per_processor or shared"},
 		{"no processors", "app_id: x\n", "processors: at least one"},
 		{"not yaml", "app_id: [", "config file"},
 	}

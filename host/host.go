@@ -43,16 +43,35 @@ type Host struct {
 	outLimits map[string]topics.Limit
 	vers      *runner.Versions
 	follower  *follower.Follower
-	// runnerOpts builds a runner: the first in New, and a new one (a new
-	// client and producer, the same counters) each time Run replaces a
-	// runner that stopped on an error.
-	runnerOpts runner.Options
-	// mu guards runner, which Run replaces; grabbed by its readers.
-	mu       sync.Mutex
-	runner   *runner.Runner
-	restarts atomic.Int64 // runners replaced after an error
+	// members are this process's consumer group members: one per
+	// processor (kafka.members: per_processor) or one for all (shared).
+	members []*member
+	// memberOf indexes members by processor name.
+	memberOf map[string]*member
+	restarts atomic.Int64 // runners replaced after an error, all members
 	status   status.Source
 	admin    *admin.Server // nil when admin.listen is empty
+}
+
+// member is one consumer group member of this process: a runner for one
+// processor or for all of them. Each member has its own client, producer
+// and transactional id, so its commit points wait for no other member's
+// processing: a plugin that keeps timing out delays only the member that
+// runs it (issue #11's time isolation across processors).
+type member struct {
+	// opts builds the member's runner: the first in New, and a new one (a
+	// new client and producer, the same counters) each time Run replaces
+	// a runner that stopped on an error.
+	opts runner.Options
+	// mu guards r, which Run replaces; grabbed by its readers.
+	mu sync.Mutex
+	r  *runner.Runner
+}
+
+func (m *member) runner() *runner.Runner {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.r
 }
 
 // Option changes how New builds a Host.
@@ -183,7 +202,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	for _, pc := range cfg.Processors {
 		stats[pc.Name] = runner.NewStats()
 	}
-	h.runnerOpts = runner.Options{
+	base := runner.Options{
 		AppID:              cfg.AppID,
 		Kafka:              h.kafka,
 		CommitInterval:     cfg.Kafka.CommitInterval,
@@ -203,26 +222,77 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		Restore:            o.restore,
 		Stats:              stats,
 	}
-	r, err := runner.New(ctx, h.runnerOpts)
-	if err != nil {
+	if err := h.startMembers(ctx, base); err != nil {
 		return nil, err
 	}
-	h.setRunner(r)
 	return h, nil
 }
 
-// currentRunner is the runner of now (Run may replace it).
-func (h *Host) currentRunner() *runner.Runner {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.runner
+// startMembers makes the process's group members and their first runners
+// from base, the options every member shares: each gets its processors,
+// their counters and a transactional id of its own.
+func (h *Host) startMembers(ctx context.Context, base runner.Options) error {
+	var groups [][]runner.ProcessorSpec
+	if h.cfg.Kafka.Members == "shared" {
+		groups = [][]runner.ProcessorSpec{base.Processors}
+	} else {
+		for _, spec := range base.Processors {
+			groups = append(groups, []runner.ProcessorSpec{spec})
+		}
+	}
+	h.memberOf = map[string]*member{}
+	for _, specs := range groups {
+		opts := base
+		opts.Processors = specs
+		opts.Stats = map[string]*runner.Stats{}
+		for _, spec := range specs {
+			opts.Stats[spec.Name] = base.Stats[spec.Name]
+		}
+		if len(groups) > 1 {
+			// One producer per member: a transactional id is one
+			// producer's, and the broker fences all but the latest.
+			opts.TransactionalID = base.TransactionalID + "-" + specs[0].Name
+		}
+		r, err := runner.New(ctx, opts)
+		if err != nil {
+			return err
+		}
+		m := &member{opts: opts, r: r}
+		h.members = append(h.members, m)
+		for _, spec := range specs {
+			h.memberOf[spec.Name] = m
+		}
+	}
+	h.publishStatus()
+	return nil
 }
 
-func (h *Host) setRunner(r *runner.Runner) {
-	h.mu.Lock()
-	h.runner = r
-	h.mu.Unlock()
-	h.status.Start(&status.Running{Processors: h.procs, Runner: r, Versions: h.vers})
+
+// runnerOf is the runner of now of processor's member (Run may replace
+// it), or nil for an unknown processor.
+func (h *Host) runnerOf(processor string) *runner.Runner {
+	m := h.memberOf[processor]
+	if m == nil {
+		return nil
+	}
+	return m.runner()
+}
+
+// setRunner makes r m's runner and tells the admin endpoint.
+func (h *Host) setRunner(m *member, r *runner.Runner) {
+	m.mu.Lock()
+	m.r = r
+	m.mu.Unlock()
+	h.publishStatus()
+}
+
+// publishStatus hands the admin endpoint the members' runners of now.
+func (h *Host) publishStatus() {
+	rs := make([]*runner.Runner, len(h.members))
+	for i, m := range h.members {
+		rs[i] = m.runner()
+	}
+	h.status.Start(&status.Running{Processors: h.procs, Runners: rs, Versions: h.vers})
 }
 
 // AdminAddr is the admin endpoint's address, or "" when it is off.
@@ -254,9 +324,31 @@ func (h *Host) Run(ctx context.Context) error {
 		stopFollow()
 		<-followed
 	}()
-	err := h.runLoop(ctx)
+	err := h.runMembers(ctx)
 	h.status.Stopped(err)
 	return err
+}
+
+// runMembers runs every member until ctx ends or one of them stops for
+// good; then it stops the others (each commits what it processed and
+// leaves the group) and returns the first error.
+func (h *Host) runMembers(ctx context.Context) error {
+	mctx, stop := context.WithCancel(ctx)
+	defer stop()
+	errs := make(chan error, len(h.members))
+	for _, m := range h.members {
+		go func() {
+			errs <- h.runLoop(mctx, m)
+			stop()
+		}()
+	}
+	var first error
+	for range h.members {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // Backoff before a failed runner is replaced: the first wait, the most it
@@ -276,9 +368,9 @@ const (
 // transactional id, so the broker bumps the epoch), and its tasks continue
 // from the committed offsets on the local state, which holds only
 // committed changes (I2). It returns nil when ctx ends.
-func (h *Host) runLoop(ctx context.Context) error {
+func (h *Host) runLoop(ctx context.Context, m *member) error {
 	backoff := restartFirstBackoff
-	r := h.currentRunner()
+	r := m.runner()
 	for {
 		started := time.Now()
 		err := r.Run(ctx)
@@ -296,7 +388,7 @@ func (h *Host) runLoop(ctx context.Context) error {
 			case <-time.After(backoff):
 			}
 			backoff = min(2*backoff, restartMaxBackoff)
-			if r, err = runner.New(ctx, h.runnerOpts); err == nil {
+			if r, err = runner.New(ctx, m.opts); err == nil {
 				break
 			}
 			if ctx.Err() != nil {
@@ -304,14 +396,14 @@ func (h *Host) runLoop(ctx context.Context) error {
 			}
 		}
 		h.restarts.Add(1)
-		h.setRunner(r)
+		h.setRunner(m, r)
 	}
 }
 
 // Stats returns the counters of a processor in this process so far, or
 // false if there is none by that name.
 func (h *Host) Stats(processor string) (ProcessorStats, bool) {
-	r := h.currentRunner()
+	r := h.runnerOf(processor)
 	if r == nil {
 		return ProcessorStats{}, false
 	}
@@ -359,8 +451,12 @@ func (h *Host) Versions() []ProcessorVersions {
 // Ready reports whether every assigned task has finished restoring its
 // state, so the process is processing all it owns.
 func (h *Host) Ready() bool {
-	r := h.currentRunner()
-	return r != nil && r.Restoring() == 0
+	for _, m := range h.members {
+		if r := m.runner(); r == nil || r.Restoring() > 0 {
+			return false
+		}
+	}
+	return len(h.members) > 0
 }
 
 // stateful reports whether any processor has stores.

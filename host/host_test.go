@@ -709,7 +709,7 @@ func TestFencedRunnerRejoins(t *testing.T) {
 	// The fencing producer: same transactional id, a newer epoch.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	fencer, err := kgo.NewClient(kgo.SeedBrokers(p.b.Addrs()...), kgo.TransactionalID(h.runnerOpts.TransactionalID))
+	fencer, err := kgo.NewClient(kgo.SeedBrokers(p.b.Addrs()...), kgo.TransactionalID(h.members[0].opts.TransactionalID))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"os"
 	"strconv"
 	"strings"
@@ -126,4 +127,94 @@ func vmRSS(t *testing.T) int64 {
 	}
 	t.Fatal("no VmRSS in /proc/self/status")
 	return 0
+}
+
+// A processor whose records keep timing out delays only itself (issue 11:
+// the healthy processor never stalls past a commit interval). The spinning
+// processor's four records take its record timeout (3s) each, one after
+// another; meanwhile the healthy processor's input gets a record every
+// 50ms, and a read_committed consumer notes when each of its outputs
+// becomes visible. With one group member per processor (the default) the
+// healthy outputs keep arriving at about the commit interval; with one
+// shared member each spinning record holds the shared commit point for its
+// full timeout (measured on kfake: largest gap 158ms with a member per
+// processor, 3.38s with one shared member).
+func TestSlowProcessorDoesNotStallItsNeighbour(t *testing.T) {
+	b := testbroker.New(t)
+	sin, sout, gin, gout := b.Name(t, "spin-in"), b.Name(t, "spin-out"), b.Name(t, "steady-in"), b.Name(t, "steady-out")
+	for _, topic := range []string{sin, sout, gin, gout} {
+		b.CreateTopic(t, topic, 1, nil)
+	}
+	const timeout = 3 * time.Second
+	cfg := &Config{
+		AppID: b.Name(t, "app"),
+		Kafka: KafkaConfig{Brokers: b.Addrs(), CommitInterval: 100 * time.Millisecond, SessionTimeout: 10 * time.Second},
+		Processors: []ProcessorConfig{
+			{Name: "spin", Plugin: engineTestdata("loop"), Inputs: []string{sin}, Outputs: map[string]string{"out": sout},
+				OnError: OnErrorSkip, Limits: Limits{RecordTimeout: timeout}},
+			{Name: "steady", Plugin: engineTestdata("passthrough"), Inputs: []string{gin}, Outputs: map[string]string{"out": gout},
+				OnError: OnErrorFail},
+		},
+		Runtime: RuntimeConfig{CacheDir: "off"},
+	}
+	p := &pipeline{b: b, in: gin, out: gout, cfg: cfg}
+	h, stop := p.run(t)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+
+	// The steady processor is running before the spinning starts.
+	b.Produce(t, &kgo.Record{Topic: gin, Key: []byte("warm"), Value: []byte("v")})
+	p.waitProcessed(t)
+
+	seen := make(chan time.Time, 1024)
+	cl := b.Client(t, kgo.ConsumeTopics(gout), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			now := time.Now()
+			fs.EachRecord(func(*kgo.Record) { seen <- now })
+		}
+	}()
+
+	var spins []*kgo.Record
+	for i := 0; i < 4; i++ {
+		spins = append(spins, &kgo.Record{Topic: sin, Key: []byte("spin"), Value: []byte(strconv.Itoa(i))})
+	}
+	b.Produce(t, spins...)
+	const steady = 160 // 8s at one record per 50ms: spans the spinning
+	for i := 0; i < steady; i++ {
+		b.Produce(t, &kgo.Record{Topic: gin, Key: []byte("s" + strconv.Itoa(i)), Value: []byte("v")})
+		time.Sleep(50 * time.Millisecond)
+	}
+	var gap time.Duration
+	last := time.Time{}
+	deadline := time.After(60 * time.Second)
+	for n := 0; n < steady; n++ {
+		select {
+		case at := <-seen:
+			if !last.IsZero() && at.Sub(last) > gap {
+				gap = at.Sub(last)
+			}
+			last = at
+		case <-deadline:
+			t.Fatalf("only %d of the steady processor's %d outputs became visible", n, steady)
+		}
+	}
+	t.Logf("largest gap between the steady processor's visible outputs: %s (commit interval %s, spinning record timeout %s)",
+		gap, cfg.Kafka.CommitInterval, timeout)
+	// Loose for a loaded machine, but below one spinning record's timeout:
+	// a gap that long means the slow processor held the healthy one's
+	// commit point.
+	if gap >= timeout/2 {
+		t.Errorf("the steady processor's output stalled for %s while another processor's records timed out (one group member per processor)", gap)
+	}
+	if st, _ := h.Stats("spin"); st.Skipped == 0 {
+		t.Errorf("the spinning processor skipped no record; the test did not spin")
+	}
 }

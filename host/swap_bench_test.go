@@ -109,7 +109,7 @@ func BenchmarkSwapStall(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			stalls, gaps := h.runner.SwapStalls("proc")
+			stalls, gaps := h.runnerOf("proc").SwapStalls("proc")
 			ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 			b.ReportMetric(ms(percentile(stalls, 0.5)), "stall-p50-ms")
 			b.ReportMetric(ms(percentile(stalls, 0.99)), "stall-p99-ms")

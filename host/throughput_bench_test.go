@@ -173,7 +173,7 @@ func runThroughput(b *testing.B, br *testbroker.Broker, plugin, guarantee, in, o
 	if err != nil {
 		b.Fatal(err)
 	}
-	stats := h.runner.Stats("count") // the runner's atomics: polled every 5ms
+	stats := h.runnerOf("count").Stats("count") // the runner's atomics: polled every 5ms
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	b.StartTimer()
@@ -206,7 +206,7 @@ func runThroughput(b *testing.B, br *testbroker.Broker, plugin, guarantee, in, o
 	b.StopTimer()
 	// The latencies of the commit points up to here: the stop's own final
 	// commit is not one of them.
-	lat, count, _ := h.runner.CommitLatencies()
+	lat, count, _ := h.runnerOf("count").CommitLatencies()
 	r.commitLatency, r.latencyDropped = lat, count-len(lat)
 	r.commits, r.aborts = stats.Commits.Load(), stats.Aborts.Load()
 	cancel()

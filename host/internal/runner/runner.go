@@ -215,10 +215,12 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 
 		restoreSlots: make(chan struct{}, opts.MaxRestores),
 	}
-	r.vers.OnPropose(r.wakeLoop)
 	topics, err := r.addProcessors()
 	if err != nil {
 		return nil, err
+	}
+	for _, ps := range r.procs {
+		r.vers.OnPropose(ps.spec.Name, r.wakeLoop)
 	}
 	// The restorer exists before the client: the client may join the
 	// group, and a task start its restore, as soon as it is created. From

@@ -10,10 +10,12 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/wasmstream/wasmstream/host/internal/admin"
 	"github.com/wasmstream/wasmstream/host/internal/engine"
 	"github.com/wasmstream/wasmstream/host/internal/plugin"
+	"github.com/wasmstream/wasmstream/host/internal/restore"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
 	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
@@ -23,8 +25,45 @@ import (
 // Restoring, RestoreProgress, CommitLatencies, Lag and the registry lock.
 type Running struct {
 	Processors []*plugin.Processor
-	Runner     *runner.Runner
-	Versions   *runner.Versions
+	// Runners are the runners of the process's group members (one per
+	// processor, or one for all); each processor is in exactly one.
+	Runners  []*runner.Runner
+	Versions *runner.Versions
+}
+
+// stats is processor's counters, from the runner that runs it.
+func (h *Running) stats(processor string) *runner.Stats {
+	for _, r := range h.Runners {
+		if st := r.Stats(processor); st != nil {
+			return st
+		}
+	}
+	return nil
+}
+
+// restoring is how many tasks of the process are restoring.
+func (h *Running) restoring() int {
+	n := 0
+	for _, r := range h.Runners {
+		n += r.Restoring()
+	}
+	return n
+}
+
+// commitHistogram adds up the members' commit-latency histograms (they
+// share runner.CommitBounds).
+func (h *Running) commitHistogram() (counts []uint64, total time.Duration) {
+	for _, r := range h.Runners {
+		c, t := r.CommitHistogram()
+		if counts == nil {
+			counts = make([]uint64, len(c))
+		}
+		for i := range c {
+			counts[i] += c[i]
+		}
+		total += t
+	}
+	return counts, total
 }
 
 // Source serves the admin endpoint (admin.Source). The zero value is a
@@ -60,7 +99,7 @@ func (s *Source) Health() (bool, string) {
 	}
 	var stopped []string
 	for _, p := range h.Processors {
-		if st := h.Runner.Stats(p.Spec.Name); st != nil {
+		if st := h.stats(p.Spec.Name); st != nil {
 			if n := st.StoppedTasks.Load(); n > 0 {
 				stopped = append(stopped, fmt.Sprintf("processor %s: %d tasks stopped (on_error: fail or a failed restore)", p.Spec.Name, n))
 			}
@@ -77,7 +116,7 @@ func (s *Source) Ready() (bool, string) {
 	if h == nil {
 		return false, startingReason
 	}
-	if n := h.Runner.Restoring(); n > 0 {
+	if n := h.restoring(); n > 0 {
 		return false, admin.RestoringReason(n)
 	}
 	return true, ""
@@ -144,7 +183,7 @@ func (s *Source) Metrics() admin.Snapshot {
 		bounds[i] = b.Seconds()
 	}
 	for _, p := range h.Processors {
-		st := h.Runner.Stats(p.Spec.Name)
+		st := h.stats(p.Spec.Name)
 		if st == nil {
 			continue
 		}
@@ -172,15 +211,15 @@ func (s *Source) Metrics() admin.Snapshot {
 		}
 		snap.Processors = append(snap.Processors, m)
 	}
-	counts, total := h.Runner.CommitHistogram()
+	counts, total := h.commitHistogram()
 	commits := admin.Histogram{Counts: counts, Sum: total.Seconds()}
 	for _, b := range runner.CommitBounds {
 		commits.Bounds = append(commits.Bounds, b.Seconds())
 	}
 	snap.CommitLatency = &commits
-	snap.RestoringTasks = h.Runner.Restoring()
+	snap.RestoringTasks = h.restoring()
 	for _, p := range h.Processors {
-		for id, lag := range h.Runner.Lag(p.Spec.Name) {
+		for id, lag := range h.lag(p.Spec.Name) {
 			snap.Lag = append(snap.Lag, admin.PartitionLag{Processor: id.Processor, Topic: id.Topic, Partition: id.Partition, Lag: lag})
 		}
 	}
@@ -194,7 +233,7 @@ func (s *Source) Metrics() admin.Snapshot {
 		}
 		return a.Partition < b.Partition
 	})
-	for _, pr := range h.Runner.RestoreProgress() {
+	for _, pr := range h.restoreProgress() {
 		snap.Restores = append(snap.Restores, admin.RestoreProgress{
 			Task: pr.Task, Store: pr.Store, Topic: pr.Topic, Partition: pr.Partition,
 			Start: pr.Start, Target: pr.Target, Position: pr.Position, Restored: pr.Restored,
@@ -202,6 +241,25 @@ func (s *Source) Metrics() admin.Snapshot {
 		})
 	}
 	return snap
+}
+
+// lag is processor's lag by task, from the runner that runs it.
+func (h *Running) lag(processor string) map[runner.TaskID]int64 {
+	for _, r := range h.Runners {
+		if r.Stats(processor) != nil {
+			return r.Lag(processor)
+		}
+	}
+	return nil
+}
+
+// restoreProgress is every member's restores.
+func (h *Running) restoreProgress() []restore.Progress {
+	var out []restore.Progress
+	for _, r := range h.Runners {
+		out = append(out, r.RestoreProgress()...)
+	}
+	return out
 }
 
 func lifecycle(st *runner.Stats, v versions.Snapshot) *admin.Lifecycle {

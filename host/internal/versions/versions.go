@@ -78,7 +78,10 @@ type Snapshot struct {
 type Registry[P any] struct {
 	mu    sync.Mutex
 	procs map[string]*proc[P]
-	wake  func() // told of every proposal, outside mu
+	// wake is told of every proposal for its processor, outside mu: the
+	// wake-up of the runner that runs the processor (a process may run
+	// one runner per processor, kafka.members).
+	wake map[string]func()
 }
 
 type proc[P any] struct {
@@ -92,7 +95,7 @@ type proc[P any] struct {
 
 // New returns an empty registry.
 func New[P any]() *Registry[P] {
-	return &Registry[P]{procs: map[string]*proc[P]{}}
+	return &Registry[P]{procs: map[string]*proc[P]{}, wake: map[string]func(){}}
 }
 
 func (r *Registry[P]) get(processor string) (*proc[P], error) {
@@ -119,11 +122,13 @@ func (r *Registry[P]) Start(processor string, info Info, plugin P) bool {
 	return true
 }
 
-// OnPropose sets the function told of every proposal (the runner's
-// wake-up), called after the registry's lock is released.
-func (r *Registry[P]) OnPropose(fn func()) {
+// OnPropose sets the function told of every proposal for processor (the
+// wake-up of the runner that runs it), called after the registry's lock is
+// released. A later call for the same processor replaces it (a runner that
+// replaced a failed one).
+func (r *Registry[P]) OnPropose(processor string, fn func()) {
 	r.mu.Lock()
-	r.wake = fn
+	r.wake[processor] = fn
 	r.mu.Unlock()
 }
 
@@ -137,7 +142,7 @@ func (r *Registry[P]) Propose(processor string, info Info, plugin P, canary Cana
 		p.known[info.ID] = info
 		p.pending = &Version[P]{Info: info, Plugin: plugin, Canary: canary}
 	}
-	wake := r.wake
+	wake := r.wake[processor]
 	r.mu.Unlock()
 	if err == nil && wake != nil {
 		wake()

@@ -15,8 +15,9 @@ func TestLifecycle(t *testing.T) {
 	if !r.Start("p", Info{ID: "v1", Hash: "h1"}, "plugin-1") || r.Start("p", Info{ID: "other"}, "x") {
 		t.Fatal("Start: the first must register, the second must not")
 	}
-	woken := 0
-	r.OnPropose(func() { woken++ })
+	woken, other := 0, 0
+	r.OnPropose("p", func() { woken++ })
+	r.OnPropose("q", func() { other++ }) // another runner's processor: not told
 	if err := r.Propose("nope", Info{ID: "v2"}, "plugin-2", Canary{}); err == nil {
 		t.Fatal("a proposal for an unknown processor succeeded")
 	}
@@ -24,8 +25,8 @@ func TestLifecycle(t *testing.T) {
 	if err := r.Propose("p", i2, "plugin-2", Canary{Window: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	if woken != 1 {
-		t.Fatalf("woken %d times, want 1", woken)
+	if woken != 1 || other != 0 {
+		t.Fatalf("p's runner woken %d times, want 1; q's %d, want 0", woken, other)
 	}
 	if tg, _ := r.Target("p"); tg.ID != "v2" {
 		t.Fatalf("target %q, want v2", tg.ID)
