@@ -19,6 +19,7 @@ import (
 type atLeastOnce struct{ r *Runner }
 
 func (*atLeastOnce) begin(kgo.Fetches) error                             { return nil }
+func (*atLeastOnce) openNow() error                                      { return nil }
 func (*atLeastOnce) open() bool                                          { return false }
 func (*atLeastOnce) wantsCommit() bool                                   { return false }
 func (*atLeastOnce) deferCallback(callbackKind, map[string][]int32) bool { return false }
@@ -114,6 +115,7 @@ func (c *atLeastOnce) rollBack(ctx context.Context, failed []*task) error {
 		if t.st != nil {
 			t.st.Discard()
 		}
+		t.tk.reset()
 		r.rewind(t, from)
 	}
 	r.windowsClosed()

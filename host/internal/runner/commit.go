@@ -15,6 +15,10 @@ type committer interface {
 	// begin prepares for a poll's records before they are processed
 	// (exactly_once opens a transaction).
 	begin(fetches kgo.Fetches) error
+	// openNow makes sure work done now joins the next commit point
+	// (exactly_once opens a transaction if none is): the commit point's
+	// timer and commit calls of a window without records.
+	openNow() error
 	// commit is a commit point: every task's window is committed, or
 	// dropped and rewound. r.broken is nil when it is called.
 	commit(ctx context.Context) error
@@ -37,6 +41,13 @@ type committer interface {
 func (r *Runner) commit(ctx context.Context) error {
 	if r.broken != nil {
 		return r.broken
+	}
+	// The timer check and commit calls come first, inside the window
+	// (ABI.md section 8.3): their emits, state and timer changes commit
+	// with it.
+	if err := r.timePoint(ctx); err != nil {
+		r.broken = err
+		return err
 	}
 	return r.committer.commit(ctx)
 }
@@ -74,7 +85,9 @@ func (r *Runner) commitDeadline() time.Time {
 
 func (r *Runner) commitDue() bool {
 	if r.sinceCommit == 0 {
-		return false
+		// No record waits; timers may (checked at most once a commit
+		// interval, like a window with records).
+		return time.Since(r.lastCommit) >= r.opts.CommitInterval && r.timeDue()
 	}
 	return r.sinceCommit >= r.opts.CommitRecords || time.Since(r.lastCommit) >= r.opts.CommitInterval
 }
@@ -83,6 +96,9 @@ func (r *Runner) commitDue() bool {
 func (r *Runner) windowsClosed() {
 	r.sinceCommit = 0
 	r.lastCommit = time.Now()
+	for _, t := range r.tasks {
+		t.tk.windowClosed()
+	}
 }
 
 // rewind makes the consumer fetch a partition again from offset, and

@@ -133,6 +133,19 @@ func (c *exactlyOnce) begin(fetches kgo.Fetches) error {
 	return nil
 }
 
+// openNow opens a transaction for work done outside a poll's records (a
+// commit point's timer and commit calls).
+func (c *exactlyOnce) openNow() error {
+	if c.inTxn {
+		return nil
+	}
+	if err := c.sess.Begin(); err != nil {
+		return fmt.Errorf("beginning a transaction: %w", err)
+	}
+	c.inTxn = true
+	return nil
+}
+
 // commit is an exactly_once commit point. The changelog records of every
 // task's changes join the open transaction; the session then commits the
 // outputs, changelog records, dead letters and the input offsets of every
@@ -245,6 +258,7 @@ func (c *exactlyOnce) dropWindows() {
 		if t.st != nil {
 			t.st.Discard()
 		}
+		t.tk.reset()
 		t.win.aborted()
 	}
 }

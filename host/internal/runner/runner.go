@@ -35,11 +35,57 @@ type Sink interface {
 	Emit(output int, rec *abi.Record) error
 }
 
-// Plugin makes a Processor for a task. st is the task's state, nil for a
-// processor without stores; the processor reads and writes it during
-// Process only.
+// Plugin makes a Processor for a task.
 type Plugin interface {
-	Instantiate(ctx context.Context, task TaskID, sink Sink, st *state.Task) (Processor, error)
+	Instantiate(ctx context.Context, task TaskID, env Env) (Processor, error)
+}
+
+// Env is what a task gives the instances of its processor.
+type Env struct {
+	// Sink receives the instance's emits.
+	Sink Sink
+	// State is the task's state, nil for a processor without stores; the
+	// instance reads and writes it during its calls only. Its last store
+	// is the task's time store when the spec says TimeStore: not the
+	// plugin's (Plugin implementations bind only the user's stores).
+	State *state.Task
+	// Time serves the time imports (ABI.md section 8) during the
+	// instance's calls: the task's clocks, timers and commit marks.
+	Time Time
+}
+
+// Time is a task's clocks, timers and commit marks as the instance's calls
+// see them (ABI.md section 8). Timer changes and marks are staged with the
+// call's state writes: kept if the call succeeds, dropped if it fails. Keys
+// alias the caller's memory: implementations copy what they keep.
+type Time interface {
+	// Now is the task's stream time (abi.NoTime if it has none) and the
+	// wall time of the current call, in ms since the Unix epoch.
+	Now() (stream, wall int64)
+	// SetTimer stages the timer (kind, ts, key); added is false when it
+	// was already pending. ErrTimerLimit when the task has its limit of
+	// pending timers; ErrNoTimers when the task keeps no timers.
+	SetTimer(kind abi.TimerKind, ts int64, key []byte) (added bool, err error)
+	// CancelTimer stages the removal of a pending timer; removed is false
+	// when there was none.
+	CancelTimer(kind abi.TimerKind, ts int64, key []byte) (removed bool, err error)
+	// Mark asks for one commit-point call for key in this commit window,
+	// remembering ts (the last marking call's); added is false when the
+	// key was already marked. ErrMarkLimit when the window has its limit
+	// of marked keys.
+	Mark(key []byte, ts int64) (added bool, err error)
+}
+
+// TimeProcessor is a Processor whose module takes timer firings and
+// commit-point calls (ABI.md section 8.3). A callback fails like a record:
+// its emits and staged changes are dropped and the processor's on_error
+// policy applies.
+type TimeProcessor interface {
+	Processor
+	// TimeCallbacks reports which callbacks the module exports.
+	TimeCallbacks() (onTimer, onCommit bool)
+	OnTimer(ctx context.Context, trig *abi.Trigger) error
+	OnCommit(ctx context.Context, trig *abi.Trigger) error
 }
 
 // TaskID names a task: a processor and one of its input partitions.
@@ -74,6 +120,37 @@ type ProcessorSpec struct {
 	// changelog topic of Stores[i]. A processor with stores has one input.
 	Stores     []string
 	Changelogs []string
+	// TimeStore says the last of Stores is the tasks' time store: their
+	// pending timers and stream time, kept, changelogged and restored
+	// like any store but never visible to the plugin.
+	TimeStore bool
+	// TimeLimits bound the tasks' timers and commit marks; zero fields
+	// take the ABI's defaults.
+	TimeLimits TimeLimits
+}
+
+// TimeLimits bound what a task's plugin can ask of time (ABI.md 8.6).
+type TimeLimits struct {
+	// Timers is the most timers one task may have pending.
+	Timers int
+	// FiringsPerCommit is the most timers fired in one commit window; the
+	// due timers beyond it wait, in order, for the next window.
+	FiringsPerCommit int
+	// CommitMarks is the most keys one commit window may mark.
+	CommitMarks int
+}
+
+func (l TimeLimits) withDefaults() TimeLimits {
+	if l.Timers <= 0 {
+		l.Timers = abi.DefaultMaxTimers
+	}
+	if l.FiringsPerCommit <= 0 {
+		l.FiringsPerCommit = abi.DefaultMaxFiringsPerCommit
+	}
+	if l.CommitMarks <= 0 {
+		l.CommitMarks = abi.DefaultMaxCommitMarks
+	}
+	return l
 }
 
 // Options configure a Runner.
@@ -501,7 +578,7 @@ func (r *Runner) process(ctx context.Context, fetches kgo.Fetches) error {
 func (r *Runner) pollContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	var pctx context.Context
 	var cancel context.CancelFunc
-	if r.sinceCommit == 0 {
+	if r.sinceCommit == 0 && !r.keepsTime() {
 		pctx, cancel = context.WithCancel(ctx)
 	} else {
 		wait := r.opts.CommitInterval - time.Since(r.lastCommit)

@@ -25,6 +25,13 @@ type Stats struct {
 	SwapFailures atomic.Int64 // tasks whose new version did not instantiate (they kept the old)
 	Rollbacks    atomic.Int64 // automatic rollbacks of a version that failed its canary
 
+	// Time (ABI.md section 8). Failed callbacks count in Skipped,
+	// DeadLettered and the failure kinds like records.
+	TimerFirings  atomic.Int64 // wasmstream_on_timer calls
+	CommitCalls   atomic.Int64 // wasmstream_on_commit calls
+	TimersDropped atomic.Int64 // due timers of a version without wasmstream_on_timer
+	MarksDropped  atomic.Int64 // marked keys of a version without wasmstream_on_commit
+
 	// LatencyBuckets counts records by plugin time: bucket i holds records
 	// that took less than LatencyBounds[i]; the last bucket the rest.
 	LatencyBuckets [len(LatencyBounds) + 1]atomic.Int64

@@ -129,7 +129,7 @@ func (r *Runner) advanceSwaps(ctx context.Context) {
 func (r *Runner) prepare(t *task, v *version) *prepared {
 	p := &prepared{ver: v, done: make(chan struct{})}
 	go func() {
-		p.inst, p.err = v.Plugin.Instantiate(context.Background(), t.id, t, t.st)
+		p.inst, p.err = v.Plugin.Instantiate(context.Background(), t.id, t.env())
 		// done first: the loop, woken, must find the instance ready (an
 		// idle loop would otherwise wait in its poll for the next record).
 		close(p.done)
@@ -237,7 +237,7 @@ func (r *Runner) rollBack(ctx context.Context, failed []*task) {
 			t.prevInst = nil
 			if inst == nil {
 				var err error
-				if inst, err = back.Plugin.Instantiate(ctx, t.id, t, t.st); err != nil {
+				if inst, err = back.Plugin.Instantiate(ctx, t.id, t.env()); err != nil {
 					r.log.Error("previous version does not start for this task; it is stopped", "task", t.id.String(), "err", err)
 					t.stop(fmt.Errorf("rolling back to %s: %w", back.ID, err))
 					continue

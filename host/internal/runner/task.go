@@ -54,6 +54,9 @@ type task struct {
 	// its restore has finished and been taken in by the poll loop.
 	st        *state.Task
 	restoring *restoreState
+	// tk is the task's time: clocks, timers (in the time store of st,
+	// when the spec has one) and commit marks.
+	tk *timekeeper
 }
 
 func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, error) {
@@ -63,7 +66,12 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 		t.st = r.opts.State.Task(ps.spec.Name, id.Partition, ps.spec.Stores)
 		t.st.SetName(id.String()) // one task name in logs, metrics and /v1
 	}
-	inst, err := t.ver.Plugin.Instantiate(ctx, id, t, t.st)
+	if ps.spec.TimeStore && t.st != nil {
+		t.tk = newTimekeeper(t.st, len(ps.spec.Stores)-1, ps.spec.TimeLimits)
+	} else {
+		t.tk = newTimekeeper(nil, -1, ps.spec.TimeLimits)
+	}
+	inst, err := t.ver.Plugin.Instantiate(ctx, id, t.env())
 	if err != nil {
 		if t.st != nil {
 			_ = t.st.Close()
@@ -77,6 +85,9 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 	}
 	return t, nil
 }
+
+// env is what the task gives an instance of its processor.
+func (t *task) env() Env { return Env{Sink: t, State: t.st, Time: t.tk} }
 
 // close ends the task: its restore is stopped, staged state that was not
 // applied is dropped (never written), the plugin instance is closed.
@@ -166,6 +177,12 @@ func (t *task) processBatch(ctx context.Context, recs []*kgo.Record, deadline ti
 		t.win.stopAt(recs[0].Offset)
 		return 0, nil
 	}
+	// The time store is read once the state is restored: the stream time
+	// a record moves must start from the committed one.
+	if err := t.tk.load(); err != nil {
+		t.win.stopAt(recs[0].Offset)
+		return 0, fmt.Errorf("task %s: %w", t.id, err)
+	}
 	for _, kr := range recs {
 		if t.failed != nil {
 			t.win.stopAtFailure() // never count a record past the failed one
@@ -196,6 +213,13 @@ func (t *task) processBatch(ctx context.Context, recs []*kgo.Record, deadline ti
 		}
 		t.win.processed(kr.Offset, kr.LeaderEpoch)
 		done++
+		// The record may have moved the stream time: the event-time check
+		// (ABI.md section 8.3).
+		if t.tk.eventDue() {
+			if err := t.check(ctx, false, kr.Offset+1); err != nil {
+				return done, err
+			}
+		}
 	}
 	return done, nil
 }
@@ -208,6 +232,8 @@ func (t *task) processOne(ctx context.Context, kr *kgo.Record) error {
 	t.fill(kr)
 	t.staged = t.staged[:0]
 	start := time.Now()
+	t.tk.observe(t.in.Timestamp)
+	t.tk.beginCall(start.UnixMilli())
 	err := t.inst.Process(ctx, &t.in)
 	end := time.Now()
 	stats.observeLatency(end.Sub(start))
@@ -227,11 +253,13 @@ func (t *task) processOne(ctx context.Context, kr *kgo.Record) error {
 		if t.st != nil {
 			t.st.AbortRecord()
 		}
+		t.tk.endCall(false)
 		return err
 	}
 	if t.st != nil {
 		t.st.CommitRecord()
 	}
+	t.tk.endCall(true)
 	for _, out := range t.staged {
 		t.r.produce(out)
 	}

@@ -30,7 +30,7 @@ var (
 	ErrNoStore = errors.New("state: no such store")
 	// ErrTooLarge is matched by every *SizeError (keys and values).
 	ErrTooLarge = errors.New("state: too large")
-	// ErrKeyTooLarge is matched by a *SizeError about a key (abi.MaxKeySize).
+	// ErrKeyTooLarge is matched by a *SizeError about a key (MaxKeySize).
 	ErrKeyTooLarge = errors.New("state: key too large")
 	// ErrValueTooLarge is matched by a *SizeError about a value
 	// (abi.MaxValueSize).
@@ -62,7 +62,7 @@ type SizeError struct {
 	What  string // "key" or "value"
 	Store string // the store's name
 	Size  int    // bytes given
-	Max   int    // bytes allowed (abi.MaxKeySize or abi.MaxValueSize)
+	Max   int    // bytes allowed (MaxKeySize or abi.MaxValueSize)
 }
 
 func (e *SizeError) Error() string {

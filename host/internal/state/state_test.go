@@ -405,8 +405,8 @@ func testApplyRestored(t *testing.T, ingestBytes int) {
 func TestSizeLimits(t *testing.T) {
 	db := openMem(t, Options{})
 	tk := restored(t, db, "p", 0, "s")
-	big := make([]byte, abi.MaxKeySize+1)
-	okKey := big[:abi.MaxKeySize]
+	big := make([]byte, MaxKeySize+1)
+	okKey := big[:MaxKeySize]
 	if err := tk.Put(0, okKey, make([]byte, abi.MaxValueSize)); err != nil {
 		t.Fatalf("key and value at the limits: %v", err)
 	}
@@ -417,7 +417,7 @@ func TestSizeLimits(t *testing.T) {
 		"get key":    func() error { _, _, err := tk.Get(0, big); return err }(),
 	} {
 		var se *SizeError
-		if !errors.Is(err, ErrKeyTooLarge) || !errors.Is(err, ErrTooLarge) || errors.Is(err, ErrValueTooLarge) || !errors.As(err, &se) || se.Size != abi.MaxKeySize+1 {
+		if !errors.Is(err, ErrKeyTooLarge) || !errors.Is(err, ErrTooLarge) || errors.Is(err, ErrValueTooLarge) || !errors.As(err, &se) || se.Size != MaxKeySize+1 {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

@@ -183,9 +183,18 @@ func (t *Task) store(i int) (*store, error) {
 	return t.stores[i], nil
 }
 
+// MaxKeySize is the largest key a store takes: the ABI's limit on a
+// plugin's keys (which the engine enforces before calling the store) plus
+// KeyOverhead bytes for host-internal stores whose keys wrap a plugin's
+// key (the runner's time store puts 10 bytes before a timer's key).
+const (
+	KeyOverhead = 16
+	MaxKeySize  = abi.MaxKeySize + KeyOverhead
+)
+
 func (t *Task) checkKey(s *store, key []byte) error {
-	if len(key) > abi.MaxKeySize {
-		return &SizeError{What: "key", Store: s.name, Size: len(key), Max: abi.MaxKeySize}
+	if len(key) > MaxKeySize {
+		return &SizeError{What: "key", Store: s.name, Size: len(key), Max: MaxKeySize}
 	}
 	return nil
 }

@@ -1,0 +1,387 @@
+package runner
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/state"
+)
+
+// Errors a task's Time returns; the plugin adapter maps them to errnos.
+var (
+	// ErrTimerLimit: the task has TimeLimits.Timers timers pending.
+	ErrTimerLimit = errors.New("the task has its limit of pending timers")
+	// ErrMarkLimit: the commit window has TimeLimits.CommitMarks marked keys.
+	ErrMarkLimit = errors.New("the commit window has its limit of marked keys")
+	// ErrNoTimers: the processor keeps no timers (it has no time store).
+	ErrNoTimers = errors.New("the processor has no time store: timers need one (declare a store)")
+)
+
+// Keys of the time store. Timers sort by kind, then time, then key, so each
+// kind is one range in firing order; the stream time has a key of its own.
+const (
+	timeKeyStream = 's' // 's': the stream time, 8 bytes big-endian
+	timeKeyTimer  = 't' // 't' kind(1) ts(8, big-endian, >= 0) key
+)
+
+// timerValue is what a timer's entry holds: never empty, since an empty
+// value would be a tombstone in the changelog.
+var timerValue = []byte{1}
+
+// timekeeper is one task's time (ABI.md section 8): its stream time, the
+// wall time of the current call, its pending timers (in the time store, so
+// they commit, changelog and restore with the task's state) and the keys
+// marked in the current commit window. It owns the invariants that stream
+// time never goes back in committed state, that a task never has more
+// than its limit of pending timers, and that a failed call leaves no timer
+// change or mark behind. Used by the task's goroutine only.
+type timekeeper struct {
+	st    *state.Task // nil: no time store (marks and clocks only)
+	store int         // index of the time store in st
+	lim   TimeLimits
+
+	loaded bool  // stream, pending and the minimums reflect the store
+	stream int64 // the task's stream time; abi.NoTime when none
+	// streamSaved is the stream time last written to the store.
+	streamSaved int64
+	wall        int64 // wall time of the current call; non-decreasing
+
+	// pending counts the timers in the store (committed and staged by
+	// successful calls); staged is the current call's change to it.
+	pending, staged int
+	// minDue[kind] is at most the earliest pending timer's time of that
+	// kind (math.MaxInt64: none): a check skips the store when its clock is
+	// below it. Sets lower it; fires and cancels leave it low until a check
+	// finds nothing due and recomputes it.
+	minDue [2]int64
+
+	// marks are the keys marked in this commit window, with the last
+	// marking call's timestamp; callMarks the current call's, merged on
+	// success.
+	marks, callMarks map[string]int64
+
+	// firings counts the timers fired in this commit window.
+	firings int
+	kbuf    []byte
+}
+
+func newTimekeeper(st *state.Task, store int, lim TimeLimits) *timekeeper {
+	return &timekeeper{st: st, store: store, lim: lim.withDefaults(), stream: abi.NoTime, streamSaved: abi.NoTime,
+		minDue: [2]int64{math.MaxInt64, math.MaxInt64}, marks: map[string]int64{}, callMarks: map[string]int64{}}
+}
+
+// load reads the committed stream time and counts the pending timers, once
+// the task's state is restored (and again after an abort dropped staged
+// changes).
+func (k *timekeeper) load() error {
+	if k.loaded {
+		return nil
+	}
+	k.stream, k.streamSaved, k.pending = abi.NoTime, abi.NoTime, 0
+	k.minDue = [2]int64{math.MaxInt64, math.MaxInt64}
+	if k.st == nil {
+		k.loaded = true
+		return nil
+	}
+	v, found, err := k.st.Get(k.store, []byte{timeKeyStream})
+	if err != nil {
+		return fmt.Errorf("reading the stream time: %w", err)
+	}
+	if found {
+		if len(v) != 8 {
+			return fmt.Errorf("reading the stream time: %d bytes, want 8", len(v))
+		}
+		k.stream = int64(binary.BigEndian.Uint64(v))
+		k.streamSaved = k.stream
+	}
+	for kind := range k.minDue {
+		lo, hi := timerRange(abi.TimerKind(kind))
+		it, err := k.st.Scan(k.store, lo, hi)
+		if err != nil {
+			return fmt.Errorf("counting timers: %w", err)
+		}
+		first := true
+		for {
+			key, _, ok, err := it.Next()
+			if err != nil {
+				it.Close()
+				return fmt.Errorf("counting timers: %w", err)
+			}
+			if !ok {
+				break
+			}
+			if first {
+				_, ts, _ := decodeTimerKey(key)
+				k.minDue[kind] = ts
+				first = false
+			}
+			k.pending++
+		}
+		it.Close()
+	}
+	k.loaded = true
+	return nil
+}
+
+// reset forgets everything not committed (the window aborted or was
+// rolled back): the next use reloads from the store.
+func (k *timekeeper) reset() {
+	k.loaded = false
+	k.staged = 0
+	clear(k.marks)
+	clear(k.callMarks)
+	k.firings = 0
+}
+
+// windowClosed starts a new commit window after a commit.
+func (k *timekeeper) windowClosed() {
+	clear(k.marks)
+	k.firings = 0
+}
+
+// observe moves the stream time to a record's timestamp before the record
+// is processed (a negative timestamp, "none", does not move it).
+func (k *timekeeper) observe(ts int64) {
+	if ts > k.stream {
+		k.stream = ts
+	}
+}
+
+// beginCall starts a call into the plugin at wall time now (ms): the wall
+// time the call sees never goes back.
+func (k *timekeeper) beginCall(now int64) {
+	if now > k.wall {
+		k.wall = now
+	}
+	k.staged = 0
+	clear(k.callMarks)
+}
+
+// endCall keeps (ok) or drops the call's timer changes and marks; the
+// caller commits or aborts the state's record with it.
+func (k *timekeeper) endCall(ok bool) {
+	if ok {
+		k.pending += k.staged
+		for key, ts := range k.callMarks {
+			k.marks[key] = ts
+		}
+	}
+	k.staged = 0
+	clear(k.callMarks)
+}
+
+// Now implements Time.
+func (k *timekeeper) Now() (stream, wall int64) { return k.stream, k.wall }
+
+// SetTimer implements Time.
+func (k *timekeeper) SetTimer(kind abi.TimerKind, ts int64, key []byte) (bool, error) {
+	if k.st == nil {
+		return false, ErrNoTimers
+	}
+	if err := k.load(); err != nil {
+		return false, err
+	}
+	tk := k.timerKey(kind, ts, key)
+	_, found, err := k.st.Get(k.store, tk)
+	if err != nil || found {
+		return false, err
+	}
+	if k.pending+k.staged >= k.lim.Timers {
+		return false, ErrTimerLimit
+	}
+	if err := k.st.Put(k.store, tk, timerValue); err != nil {
+		return false, err
+	}
+	k.staged++
+	k.minDue[kind] = min(k.minDue[kind], ts)
+	return true, nil
+}
+
+// CancelTimer implements Time.
+func (k *timekeeper) CancelTimer(kind abi.TimerKind, ts int64, key []byte) (bool, error) {
+	if k.st == nil {
+		return false, ErrNoTimers
+	}
+	if err := k.load(); err != nil {
+		return false, err
+	}
+	return k.remove(kind, ts, key)
+}
+
+func (k *timekeeper) remove(kind abi.TimerKind, ts int64, key []byte) (bool, error) {
+	tk := k.timerKey(kind, ts, key)
+	_, found, err := k.st.Get(k.store, tk)
+	if err != nil || !found {
+		return false, err
+	}
+	if err := k.st.Delete(k.store, tk); err != nil {
+		return false, err
+	}
+	k.staged--
+	return true, nil
+}
+
+// Mark implements Time.
+func (k *timekeeper) Mark(key []byte, ts int64) (bool, error) {
+	if _, ok := k.callMarks[string(key)]; ok {
+		k.callMarks[string(key)] = ts
+		return false, nil
+	}
+	_, marked := k.marks[string(key)]
+	if !marked && len(k.marks)+len(k.callMarks) >= k.lim.CommitMarks {
+		return false, ErrMarkLimit
+	}
+	k.callMarks[string(key)] = ts
+	return !marked, nil
+}
+
+// timer is a pending timer as a check found it.
+type timer struct {
+	kind abi.TimerKind
+	ts   int64
+	key  []byte
+}
+
+// due returns, in firing order (abi.TimerLess), the timers of the given
+// kinds whose time has come by the clocks of now, at most n. A kind's
+// clock is stream time for event-time timers, wall for processing-time
+// timers. A kind found with nothing due gets its minimum recomputed.
+func (k *timekeeper) due(event, processing bool, wall int64, n int) ([]timer, error) {
+	if k.st == nil || n <= 0 {
+		return nil, nil
+	}
+	if err := k.load(); err != nil {
+		return nil, err
+	}
+	var out []timer
+	clocks := [2]int64{k.stream, wall}
+	for kind, want := range [2]bool{event, processing} {
+		if !want || k.minDue[kind] > clocks[kind] {
+			continue
+		}
+		lo, hi := timerRange(abi.TimerKind(kind))
+		it, err := k.st.Scan(k.store, lo, hi)
+		if err != nil {
+			return nil, err
+		}
+		got, next := 0, int64(math.MaxInt64)
+		for {
+			key, _, ok, err := it.Next()
+			if err != nil {
+				it.Close()
+				return nil, err
+			}
+			if !ok {
+				break
+			}
+			_, ts, tkey := decodeTimerKey(key)
+			if ts > clocks[kind] || got == n {
+				next = ts
+				break
+			}
+			out = append(out, timer{kind: abi.TimerKind(kind), ts: ts, key: bytes.Clone(tkey)})
+			got++
+		}
+		it.Close()
+		if got == 0 {
+			k.minDue[kind] = next
+		}
+	}
+	slices.SortFunc(out, func(a, b timer) int {
+		if abi.TimerLess(a.kind, a.ts, a.key, b.kind, b.ts, b.key) {
+			return -1
+		}
+		if abi.TimerLess(b.kind, b.ts, b.key, a.kind, a.ts, a.key) {
+			return 1
+		}
+		return 0
+	})
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out, nil
+}
+
+// pendingTimer reports whether tm is still pending (an earlier firing of
+// the same check may have canceled it).
+func (k *timekeeper) pendingTimer(tm timer) (bool, error) {
+	_, found, err := k.st.Get(k.store, k.timerKey(tm.kind, tm.ts, tm.key))
+	return found, err
+}
+
+// saveStream writes the stream time to the store when it moved since it
+// was last written: at a commit point, so it commits with the window.
+func (k *timekeeper) saveStream() error {
+	if k.st == nil || k.stream == k.streamSaved || k.stream == abi.NoTime {
+		return nil
+	}
+	var v [8]byte
+	binary.BigEndian.PutUint64(v[:], uint64(k.stream))
+	if err := k.st.Put(k.store, []byte{timeKeyStream}, v[:]); err != nil {
+		return err
+	}
+	k.st.CommitRecord()
+	k.streamSaved = k.stream
+	return nil
+}
+
+// takeMarks returns the window's marked keys in byte order with their
+// timestamps, and clears them.
+func (k *timekeeper) takeMarks() []timer {
+	if len(k.marks) == 0 {
+		return nil
+	}
+	out := make([]timer, 0, len(k.marks))
+	for key, ts := range k.marks {
+		out = append(out, timer{kind: abi.TriggerCommit, ts: ts, key: []byte(key)})
+	}
+	clear(k.marks)
+	slices.SortFunc(out, func(a, b timer) int { return bytes.Compare(a.key, b.key) })
+	return out
+}
+
+func (k *timekeeper) timerKey(kind abi.TimerKind, ts int64, key []byte) []byte {
+	b := append(k.kbuf[:0], timeKeyTimer, byte(kind))
+	b = binary.BigEndian.AppendUint64(b, uint64(ts))
+	b = append(b, key...)
+	k.kbuf = b
+	return b
+}
+
+// timerRange is the time store's key range of one kind's timers.
+func timerRange(kind abi.TimerKind) (lo, hi []byte) {
+	return []byte{timeKeyTimer, byte(kind)}, []byte{timeKeyTimer, byte(kind) + 1}
+}
+
+// decodeTimerKey splits a timer's store key; key aliases k.
+func decodeTimerKey(k []byte) (kind abi.TimerKind, ts int64, key []byte) {
+	if len(k) < 10 {
+		return 0, math.MaxInt64, nil // not a timer key: never due
+	}
+	return abi.TimerKind(k[1]), int64(binary.BigEndian.Uint64(k[2:10])), k[10:]
+}
+
+// eventDue reports whether an event-time timer may be due: the check after
+// a record costs one comparison when none is.
+func (k *timekeeper) eventDue() bool {
+	return k.st != nil && k.loaded && k.minDue[abi.TimerEventTime] <= k.stream
+}
+
+// commitWork reports whether the commit point has calls to make for the
+// task at wall time now: marked keys, a timer of either kind that may be
+// due, or a stream time to save.
+func (k *timekeeper) commitWork(now int64) bool {
+	if len(k.marks) > 0 {
+		return true
+	}
+	if k.st == nil || !k.loaded {
+		return false
+	}
+	return k.minDue[abi.TimerEventTime] <= k.stream || k.minDue[abi.TimerProcessingTime] <= now ||
+		(k.stream != k.streamSaved && k.stream != abi.NoTime)
+}

@@ -1,0 +1,263 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// Timer firings and commit-point calls of a task (ABI.md section 8.3). A
+// callback is run like a record: its emits leave and its state writes,
+// timer changes and marks are kept only if it succeeds; a failure goes
+// through the processor's on_error policy.
+
+// check fires the task's due timers, one call each in firing order:
+// event-time timers by the stream time and, when processing is set,
+// processing-time timers by the wall clock read now. Timers set by the
+// calls fire at the next check. At most the window's remaining firings run;
+// the rest wait in order for the next window. resume is the offset the task
+// would fetch next, where it stops if a call fails under on_error: fail.
+// The error is a fatal one (the state could not be read).
+func (t *task) check(ctx context.Context, processing bool, resume int64) error {
+	if t.failed != nil || t.restoring != nil {
+		return nil
+	}
+	now := time.Now().UnixMilli()
+	due, err := t.tk.due(true, processing, max(now, t.tk.wall), t.tk.lim.FiringsPerCommit-t.tk.firings)
+	if err != nil {
+		return fmt.Errorf("task %s: reading due timers: %w", t.id, err)
+	}
+	for _, tm := range due {
+		if t.failed != nil || ctx.Err() != nil {
+			return nil
+		}
+		pending, err := t.tk.pendingTimer(tm)
+		if err != nil {
+			return fmt.Errorf("task %s: reading a timer: %w", t.id, err)
+		}
+		if !pending {
+			continue // canceled by an earlier firing of this check
+		}
+		t.tk.firings++
+		if err := t.fire(ctx, tm, now, resume); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fire calls the plugin for one due timer, removing the timer with the
+// call's other changes.
+func (t *task) fire(ctx context.Context, tm timer, now, resume int64) error {
+	stats := t.proc.Stats
+	t.tk.beginCall(now)
+	if _, err := t.tk.remove(tm.kind, tm.ts, tm.key); err != nil {
+		t.st.AbortRecord()
+		t.tk.endCall(false)
+		return fmt.Errorf("task %s: removing a fired timer: %w", t.id, err)
+	}
+	tp, ok := t.inst.(TimeProcessor)
+	if ok {
+		ok, _ = tp.TimeCallbacks()
+	}
+	if !ok {
+		// The running version has no wasmstream_on_timer (a swap to a
+		// version without it): the timer is dropped, counted and logged.
+		t.st.CommitRecord()
+		t.tk.endCall(true)
+		stats.TimersDropped.Add(1)
+		t.r.log.Warn("timer due but the plugin version has no wasmstream_on_timer; dropped",
+			"task", t.id.String(), "kind", tm.kind.String(), "ts", tm.ts)
+		return nil
+	}
+	stats.TimerFirings.Add(1)
+	trig := abi.Trigger{Timestamp: tm.ts, StreamTime: t.tk.stream, WallTime: t.tk.wall, Kind: tm.kind, Key: tm.key}
+	t.callback(ctx, &trig, tp.OnTimer, resume, func() {
+		// skip and dead_letter: the fired timer stays removed.
+		t.tk.beginCall(now)
+		if _, err := t.tk.remove(tm.kind, tm.ts, tm.key); err == nil {
+			t.st.CommitRecord()
+			t.tk.endCall(true)
+		} else {
+			t.st.AbortRecord()
+			t.tk.endCall(false)
+		}
+	})
+	return nil
+}
+
+// commitCalls is the task's part of a commit point, before its
+// transaction commits: the check of both kinds of timers, one
+// wasmstream_on_commit call per key marked in the window (including marks
+// made by the check), in key order, then the stream time saved with the
+// window. resume is where the task stops if a call fails under on_error:
+// fail.
+func (t *task) commitCalls(ctx context.Context, now int64) error {
+	resume := t.win.fetchedEnd()
+	if err := t.check(ctx, true, resume); err != nil {
+		return err
+	}
+	marks := t.tk.takeMarks()
+	if len(marks) > 0 && t.failed == nil {
+		tp, ok := t.inst.(TimeProcessor)
+		if ok {
+			_, ok = tp.TimeCallbacks()
+		}
+		if !ok {
+			t.proc.Stats.MarksDropped.Add(int64(len(marks)))
+			t.r.log.Warn("keys marked but the plugin version has no wasmstream_on_commit; dropped",
+				"task", t.id.String(), "keys", len(marks))
+		} else {
+			for _, m := range marks {
+				if t.failed != nil || ctx.Err() != nil {
+					break
+				}
+				t.tk.beginCall(now)
+				t.proc.Stats.CommitCalls.Add(1)
+				trig := abi.Trigger{Timestamp: m.ts, StreamTime: t.tk.stream, WallTime: t.tk.wall, Kind: abi.TriggerCommit, Key: m.key}
+				t.callback(ctx, &trig, tp.OnCommit, resume, nil)
+			}
+		}
+	}
+	if err := t.tk.saveStream(); err != nil {
+		return fmt.Errorf("task %s: saving the stream time: %w", t.id, err)
+	}
+	return nil
+}
+
+// callback runs one timer or commit call (beginCall done) and applies the
+// processor's on_error policy to a failure: skip and dead_letter drop the
+// call (then dropped runs, if set), fail stops the task at resume.
+func (t *task) callback(ctx context.Context, trig *abi.Trigger, call func(context.Context, *abi.Trigger) error, resume int64, dropped func()) {
+	stats := t.proc.Stats
+	t.staged = t.staged[:0]
+	start := time.Now()
+	err := call(ctx, trig)
+	stats.observeLatency(time.Since(start))
+	if err == nil {
+		if t.st != nil {
+			t.st.CommitRecord()
+		}
+		t.tk.endCall(true)
+		for _, out := range t.staged {
+			t.r.produce(out)
+		}
+		stats.RecordsOut.Add(int64(len(t.staged)))
+		t.staged = t.staged[:0]
+		return
+	}
+	t.staged = t.staged[:0]
+	if t.st != nil {
+		t.st.AbortRecord()
+	}
+	t.tk.endCall(false)
+	kind := failureKind(err)
+	stats.failure(kind)
+	what := "timer"
+	if trig.Kind == abi.TriggerCommit {
+		what = "commit call"
+	}
+	attrs := []any{"task", t.id.String(), "call", what, "trigger_kind", trig.Kind.String(), "ts", trig.Timestamp, "kind", kind.String(), "err", err}
+	switch t.proc.spec.OnError {
+	case Skip, DeadLetter:
+		if dropped != nil {
+			dropped()
+		}
+		if t.proc.spec.OnError == Skip {
+			stats.Skipped.Add(1)
+			t.r.log.Warn(what+" failed; skipped (on_error: skip)", attrs...)
+			return
+		}
+		t.r.produce(t.deadLetterTrigger(trig, kind, err))
+		stats.DeadLettered.Add(1)
+		t.r.log.Warn(what+" failed; sent to dead-letter topic "+t.proc.spec.DeadLetterTopic, attrs...)
+	default:
+		// The timer stays pending (its removal was dropped with the call)
+		// and fires again when the task restarts.
+		t.stop(fmt.Errorf("%s (%s, %d) failed: %w", what, trig.Kind, trig.Timestamp, err))
+		if resume >= 0 {
+			t.win.failed(resume)
+		}
+		t.r.cl.PauseFetchPartitions(map[string][]int32{t.id.Topic: {t.id.Partition}})
+		t.r.log.Error(what+" failed; task stopped (on_error: fail)", attrs...)
+	}
+}
+
+// deadLetterTrigger is the dead letter of a failed callback: the trigger's
+// key, its encoding as the value, and the error headers.
+func (t *task) deadLetterTrigger(trig *abi.Trigger, kind FailureKind, err error) *kgo.Record {
+	return &kgo.Record{
+		Topic:     t.proc.spec.DeadLetterTopic,
+		Partition: -1,
+		Key:       append([]byte(nil), trig.Key...),
+		Value:     trig.AppendEncode(nil),
+		Headers: []kgo.RecordHeader{
+			{Key: HeaderErrorKind, Value: []byte(kind.String())},
+			{Key: HeaderError, Value: []byte(err.Error())},
+			{Key: HeaderProcessor, Value: []byte(t.proc.spec.Name)},
+			{Key: HeaderSourceTopic, Value: []byte(t.id.Topic)},
+			{Key: HeaderSourcePart, Value: []byte(strconv.Itoa(int(t.id.Partition)))},
+			{Key: HeaderTriggerKind, Value: []byte(trig.Kind.String())},
+			{Key: HeaderVersion, Value: t.ver.header},
+		},
+	}
+}
+
+// HeaderTriggerKind names, on the dead letter of a failed callback, what
+// the call was about: "event" or "processing" (a timer) or "commit".
+const HeaderTriggerKind = "wasmstream-trigger-kind"
+
+// timePoint runs every task's commit-point calls, inside the commit
+// window's transaction (opened here when the window had no records, so a
+// quiet partition's processing-time timers still fire).
+func (r *Runner) timePoint(ctx context.Context) error {
+	now := time.Now().UnixMilli()
+	for _, t := range r.tasks {
+		if t.failed != nil || t.restoring != nil {
+			continue
+		}
+		if err := t.tk.load(); err != nil {
+			return fmt.Errorf("task %s: %w", t.id, err)
+		}
+		if !t.tk.commitWork(now) {
+			continue
+		}
+		if err := r.committer.openNow(); err != nil {
+			return err
+		}
+		if err := t.commitCalls(ctx, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// timeDue reports whether a commit point has time work though no record
+// waits: a processing-time timer may be due, or an earlier window left due
+// timers over its firing limit.
+func (r *Runner) timeDue() bool {
+	now := time.Now().UnixMilli()
+	for _, t := range r.tasks {
+		if t.failed == nil && t.restoring == nil && t.tk.commitWork(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// keepsTime reports whether any processor of the runner has a time store:
+// its polls then end at every commit interval even when idle, so timers
+// are checked.
+func (r *Runner) keepsTime() bool {
+	for _, ps := range r.procs {
+		if ps.spec.TimeStore {
+			return true
+		}
+	}
+	return false
+}
