@@ -145,18 +145,18 @@ type Instance struct {
 
 // live is one wazero instantiation of the plugin.
 type live struct {
-	mod     api.Module
-	mem     api.Memory
-	flag    api.MutableGlobal // the instrumented interrupt flag
-	count   api.MutableGlobal // the instrumented countdown to the next flag check
-	stack   api.MutableGlobal // the instrumented stack budget left, in bytes
-	lm      *linearMemory
+	mod      api.Module
+	mem      api.Memory
+	flag     api.MutableGlobal // the instrumented interrupt flag
+	count    api.MutableGlobal // the instrumented countdown to the next flag check
+	stack    api.MutableGlobal // the instrumented stack budget left, in bytes
+	lm       *linearMemory
 	process  api.Function
 	input    api.Function
 	onTimer  api.Function // nil unless exported
 	onCommit api.Function // nil unless exported
-	inPtr   uint32 // input buffer, from wasmstream_input
-	inCap   uint32
+	inPtr    uint32       // input buffer, from wasmstream_input
+	inCap    uint32
 }
 
 // Instantiate creates an instance: it instantiates the module in the
@@ -492,9 +492,9 @@ func (i *Instance) start(ctx context.Context) error {
 		return m.err(InstantiateFailed, firstLine(err.Error(), 400), err)
 	}
 	l := &live{
-		mod:     mod,
-		mem:     mod.Memory(),
-		lm:      lm,
+		mod:      mod,
+		mem:      mod.Memory(),
+		lm:       lm,
 		process:  mod.ExportedFunction(abi.ExportProcess),
 		input:    mod.ExportedFunction(abi.ExportInput),
 		onTimer:  mod.ExportedFunction(abi.ExportOnTimer),

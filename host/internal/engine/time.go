@@ -70,7 +70,7 @@ var (
 // a plain error, and nothing runs.
 func (i *Instance) OnTimer(ctx context.Context, trig *abi.Trigger) error {
 	if trig.Kind != abi.TimerEventTime && trig.Kind != abi.TimerProcessingTime {
-		return fmt.Errorf("engine: processor %q: OnTimer with a %s trigger, want an event or processing timer", i.b.Name, trig.Kind)
+		return fmt.Errorf("engine: processor %q: OnTimer: trigger kind %s, want event or processing", i.b.Name, trig.Kind)
 	}
 	return i.trigger(ctx, phaseTimer, i.m.info.HasOnTimer, trig)
 }
@@ -81,7 +81,7 @@ func (i *Instance) OnTimer(ctx context.Context, trig *abi.Trigger) error {
 // call commit_mark returns EPHASE.
 func (i *Instance) OnCommit(ctx context.Context, trig *abi.Trigger) error {
 	if trig.Kind != abi.TriggerCommit {
-		return fmt.Errorf("engine: processor %q: OnCommit with a %s trigger, want a commit trigger", i.b.Name, trig.Kind)
+		return fmt.Errorf("engine: processor %q: OnCommit: trigger kind %s, want commit", i.b.Name, trig.Kind)
 	}
 	return i.trigger(ctx, phaseCommit, i.m.info.HasOnCommit, trig)
 }
