@@ -23,9 +23,9 @@ import (
 type fakeTime struct {
 	stream, wall int64
 	nows         int
-	timers       map[string]bool  // timerKey -> pending
-	marks        map[string]int64 // key -> timestamp of its last mark
-	calls        []string         // "set event 5 \"k\"", "cancel ...", "mark \"k\" 7"
+	timers       map[string]abitest.Timer // timerKey -> pending timer
+	marks        map[string]int64         // key -> timestamp of its last mark
+	calls        []string                 // "set event 5 \"k\"", "cancel ...", "mark \"k\" 7"
 	maxTimers    int
 	maxMarks     int
 	failSet      error
@@ -36,7 +36,7 @@ type fakeTime struct {
 }
 
 func newFakeTime(stream, wall int64) *fakeTime {
-	return &fakeTime{stream: stream, wall: wall, timers: map[string]bool{}, marks: map[string]int64{}}
+	return &fakeTime{stream: stream, wall: wall, timers: map[string]abitest.Timer{}, marks: map[string]int64{}}
 }
 
 func timerKey(kind abi.TimerKind, ts int64, key []byte) string {
@@ -57,13 +57,13 @@ func (f *fakeTime) SetTimer(kind abi.TimerKind, ts int64, key []byte) (bool, err
 	if f.failSet != nil {
 		return false, f.failSet
 	}
-	if f.timers[id] {
+	if _, ok := f.timers[id]; ok {
 		return false, nil
 	}
 	if f.maxTimers > 0 && len(f.timers) >= f.maxTimers {
 		return false, fmt.Errorf("task 3: %w", ErrTimerLimit)
 	}
-	f.timers[id] = true
+	f.timers[id] = abitest.Timer{Kind: kind, TS: ts, Key: bytes.Clone(key)}
 	f.keys = append(f.keys, bytes.Clone(key))
 	return true, nil
 }
@@ -77,7 +77,7 @@ func (f *fakeTime) CancelTimer(kind abi.TimerKind, ts int64, key []byte) (bool, 
 	if f.failCancel != nil {
 		return false, f.failCancel
 	}
-	if !f.timers[id] {
+	if _, ok := f.timers[id]; !ok {
 		return false, nil
 	}
 	delete(f.timers, id)
