@@ -20,16 +20,16 @@ import (
 
 // Sink receives the records a plugin emits.
 type Sink interface {
-	// Emit is called once per accepted emit, during Process and on its
-	// goroutine. output indexes Binding.Outputs. rec and every slice in it
+	// Emit is called once per accepted emit, during Process, OnTimer or
+	// OnCommit and on its goroutine. output indexes Binding.Outputs. rec and every slice in it
 	// alias guest memory and a scratch record the engine reuses: copy what
 	// you keep before returning. An error makes emit return EIO to the
 	// plugin and fails the record (HostFailed).
 	Emit(output int, rec *abi.Record) error
 }
 
-// State is one task's store access. The engine calls it during Process, on
-// Process's goroutine. Slices passed in alias guest memory or engine buffers
+// State is one task's store access. The engine calls it during Process,
+// OnTimer and OnCommit, on their goroutine. Slices passed in alias guest memory or engine buffers
 // and are valid only during the call, except the bounds given to Scan, which
 // stay valid until the Iterator is closed. Any error makes the state call
 // return EIO to the plugin and fails the record (HostFailed). The engine
@@ -98,7 +98,7 @@ const defaultInputSize = 4096
 const interrupted = -1
 
 // Instance is one plugin instance bound to one task. It is not safe for
-// concurrent use: one goroutine calls Process and Close.
+// concurrent use: one goroutine calls Process, OnTimer, OnCommit and Close.
 type Instance struct {
 	rt     *Runtime
 	m      *Module
@@ -163,7 +163,8 @@ type live struct {
 // sandbox, runs the start function, _initialize and wasmstream_init (each
 // under Options.InitTimeout) and asks for the input buffer. Errors are
 // *ModuleError (InstantiateFailed, InitTrapped, InitFailed) or a plain error
-// for a bad Binding or a closed Runtime/Module.
+// for a bad Binding (such as no Time for a module that imports a time
+// function) or a closed Runtime/Module.
 func (m *Module) Instantiate(ctx context.Context, b Binding) (*Instance, error) {
 	if len(b.Outputs) > 0 && b.Sink == nil {
 		return nil, fmt.Errorf("engine: processor %q declares outputs but the binding has no Sink", b.Name)
@@ -217,8 +218,11 @@ func (m *Module) Instantiate(ctx context.Context, b Binding) (*Instance, error) 
 // Trap, Timeout, MemoryLimit or ABIMisuse discards the instance (see
 // FailureKind.Discards); the next Process re-instantiates it (running init
 // again) and fails with InstanceLost if that fails. ctx is checked before the call only: the call itself is
-// bounded by Options.RecordTimeout. On the success path Process makes no
-// heap allocation in the host (the Sink and State may).
+// bounded by Options.RecordTimeout. For a module that imports time_now,
+// Process reads Binding.Time.Now once first (the caller has moved the
+// stream time to include rec); commit_mark remembers rec.Timestamp. On the
+// success path Process makes no heap allocation in the host (the Sink,
+// State and Time may).
 func (i *Instance) Process(ctx context.Context, rec *abi.Record) error {
 	buf, err := i.input(ctx, rec.EncodedSize())
 	if err != nil {
