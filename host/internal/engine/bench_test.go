@@ -209,3 +209,46 @@ func BenchmarkGuestCode(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTimeCallbacks puts the cost of a timer or commit callback next
+// to a record's in the same run: Process on passthrough (the 144-byte
+// record in, one emit back) and OnTimer/OnCommit on testdata/timers (a
+// 40-byte trigger in, the trigger emitted back; Time.Now read once).
+func BenchmarkTimeCallbacks(b *testing.B) {
+	r, _ := newRuntime(b, Options{})
+	b.Run("Process", func(b *testing.B) {
+		benchModule(b, compileFile(b, r, "passthrough"), Binding{}, nil)
+	})
+	m := compileFile(b, r, "timers")
+	for _, kind := range []abi.TimerKind{abi.TimerEventTime, abi.TriggerCommit} {
+		name := "OnTimer"
+		if kind == abi.TriggerCommit {
+			name = "OnCommit"
+		}
+		b.Run(name, func(b *testing.B) {
+			sink := &countSink{}
+			i, err := m.Instantiate(context.Background(), Binding{Name: "bench", Outputs: []string{"out"}, Sink: sink, Time: newFakeTime(1, 2)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer i.Close(context.Background())
+			call := i.OnTimer
+			if kind == abi.TriggerCommit {
+				call = i.OnCommit
+			}
+			trig := &abi.Trigger{Timestamp: 1700000000000, Kind: kind, Key: []byte("key00001")}
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for n := 0; n < b.N; n++ {
+				if err := call(ctx, trig); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if sink.n != b.N {
+				b.Fatalf("%d emits for %d calls", sink.n, b.N)
+			}
+		})
+	}
+}

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// FailureKind says why one Process call failed. A FailureKind is itself an
+// FailureKind says why one Process (or OnTimer, OnCommit) call failed. A FailureKind is itself an
 // error so that errors.Is(err, engine.Timeout) works on any error chain that
 // holds a *RecordError.
 type FailureKind int
@@ -82,9 +82,11 @@ func (k FailureKind) Discards() bool {
 	return k == Trap || k == Timeout || k == MemoryLimit || k == ABIMisuse || k == StackLimit
 }
 
-// RecordError is the error Process returns when a record fails. Emits already
-// delivered to the Sink and writes already made to the State for this record
-// must be discarded by the caller; the engine cannot take them back.
+// RecordError is the error Process returns when a record fails, and OnTimer
+// and OnCommit when a callback fails. Emits already delivered to the Sink,
+// writes already made to the State and timer changes and marks already
+// made through the Time for the call must be discarded by the caller; the
+// engine cannot take them back.
 type RecordError struct {
 	Processor string      // Binding.Name
 	Kind      FailureKind // why

@@ -46,10 +46,11 @@ func FuzzModuleShape(f *testing.F) {
 
 // FuzzHostCalls: every host function, called with arbitrary arguments (junk
 // in the upper half of each i32 slot included, as wazero may pass) over
-// arbitrary guest memory, in either phase. It must never panic, must return
-// a result >= 0 or a named errno, and must record an ABI misuse for every
-// EFAULT. Seeds: one well-formed call of each function and
-// testdata/fuzz/FuzzHostCalls.
+// arbitrary guest memory, in any phase (init; with record set, fn's bits
+// 4-5 choose process, on_timer or on_commit). It must never panic, must
+// return a result >= 0 (for time_now, a time or NoTime) or a named errno,
+// and must record an ABI misuse for every EFAULT. Seeds: one well-formed
+// call of each function and testdata/fuzz/FuzzHostCalls.
 func FuzzHostCalls(f *testing.F) {
 	var rec abi.Record
 	rec.Key, rec.Value, rec.Headers = []byte("k"), []byte("value"), []abi.Header{{Key: "h", Value: []byte("v")}}
@@ -66,14 +67,20 @@ func FuzzHostCalls(f *testing.F) {
 	f.Add(uint8(9), true, uint64(0), uint64(1024), uint64(0), uint64(1024), uint64(0), []byte{})
 	f.Add(uint8(10), true, uint64(0), uint64(2048), uint64(64), uint64(0), uint64(0), []byte{})
 	f.Add(uint8(11), true, uint64(0), uint64(0), uint64(0), uint64(0), uint64(0), []byte{})
+	f.Add(uint8(12), true, uint64(0), uint64(60000), uint64(1024), uint64(1), uint64(0), []byte("k"))
+	f.Add(uint8(13|1<<4), true, uint64(1), uint64(60000), uint64(1024), uint64(1), uint64(0), []byte("k"))
+	f.Add(uint8(14|2<<4), true, uint64(1), uint64(0), uint64(0), uint64(0), uint64(0), []byte{})
+	f.Add(uint8(15|1<<4), true, uint64(1024), uint64(1), uint64(0), uint64(0), uint64(0), []byte("k"))
 	f.Add(uint8(0), true, uint64(0xdeadbeef00000400), uint64(0xffffffff00000010), uint64(0), uint64(0), uint64(0), []byte{})
 
 	r, _ := newRuntime(f, Options{})
 	st := newMemState(1)
 	st.stores[0]["k"] = []byte("value")
+	ft := newFakeTime(1700000000000, 1700000001000)
+	ft.maxTimers, ft.maxMarks = 100, 100
 	i, _ := instantiate(f, compileFile(f, r, "hostile"), Binding{
 		Outputs: []string{"out", "second"}, Stores: []string{"s"}, State: st,
-		Config: []byte(`{"a":1}`), Sink: &countSink{},
+		Config: []byte(`{"a":1}`), Sink: &countSink{}, Time: ft,
 	})
 	mem := i.cur.mem
 	f.Fuzz(func(t *testing.T, fn uint8, record bool, a0, a1, a2, a3, a4 uint64, data []byte) {
@@ -86,16 +93,26 @@ func FuzzHostCalls(f *testing.F) {
 		}
 		p := phaseInit
 		if record {
-			p = phaseRecord
+			p = [4]phase{phaseRecord, phaseTimer, phaseCommit, phaseRecord}[fn>>4&3]
 		}
 		i.beginCall(p)
+		i.streamNow, i.wallNow = ft.Now()
+		ft.calls = ft.calls[:0]
 		stack := []uint64{a0, a1, a2, a3, a4}
 		h.fn(i.ctx, nil, stack)
 		i.closeCursors()
 		i.phase = phaseNone
-		res := int32(stack[0])
+		res := int64(int32(stack[0]))
+		if h.result == api.ValueTypeI64 {
+			if res = int64(stack[0]); res == abi.NoTime {
+				return
+			}
+		}
 		if res >= 0 {
 			return
+		}
+		if res < -1<<16 {
+			t.Fatalf("%s returned %d, not a named errno", h.name, res)
 		}
 		e := abi.Errno(-res)
 		if e.Name() == "E"+itoa(int(e)) {

@@ -172,7 +172,7 @@ func newRawGoHost(tb testing.TB) *rawGoHost {
 		default:
 			fn = func(_ context.Context, _ api.Module, s []uint64) { s[0] = 0 }
 		}
-		b.NewFunctionBuilder().WithGoModuleFunction(fn, i32s(f.params), i32s(1)).Export(f.name)
+		b.NewFunctionBuilder().WithGoModuleFunction(fn, f.params, []api.ValueType{f.result}).Export(f.name)
 	}
 	if _, err := b.Instantiate(ctx); err != nil {
 		tb.Fatal(err)

@@ -13,8 +13,9 @@ import (
 	"github.com/wasmstream/wasmstream/abi"
 )
 
-// The "wasmstream" host module. Every function takes u32 arguments, returns
-// an i32 (a result >= 0 or -Errno) and finds its Instance through the
+// The "wasmstream" host module. Every function takes u32 arguments (and the
+// timer functions an i64 time), returns an i32 (time_now an i64): a result
+// >= 0 or -Errno; it finds its Instance through the
 // context the Instance passes to every call (ctx.Value with a zero-size key:
 // no allocation). Each pointer/length pair is bounds-checked; a fault is
 // also recorded on the instance so the record fails with ABIMisuse even if
@@ -27,48 +28,67 @@ import (
 
 type hostFunc struct {
 	name   string
-	params int // all i32; the result is one i32
+	params []api.ValueType
+	result api.ValueType
 	fn     api.GoModuleFunc
 }
 
+var (
+	i32 = api.ValueTypeI32
+	i64 = api.ValueTypeI64
+)
+
 var hostFuncs = []hostFunc{
-	{abi.ImportEmit, 2, func(ctx context.Context, _ api.Module, s []uint64) {
+	{abi.ImportEmit, i32s(2), i32, func(ctx context.Context, _ api.Module, s []uint64) {
 		ret(s, instanceOf(ctx).emit(u32(s[0]), u32(s[1])))
 	}},
-	{abi.ImportOutputIndex, 2, func(ctx context.Context, _ api.Module, s []uint64) {
+	{abi.ImportOutputIndex, i32s(2), i32, func(ctx context.Context, _ api.Module, s []uint64) {
 		i := instanceOf(ctx)
 		ret(s, i.nameIndex(abi.ImportOutputIndex, i.b.Outputs, u32(s[0]), u32(s[1])))
 	}},
-	{abi.ImportStoreIndex, 2, func(ctx context.Context, _ api.Module, s []uint64) {
+	{abi.ImportStoreIndex, i32s(2), i32, func(ctx context.Context, _ api.Module, s []uint64) {
 		i := instanceOf(ctx)
 		ret(s, i.nameIndex(abi.ImportStoreIndex, i.b.Stores, u32(s[0]), u32(s[1])))
 	}},
-	{abi.ImportConfig, 2, func(ctx context.Context, _ api.Module, s []uint64) {
+	{abi.ImportConfig, i32s(2), i32, func(ctx context.Context, _ api.Module, s []uint64) {
 		ret(s, instanceOf(ctx).config(u32(s[0]), u32(s[1])))
 	}},
-	{abi.ImportLog, 3, func(ctx context.Context, _ api.Module, s []uint64) {
+	{abi.ImportLog, i32s(3), i32, func(ctx context.Context, _ api.Module, s []uint64) {
 		ret(s, instanceOf(ctx).logLine(u32(s[0]), u32(s[1]), u32(s[2])))
 	}},
-	{abi.ImportSetError, 2, func(ctx context.Context, _ api.Module, s []uint64) {
+	{abi.ImportSetError, i32s(2), i32, func(ctx context.Context, _ api.Module, s []uint64) {
 		ret(s, instanceOf(ctx).setError(u32(s[0]), u32(s[1])))
 	}},
-	{abi.ImportStateGet, 5, func(ctx context.Context, _ api.Module, s []uint64) {
+	{abi.ImportStateGet, i32s(5), i32, func(ctx context.Context, _ api.Module, s []uint64) {
 		ret(s, instanceOf(ctx).stateGet(u32(s[0]), u32(s[1]), u32(s[2]), u32(s[3]), u32(s[4])))
 	}},
-	{abi.ImportStatePut, 5, func(ctx context.Context, _ api.Module, s []uint64) {
+	{abi.ImportStatePut, i32s(5), i32, func(ctx context.Context, _ api.Module, s []uint64) {
 		ret(s, instanceOf(ctx).statePut(u32(s[0]), u32(s[1]), u32(s[2]), u32(s[3]), u32(s[4])))
 	}},
-	{abi.ImportStateDelete, 3, func(ctx context.Context, _ api.Module, s []uint64) {
+	{abi.ImportStateDelete, i32s(3), i32, func(ctx context.Context, _ api.Module, s []uint64) {
 		ret(s, instanceOf(ctx).stateDelete(u32(s[0]), u32(s[1]), u32(s[2])))
 	}},
-	{abi.ImportScanOpen, 5, func(ctx context.Context, _ api.Module, s []uint64) {
+	{abi.ImportScanOpen, i32s(5), i32, func(ctx context.Context, _ api.Module, s []uint64) {
 		ret(s, instanceOf(ctx).scanOpen(u32(s[0]), u32(s[1]), u32(s[2]), u32(s[3]), u32(s[4])))
 	}},
-	{abi.ImportScanNext, 3, func(ctx context.Context, _ api.Module, s []uint64) {
+	{abi.ImportScanNext, i32s(3), i32, func(ctx context.Context, _ api.Module, s []uint64) {
 		ret(s, instanceOf(ctx).scanNext(u32(s[0]), u32(s[1]), u32(s[2])))
 	}},
-	{abi.ImportScanClose, 1, func(ctx context.Context, _ api.Module, s []uint64) {
+	{abi.ImportScanClose, i32s(1), i32, func(ctx context.Context, _ api.Module, s []uint64) {
 		ret(s, instanceOf(ctx).scanClose(u32(s[0])))
+	}},
+	// Time (abi/ABI.md section 8.2; time.go).
+	{abi.ImportTimerSet, []api.ValueType{i32, i64, i32, i32}, i32, func(ctx context.Context, _ api.Module, s []uint64) {
+		ret(s, instanceOf(ctx).timerSet(u32(s[0]), int64(s[1]), u32(s[2]), u32(s[3])))
+	}},
+	{abi.ImportTimerCancel, []api.ValueType{i32, i64, i32, i32}, i32, func(ctx context.Context, _ api.Module, s []uint64) {
+		ret(s, instanceOf(ctx).timerCancel(u32(s[0]), int64(s[1]), u32(s[2]), u32(s[3])))
+	}},
+	{abi.ImportTimeNow, i32s(1), i64, func(ctx context.Context, _ api.Module, s []uint64) {
+		s[0] = uint64(instanceOf(ctx).timeNow(u32(s[0])))
+	}},
+	{abi.ImportCommitMark, i32s(2), i32, func(ctx context.Context, _ api.Module, s []uint64) {
+		ret(s, instanceOf(ctx).commitMark(u32(s[0]), u32(s[1])))
 	}},
 }
 
@@ -77,7 +97,7 @@ var hostFuncs = []hostFunc{
 func hostSignature(name string) (string, bool) {
 	for _, h := range hostFuncs {
 		if h.name == name {
-			return signature(i32s(h.params), i32s(1)), true
+			return signature(h.params, []api.ValueType{h.result}), true
 		}
 	}
 	return "", false
@@ -95,7 +115,7 @@ func instantiateHostModule(ctx context.Context, rt wazero.Runtime) error {
 	b := rt.NewHostModuleBuilder(abi.ImportModule)
 	for _, h := range hostFuncs {
 		b.NewFunctionBuilder().
-			WithGoModuleFunction(h.fn, i32s(h.params), i32s(1)).
+			WithGoModuleFunction(h.fn, h.params, []api.ValueType{h.result}).
 			Export(h.name)
 	}
 	_, err := b.Instantiate(ctx)
@@ -128,7 +148,13 @@ const (
 	phaseNone   phase = iota // no call (or no instance): every import fails with EPHASE
 	phaseInit                // start, _initialize, wasmstream_init, wasmstream_input
 	phaseRecord              // wasmstream_process
+	phaseTimer               // wasmstream_on_timer
+	phaseCommit              // wasmstream_on_commit
 )
+
+// inCall reports a call about a record or a trigger: the phases in which
+// a plugin may emit, use state and set timers. They follow phaseInit.
+func (p phase) inCall() bool { return p >= phaseRecord }
 
 // misuse records the first ABI misuse of the current call.
 func (i *Instance) misuse(format string, args ...any) {
@@ -164,9 +190,10 @@ func (i *Instance) read(fn string, ptr, n uint32) ([]byte, bool) {
 	return b, ok
 }
 
-// inRecord refuses calls made outside process with EPHASE.
+// inRecord refuses calls made outside process, on_timer and on_commit
+// with EPHASE.
 func (i *Instance) inRecord() int32 {
-	if i.phase == phaseRecord {
+	if i.phase.inCall() {
 		return 0
 	}
 	return abi.ErrnoPhase.Result()

@@ -20,16 +20,16 @@ import (
 
 // Sink receives the records a plugin emits.
 type Sink interface {
-	// Emit is called once per accepted emit, during Process and on its
-	// goroutine. output indexes Binding.Outputs. rec and every slice in it
+	// Emit is called once per accepted emit, during Process, OnTimer or
+	// OnCommit and on its goroutine. output indexes Binding.Outputs. rec and every slice in it
 	// alias guest memory and a scratch record the engine reuses: copy what
 	// you keep before returning. An error makes emit return EIO to the
 	// plugin and fails the record (HostFailed).
 	Emit(output int, rec *abi.Record) error
 }
 
-// State is one task's store access. The engine calls it during Process, on
-// Process's goroutine. Slices passed in alias guest memory or engine buffers
+// State is one task's store access. The engine calls it during Process,
+// OnTimer and OnCommit, on their goroutine. Slices passed in alias guest memory or engine buffers
 // and are valid only during the call, except the bounds given to Scan, which
 // stay valid until the Iterator is closed. Any error makes the state call
 // return EIO to the plugin and fails the record (HostFailed). The engine
@@ -81,6 +81,10 @@ type Binding struct {
 	Sink Sink
 	// State serves the state imports; required when Stores is not empty.
 	State State
+	// Time serves the time imports (timer_set, timer_cancel, time_now,
+	// commit_mark) and the clocks of OnTimer and OnCommit; required when
+	// the module imports any of them (Info.UsesTime).
+	Time Time
 	// LogAttrs are added to the plugin's log lines after the processor
 	// name (the host adds its task and plugin version).
 	LogAttrs []slog.Attr
@@ -94,7 +98,7 @@ const defaultInputSize = 4096
 const interrupted = -1
 
 // Instance is one plugin instance bound to one task. It is not safe for
-// concurrent use: one goroutine calls Process and Close.
+// concurrent use: one goroutine calls Process, OnTimer, OnCommit and Close.
 type Instance struct {
 	rt     *Runtime
 	m      *Module
@@ -124,6 +128,10 @@ type Instance struct {
 	errText   []byte
 	errSet    bool
 	emitRec   abi.Record
+	// The clocks of the current call, from Time.Now at its start (time.go),
+	// and the timestamp commit_mark remembers: the record's or the timer's.
+	streamNow, wallNow int64
+	markTS             int64
 	// Per-record staging, against Options.Record (reset by beginCall).
 	emits       int
 	emitBytes   int
@@ -137,29 +145,35 @@ type Instance struct {
 
 // live is one wazero instantiation of the plugin.
 type live struct {
-	mod     api.Module
-	mem     api.Memory
-	flag    api.MutableGlobal // the instrumented interrupt flag
-	count   api.MutableGlobal // the instrumented countdown to the next flag check
-	stack   api.MutableGlobal // the instrumented stack budget left, in bytes
-	lm      *linearMemory
-	process api.Function
-	input   api.Function
-	inPtr   uint32 // input buffer, from wasmstream_input
-	inCap   uint32
+	mod      api.Module
+	mem      api.Memory
+	flag     api.MutableGlobal // the instrumented interrupt flag
+	count    api.MutableGlobal // the instrumented countdown to the next flag check
+	stack    api.MutableGlobal // the instrumented stack budget left, in bytes
+	lm       *linearMemory
+	process  api.Function
+	input    api.Function
+	onTimer  api.Function // nil unless exported
+	onCommit api.Function // nil unless exported
+	inPtr    uint32       // input buffer, from wasmstream_input
+	inCap    uint32
 }
 
 // Instantiate creates an instance: it instantiates the module in the
 // sandbox, runs the start function, _initialize and wasmstream_init (each
 // under Options.InitTimeout) and asks for the input buffer. Errors are
 // *ModuleError (InstantiateFailed, InitTrapped, InitFailed) or a plain error
-// for a bad Binding or a closed Runtime/Module.
+// for a bad Binding (such as no Time for a module that imports a time
+// function) or a closed Runtime/Module.
 func (m *Module) Instantiate(ctx context.Context, b Binding) (*Instance, error) {
 	if len(b.Outputs) > 0 && b.Sink == nil {
 		return nil, fmt.Errorf("engine: processor %q declares outputs but the binding has no Sink", b.Name)
 	}
 	if len(b.Stores) > 0 && b.State == nil {
 		return nil, fmt.Errorf("engine: processor %q declares stores but the binding has no State", b.Name)
+	}
+	if imp := m.info.timeImport(); imp != "" && b.Time == nil {
+		return nil, fmt.Errorf("engine: processor %q: the module imports %s.%s but the binding has no Time", b.Name, abi.ImportModule, imp)
 	}
 	if len(b.OutputMaxBytes) > len(b.Outputs) {
 		return nil, fmt.Errorf("engine: processor %q: %d OutputMaxBytes for %d outputs", b.Name, len(b.OutputMaxBytes), len(b.Outputs))
@@ -204,33 +218,62 @@ func (m *Module) Instantiate(ctx context.Context, b Binding) (*Instance, error) 
 // Trap, Timeout, MemoryLimit or ABIMisuse discards the instance (see
 // FailureKind.Discards); the next Process re-instantiates it (running init
 // again) and fails with InstanceLost if that fails. ctx is checked before the call only: the call itself is
-// bounded by Options.RecordTimeout. On the success path Process makes no
-// heap allocation in the host (the Sink and State may).
+// bounded by Options.RecordTimeout. For a module that imports time_now,
+// Process reads Binding.Time.Now once first (the caller has moved the
+// stream time to include rec); commit_mark remembers rec.Timestamp. On the
+// success path Process makes no heap allocation in the host (the Sink,
+// State and Time may).
 func (i *Instance) Process(ctx context.Context, rec *abi.Record) error {
-	if err := ctx.Err(); err != nil {
+	buf, err := i.input(ctx, rec.EncodedSize())
+	if err != nil {
 		return err
+	}
+	rec.EncodeTo(buf)
+	if i.m.info.ImportsTimeNow {
+		i.streamNow, i.wallNow = i.b.Time.Now()
+	}
+	i.markTS = rec.Timestamp
+	return i.run(ctx, phaseRecord, len(buf))
+}
+
+// input returns the plugin's input buffer, n bytes long, after reviving a
+// discarded instance and asking the plugin for a larger buffer if needed.
+func (i *Instance) input(ctx context.Context, n int) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	if i.cur == nil {
 		if err := i.revive(ctx); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	n := rec.EncodedSize()
 	if n > int(i.cur.inCap) {
 		if err := i.growInput(ctx, n); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	l := i.cur
-	buf, ok := l.mem.Read(l.inPtr, uint32(n))
+	buf, ok := i.cur.mem.Read(i.cur.inPtr, uint32(n))
 	if !ok {
-		return i.misused(ctx, "the input buffer is no longer inside plugin memory")
+		return nil, i.misused(ctx, "the input buffer is no longer inside plugin memory")
 	}
-	rec.EncodeTo(buf)
+	return buf, nil
+}
 
-	i.beginCall(phaseRecord)
+// run calls the export of phase p (wasmstream_process, _on_timer or
+// _on_commit) on the n bytes now in the input buffer and classifies the
+// outcome: nil or a *RecordError, as Process documents.
+func (i *Instance) run(ctx context.Context, p phase, n int) error {
+	l := i.cur
+	fn, name := l.process, abi.ExportProcess
+	switch p {
+	case phaseTimer:
+		fn, name = l.onTimer, abi.ExportOnTimer
+	case phaseCommit:
+		fn, name = l.onCommit, abi.ExportOnCommit
+	}
+	i.beginCall(p)
 	i.stack[0] = uint64(n)
-	intr, err := i.call(l.process, i.rt.recordTicks)
+	intr, err := i.call(fn, i.rt.recordTicks)
 	i.closeCursors()
 	i.phase = phaseNone
 	if i.logs.pending > 0 {
@@ -238,7 +281,7 @@ func (i *Instance) Process(ctx context.Context, rec *abi.Record) error {
 	}
 	if intr || err != nil {
 		if err != nil || !i.clearInterrupt() {
-			return i.trapped(ctx, abi.ExportProcess, err, intr, i.rt.opts.RecordTimeout)
+			return i.trapped(ctx, name, err, intr, i.rt.opts.RecordTimeout)
 		}
 	}
 	if i.hostErr != nil {
@@ -256,7 +299,7 @@ func (i *Instance) Process(ctx context.Context, rec *abi.Record) error {
 	case abi.StatusFailed:
 		return i.recordErr(PluginFailed, i.reason(), nil)
 	default:
-		return i.misused(ctx, fmt.Sprintf("%s returned unknown status %d", abi.ExportProcess, st))
+		return i.misused(ctx, fmt.Sprintf("%s returned unknown status %d", name, st))
 	}
 }
 
@@ -453,11 +496,13 @@ func (i *Instance) start(ctx context.Context) error {
 		return m.err(InstantiateFailed, firstLine(err.Error(), 400), err)
 	}
 	l := &live{
-		mod:     mod,
-		mem:     mod.Memory(),
-		lm:      lm,
-		process: mod.ExportedFunction(abi.ExportProcess),
-		input:   mod.ExportedFunction(abi.ExportInput),
+		mod:      mod,
+		mem:      mod.Memory(),
+		lm:       lm,
+		process:  mod.ExportedFunction(abi.ExportProcess),
+		input:    mod.ExportedFunction(abi.ExportInput),
+		onTimer:  mod.ExportedFunction(abi.ExportOnTimer),
+		onCommit: mod.ExportedFunction(abi.ExportOnCommit),
 	}
 	l.flag, _ = mod.ExportedGlobal(exportInterrupt).(api.MutableGlobal)
 	l.count, _ = mod.ExportedGlobal(exportCountdown).(api.MutableGlobal)

@@ -50,10 +50,41 @@ type Info struct {
 	HasStart      bool
 	HasInitialize bool
 	HasInit       bool
+	// HasOnTimer and HasOnCommit tell whether the module exports the time
+	// callbacks wasmstream_on_timer and wasmstream_on_commit (OnTimer,
+	// OnCommit).
+	HasOnTimer  bool
+	HasOnCommit bool
+	// ImportsTimerSet, ImportsTimerCancel, ImportsTimeNow and
+	// ImportsCommitMark tell which time functions the module imports
+	// (abi/ABI.md section 8.2). A module importing any of them needs
+	// Binding.Time.
+	ImportsTimerSet    bool
+	ImportsTimerCancel bool
+	ImportsTimeNow     bool
+	ImportsCommitMark  bool
 	// InstrumentedFunctions and InstrumentedLoops count the interrupt
 	// checks the engine inserted (one per function body and loop head).
 	InstrumentedFunctions int
 	InstrumentedLoops     int
+}
+
+// UsesTime reports whether the module imports any time function.
+func (i Info) UsesTime() bool { return i.timeImport() != "" }
+
+// timeImport names one time function the module imports, or "".
+func (i Info) timeImport() string {
+	switch {
+	case i.ImportsTimerSet:
+		return abi.ImportTimerSet
+	case i.ImportsTimerCancel:
+		return abi.ImportTimerCancel
+	case i.ImportsTimeNow:
+		return abi.ImportTimeNow
+	case i.ImportsCommitMark:
+		return abi.ImportCommitMark
+	}
+	return ""
 }
 
 // Symbol is one import or export.
@@ -96,6 +127,8 @@ const (
 	sigProcess    = "(i32) -> i32"
 	sigInitialize = "() -> ()"
 	sigInit       = "() -> i32"
+	sigOnTimer    = "(i32) -> i32"
+	sigOnCommit   = "(i32) -> i32"
 )
 
 // Compile validates wasm against the ABI, instruments it and compiles it.
@@ -361,6 +394,18 @@ func validate(name string, c wazero.CompiledModule, ins *instrumented, wasm []by
 		} else if s.Signature != want {
 			bad = append(bad, fmt.Sprintf("%s is func %s, want func %s", full, s.Signature, want))
 		}
+		if im.Module == abi.ImportModule {
+			switch im.Name {
+			case abi.ImportTimerSet:
+				info.ImportsTimerSet = true
+			case abi.ImportTimerCancel:
+				info.ImportsTimerCancel = true
+			case abi.ImportTimeNow:
+				info.ImportsTimeNow = true
+			case abi.ImportCommitMark:
+				info.ImportsCommitMark = true
+			}
+		}
 	}
 	if len(bad) > 0 {
 		return fail(ForbiddenImport, "%s", strings.Join(bad, "; "))
@@ -391,6 +436,8 @@ func validate(name string, c wazero.CompiledModule, ins *instrumented, wasm []by
 		{abi.ExportProcess, sigProcess, true, nil},
 		{abi.ExportInitialize, sigInitialize, false, &info.HasInitialize},
 		{abi.ExportInit, sigInit, false, &info.HasInit},
+		{abi.ExportOnTimer, sigOnTimer, false, &info.HasOnTimer},
+		{abi.ExportOnCommit, sigOnCommit, false, &info.HasOnCommit},
 	} {
 		d, ok := funcs[e.name]
 		if !ok {
@@ -407,6 +454,25 @@ func validate(name string, c wazero.CompiledModule, ins *instrumented, wasm []by
 		}
 		if e.has != nil {
 			*e.has = true
+		}
+	}
+
+	// Time imports whose callbacks are missing: what they ask for could
+	// never be delivered (abi/ABI.md section 8.2, load-time rules).
+	for _, r := range []struct {
+		imported bool
+		name     string
+		export   string
+		sig      string
+		what     string
+	}{
+		{info.ImportsTimerSet, abi.ImportTimerSet, abi.ExportOnTimer, sigOnTimer, "its timers"},
+		{info.ImportsTimerCancel, abi.ImportTimerCancel, abi.ExportOnTimer, sigOnTimer, "its timers"},
+		{info.ImportsCommitMark, abi.ImportCommitMark, abi.ExportOnCommit, sigOnCommit, "its commit marks"},
+	} {
+		if r.imported && funcs[r.export] == nil {
+			return fail(MissingExport, "%s, want func %s: the module imports %s.%s, and %s could never be delivered without it",
+				r.export, r.sig, abi.ImportModule, r.name, r.what)
 		}
 	}
 	return info, nil

@@ -184,13 +184,21 @@ func OutputNames(outputs map[string]string) []string {
 
 // Compile compiles a version of the processor's plugin and instantiates it
 // once with the processor's binding, so a module whose init fails is
-// refused before any task uses it.
+// refused before any task uses it. A module that sets timers is refused
+// for a processor without a store (CheckStores).
 func (p *Processor) Compile(ctx context.Context, wasm []byte) (*engine.Module, error) {
 	mod, err := p.RT.Compile(ctx, p.Spec.Name, wasm)
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckStores(p.Spec, mod.Info()); err != nil {
+		_ = mod.Close(ctx)
+		return nil, err
+	}
 	check := p.Binding
+	if mod.Info().UsesTime() {
+		check.Time = noTime{}
+	}
 	// Its log lines (a plugin's init may log) belong to no task.
 	check.LogAttrs = []slog.Attr{slog.String("instance", "load-check")}
 	check.Sink = discardSink{}
@@ -211,6 +219,31 @@ func (p *Processor) Compile(ctx context.Context, wasm []byte) (*engine.Module, e
 func (p *Processor) Factory(mod *engine.Module, version string) runner.Plugin {
 	return &factory{module: mod, binding: p.Binding, version: version}
 }
+
+// CheckStores is the load-time rule of abi/ABI.md section 8.2 that needs
+// the processor: a module importing timer_set needs a store, because the
+// host keeps a task's timers with its state (committed, restored and moved
+// with its stores).
+func CheckStores(spec Spec, info engine.Info) error {
+	if info.ImportsTimerSet && len(spec.Stores) == 0 {
+		return fmt.Errorf("processor %q: the plugin imports %s.%s but the processor declares no store: timers are kept in the task's state, so declare one in its stores",
+			spec.Name, abi.ImportModule, abi.ImportTimerSet)
+	}
+	return nil
+}
+
+// noTime serves the trial instance, which may not use time during init
+// anyway (the engine refuses it with EPHASE).
+type noTime struct{}
+
+func (noTime) Now() (int64, int64) { return abi.NoTime, 0 }
+func (noTime) SetTimer(abi.TimerKind, int64, []byte) (bool, error) {
+	return false, errors.New("no time")
+}
+func (noTime) CancelTimer(abi.TimerKind, int64, []byte) (bool, error) {
+	return false, errors.New("no time")
+}
+func (noTime) Mark([]byte, int64) (bool, error) { return false, errors.New("no time") }
 
 // discardSink takes the emits of the trial instance, which processes no
 // record (emits during init are refused by the engine anyway).
