@@ -278,22 +278,72 @@ type factory struct {
 	version string // the version's ID, on its plugin's log lines
 }
 
-func (f *factory) Instantiate(ctx context.Context, task runner.TaskID, sink runner.Sink, st *state.Task) (runner.Processor, error) {
+func (f *factory) Instantiate(ctx context.Context, task runner.TaskID, env runner.Env) (runner.Processor, error) {
 	b := f.binding
 	b.LogAttrs = []slog.Attr{slog.String("task", task.String()), slog.String("version", f.version)}
-	b.Sink = sink
-	if st != nil {
-		b.State = taskState{st}
+	b.Sink = env.Sink
+	if env.State != nil {
+		b.State = taskState{env.State}
+	}
+	if env.Time != nil {
+		b.Time = taskTime{env.Time}
 	}
 	inst, err := f.module.Instantiate(ctx, b)
 	if err != nil {
 		return nil, err
 	}
+	info := f.module.Info()
+	if info.HasOnTimer || info.HasOnCommit {
+		return timeInstance{instance{inst}, info.HasOnTimer, info.HasOnCommit}, nil
+	}
 	return instance{inst}, nil
+}
+
+// taskTime adapts a task's time to the engine's Time: the runner's limit
+// errors become the engine's, which give the plugin ELIMIT.
+type taskTime struct{ runner.Time }
+
+func (t taskTime) SetTimer(kind abi.TimerKind, ts int64, key []byte) (bool, error) {
+	added, err := t.Time.SetTimer(kind, ts, key)
+	if errors.Is(err, runner.ErrTimerLimit) {
+		err = fmt.Errorf("%w: %w", engine.ErrTimerLimit, err)
+	}
+	return added, err
+}
+
+func (t taskTime) Mark(key []byte, ts int64) (bool, error) {
+	added, err := t.Time.Mark(key, ts)
+	if errors.Is(err, runner.ErrMarkLimit) {
+		err = fmt.Errorf("%w: %w", engine.ErrMarkLimit, err)
+	}
+	return added, err
 }
 
 // instance adapts an engine instance to the runner, classifying failures.
 type instance struct{ *engine.Instance }
+
+// timeInstance is an instance whose module exports a time callback: the
+// runner's TimeProcessor.
+type timeInstance struct {
+	instance
+	onTimer, onCommit bool
+}
+
+func (i timeInstance) TimeCallbacks() (onTimer, onCommit bool) { return i.onTimer, i.onCommit }
+
+func (i timeInstance) OnTimer(ctx context.Context, trig *abi.Trigger) error {
+	if err := i.Instance.OnTimer(ctx, trig); err != nil {
+		return RecordFailure(err)
+	}
+	return nil
+}
+
+func (i timeInstance) OnCommit(ctx context.Context, trig *abi.Trigger) error {
+	if err := i.Instance.OnCommit(ctx, trig); err != nil {
+		return RecordFailure(err)
+	}
+	return nil
+}
 
 func (i instance) Process(ctx context.Context, rec *abi.Record) error {
 	if err := i.Instance.Process(ctx, rec); err != nil {

@@ -19,7 +19,6 @@ import (
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
-	"github.com/wasmstream/wasmstream/host/internal/state"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 	"github.com/wasmstream/wasmstream/internal/testutil"
 )
@@ -38,8 +37,8 @@ type goInstance struct {
 	sink Sink
 }
 
-func (p *goPlugin) Instantiate(_ context.Context, _ TaskID, sink Sink, _ *state.Task) (Processor, error) {
-	return &goInstance{p: p, sink: sink}, nil
+func (p *goPlugin) Instantiate(_ context.Context, _ TaskID, env Env) (Processor, error) {
+	return &goInstance{p: p, sink: env.Sink}, nil
 }
 
 func (i *goInstance) Process(_ context.Context, rec *abi.Record) error {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/wasmstream/wasmstream/host/internal/state"
 	"github.com/wasmstream/wasmstream/host/internal/versions"
 	"github.com/wasmstream/wasmstream/internal/testutil"
 )
@@ -208,7 +207,7 @@ func TestSwapToBrokenVersionKeepsTheOld(t *testing.T) {
 
 type brokenPlugin struct{}
 
-func (brokenPlugin) Instantiate(context.Context, TaskID, Sink, *state.Task) (Processor, error) {
+func (brokenPlugin) Instantiate(context.Context, TaskID, Env) (Processor, error) {
 	return nil, errors.New("init trapped")
 }
 
