@@ -22,6 +22,7 @@ import (
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
 
+	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/engine"
 	"github.com/wasmstream/wasmstream/host/internal/plugin"
 	"github.com/wasmstream/wasmstream/host/internal/versions"
@@ -172,6 +173,17 @@ type Limits struct {
 	// the rate are dropped, counted and summarized. Defaults 100 and 64KiB.
 	LogLinesPerSecond int      `koanf:"log_lines_per_second"`
 	LogBytesPerSecond ByteSize `koanf:"log_bytes_per_second"`
+	// Timers bounds the timers one task may have pending (abi/ABI.md
+	// section 8.6); timer_set of a new one past it returns ELIMIT.
+	// Default 1000000.
+	Timers int `koanf:"timers"`
+	// TimerFirings bounds the timers fired in one commit window; due
+	// timers past it fire, in order, in the next. Default 10000.
+	TimerFirings int `koanf:"timer_firings"`
+	// CommitMarks bounds the keys one commit window may mark for a
+	// commit-point call; commit_mark of a new key past it returns ELIMIT.
+	// Default 100000.
+	CommitMarks int `koanf:"commit_marks"`
 }
 
 // ModuleLimits bound the shape of the modules the host compiles (checked
@@ -615,6 +627,9 @@ func (c *Config) ApplyDefaults() {
 		setDefault(&l.StateBytesPerRecord, engine.DefaultMaxStateBytes)
 		setDefault(&l.LogLinesPerSecond, engine.DefaultLogLinesPerSecond)
 		setDefault(&l.LogBytesPerSecond, engine.DefaultLogBytesPerSecond)
+		setDefault(&l.Timers, abi.DefaultMaxTimers)
+		setDefault(&l.TimerFirings, abi.DefaultMaxFiringsPerCommit)
+		setDefault(&l.CommitMarks, abi.DefaultMaxCommitMarks)
 	}
 }
 
@@ -747,6 +762,8 @@ func (c *Config) Validate() error {
 			switch {
 			case !nameRE.MatchString(st):
 				bad(at, "%q must be made of a-z A-Z 0-9 . _ -", st)
+			case strings.HasPrefix(st, "_"):
+				bad(at, "%q: store names starting with _ are the host's (each processor with stores has a time store, %s)", st, timeStoreName(p.Name))
 			case stores[st] != "":
 				bad(at, "store %q is already declared by processor %q (store names are unique in an app: they name changelog topics)", st, stores[st])
 			default:
@@ -769,7 +786,8 @@ func (c *Config) Validate() error {
 		if p.Limits.Stack > engine.MaxStackLimit {
 			bad(at+".limits.stack", "%s is over the %s maximum", p.Limits.Stack, ByteSize(engine.MaxStackLimit))
 		}
-		for name, v := range map[string]int{"emits_per_record": p.Limits.EmitsPerRecord, "log_lines_per_second": p.Limits.LogLinesPerSecond} {
+		for name, v := range map[string]int{"emits_per_record": p.Limits.EmitsPerRecord, "log_lines_per_second": p.Limits.LogLinesPerSecond,
+			"timers": p.Limits.Timers, "timer_firings": p.Limits.TimerFirings, "commit_marks": p.Limits.CommitMarks} {
 			if v < 0 {
 				bad(at+".limits."+name, "must be positive")
 			}
@@ -860,6 +878,21 @@ func (p *ProcessorConfig) pluginSpec() plugin.Spec {
 			BytesPerSecond: float64(p.Limits.LogBytesPerSecond),
 		},
 	}
+}
+
+// timeStoreName is the store that holds the pending timers and stream time
+// of a stateful processor's tasks (abi/ABI.md section 8.5): kept,
+// changelogged and restored like the processor's own stores, never
+// visible to its plugin. Users' store names cannot start with "_".
+func timeStoreName(processor string) string { return "_time." + processor }
+
+// taskStores are the stores of the processor's tasks: its own, then its
+// time store; none for a processor without stores.
+func (c *Config) taskStores(p *ProcessorConfig) []string {
+	if len(p.Stores) == 0 {
+		return nil
+	}
+	return append(slices.Clone(p.Stores), timeStoreName(p.Name))
 }
 
 // DeadLetterTopic is the topic failed records go to under on_error:

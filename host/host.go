@@ -188,9 +188,12 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			OutputLimits:    h.outputLimits(p),
 			OnError:         enums.onError[i],
 			DeadLetterTopic: cfg.DeadLetterTopic(pc),
-			Stores:          pc.Stores,
+			Stores:          cfg.taskStores(pc),
+			TimeStore:       len(pc.Stores) > 0,
+			TimeLimits: runner.TimeLimits{Timers: pc.Limits.Timers, FiringsPerCommit: pc.Limits.TimerFirings,
+				CommitMarks: pc.Limits.CommitMarks},
 		}
-		for _, st := range pc.Stores {
+		for _, st := range specs[i].Stores {
 			specs[i].Changelogs = append(specs[i].Changelogs, cfg.ChangelogTopic(st))
 		}
 	}
@@ -535,7 +538,7 @@ func (h *Host) ensureTopics(ctx context.Context, create bool) error {
 	for i := range h.cfg.Processors {
 		pc := &h.cfg.Processors[i]
 		procs[i] = topics.Processor{Name: pc.Name, Inputs: pc.Inputs, Outputs: pc.Outputs, Changelogs: map[string]string{}}
-		for _, st := range pc.Stores {
+		for _, st := range h.cfg.taskStores(pc) {
 			procs[i].Changelogs[st] = h.cfg.ChangelogTopic(st)
 		}
 		if pc.OnError == OnErrorDeadLetter {

@@ -80,6 +80,7 @@ func (c *atLeastOnce) commit(ctx context.Context) error {
 				// point, or the next owner processes the records again
 				// (at-least-once). The outputs are already acknowledged.
 				r.log.Info("offset commit refused by the group; retrying at the next commit point", "err", cerr)
+				r.timeCommitted() // outputs and state are in: only offsets wait
 				r.windowsClosed()
 				return nil
 			}
@@ -92,6 +93,7 @@ func (c *atLeastOnce) commit(ctx context.Context) error {
 	for _, t := range r.tasks {
 		t.win.committed()
 	}
+	r.timeCommitted()
 	r.windowsClosed()
 	return nil
 }

@@ -96,8 +96,13 @@ func (r *Runner) commitDue() bool {
 func (r *Runner) windowsClosed() {
 	r.sinceCommit = 0
 	r.lastCommit = time.Now()
+}
+
+// timeCommitted tells every task's time that the commit point committed
+// (an abort resets it instead).
+func (r *Runner) timeCommitted() {
 	for _, t := range r.tasks {
-		t.tk.windowClosed()
+		t.tk.committed()
 	}
 }
 

@@ -207,6 +207,7 @@ func (c *exactlyOnce) commit(ctx context.Context) error {
 		return c.aborted(ctx, failedCanaries, perr)
 	}
 	c.produceAborts = 0
+	r.timeCommitted()
 	for _, t := range r.tasks {
 		if err := t.applyState(); err != nil {
 			// The transaction is committed but the local store could not

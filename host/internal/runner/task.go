@@ -216,7 +216,7 @@ func (t *task) processBatch(ctx context.Context, recs []*kgo.Record, deadline ti
 		// The record may have moved the stream time: the event-time check
 		// (ABI.md section 8.3).
 		if t.tk.eventDue() {
-			if err := t.check(ctx, false, kr.Offset+1); err != nil {
+			if err := t.check(ctx, false, kr.Offset+1, deadline); err != nil {
 				return done, err
 			}
 		}

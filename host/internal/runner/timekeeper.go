@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -62,8 +63,13 @@ type timekeeper struct {
 
 	// marks are the keys marked in this commit window, with the last
 	// marking call's timestamp; callMarks the current call's, merged on
-	// success.
+	// success. carried are keys of committed windows whose commit calls
+	// did not fit in their commit point; they survive aborts until a
+	// commit point that called them commits. left are the keys the
+	// current commit point did not get to, taken the carried ones called.
 	marks, callMarks map[string]int64
+	carried, left    map[string]int64
+	taken            map[string]int64 // carried as of the current commit point's start
 
 	// firings counts the timers fired in this commit window.
 	firings int
@@ -72,7 +78,8 @@ type timekeeper struct {
 
 func newTimekeeper(st *state.Task, store int, lim TimeLimits) *timekeeper {
 	return &timekeeper{st: st, store: store, lim: lim.withDefaults(), stream: abi.NoTime, streamSaved: abi.NoTime,
-		minDue: [2]int64{math.MaxInt64, math.MaxInt64}, marks: map[string]int64{}, callMarks: map[string]int64{}}
+		minDue: [2]int64{math.MaxInt64, math.MaxInt64}, marks: map[string]int64{}, callMarks: map[string]int64{},
+		carried: map[string]int64{}}
 }
 
 // load reads the committed stream time and counts the pending timers, once
@@ -135,12 +142,25 @@ func (k *timekeeper) reset() {
 	k.staged = 0
 	clear(k.marks)
 	clear(k.callMarks)
+	// The aborted commit point's calls of carried keys are undone: they
+	// are carried again.
+	for key, ts := range k.taken {
+		k.carried[key] = ts
+	}
+	k.taken, k.left = nil, nil
 	k.firings = 0
 }
 
-// windowClosed starts a new commit window after a commit.
-func (k *timekeeper) windowClosed() {
-	clear(k.marks)
+// committed starts a new commit window after a commit point committed:
+// the keys it did not call are carried to the next.
+func (k *timekeeper) committed() {
+	if k.taken != nil {
+		k.carried = k.left
+		if k.carried == nil {
+			k.carried = map[string]int64{}
+		}
+		k.taken, k.left = nil, nil
+	}
 	k.firings = 0
 }
 
@@ -333,16 +353,35 @@ func (k *timekeeper) saveStream() error {
 // takeMarks returns the window's marked keys in byte order with their
 // timestamps, and clears them.
 func (k *timekeeper) takeMarks() []timer {
-	if len(k.marks) == 0 {
+	k.taken = maps.Clone(k.carried)
+	if k.taken == nil {
+		k.taken = map[string]int64{}
+	}
+	k.left = nil
+	if len(k.marks) == 0 && len(k.carried) == 0 {
 		return nil
 	}
-	out := make([]timer, 0, len(k.marks))
-	for key, ts := range k.marks {
+	all := k.taken
+	if len(k.marks) > 0 {
+		all = maps.Clone(k.carried)
+		maps.Copy(all, k.marks) // a newer mark's timestamp wins
+	}
+	out := make([]timer, 0, len(all))
+	for key, ts := range all {
 		out = append(out, timer{kind: abi.TriggerCommit, ts: ts, key: []byte(key)})
 	}
 	clear(k.marks)
 	slices.SortFunc(out, func(a, b timer) int { return bytes.Compare(a.key, b.key) })
 	return out
+}
+
+// carryMarks puts marked keys back for the next commit point (their calls
+// did not fit in this one's time).
+func (k *timekeeper) carryMarks(ms []timer) {
+	k.left = make(map[string]int64, len(ms))
+	for _, m := range ms {
+		k.left[string(m.key)] = m.ts
+	}
 }
 
 func (k *timekeeper) timerKey(kind abi.TimerKind, ts int64, key []byte) []byte {
@@ -376,7 +415,7 @@ func (k *timekeeper) eventDue() bool {
 // task at wall time now: marked keys, a timer of either kind that may be
 // due, or a stream time to save.
 func (k *timekeeper) commitWork(now int64) bool {
-	if len(k.marks) > 0 {
+	if len(k.marks) > 0 || len(k.carried) > 0 {
 		return true
 	}
 	if k.st == nil || !k.loaded {

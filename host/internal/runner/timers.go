@@ -22,8 +22,10 @@ import (
 // calls fire at the next check. At most the window's remaining firings run;
 // the rest wait in order for the next window. resume is the offset the task
 // would fetch next, where it stops if a call fails under on_error: fail.
-// The error is a fatal one (the state could not be read).
-func (t *task) check(ctx context.Context, processing bool, resume int64) error {
+// Past deadline the check stops after its first firing (time isolation:
+// a flood of slow timers cannot hold the commit point); the rest fire at
+// the next check. The error is a fatal one (the state could not be read).
+func (t *task) check(ctx context.Context, processing bool, resume int64, deadline time.Time) error {
 	if t.failed != nil || t.restoring != nil {
 		return nil
 	}
@@ -32,8 +34,8 @@ func (t *task) check(ctx context.Context, processing bool, resume int64) error {
 	if err != nil {
 		return fmt.Errorf("task %s: reading due timers: %w", t.id, err)
 	}
-	for _, tm := range due {
-		if t.failed != nil || ctx.Err() != nil {
+	for i, tm := range due {
+		if t.failed != nil || ctx.Err() != nil || (i > 0 && time.Now().After(deadline)) {
 			return nil
 		}
 		pending, err := t.tk.pendingTimer(tm)
@@ -97,9 +99,9 @@ func (t *task) fire(ctx context.Context, tm timer, now, resume int64) error {
 // made by the check), in key order, then the stream time saved with the
 // window. resume is where the task stops if a call fails under on_error:
 // fail.
-func (t *task) commitCalls(ctx context.Context, now int64) error {
+func (t *task) commitCalls(ctx context.Context, now int64, deadline time.Time) error {
 	resume := t.win.fetchedEnd()
-	if err := t.check(ctx, true, resume); err != nil {
+	if err := t.check(ctx, true, resume, deadline); err != nil {
 		return err
 	}
 	marks := t.tk.takeMarks()
@@ -113,8 +115,14 @@ func (t *task) commitCalls(ctx context.Context, now int64) error {
 			t.r.log.Warn("keys marked but the plugin version has no wasmstream_on_commit; dropped",
 				"task", t.id.String(), "keys", len(marks))
 		} else {
-			for _, m := range marks {
+			for i, m := range marks {
 				if t.failed != nil || ctx.Err() != nil {
+					break
+				}
+				if i > 0 && time.Now().After(deadline) {
+					// Slow commit calls: the keys left are called at the
+					// next commit point, so the transaction stays short.
+					t.tk.carryMarks(marks[i:])
 					break
 				}
 				t.tk.beginCall(now)
@@ -216,7 +224,8 @@ const HeaderTriggerKind = "wasmstream-trigger-kind"
 // window's transaction (opened here when the window had no records, so a
 // quiet partition's processing-time timers still fire).
 func (r *Runner) timePoint(ctx context.Context) error {
-	now := time.Now().UnixMilli()
+	start := time.Now()
+	now, deadline := start.UnixMilli(), start.Add(r.opts.CommitInterval)
 	for _, t := range r.tasks {
 		if t.failed != nil || t.restoring != nil {
 			continue
@@ -230,7 +239,7 @@ func (r *Runner) timePoint(ctx context.Context) error {
 		if err := r.committer.openNow(); err != nil {
 			return err
 		}
-		if err := t.commitCalls(ctx, now); err != nil {
+		if err := t.commitCalls(ctx, now, deadline); err != nil {
 			return err
 		}
 	}
