@@ -270,7 +270,6 @@ func (h *Host) startMembers(ctx context.Context, base runner.Options) error {
 	return nil
 }
 
-
 // runnerOf is the runner of now of processor's member (Run may replace
 // it), or nil for an unknown processor.
 func (h *Host) runnerOf(processor string) *runner.Runner {
