@@ -12,6 +12,8 @@ import (
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/state"
+	"github.com/wasmstream/wasmstream/host/internal/versions"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 // timePlugin is a processor in Go that uses time the way a Wasm plugin does
@@ -203,6 +205,119 @@ func TestTimersFireCommitAndRestore(t *testing.T) {
 			if n := count(got, "timer:event:z@1110"); n != 0 {
 				t.Errorf("z's timer fired before its time: %q", got)
 			}
+		})
+	}
+}
+
+// A hot swap keeps the task's pending timers (ABI.md section 8.5): a timer
+// set by the first version fires in the second, which sees it exactly as
+// it was set; a version without wasmstream_on_commit gets no commit calls
+// (the marks are dropped and counted) and its run goes on.
+func TestTimersSurviveASwap(t *testing.T) {
+	f := newFixture(t, true, 1)
+	f.createChangelogs(t, 1)
+	r, db := f.timeRunner(t, &timePlugin{}, t.TempDir(), Fail)
+	defer db.Close()
+	stop := start(t, r)
+	defer stop()
+	f.produceAt(t, "a", 1000) // a@1010, set by v1
+	f.waitOutputs(t, "commit:a@1000")
+	if err := r.vers.Propose("upper", versions.Info{ID: "v2"}, &timePlugin{noCommit: true}, versions.Canary{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if active, _ := activeVersion(r, "upper"); active != "v2" {
+			return fmt.Errorf("active version %q", active)
+		}
+		return nil
+	})
+	f.produceAt(t, "b", 1020) // stream time 1020: v2 fires a@1010
+	f.waitOutputs(t, "timer:event:a@1010")
+	var fired *kgo.Record
+	for _, rec := range f.b.ReadCommitted(t, f.out, 30*time.Second) {
+		if string(rec.Value) == "timer:event:a@1010" {
+			fired = rec
+		}
+	}
+	if v := versionOf(fired); v != "v2" {
+		t.Errorf("the timer set by v1 fired in version %q, want v2", v)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if n := r.Stats("upper").MarksDropped.Load(); n == 0 {
+			return errors.New("b's mark, made under a version without on_commit, was not dropped")
+		}
+		return nil
+	})
+}
+
+// A failing timer callback goes through on_error like a record (ABI.md
+// section 8.3): skip drops the firing for good (the timer is removed);
+// dead_letter does too and writes the trigger to the dead-letter topic;
+// fail stops the task with the timer still pending, and a restart fires
+// it again.
+func TestTimerCallbackFailures(t *testing.T) {
+	for _, policy := range []ErrorPolicy{Skip, DeadLetter, Fail} {
+		t.Run(policy.String(), func(t *testing.T) {
+			f := newFixture(t, true, 1)
+			f.createChangelogs(t, 1)
+			dir := t.TempDir()
+			r, db := f.timeRunner(t, &timePlugin{}, dir, policy)
+			stop := start(t, r)
+			f.produceAt(t, "fail", 1000) // fail@1010: its firing fails
+			f.produceAt(t, "a", 1020)    // moves the stream time: fail@1010 fires, fails
+			testutil.Eventually(t, 30*time.Second, func() error {
+				if n := r.Stats("upper").Failures()[FailureTrap.String()]; n == 0 {
+					return errors.New("the failing timer has not fired")
+				}
+				return nil
+			})
+			st := r.Stats("upper")
+			skipped, dead, failed := st.Skipped.Load(), st.DeadLettered.Load(), st.FailedTasks.Load()
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			_ = db.Close()
+			switch policy {
+			case Skip:
+				if skipped != 1 {
+					t.Errorf("skipped %d, want 1", skipped)
+				}
+			case DeadLetter:
+				dl := f.b.ReadCommitted(t, f.dlq, 30*time.Second)
+				if dead != 1 || len(dl) != 1 || string(dl[0].Key) != "fail" {
+					t.Fatalf("dead-lettered %d, dead letters %d", dead, len(dl))
+				}
+				var trig abi.Trigger
+				if err := trig.Decode(dl[0].Value); err != nil || trig.Timestamp != 1010 || trig.Kind != abi.TimerEventTime {
+					t.Errorf("dead letter value: %+v, %v; want the trigger of fail@1010", trig, err)
+				}
+			case Fail:
+				if failed != 1 {
+					t.Errorf("failed tasks %d, want 1", failed)
+				}
+			}
+			// A restart on the same state: under fail the timer is still
+			// pending and fires (and fails) again; otherwise it is gone.
+			r, db = f.timeRunner(t, &timePlugin{}, dir, policy)
+			stop = start(t, r)
+			f.produceAt(t, "b", 1030) // a@1030 is due, after fail@1010 if that is pending
+			if policy == Fail {
+				testutil.Eventually(t, 30*time.Second, func() error {
+					if n := r.Stats("upper").Failures()[FailureTrap.String()]; n != 1 {
+						return fmt.Errorf("after a restart the failing timer failed %d times, want 1", n)
+					}
+					return nil
+				})
+			} else {
+				f.waitOutputs(t, "timer:event:a@1030")
+				if n := r.Stats("upper").Failures()[FailureTrap.String()]; n != 0 {
+					t.Errorf("after a restart the dropped timer failed %d times, want 0", n)
+				}
+			}
+			if err := stop(); err != nil {
+				t.Fatal(err)
+			}
+			_ = db.Close()
 		})
 	}
 }

@@ -227,7 +227,15 @@ func (r *Runner) timePoint(ctx context.Context) error {
 	start := time.Now()
 	now, deadline := start.UnixMilli(), start.Add(r.opts.CommitInterval)
 	for _, t := range r.tasks {
-		if t.failed != nil || t.restoring != nil {
+		if t.restoring != nil {
+			continue
+		}
+		if t.failed != nil {
+			// No more calls, but the records it processed before it
+			// stopped moved the stream time, which commits with them.
+			if err := t.tk.saveStream(); err != nil {
+				return fmt.Errorf("task %s: saving the stream time: %w", t.id, err)
+			}
 			continue
 		}
 		if err := t.tk.load(); err != nil {
