@@ -63,7 +63,9 @@ func TestWindowCountThroughTheHost(t *testing.T) {
 	pc.Outputs = map[string]string{"counts": p.out}
 	pc.Config = map[string]any{"size": "1s"}
 	p.cfg.State.Dir = t.TempDir()
-	const t0 = 1_700_000_000_000 // a window start (a multiple of 1s)
+	// A window start (a multiple of 1s) an hour ago: a real broker's
+	// retention would delete records with older timestamps.
+	t0 := (time.Now().UnixMilli()/1000 - 3600) * 1000
 	at := func(key string, ms int64) *kgo.Record {
 		return &kgo.Record{Topic: p.in, Partition: 0, Key: []byte(key), Value: []byte("x"), Timestamp: time.UnixMilli(t0 + ms)}
 	}

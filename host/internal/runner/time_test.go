@@ -27,6 +27,11 @@ type timePlugin struct {
 	noCommit bool // no on_commit export
 }
 
+// timeBase is added to the test records' timestamps and taken from the
+// outputs': an hour ago, so that a real broker's retention does not delete
+// the records (1970 timestamps are past any retention).
+var timeBase = (time.Now().UnixMilli()/1000 - 3600) * 1000
+
 type timeInstance struct {
 	p   *timePlugin
 	env Env
@@ -57,12 +62,12 @@ func (i *timeInstance) OnTimer(_ context.Context, trig *abi.Trigger) error {
 	if string(trig.Key) == "fail" {
 		return &KindError{Kind: FailureTrap, Err: errors.New("timer callback trapped")}
 	}
-	v := fmt.Sprintf("timer:%s:%s@%d", trig.Kind, trig.Key, trig.Timestamp)
+	v := fmt.Sprintf("timer:%s:%s@%d", trig.Kind, trig.Key, trig.Timestamp-timeBase)
 	return i.env.Sink.Emit(0, &abi.Record{Key: trig.Key, Value: []byte(v), Partition: abi.AnyPartition})
 }
 
 func (i *timeInstance) OnCommit(_ context.Context, trig *abi.Trigger) error {
-	v := fmt.Sprintf("commit:%s@%d", trig.Key, trig.Timestamp)
+	v := fmt.Sprintf("commit:%s@%d", trig.Key, trig.Timestamp-timeBase)
 	return i.env.Sink.Emit(0, &abi.Record{Key: trig.Key, Value: []byte(v), Partition: abi.AnyPartition})
 }
 
@@ -91,7 +96,7 @@ func (f *fixture) createChangelogs(t *testing.T, partitions int) {
 }
 
 func (f *fixture) produceAt(t *testing.T, key string, ts int64) {
-	f.b.ProduceTo(t, 0, &kgo.Record{Topic: f.in, Key: []byte(key), Value: []byte("v"), Timestamp: time.UnixMilli(ts)})
+	f.b.ProduceTo(t, 0, &kgo.Record{Topic: f.in, Key: []byte(key), Value: []byte("v"), Timestamp: time.UnixMilli(timeBase + ts)})
 }
 
 // outputs returns the committed output values, in order.
@@ -288,7 +293,7 @@ func TestTimerCallbackFailures(t *testing.T) {
 					t.Fatalf("dead-lettered %d, dead letters %d", dead, len(dl))
 				}
 				var trig abi.Trigger
-				if err := trig.Decode(dl[0].Value); err != nil || trig.Timestamp != 1010 || trig.Kind != abi.TimerEventTime {
+				if err := trig.Decode(dl[0].Value); err != nil || trig.Timestamp != timeBase+1010 || trig.Kind != abi.TimerEventTime {
 					t.Errorf("dead letter value: %+v, %v; want the trigger of fail@1010", trig, err)
 				}
 			case Fail:
