@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The Prometheus text exposition format, version 0.0.4, written by hand:
@@ -54,6 +55,12 @@ const (
 	mRestoreWipes  = "wasmstream_restore_wipes"
 	mRestoreDone   = "wasmstream_restore_done"
 	mLag           = "wasmstream_consumer_lag_records"
+	mTimerFirings  = "wasmstream_timer_firings_total"
+	mCommitCalls   = "wasmstream_commit_calls_total"
+	mTimersDropped = "wasmstream_timers_dropped_total"
+	mMarksDropped  = "wasmstream_commit_marks_dropped_total"
+	mTimersPending = "wasmstream_timers_pending"
+	mStreamLag     = "wasmstream_stream_time_lag_seconds"
 )
 
 // buildFamilies turns a snapshot and the processor descriptions into
@@ -83,8 +90,16 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 	// lists each task's version.
 	tasks := gauge(mTasks, "Tasks assigned to this process, by the plugin version they run.")
 
+	firings := counter(mTimerFirings, "Timers fired (wasmstream_on_timer calls).")
+	commitCalls := counter(mCommitCalls, "Commit-point calls for marked keys (wasmstream_on_commit).")
+	timersDropped := counter(mTimersDropped, "Due timers dropped because the running version has no wasmstream_on_timer.")
+	marksDropped := counter(mMarksDropped, "Marked keys dropped because the running version has no wasmstream_on_commit.")
 	for _, p := range snap.Processors {
 		l := []Label{{"processor", p.Name}}
+		firings.add(l, float64(p.TimerFirings))
+		commitCalls.add(l, float64(p.CommitCalls))
+		timersDropped.add(l, float64(p.TimersDropped))
+		marksDropped.add(l, float64(p.MarksDropped))
 		in.add(l, float64(p.RecordsIn))
 		out.add(l, float64(p.RecordsOut))
 		skipped.add(l, float64(p.Skipped))
@@ -153,10 +168,24 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 		lag.add([]Label{{"processor", g.Processor}, {"topic", g.Topic}, {"partition", strconv.Itoa(int(g.Partition))}}, float64(g.Lag))
 	}
 
+	pending := gauge(mTimersPending, "Timers pending in the task, as of its latest commit point.")
+	streamLag := gauge(mStreamLag, "How far the task's stream time (its largest record timestamp) is behind the wall clock, in seconds.")
+	now := snap.Now
+	if now == 0 {
+		now = time.Now().UnixMilli()
+	}
+	for _, tt := range snap.Times {
+		l := []Label{{"processor", tt.Processor}, {"topic", tt.Topic}, {"partition", strconv.Itoa(int(tt.Partition))}}
+		pending.add(l, float64(tt.PendingTimers))
+		if tt.StreamTime != math.MinInt64 {
+			streamLag.add(l, float64(now-tt.StreamTime)/1000)
+		}
+	}
+
 	fams := []family{*in, *out, *skipped, *dead, *failures, *failedTasks, *commits, *aborts, *latency, *commitSecs,
 		*info, *tasks, *swaps, *swapFailures, *rollbacks, *refusals,
 		*restoring, *restored, *target, *pos, *rate, *wipes, *done,
-		*lag}
+		*lag, *firings, *commitCalls, *timersDropped, *marksDropped, *pending, *streamLag}
 	seen := map[string]bool{}
 	for _, f := range fams {
 		seen[f.name] = true

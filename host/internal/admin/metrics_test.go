@@ -80,6 +80,18 @@ wasmstream_plugin_info{processor="p",sha256="ff",abi_version="1"} 1
 # HELP wasmstream_restoring_tasks Tasks restoring their state now; the process is ready when 0.
 # TYPE wasmstream_restoring_tasks gauge
 wasmstream_restoring_tasks 0
+# HELP wasmstream_timer_firings_total Timers fired (wasmstream_on_timer calls).
+# TYPE wasmstream_timer_firings_total counter
+wasmstream_timer_firings_total{processor="p"} 0
+# HELP wasmstream_commit_calls_total Commit-point calls for marked keys (wasmstream_on_commit).
+# TYPE wasmstream_commit_calls_total counter
+wasmstream_commit_calls_total{processor="p"} 0
+# HELP wasmstream_timers_dropped_total Due timers dropped because the running version has no wasmstream_on_timer.
+# TYPE wasmstream_timers_dropped_total counter
+wasmstream_timers_dropped_total{processor="p"} 0
+# HELP wasmstream_commit_marks_dropped_total Marked keys dropped because the running version has no wasmstream_on_commit.
+# TYPE wasmstream_commit_marks_dropped_total counter
+wasmstream_commit_marks_dropped_total{processor="p"} 0
 `
 	if got := buf.String(); got != want {
 		t.Errorf("exposition:\n%s\nwant:\n%s", got, want)

@@ -23,6 +23,7 @@ func fullExposition(t *testing.T) string {
 		Tasks: []TaskVersion{{Task: "nl-orders/orders/0", Version: "v2@ab12"}}}
 	src.snap.CommitLatency = &Histogram{Bounds: []float64{0.01, 0.1}, Counts: []uint64{3, 2, 1}, Sum: 0.2}
 	src.snap.Lag = []PartitionLag{{Processor: "nl-orders", Topic: "orders", Partition: 0, Lag: 3}}
+	src.snap.Times = []TaskTime{{Processor: "nl-orders", Topic: "orders", Partition: 0, PendingTimers: 2, StreamTime: 1_700_000_000_000}}
 	src.procs[0].Plugin.Version = "v2@ab12"
 	var buf bytes.Buffer
 	writeText(&buf, buildFamilies(src.Metrics(), src.Processors(), func(name, reason string) { t.Errorf("family %s: %s", name, reason) }))

@@ -73,6 +73,12 @@ type Snapshot struct {
 	// Lag is the consumer lag of the assigned input partitions, written as
 	// wasmstream_consumer_lag_records.
 	Lag []PartitionLag
+	// Times is the time of every task that keeps timers (abi/ABI.md
+	// section 8): pending timers and stream time.
+	Times []TaskTime
+	// Now is the wall time the stream-time lag is measured against, in ms
+	// since the epoch (0: the time of writing).
+	Now int64
 	// Extra are further metric families for metrics this package has no
 	// field for yet. A family whose name is invalid, or is the name of a
 	// built-in family, is not written (and logged once).
@@ -90,6 +96,13 @@ type ProcessorMetrics struct {
 	FailedTasks  int64
 	Commits      int64
 	Aborts       int64
+	// Time (abi/ABI.md section 8): timer firings, commit-point calls, and
+	// timers and marks dropped because the running version lacks the
+	// callback.
+	TimerFirings  int64
+	CommitCalls   int64
+	TimersDropped int64
+	MarksDropped  int64
 	// Failures counts failed records by kind (trap, timeout, ...).
 	Failures map[string]int64
 	// Latency is the time in the plugin per record.
@@ -155,6 +168,17 @@ type Refusal struct {
 	Label   string
 	Reason  string
 	At      time.Time
+}
+
+// TaskTime is a task's time as of its latest commit point.
+type TaskTime struct {
+	Processor     string
+	Topic         string
+	Partition     int32
+	PendingTimers int
+	// StreamTime is in ms since the epoch; math.MinInt64 when the task
+	// has none (its lag is then not written).
+	StreamTime int64
 }
 
 // PartitionLag is how far a task's position (its next record) is behind

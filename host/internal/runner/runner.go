@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime"
 	"sort"
 	"strconv"
@@ -258,6 +259,17 @@ type procState struct {
 	// its partition (the last stable offset: the host reads committed)
 	// minus the offset of its next record.
 	lag map[TaskID]int64
+	// times is each task's time as of its latest commit point.
+	times map[TaskID]TaskTime
+}
+
+// TaskTime is a task's time as of its latest commit point (metrics).
+type TaskTime struct {
+	// PendingTimers counts the task's pending timers.
+	PendingTimers int
+	// StreamTime is the task's stream time in ms since the epoch, or
+	// abi.NoTime when it has seen no record with a timestamp.
+	StreamTime int64
 }
 
 // New validates opts and connects a client. It does not join the group
@@ -347,7 +359,7 @@ func (r *Runner) addProcessors() ([]string, error) {
 			stats = newStats()
 		}
 		ps := &procState{spec: spec, inputIndex: map[string]uint32{}, Stats: stats,
-			lag: map[TaskID]int64{}}
+			lag: map[TaskID]int64{}, times: map[TaskID]TaskTime{}}
 		if spec.Version == "" {
 			spec.Version = "initial"
 			ps.spec.Version = spec.Version
@@ -686,6 +698,19 @@ func (r *Runner) Lag(processor string) map[TaskID]int64 {
 				out[id] = l
 			}
 			return out
+		}
+	}
+	return nil
+}
+
+// TaskTimes returns the time of every task of the named processor that
+// keeps timers, as of each one's latest commit point.
+func (r *Runner) TaskTimes(processor string) map[TaskID]TaskTime {
+	for _, ps := range r.procs {
+		if ps.spec.Name == processor {
+			ps.mu.Lock()
+			defer ps.mu.Unlock()
+			return maps.Clone(ps.times)
 		}
 	}
 	return nil

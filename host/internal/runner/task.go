@@ -104,6 +104,7 @@ func (t *task) close(ctx context.Context) {
 	t.proc.setTaskVersion(t.r.vers, t.id, nil)
 	t.proc.mu.Lock()
 	delete(t.proc.lag, t.id)
+	delete(t.proc.times, t.id)
 	t.proc.mu.Unlock()
 	if t.st != nil {
 		_ = t.st.Close()

@@ -241,6 +241,9 @@ func (r *Runner) timePoint(ctx context.Context) error {
 		if err := t.tk.load(); err != nil {
 			return fmt.Errorf("task %s: %w", t.id, err)
 		}
+		if t.tk.st != nil {
+			t.publishTime()
+		}
 		if !t.tk.commitWork(now) {
 			continue
 		}
@@ -277,4 +280,11 @@ func (r *Runner) keepsTime() bool {
 		}
 	}
 	return false
+}
+
+// publishTime makes the task's time readable by TaskTimes.
+func (t *task) publishTime() {
+	t.proc.mu.Lock()
+	t.proc.times[t.id] = TaskTime{PendingTimers: t.tk.pending, StreamTime: t.tk.stream}
+	t.proc.mu.Unlock()
 }

@@ -188,15 +188,19 @@ func (s *Source) Metrics() admin.Snapshot {
 			continue
 		}
 		m := admin.ProcessorMetrics{
-			Name:         p.Spec.Name,
-			RecordsIn:    st.RecordsIn.Load(),
-			RecordsOut:   st.RecordsOut.Load(),
-			Skipped:      st.Skipped.Load(),
-			DeadLettered: st.DeadLettered.Load(),
-			FailedTasks:  st.FailedTasks.Load(),
-			Commits:      st.Commits.Load(),
-			Aborts:       st.Aborts.Load(),
-			Failures:     st.Failures(),
+			Name:          p.Spec.Name,
+			RecordsIn:     st.RecordsIn.Load(),
+			RecordsOut:    st.RecordsOut.Load(),
+			Skipped:       st.Skipped.Load(),
+			DeadLettered:  st.DeadLettered.Load(),
+			FailedTasks:   st.FailedTasks.Load(),
+			Commits:       st.Commits.Load(),
+			Aborts:        st.Aborts.Load(),
+			TimerFirings:  st.TimerFirings.Load(),
+			CommitCalls:   st.CommitCalls.Load(),
+			TimersDropped: st.TimersDropped.Load(),
+			MarksDropped:  st.MarksDropped.Load(),
+			Failures:      st.Failures(),
 			Latency: admin.Histogram{
 				Bounds: bounds,
 				Counts: make([]uint64, len(st.LatencyBuckets)),
@@ -230,6 +234,21 @@ func (s *Source) Metrics() admin.Snapshot {
 		}
 		if a.Topic != b.Topic {
 			return a.Topic < b.Topic
+		}
+		return a.Partition < b.Partition
+	})
+	for _, p := range h.Processors {
+		for _, r := range h.Runners {
+			for id, tt := range r.TaskTimes(p.Spec.Name) {
+				snap.Times = append(snap.Times, admin.TaskTime{Processor: id.Processor, Topic: id.Topic, Partition: id.Partition,
+					PendingTimers: tt.PendingTimers, StreamTime: tt.StreamTime})
+			}
+		}
+	}
+	sort.Slice(snap.Times, func(i, j int) bool {
+		a, b := snap.Times[i], snap.Times[j]
+		if a.Processor != b.Processor {
+			return a.Processor < b.Processor
 		}
 		return a.Partition < b.Partition
 	})
