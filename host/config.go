@@ -136,6 +136,13 @@ type ProcessorConfig struct {
 	// names are unique within the app. A processor with stores has exactly
 	// one input (its tasks are that topic's partitions).
 	Stores []string `koanf:"stores"`
+	// Expire gives stores a time to live, by store name (abi/ABI.md
+	// section 8.7): an entry expires once the store's clock reaches the
+	// time of its last write plus After. Expired entries are absent from
+	// reads at once and deleted by the host (tombstones in the changelog).
+	// A store's TTL cannot be added or removed once it holds data (its
+	// values then carry expiry stamps): use a new store name.
+	Expire map[string]StoreExpiry `koanf:"expire"`
 	// Config is handed to the plugin as JSON (the ABI's config import);
 	// a processor without config gets {}.
 	Config map[string]any `koanf:"config"`
@@ -146,6 +153,16 @@ type ProcessorConfig struct {
 	// to <app_id>-<name>-dlq and moves on. Default "fail".
 	OnError string `koanf:"on_error"`
 	Limits  Limits `koanf:"limits"`
+}
+
+// StoreExpiry is one store's time to live.
+type StoreExpiry struct {
+	// After is the time to live, more than 0.
+	After time.Duration `koanf:"after"`
+	// Clock is what After is measured against: "event" (default), the
+	// task's stream time (its largest record timestamp), or "wall", the
+	// host's clock.
+	Clock string `koanf:"clock"`
 }
 
 // Limits bound one plugin instance.
@@ -508,6 +525,7 @@ func (c *Config) Clone() *Config {
 		p.Inputs = slices.Clone(p.Inputs)
 		p.Outputs = maps.Clone(p.Outputs)
 		p.Stores = slices.Clone(p.Stores)
+		p.Expire = maps.Clone(p.Expire)
 		p.Config = cloneValue(p.Config).(map[string]any)
 		out.Processors[i] = p
 	}
@@ -768,6 +786,17 @@ func (c *Config) Validate() error {
 				bad(at, "store %q is already declared by processor %q (store names are unique in an app: they name changelog topics)", st, stores[st])
 			default:
 				stores[st] = p.Name
+			}
+		}
+		for st, e := range p.Expire {
+			at := at + ".expire." + st
+			switch {
+			case !slices.Contains(p.Stores, st):
+				bad(at, "%q is not one of the processor's stores %q", st, p.Stores)
+			case e.After <= 0:
+				bad(at+".after", "must be more than 0")
+			case e.Clock != "" && e.Clock != "event" && e.Clock != "wall":
+				bad(at+".clock", "%q must be event or wall", e.Clock)
 			}
 		}
 		if len(p.Stores) > 0 && len(p.Inputs) > 1 {

@@ -83,6 +83,8 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 		{"bad policy", strings.Replace(goodConfig, "limits:", "on_error: retry\n    limits:", 1), "processors[0].on_error"},
 		{"bad broker", strings.Replace(goodConfig, "127.0.0.1:9092", "localhost", 1), "kafka.brokers[0]"},
 		{"bad members", strings.Replace(goodConfig, "commit_interval: 250ms", "commit_interval: 250ms\n  members: one", 1), "kafka.members: \"one\" must be per_processor or shared"},
+		{"expire unknown store", strings.Replace(goodConfig, "limits:", "expire: {nope: {after: 1h}}\n    limits:", 1), "processors[0].expire.nope: \"nope\" is not one of the processor's stores"},
+		{"reserved store name", strings.Replace(goodConfig, "limits:", "stores: [_x]\n    limits:", 1), "store names starting with _ are the host's"},
 		{"no processors", "app_id: x\n", "processors: at least one"},
 		{"not yaml", "app_id: [", "config file"},
 	}

@@ -192,6 +192,10 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			TimeStore:       len(pc.Stores) > 0,
 			TimeLimits: runner.TimeLimits{Timers: pc.Limits.Timers, FiringsPerCommit: pc.Limits.TimerFirings,
 				CommitMarks: pc.Limits.CommitMarks},
+			Expiry: map[string]state.Expiry{},
+		}
+		for st, e := range pc.Expire {
+			specs[i].Expiry[st] = state.Expiry{TTL: e.After.Milliseconds(), Wall: e.Clock == "wall"}
 		}
 		for _, st := range specs[i].Stores {
 			specs[i].Changelogs = append(specs[i].Changelogs, cfg.ChangelogTopic(st))

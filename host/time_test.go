@@ -14,7 +14,7 @@ import (
 
 // windowResult is one output of plugins/windowcount.
 type windowResult struct {
-	key                string
+	key               string
 	Start, End, Count int64
 }
 
@@ -146,6 +146,123 @@ func TestAlertOnAQuietPartition(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("no alert for a key silent for 30s with a 300ms timeout")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// State expiry through the host (issue 13, abi/ABI.md section 8.7), with
+// plugins/wordcount and a TTL of 1s of event time on its store: a word not
+// seen for 1s of stream time is gone (its count starts again at 1), its
+// deletion is a tombstone in the store's changelog, and a new process
+// restoring the store on an empty state directory does not bring it back.
+func TestStoreExpiryThroughTheHost(t *testing.T) {
+	p := newPipeline(t, wasmbuild.Build(t, "./plugins/wordcount"), OnErrorFail)
+	pc := &p.cfg.Processors[0]
+	pc.Stores = []string{"counts"}
+	pc.Outputs = map[string]string{"counts": p.out}
+	pc.Expire = map[string]StoreExpiry{"counts": {After: time.Second}}
+	p.cfg.State.Dir = t.TempDir()
+	t0 := (time.Now().UnixMilli()/1000 - 3600) * 1000
+	line := func(words string, ms int64) *kgo.Record {
+		return &kgo.Record{Topic: p.in, Partition: 0, Value: []byte(words), Timestamp: time.UnixMilli(t0 + ms)}
+	}
+	counts := func(n int) []string {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var got []string
+			for _, r := range p.b.ReadCommitted(t, p.out, 30*time.Second) {
+				got = append(got, string(r.Key)+"="+string(r.Value))
+			}
+			if len(got) >= n || time.Now().After(deadline) {
+				sort.Strings(got) // outputs are spread over partitions by word
+				return got
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	sorted := func(s []string) string {
+		s = append([]string(nil), s...)
+		sort.Strings(s)
+		return strings.Join(s, " ")
+	}
+
+	_, stop := p.run(t)
+	p.b.ProduceTo(t, 0, line("old kept", 0), line("kept", 900))
+	// Stream time 2000: "old" (written at 0) has expired; "kept" (900)
+	// too, by 1900. A new "old" counts from 1.
+	p.b.ProduceTo(t, 0, line("old", 2000))
+	got := counts(4)
+	want := []string{"old=1", "kept=1", "kept=2", "old=1"}
+	if strings.Join(got, " ") != sorted(want) {
+		t.Fatalf("counts %q, want %q", got, want)
+	}
+	// The sweep at a commit point deletes what expired: "kept" gets a
+	// tombstone in the changelog (once the stream time passes 1900).
+	changelog := p.cfg.ChangelogTopic("counts")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		tomb := false
+		for _, r := range p.b.ReadCommitted(t, changelog, 30*time.Second) {
+			if string(r.Key) == "kept" && r.Value == nil {
+				tomb = true
+			}
+		}
+		if tomb {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no tombstone for the expired key \"kept\" in the changelog")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A new process on an empty directory restores "old" (written at
+	// 2000); at stream time 3100 it has expired, so it counts from 1 again,
+	// while a word written at 2500 is still alive at 3100.
+	p.cfg.State.Dir = t.TempDir()
+	_, stop = p.run(t)
+	p.b.ProduceTo(t, 0, line("fresh", 2500), line("old fresh", 3100))
+	got = counts(7)
+	want = append(want, "fresh=1", "old=1", "fresh=2")
+	if strings.Join(got, " ") != sorted(want) {
+		t.Fatalf("after a restore: counts %q, want %q", got, want)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A store's TTL cannot be added to a store that holds data written without
+// one (its values carry no expiry stamp): the task stops with an error
+// that says so, instead of misreading the values.
+func TestStoreExpiryAddedToAFullStoreIsRefused(t *testing.T) {
+	p := newPipeline(t, wasmbuild.Build(t, "./plugins/wordcount"), OnErrorFail)
+	pc := &p.cfg.Processors[0]
+	pc.Stores = []string{"counts"}
+	pc.Outputs = map[string]string{"counts": p.out}
+	p.cfg.State.Dir = t.TempDir()
+	p.b.ProduceTo(t, 0, &kgo.Record{Topic: p.in, Partition: 0, Value: []byte("a b")})
+	_, stop := p.run(t)
+	p.waitProcessed(t)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	pc.Expire = map[string]StoreExpiry{"counts": {After: time.Hour, Clock: "wall"}}
+	h, stop := p.run(t)
+	defer stop()
+	p.b.ProduceTo(t, 0, &kgo.Record{Topic: p.in, Partition: 0, Value: []byte("c")})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if st, _ := h.Stats("proc"); st.FailedTasks > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a TTL added to a store holding unstamped data did not stop its task")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -94,7 +94,7 @@ func TestHostBoundaries(t *testing.T) {
 // and 14). Anything else belongs under host/internal.
 var thinFace = []string{
 	// config
-	"Config", "KafkaConfig", "TLSConfig", "SASLConfig", "Secret", "ProcessorConfig", "Limits", "ModuleLimits", "StateConfig", "RuntimeConfig", "SwapConfig",
+	"Config", "KafkaConfig", "TLSConfig", "SASLConfig", "Secret", "ProcessorConfig", "Limits", "StoreExpiry", "ModuleLimits", "StateConfig", "RuntimeConfig", "SwapConfig",
 	"AdminConfig", "LogConfig", "ByteSize", "ConfigError", "LoadConfig", "ConfigFlags", "EnvPrefix",
 	"DefaultClientID", "DefaultCommitInterval", "DefaultCommitRecords", "DefaultTopicPartitions",
 	"DefaultSessionTimeout", "DefaultMaxModuleSize", "DefaultCanaryWindow", "DefaultMaxFailureRatio",

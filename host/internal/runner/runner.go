@@ -128,6 +128,9 @@ type ProcessorSpec struct {
 	// TimeLimits bound the tasks' timers and commit marks; zero fields
 	// take the ABI's defaults.
 	TimeLimits TimeLimits
+	// Expiry gives stores (by name) a time to live (abi/ABI.md section
+	// 8.7); needs TimeStore.
+	Expiry map[string]state.Expiry
 }
 
 // TimeLimits bound what a task's plugin can ask of time (ABI.md 8.6).

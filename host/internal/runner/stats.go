@@ -31,6 +31,7 @@ type Stats struct {
 	CommitCalls   atomic.Int64 // wasmstream_on_commit calls
 	TimersDropped atomic.Int64 // due timers of a version without wasmstream_on_timer
 	MarksDropped  atomic.Int64 // marked keys of a version without wasmstream_on_commit
+	Expired       atomic.Int64 // entries of stores with a TTL deleted because they expired
 
 	// LatencyBuckets counts records by plugin time: bucket i holds records
 	// that took less than LatencyBounds[i]; the last bucket the rest.

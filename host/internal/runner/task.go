@@ -68,6 +68,13 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 	}
 	if ps.spec.TimeStore && t.st != nil {
 		t.tk = newTimekeeper(t.st, len(ps.spec.Stores)-1, ps.spec.TimeLimits)
+		for i, name := range ps.spec.Stores[:len(ps.spec.Stores)-1] {
+			e, ok := ps.spec.Expiry[name]
+			t.tk.stores = append(t.tk.stores, storeInfo{name: name, expiry: e.TTL > 0})
+			if ok && e.TTL > 0 {
+				_ = t.st.SetExpiry(i, e) // i is in range
+			}
+		}
 	} else {
 		t.tk = newTimekeeper(nil, -1, ps.spec.TimeLimits)
 	}
@@ -183,6 +190,13 @@ func (t *task) processBatch(ctx context.Context, recs []*kgo.Record, deadline ti
 	if err := t.tk.load(); err != nil {
 		t.win.stopAt(recs[0].Offset)
 		return 0, fmt.Errorf("task %s: %w", t.id, err)
+	}
+	if err := t.tk.checkFormats(); err != nil {
+		t.stop(fmt.Errorf("task %s: %w", t.id, err))
+		t.win.failed(recs[0].Offset)
+		t.r.cl.PauseFetchPartitions(map[string][]int32{t.id.Topic: {t.id.Partition}})
+		t.r.log.Error("task stopped: its stores do not match the config", "task", t.id.String(), "err", err)
+		return 0, nil
 	}
 	for _, kr := range recs {
 		if t.failed != nil {

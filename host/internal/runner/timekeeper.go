@@ -28,7 +28,17 @@ var (
 const (
 	timeKeyStream = 's' // 's': the stream time, 8 bytes big-endian
 	timeKeyTimer  = 't' // 't' kind(1) ts(8, big-endian, >= 0) key
+	timeKeyFormat = 'f' // 'f' store name: "ttl" for a store kept with expiry stamps
 )
+
+// expiryBatch is how many entries of a store with an expiry one sweep
+// examines: the cost of a commit point's sweep is bounded, and a store of
+// n entries is swept through in n/expiryBatch commit points.
+const expiryBatch = 1000
+
+// idleSweepEvery is how often a task that gets no records sweeps its stores
+// with a wall-clock expiry (ms): entries expire by the wall clock there.
+const idleSweepEvery = 1000
 
 // timerValue is what a timer's entry holds: never empty, since an empty
 // value would be a tombstone in the changelog.
@@ -74,6 +84,24 @@ type timekeeper struct {
 	// firings counts the timers fired in this commit window.
 	firings int
 	kbuf    []byte
+
+	// stores are the processor's own stores, by index; formatsOK is set
+	// once checkFormats found them matching their expiry config.
+	stores    []storeInfo
+	formatsOK bool
+	// sweepAt is when a store with an expiry on the wall clock is next
+	// swept though no record came (ms).
+	sweepAt int64
+	// recordsSeen is set by a record since the last sweep.
+	recordsSeen bool
+}
+
+// storeInfo is one of the processor's own stores as the time keeper sees
+// it: whether it has an expiry, and where its next sweep goes on.
+type storeInfo struct {
+	name   string
+	expiry bool
+	sweep  []byte
 }
 
 func newTimekeeper(st *state.Task, store int, lim TimeLimits) *timekeeper {
@@ -149,6 +177,7 @@ func (k *timekeeper) reset() {
 	}
 	k.taken, k.left = nil, nil
 	k.firings = 0
+	k.formatsOK = false // a format record of the aborted window is gone
 }
 
 // committed starts a new commit window after a commit point committed:
@@ -170,6 +199,7 @@ func (k *timekeeper) observe(ts int64) {
 	if ts > k.stream {
 		k.stream = ts
 	}
+	k.recordsSeen = true
 }
 
 // beginCall starts a call into the plugin at wall time now (ms): the wall
@@ -180,6 +210,9 @@ func (k *timekeeper) beginCall(now int64) {
 	}
 	k.staged = 0
 	clear(k.callMarks)
+	if k.st != nil {
+		k.st.SetClocks(k.stream, k.wall)
+	}
 }
 
 // endCall keeps (ok) or drops the call's timer changes and marks; the
@@ -418,9 +451,94 @@ func (k *timekeeper) commitWork(now int64) bool {
 	if len(k.marks) > 0 || len(k.carried) > 0 {
 		return true
 	}
+	if k.st != nil && k.sweepDue(now) {
+		return true
+	}
 	if k.st == nil || !k.loaded {
 		return false
 	}
 	return k.minDue[abi.TimerEventTime] <= k.stream || k.minDue[abi.TimerProcessingTime] <= now ||
 		(k.stream != k.streamSaved && k.stream != abi.NoTime)
+}
+
+// checkFormats makes sure each store's stored format matches its expiry
+// config (a store with an expiry keeps stamps before its values): a store
+// that held data before it got a TTL, or lost its TTL after, would be
+// misread. The format of a store with an expiry is recorded in the time
+// store when it is first used, empty; the record travels with the
+// changelog. Called outside calls (it may commit a write).
+func (k *timekeeper) checkFormats() error {
+	if k.formatsOK || k.st == nil {
+		return nil
+	}
+	wrote := false
+	for i, si := range k.stores {
+		key := append([]byte{timeKeyFormat}, si.name...)
+		_, marked, err := k.st.Get(k.store, key)
+		if err != nil {
+			return err
+		}
+		switch {
+		case marked && !si.expiry:
+			return fmt.Errorf("store %q holds values with expiry stamps but has no TTL in the config now; turning a TTL off needs a new store name", si.name)
+		case !marked && si.expiry:
+			empty, err := k.st.Empty(i)
+			if err != nil {
+				return err
+			}
+			if !empty {
+				return fmt.Errorf("store %q holds data written without a TTL; a TTL needs a new, empty store (a new store name)", si.name)
+			}
+			if err := k.st.Put(k.store, key, []byte("ttl")); err != nil {
+				return err
+			}
+			wrote = true
+		}
+	}
+	if wrote {
+		k.st.CommitRecord()
+	}
+	k.formatsOK = true
+	return nil
+}
+
+// sweepDue reports whether a commit point at wall time now should sweep
+// the stores with an expiry: after records (the stream time and the
+// entries moved), or once a second on a quiet task for wall-clock ones.
+func (k *timekeeper) sweepDue(now int64) bool {
+	if !k.formatsOK {
+		return false
+	}
+	expiring, wall := false, false
+	for i, si := range k.stores {
+		if si.expiry {
+			expiring = true
+			wall = wall || k.st.ExpiryOnWall(i)
+		}
+	}
+	return expiring && (k.recordsSeen || (wall && now >= k.sweepAt))
+}
+
+// sweep deletes a bounded batch of expired entries of each store with an
+// expiry, as a change of the commit window (their tombstones go to the
+// changelog with it); it returns how many it deleted.
+func (k *timekeeper) sweep(now int64) (int, error) {
+	k.st.SetClocks(k.stream, max(now, k.wall))
+	total := 0
+	for i := range k.stores {
+		si := &k.stores[i]
+		if !si.expiry {
+			continue
+		}
+		next, n, err := k.st.ExpireSome(i, si.sweep, expiryBatch)
+		if err != nil {
+			return total, err
+		}
+		si.sweep = next
+		total += n
+	}
+	k.st.CommitRecord()
+	k.recordsSeen = false
+	k.sweepAt = now + idleSweepEvery
+	return total, nil
 }

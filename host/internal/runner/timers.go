@@ -132,6 +132,13 @@ func (t *task) commitCalls(ctx context.Context, now int64, deadline time.Time) e
 			}
 		}
 	}
+	if t.failed == nil && t.tk.sweepDue(now) {
+		n, err := t.tk.sweep(now)
+		if err != nil {
+			return fmt.Errorf("task %s: deleting expired entries: %w", t.id, err)
+		}
+		t.proc.Stats.Expired.Add(int64(n))
+	}
 	if err := t.tk.saveStream(); err != nil {
 		return fmt.Errorf("task %s: saving the stream time: %w", t.id, err)
 	}

@@ -55,6 +55,18 @@ func (t *Task) Scan(store int, start, end []byte) (Iterator, error) {
 	if err != nil {
 		return nil, err
 	}
+	it, err := t.scan(s, start, end)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	if s.expiry.TTL == 0 {
+		return it, nil
+	}
+	return &liveIterator{it: it, t: t, s: s}, nil
+}
+
+// scan is Scan of the values as stored.
+func (t *Task) scan(s *store, start, end []byte) (*iterator, error) {
 	if err := t.checkKey(s, start); err != nil {
 		return nil, err
 	}

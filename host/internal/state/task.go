@@ -53,6 +53,9 @@ type store struct {
 	cpLoaded bool  // cp/cpOK reflect Pebble
 	cpOK     bool  // the store has a checkpoint
 	cp       int64 // next changelog offset the store holds everything below
+
+	// expiry is the store's time to live (expiry.go); zero: none.
+	expiry Expiry
 }
 
 // Task is one task's state: a processor's stores on one partition. It is not
@@ -74,10 +77,13 @@ type Task struct {
 	wipeGen atomic.Uint64
 
 	cacheBytes int
-	kbuf       []byte   // scratch Pebble key
-	keys       []string // scratch key list for Apply
-	order      []int32  // scratch record order for ApplyRestored
-	iters      map[*iterator]struct{}
+	// streamNow and wallNow are the clocks the current call sees, for the
+	// stores with an expiry (SetClocks).
+	streamNow, wallNow int64
+	kbuf               []byte   // scratch Pebble key
+	keys               []string // scratch key list for Apply
+	order              []int32  // scratch record order for ApplyRestored
+	iters              map[*iterator]struct{}
 }
 
 func newTask(db *DB, processor string, partition int32, names []string) *Task {
@@ -207,6 +213,15 @@ func (t *Task) Get(store int, key []byte) (value []byte, found bool, err error) 
 	if err != nil {
 		return nil, false, err
 	}
+	if s.expiry.TTL > 0 {
+		return t.getLive(s, key)
+	}
+	return t.get(s, key)
+}
+
+// get is Get of the value as stored (with its stamp in a store with an
+// expiry).
+func (t *Task) get(s *store, key []byte) (value []byte, found bool, err error) {
 	if err := t.checkKey(s, key); err != nil {
 		return nil, false, err
 	}
@@ -248,6 +263,10 @@ func (t *Task) Put(store int, key, value []byte) error {
 	}
 	if len(value) > abi.MaxValueSize {
 		return &SizeError{What: "value", Store: s.name, Size: len(value), Max: abi.MaxValueSize}
+	}
+	if s.expiry.TTL > 0 {
+		s.overlay[string(key)] = entry{val: t.stamp(s, value)}
+		return nil
 	}
 	s.overlay[string(key)] = entry{val: append(make([]byte, 0, len(value)), value...)}
 	return nil
