@@ -59,9 +59,11 @@ func (p *pipeline) waitWindows(t *testing.T, n int) []windowResult {
 func TestWindowCountThroughTheHost(t *testing.T) {
 	p := newPipeline(t, wasmbuild.Build(t, "./plugins/windowcount"), OnErrorFail)
 	pc := &p.cfg.Processors[0]
+	late := p.b.Name(t, "late")
+	p.b.CreateTopic(t, late, 1, nil)
 	pc.Stores = []string{"windows"}
-	pc.Outputs = map[string]string{"counts": p.out}
-	pc.Config = map[string]any{"size": "1s"}
+	pc.Outputs = map[string]string{"counts": p.out, "late": late}
+	pc.Config = map[string]any{"size": "1s", "late_output": "late"}
 	p.cfg.State.Dir = t.TempDir()
 	// A window start (a multiple of 1s) an hour ago: a real broker's
 	// retention would delete records with older timestamps.
@@ -94,10 +96,23 @@ func TestWindowCountThroughTheHost(t *testing.T) {
 	if !equalWindows(got, want) {
 		t.Fatalf("after a restart on an empty state directory: %+v, want %+v", got, want)
 	}
+	// A record for a closed window (the stream time is t0+2100, grace 0)
+	// is late: not counted, routed unchanged to the late output.
+	produce(at("late-key", 500))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		recs := p.b.ReadCommitted(t, late, 30*time.Second)
+		if len(recs) == 1 && string(recs[0].Key) == "late-key" {
+			break
+		}
+		if len(recs) > 1 || time.Now().After(deadline) {
+			t.Fatalf("late output holds %d records, want the one late record", len(recs))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
 	if final := p.windowResults(t); !equalWindows(final, want) {
 		t.Fatalf("committed output %+v, want exactly %+v", final, want)
 	}
