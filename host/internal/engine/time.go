@@ -135,9 +135,19 @@ func (i *Instance) timerArgs(fn string, kind uint32, ts int64, keyPtr, keyLen ui
 	return key, 0
 }
 
+// timeEntryOverhead is what a timer change or a mark costs the host beyond
+// its key (the stored entry's prefix and bookkeeping), in bytes: each such
+// call counts key + timeEntryOverhead against the record's state-bytes
+// limit (Options.Record.MaxStateBytes), so time calls cannot stage more
+// than state writes can.
+const timeEntryOverhead = 32
+
 func (i *Instance) timerSet(kind uint32, ts int64, keyPtr, keyLen uint32) int32 {
 	key, e := i.timerArgs(abi.ImportTimerSet, kind, ts, keyPtr, keyLen)
 	if e != 0 {
+		return e
+	}
+	if e := i.chargeState(abi.ImportTimerSet, keyLen+timeEntryOverhead); e != 0 {
 		return e
 	}
 	var added bool
@@ -158,6 +168,9 @@ func (i *Instance) timerSet(kind uint32, ts int64, keyPtr, keyLen uint32) int32 
 func (i *Instance) timerCancel(kind uint32, ts int64, keyPtr, keyLen uint32) int32 {
 	key, e := i.timerArgs(abi.ImportTimerCancel, kind, ts, keyPtr, keyLen)
 	if e != 0 {
+		return e
+	}
+	if e := i.chargeState(abi.ImportTimerCancel, keyLen+timeEntryOverhead); e != 0 {
 		return e
 	}
 	var removed bool
@@ -196,6 +209,9 @@ func (i *Instance) commitMark(keyPtr, keyLen uint32) int32 {
 	key, ok := i.read(abi.ImportCommitMark, keyPtr, keyLen)
 	if !ok {
 		return abi.ErrnoFault.Result()
+	}
+	if e := i.chargeState(abi.ImportCommitMark, keyLen+timeEntryOverhead); e != 0 {
+		return e
 	}
 	var added bool
 	err := i.safeTime(func(t Time) (err error) {

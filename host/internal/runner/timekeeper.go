@@ -40,6 +40,11 @@ const expiryBatch = 1000
 // with a wall-clock expiry (ms): entries expire by the wall clock there.
 const idleSweepEvery = 1000
 
+// maxMarkBytes bounds the key bytes a task's marked keys hold in memory in
+// one commit window (a mark is not state: it lives until the commit point);
+// a new key past it gets ErrMarkLimit, like one past TimeLimits.CommitMarks.
+const maxMarkBytes = 16 << 20
+
 // timerValue is what a timer's entry holds: never empty, since an empty
 // value would be a tombstone in the changelog.
 var timerValue = []byte{1}
@@ -79,6 +84,9 @@ type timekeeper struct {
 	// current commit point did not get to, taken the carried ones called.
 	marks, callMarks map[string]int64
 	carried, left    map[string]int64
+	// markBytes is the bytes of the keys in marks and callMarks, bounded
+	// by maxMarkBytes.
+	markBytes int
 	taken            map[string]int64 // carried as of the current commit point's start
 
 	// firings counts the timers fired in this commit window.
@@ -170,6 +178,7 @@ func (k *timekeeper) reset() {
 	k.staged = 0
 	clear(k.marks)
 	clear(k.callMarks)
+	k.markBytes = 0
 	// The aborted commit point's calls of carried keys are undone: they
 	// are carried again.
 	for key, ts := range k.taken {
@@ -222,6 +231,12 @@ func (k *timekeeper) endCall(ok bool) {
 		k.pending += k.staged
 		for key, ts := range k.callMarks {
 			k.marks[key] = ts
+		}
+	} else {
+		for key := range k.callMarks {
+			if _, marked := k.marks[key]; !marked {
+				k.markBytes -= len(key)
+			}
 		}
 	}
 	k.staged = 0
@@ -286,10 +301,13 @@ func (k *timekeeper) Mark(key []byte, ts int64) (bool, error) {
 		return false, nil
 	}
 	_, marked := k.marks[string(key)]
-	if !marked && len(k.marks)+len(k.callMarks) >= k.lim.CommitMarks {
+	if !marked && (len(k.marks)+len(k.callMarks) >= k.lim.CommitMarks || k.markBytes+len(key) > maxMarkBytes) {
 		return false, ErrMarkLimit
 	}
 	k.callMarks[string(key)] = ts
+	if !marked {
+		k.markBytes += len(key)
+	}
 	return !marked, nil
 }
 
@@ -404,6 +422,7 @@ func (k *timekeeper) takeMarks() []timer {
 		out = append(out, timer{kind: abi.TriggerCommit, ts: ts, key: []byte(key)})
 	}
 	clear(k.marks)
+	k.markBytes = 0
 	slices.SortFunc(out, func(a, b timer) int { return bytes.Compare(a.key, b.key) })
 	return out
 }
