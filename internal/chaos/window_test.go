@@ -348,3 +348,46 @@ func (h *harness) explainWindows(repeated, missing []windowID) {
 	}
 	h.t.Logf("those windows' records in the output log under read_uncommitted:\n    %s", strings.Join(lines, "\n    "))
 }
+
+// TestWindowReference checks the reference itself on a hand-made input:
+// out of order within the grace, late, closed and open windows, and stream
+// time kept per partition.
+func TestWindowReference(t *testing.T) {
+	in := func(p int32, off int64, key string, ts int64) input {
+		return input{id: fmt.Sprintf("%d@%d", p, off), key: key, partition: p, offset: off, ts: ts}
+	}
+	inputs := []input{
+		// Given out of offset order: the reference sorts.
+		in(0, 3, "a", 400),  // stream 1200 < 1000+500: in time for a@0
+		in(0, 0, "a", 0),    // a@0
+		in(0, 1, "a", 999),  // a@0
+		in(0, 2, "b", 1200), // b@1000
+		in(0, 4, "a", 1600), // stream 1600 >= 1500: a@0 closes
+		in(0, 5, "b", 300),  // b@0 is past 1500: late
+		in(0, 6, "a", 2100), // a@2000; a@1000 and b@1000 close at 2500: open
+		in(1, 0, "c", 5000), // another partition's stream time
+		in(1, 1, "c", 1400), // c@1000: partition 1's stream time 5000 >= 1500: late
+	}
+	windows, late, stream := windowReference(inputs)
+	want := map[windowID]windowRef{
+		{"a", 0}:    {partition: 0, count: 3, maxTS: 999, closed: true},
+		{"b", 1000}: {partition: 0, count: 1, maxTS: 1200},
+		{"a", 1000}: {partition: 0, count: 1, maxTS: 1600},
+		{"a", 2000}: {partition: 0, count: 1, maxTS: 2100},
+		{"c", 5000}: {partition: 1, count: 1, maxTS: 5000},
+	}
+	if len(windows) != len(want) {
+		t.Errorf("%d windows, want %d", len(windows), len(want))
+	}
+	for id, w := range want {
+		if got := windows[id]; got == nil || *got != w {
+			t.Errorf("window %s: %+v, want %+v", id, got, w)
+		}
+	}
+	if late[0] != 1 || late[1] != 1 {
+		t.Errorf("late %v, want 1 on each partition", late)
+	}
+	if stream[0] != 2100 || stream[1] != 5000 {
+		t.Errorf("stream times %v, want 2100 and 5000", stream)
+	}
+}
