@@ -36,6 +36,20 @@ func TestCrashSIGKILL(t *testing.T) {
 
 	const rate, kills = 120, 6
 	prod := h.produceSteadily(0, 0, rate)
+	h.killChurn(kills)
+	h.sleep(time.Second) // the last restart too sees input
+	prod.finish(h, true, 30*time.Second)
+	h.waitDrained(90 * time.Second)
+	h.finish(true)
+	h.checkLocalStores()
+}
+
+// killChurn SIGKILLs a running member, chosen at random, every 2-4 s and
+// restarts it on its state directory, kills times (on kfake each kill waits
+// for a stable group; see waitStableBeforeKill).
+func (h *harness) killChurn(kills int) {
+	t := h.t
+	t.Helper()
 	for i := range kills {
 		h.sleep(h.jitter(2*time.Second, 4*time.Second))
 		if !h.waitStableBeforeKill(45 * time.Second) {
@@ -57,11 +71,6 @@ func TestCrashSIGKILL(t *testing.T) {
 		m.kill()
 		m.start()
 	}
-	h.sleep(time.Second) // the last restart too sees input
-	prod.finish(h, true, 30*time.Second)
-	h.waitDrained(90 * time.Second)
-	h.finish(true)
-	h.checkLocalStores()
 }
 
 // TestFencingSIGSTOP: two processes; one is SIGSTOPped while it owns

@@ -351,12 +351,22 @@ func (h *harness) summary() {
 // check of the local state.
 func (h *harness) checkLocalStores() {
 	h.t.Helper()
-	byPartition := map[int32][]*kgo.Record{}
-	for _, r := range h.b.ReadCommitted(h.t, h.changelog(), 60*time.Second) {
-		byPartition[r.Partition] = append(byPartition[r.Partition], r)
+	// The committed changelog records of each checked store, by partition
+	// in offset order.
+	logs := map[string]map[int32][]*kgo.Record{}
+	stores := []string{h.app.store}
+	if h.app.timeStore {
+		stores = append(stores, h.timeStore())
 	}
-	for _, rs := range byPartition {
-		sort.Slice(rs, func(i, j int) bool { return rs[i].Offset < rs[j].Offset })
+	for _, store := range stores {
+		byPartition := map[int32][]*kgo.Record{}
+		for _, r := range h.b.ReadCommitted(h.t, h.storeChangelog(store), 60*time.Second) {
+			byPartition[r.Partition] = append(byPartition[r.Partition], r)
+		}
+		for _, rs := range byPartition {
+			sort.Slice(rs, func(i, j int) bool { return rs[i].Offset < rs[j].Offset })
+		}
+		logs[store] = byPartition
 	}
 	checked, keys := 0, 0
 	for _, m := range h.members {
@@ -371,8 +381,9 @@ func (h *harness) checkLocalStores() {
 			h.t.Errorf("%s: listing stores: %v", m.name, err)
 		}
 		for _, st := range stores {
-			if strings.HasPrefix(st.Store, "_") {
-				continue // the processor's time store (stream time only here)
+			byPartition, ok := logs[st.Store]
+			if !ok {
+				continue // the processor's time store (stream time only), unless the app checks it
 			}
 			want := map[string]string{}
 			if st.HasCheckpoint {

@@ -7,7 +7,10 @@
 // members joining and leaving every second — and then checks the committed
 // output record by record: under exactly_once every input id once with the
 // count its key had reached at that record, under at_least_once every id at
-// least once and no count below it.
+// least once and no count below it. TestWindowsExactlyOnceSIGKILL runs
+// plugins/windowcount instead, on input with event timestamps, and checks
+// that every window that closed is in the committed output exactly once
+// with the count of its records that were in time.
 //
 // The child processes' logs go to the test's temporary directory and their
 // tails are printed when a test fails; set WASMSTREAM_CHAOS_LOGS to a

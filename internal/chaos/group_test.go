@@ -273,7 +273,7 @@ func (h *harness) waitSettled() {
 		h.checkDeadline("waiting for the last transactions to end")
 		open = open[:0]
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		for _, topic := range []string{h.out, h.changelog()} {
+		for _, topic := range append([]string{h.out}, h.changelogs()...) {
 			ends, err := h.adm.ListEndOffsets(ctx, topic)
 			if err == nil {
 				err = ends.Error()

@@ -8,10 +8,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -165,7 +167,27 @@ type harness struct {
 	prod        *kgo.Client
 	inputs      []input // acknowledged input records
 	nextID      int
+	app         app
+	// eventTime, if set, gives each input record its timestamp (ms; called
+	// with producerMu held, with the harness's rng); otherwise the producer
+	// stamps them.
+	eventTime func(*rand.Rand) int64
 }
+
+// app is the processor every member runs: the counter test plugin by
+// default.
+type app struct {
+	processor string            // the processor's name
+	pkg       string            // its plugin's package, built with wasmbuild
+	store     string            // its one store
+	output    string            // its output's name, mapped to the output topic
+	config    map[string]string // its config (none if empty)
+	// timeStore: waitSettled and checkLocalStores include the processor's
+	// time store (_time.<processor>) and its changelog.
+	timeStore bool
+}
+
+var counterApp = app{processor: "counter", pkg: "./internal/testplugins/counter", store: "counts", output: "out"}
 
 // member is a slot: the same name, config and state directory across the
 // processes that fill it one after another.
@@ -207,6 +229,12 @@ func withTxnTimeout(d time.Duration) option { return func(h *harness) { h.txnTim
 // withStateSync sets state.sync_interval (default 1s, the host's default).
 func withStateSync(d time.Duration) option { return func(h *harness) { h.stateSync = d } }
 
+// withApp runs another processor than the counter.
+func withApp(a app) option { return func(h *harness) { h.app = a } }
+
+// withEventTime stamps every input record with ts(rng) (ms).
+func withEventTime(ts func(*rand.Rand) int64) option { return func(h *harness) { h.eventTime = ts } }
+
 func newHarness(t *testing.T, guarantee string, members int, hardDeadline time.Duration, opts ...option) *harness {
 	t.Helper()
 	seed := uint64(time.Now().UnixNano())
@@ -225,17 +253,18 @@ func newHarness(t *testing.T, guarantee string, members int, hardDeadline time.D
 		out:         b.Name(t, "out"),
 		dir:         t.TempDir(),
 		bin:         wasmstreamBinary(t),
-		plugin:      wasmbuild.Build(t, "./internal/testplugins/counter"),
 		rng:         rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		deadline:    time.Now().Add(hardDeadline),
 		started:     time.Now(),
 		txnTimeout:  txnTimeout,
 		sessTimeout: sessionTimeout,
 		stateSync:   time.Second,
+		app:         counterApp,
 	}
 	for _, o := range opts {
 		o(h)
 	}
+	h.plugin = wasmbuild.Build(t, h.app.pkg)
 	b.CreateTopic(t, h.in, inputPartitions, nil)
 	b.CreateTopic(t, h.out, inputPartitions, nil)
 	h.prod = b.Client(t, kgo.MetadataMinAge(250*time.Millisecond))
@@ -279,14 +308,27 @@ runtime:
 log:
   level: %s
 processors:
-  - name: counter
+  - name: %s
     plugin: %s
     inputs: [%s]
-    outputs: {out: %s}
-    stores: [counts]
-`, h.appID, h.guarantee, strings.Join(quoted, ", "), m.name, commitInterval, h.sessTimeout, h.txnTimeout,
+    outputs: {%s: %s}
+    stores: [%s]
+%s`, h.appID, h.guarantee, strings.Join(quoted, ", "), m.name, commitInterval, h.sessTimeout, h.txnTimeout,
 		strconv.Quote(m.stateDir), h.stateSync, strconv.Quote(filepath.Join(workDir, "wasm-cache")), logLevel(),
-		strconv.Quote(h.plugin), h.in, h.out)
+		h.app.processor, strconv.Quote(h.plugin), h.in, h.app.output, h.out, h.app.store, h.app.configYAML())
+}
+
+// configYAML is the processor's config section ("" without one).
+func (a app) configYAML() string {
+	if len(a.config) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("    config:\n")
+	for _, k := range slices.Sorted(maps.Keys(a.config)) {
+		fmt.Fprintf(&b, "      %s: %s\n", k, strconv.Quote(a.config[k]))
+	}
+	return b.String()
 }
 
 // logLevel is the child processes' log level: info, or
@@ -298,7 +340,22 @@ func logLevel() string {
 	return "info"
 }
 
-func (h *harness) changelog() string { return h.appID + "-counts-changelog" }
+// changelog is the app's store's changelog topic.
+func (h *harness) changelog() string { return h.storeChangelog(h.app.store) }
+
+func (h *harness) storeChangelog(store string) string { return h.appID + "-" + store + "-changelog" }
+
+// timeStore is the name of the processor's time store.
+func (h *harness) timeStore() string { return "_time." + h.app.processor }
+
+// changelogs are the changelog topics waitSettled watches: the store's,
+// and the time store's if the app says so.
+func (h *harness) changelogs() []string {
+	if h.app.timeStore {
+		return []string{h.changelog(), h.storeChangelog(h.timeStore())}
+	}
+	return []string{h.changelog()}
+}
 
 // checkDeadline fails the test once its hard deadline has passed.
 func (h *harness) checkDeadline(phase string) {

@@ -16,6 +16,7 @@ type input struct {
 	id, key   string
 	partition int32
 	offset    int64
+	ts        int64 // its timestamp, ms
 }
 
 // produce writes n records (unique ids, keys from numKeys) synchronously
@@ -28,8 +29,18 @@ func (h *harness) produce(ctx context.Context, n int) error {
 		h.nextID++
 		key := fmt.Sprintf("k%02d", h.rng.IntN(numKeys))
 		recs[i] = &kgo.Record{Topic: h.in, Key: []byte(key), Value: []byte(id)}
+		if h.eventTime != nil {
+			recs[i].Timestamp = time.UnixMilli(h.eventTime(h.rng))
+		}
 	}
 	h.producerMu.Unlock()
+	return h.send(ctx, recs)
+}
+
+// send writes recs (ids as values) synchronously and remembers where they
+// landed.
+func (h *harness) send(ctx context.Context, recs []*kgo.Record) error {
+	n := len(recs)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	res := h.prod.ProduceSync(ctx, recs...)
@@ -38,7 +49,8 @@ func (h *harness) produce(ctx context.Context, n int) error {
 	}
 	h.producerMu.Lock()
 	for _, r := range res {
-		h.inputs = append(h.inputs, input{id: string(r.Record.Value), key: string(r.Record.Key), partition: r.Record.Partition, offset: r.Record.Offset})
+		h.inputs = append(h.inputs, input{id: string(r.Record.Value), key: string(r.Record.Key), partition: r.Record.Partition, offset: r.Record.Offset,
+			ts: r.Record.Timestamp.UnixMilli()})
 	}
 	h.producerMu.Unlock()
 	return nil
