@@ -608,3 +608,27 @@ func TestOnTimerAllocs(t *testing.T) {
 		t.Errorf("OnTimer allocates %v times per call", n)
 	}
 }
+
+// TestTimeCallsChargeStateBytes: timer_set, timer_cancel and commit_mark
+// count key + timeEntryOverhead bytes against the record's state-bytes
+// limit, so a record cannot stage unbounded timers or marks: the call over
+// it gets ELIMIT and the record fails (LimitExceeded), as for state_put.
+func TestTimeCallsChargeStateBytes(t *testing.T) {
+	ft := newFakeTime(0, 0)
+	key := make([]byte, 100)
+	per := len(key) + timeEntryOverhead
+	i, _ := timersInstance(t, Options{Record: RecordLimits{MaxStateBytes: 3 * per}}, ft)
+	err := runRecord(i, 1,
+		cmd{op: opSet, ts: 1, key: key},
+		cmd{op: opCancel, ts: 1, key: key},
+		cmd{op: opMark, key: key},
+		cmd{op: opSet, ts: 2, key: key}, // the fourth is over
+	)
+	if !IsLimitExceeded(err) || !strings.Contains(err.Error(), "timer_set") {
+		t.Fatalf("the call past the state-bytes limit: %v, want LimitExceeded naming timer_set", err)
+	}
+	// The budget is per record.
+	if err := runRecord(i, 1, cmd{op: opMark, key: key}); err != nil {
+		t.Fatalf("the next record starts with a fresh budget: %v", err)
+	}
+}
