@@ -16,6 +16,11 @@ import (
 // timer changes and marks are kept only if it succeeds; a failure goes
 // through the processor's on_error policy.
 
+// maxFiringsPerCheck bounds one check's firings, and so the timers (keys
+// up to 4 KiB each) it holds in memory at once; the due timers past it
+// fire at the next check (after the next record, or the next commit point).
+const maxFiringsPerCheck = 1024
+
 // check fires the task's due timers, one call each in firing order:
 // event-time timers by the stream time and, when processing is set,
 // processing-time timers by the wall clock read now. Timers set by the
@@ -30,7 +35,8 @@ func (t *task) check(ctx context.Context, processing bool, resume int64, deadlin
 		return nil
 	}
 	now := time.Now().UnixMilli()
-	due, err := t.tk.due(true, processing, max(now, t.tk.wall), t.tk.lim.FiringsPerCommit-t.tk.firings)
+	n := min(t.tk.lim.FiringsPerCommit-t.tk.firings, maxFiringsPerCheck)
+	due, err := t.tk.due(true, processing, max(now, t.tk.wall), n)
 	if err != nil {
 		return fmt.Errorf("task %s: reading due timers: %w", t.id, err)
 	}
