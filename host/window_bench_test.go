@@ -54,7 +54,10 @@ import (
 // includes the broker) and out/record (output records per input record,
 // from the runner's counter: it would count records of aborted
 // transactions too, and the log says when there were aborts); and the
-// ratios of each windowed configuration's CPU per record to plain's.
+// ratios of each windowed configuration's CPU per record to plain's. The
+// log also gives each run's cuts (a task's share of a poll cut at the
+// commit deadline and fetched again: decoding work that grows when the
+// plugin is slower per record, so it adds to the slower configurations).
 //
 // There is no timed assertion: the figures are for comparing, on the same
 // machine, in the same run.
@@ -114,8 +117,8 @@ func BenchmarkWindowCount(b *testing.B) {
 		for _, c := range order {
 			r := runWindowBench(b, br, c, in, n)
 			res[c.name].add(r)
-			b.Logf("%s: %.0f records/s, %.2f cpu-us/record, %d out (%.3f/record), %d timer firings, %d commit calls, %d commits, %d aborts",
-				c.name, float64(r.records)/r.elapsed.Seconds(), r.cpuPerRecord(), r.out, r.outPerRecord(), r.firings, r.commitCalls, r.commits, r.aborts)
+			b.Logf("%s: %.0f records/s, %.2f cpu-us/record, %d out (%.3f/record), %d timer firings, %d commit calls, %d commits, %d aborts, %d cuts",
+				c.name, float64(r.records)/r.elapsed.Seconds(), r.cpuPerRecord(), r.out, r.outPerRecord(), r.firings, r.commitCalls, r.commits, r.aborts, r.cuts)
 		}
 	}
 	b.StopTimer()
@@ -143,8 +146,8 @@ type windowBenchConfig struct {
 
 // windowBenchResult accumulates the runs of one configuration.
 type windowBenchResult struct {
-	records, out, firings, commitCalls, commits, aborts int64
-	elapsed, cpu                                        time.Duration
+	records, out, firings, commitCalls, commits, aborts, cuts int64
+	elapsed, cpu                                              time.Duration
 }
 
 func (t *windowBenchResult) add(o *windowBenchResult) {
@@ -154,6 +157,7 @@ func (t *windowBenchResult) add(o *windowBenchResult) {
 	t.commitCalls += o.commitCalls
 	t.commits += o.commits
 	t.aborts += o.aborts
+	t.cuts += o.cuts
 	t.elapsed += o.elapsed
 	t.cpu += o.cpu
 }
@@ -215,7 +219,7 @@ func runWindowBench(b *testing.B, br *testbroker.Broker, c windowBenchConfig, in
 	r := &windowBenchResult{records: n, elapsed: time.Since(start), cpu: testutil.ProcessCPU() - cpu0}
 	b.StopTimer()
 	r.out, r.firings, r.commitCalls = stats.RecordsOut.Load(), stats.TimerFirings.Load(), stats.CommitCalls.Load()
-	r.commits, r.aborts = stats.Commits.Load(), stats.Aborts.Load()
+	r.commits, r.aborts, r.cuts = stats.Commits.Load(), stats.Aborts.Load(), stats.Cuts.Load()
 	cancel()
 	if err := <-done; err != nil {
 		b.Fatalf("%s: Run: %v", c.name, err)
