@@ -54,10 +54,15 @@ import (
 // includes the broker) and out/record (output records per input record,
 // from the runner's counter: it would count records of aborted
 // transactions too, and the log says when there were aborts); and the
-// ratios of each windowed configuration's CPU per record to plain's. The
-// log also gives each run's cuts (a task's share of a poll cut at the
-// commit deadline and fetched again: decoding work that grows when the
-// plugin is slower per record, so it adds to the slower configurations).
+// ratios of each windowed configuration's CPU per record to plain's.
+//
+// The log also gives each run's cuts: a task's share of a poll cut at the
+// commit deadline, the rest fetched again after the commit point. Above
+// 100,000 records/s (commit_records per commit_interval) the commit points
+// come from commit_records and cuts are rare; a configuration slower than
+// that reaches the deadline in mid-poll, and the fetching again is CPU
+// that widens its gap to the faster ones (emit update: tens of cuts per
+// run where the others have a few).
 //
 // There is no timed assertion: the figures are for comparing, on the same
 // machine, in the same run.
