@@ -218,3 +218,91 @@ func TestSlowProcessorDoesNotStallItsNeighbour(t *testing.T) {
 		t.Errorf("the spinning processor skipped no record; the test did not spin")
 	}
 }
+
+// A plugin that floods time (issue 11's promise for the time imports of
+// issue 13; engine/testdata/timebomb.wat): every record sets 1,000
+// processing-time timers that are all due at once and marks 1,000 keys for
+// commit calls, and both callbacks spin until their timeout. Its member keeps committing, one slow callback per commit
+// point (checks and commit calls stop at the commit deadline; the rest wait
+// for the next), each failure skipped with its kind; the healthy processor
+// beside it never stalls; nothing aborts and the host does not stop.
+func TestHostileTimers(t *testing.T) {
+	b := testbroker.New(t)
+	hin, hout, gin, gout := b.Name(t, "timebomb-in"), b.Name(t, "timebomb-out"), b.Name(t, "steady-in"), b.Name(t, "steady-out")
+	for _, topic := range []string{hin, hout, gin, gout} {
+		b.CreateTopic(t, topic, 1, nil)
+	}
+	const timeout = time.Second
+	cfg := &Config{
+		AppID: b.Name(t, "app"),
+		Kafka: KafkaConfig{Brokers: b.Addrs(), CommitInterval: 100 * time.Millisecond, SessionTimeout: 10 * time.Second},
+		State: StateConfig{Dir: t.TempDir()},
+		Processors: []ProcessorConfig{
+			{Name: "timebomb", Plugin: engineTestdata("timebomb"), Inputs: []string{hin}, Outputs: map[string]string{"out": hout},
+				Stores: []string{"s"}, OnError: OnErrorSkip, Limits: Limits{RecordTimeout: timeout}},
+			{Name: "steady", Plugin: engineTestdata("passthrough"), Inputs: []string{gin}, Outputs: map[string]string{"out": gout},
+				OnError: OnErrorFail},
+		},
+		Runtime: RuntimeConfig{CacheDir: "off"},
+	}
+	p := &pipeline{b: b, in: gin, out: gout, cfg: cfg}
+	rssBefore := vmRSS(t)
+	h, stop := p.run(t)
+
+	// Two records: 2,000 spinning timers due at once, 2,000 marked keys.
+	b.Produce(t, &kgo.Record{Topic: hin, Value: []byte("a")}, &kgo.Record{Topic: hin, Value: []byte("b")})
+
+	seen := make(chan time.Time, 1024)
+	cl := b.Client(t, kgo.ConsumeTopics(gout), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			now := time.Now()
+			fs.EachRecord(func(*kgo.Record) { seen <- now })
+		}
+	}()
+	const steady = 120 // 6s at one record per 50ms
+	for i := range steady {
+		b.Produce(t, &kgo.Record{Topic: gin, Key: []byte("s" + strconv.Itoa(i)), Value: []byte("v")})
+		time.Sleep(50 * time.Millisecond)
+	}
+	var gap time.Duration
+	last := time.Time{}
+	deadline := time.After(60 * time.Second)
+	for n := 0; n < steady; n++ {
+		select {
+		case at := <-seen:
+			if !last.IsZero() && at.Sub(last) > gap {
+				gap = at.Sub(last)
+			}
+			last = at
+		case <-deadline:
+			t.Fatalf("only %d of the steady processor's %d outputs became visible", n, steady)
+		}
+	}
+	rssAfter := vmRSS(t)
+	bomb, _ := h.Stats("timebomb")
+	steadyStats, _ := h.Stats("steady")
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v (nothing a plugin does may stop the host)", err)
+	}
+	t.Logf("steady processor's largest gap %s; timebomb: %d skipped, failures %v, %d commits, %d aborts; RSS %d -> %d MiB",
+		gap, bomb.Skipped, bomb.Failures, bomb.Commits, bomb.Aborts, rssBefore>>20, rssAfter>>20)
+	if gap >= timeout {
+		t.Errorf("the steady processor stalled %s beside a processor whose timers spin", gap)
+	}
+	if bomb.Failures[runner.FailureTimeout.String()] < 2 {
+		t.Errorf("timebomb: %d timeouts, want the spinning callbacks cut one after another", bomb.Failures[runner.FailureTimeout.String()])
+	}
+	if bomb.Aborts != 0 || steadyStats.Aborts != 0 {
+		t.Errorf("aborted transactions: timebomb %d, steady %d; a slow callback must not hold a transaction to its timeout", bomb.Aborts, steadyStats.Aborts)
+	}
+	if bomb.Commits == 0 {
+		t.Error("the timebomb processor never committed: its checks do not stop at the commit deadline")
+	}
+	if grew := rssAfter - rssBefore; grew > 512<<20 {
+		t.Errorf("the process grew by %d MiB", grew>>20)
+	}
+}

@@ -87,7 +87,7 @@ type timekeeper struct {
 	// markBytes is the bytes of the keys in marks and callMarks, bounded
 	// by maxMarkBytes.
 	markBytes int
-	taken            map[string]int64 // carried as of the current commit point's start
+	taken     map[string]int64 // carried as of the current commit point's start
 
 	// firings counts the timers fired in this commit window.
 	firings int
