@@ -183,7 +183,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		pc := &cfg.Processors[i]
 		specs[i] = runner.ProcessorSpec{
 			Name:            pc.Name,
-			Inputs:          pc.Inputs,
+			Inputs:          cfg.inputTopics(pc),
 			Outputs:         p.Topics,
 			OutputLimits:    h.outputLimits(p),
 			OnError:         enums.onError[i],
@@ -326,9 +326,21 @@ func (h *Host) Run(ctx context.Context) error {
 		defer close(followed)
 		h.follower.Run(fctx)
 	}()
+	var repartition []string
+	for i := range h.cfg.Processors {
+		for _, t := range h.cfg.repartitionTopics(&h.cfg.Processors[i]) {
+			repartition = append(repartition, t)
+		}
+	}
+	purged := make(chan struct{})
+	go func() {
+		defer close(purged)
+		h.purgeRepartitions(fctx, repartition)
+	}()
 	defer func() {
 		stopFollow()
 		<-followed
+		<-purged
 	}()
 	err := h.runMembers(ctx)
 	h.status.Stopped(err)
@@ -512,7 +524,7 @@ func (h *Host) loadPlugins(ctx context.Context) error {
 	lim.CacheDir = plugin.CacheDir(h.cfg.Runtime.CacheDir)
 	for i := range h.cfg.Processors {
 		pc := &h.cfg.Processors[i]
-		p, err := plugin.Load(ctx, pc.pluginSpec(), lim, h.log)
+		p, err := plugin.Load(ctx, h.cfg.pluginSpec(pc), lim, h.log)
 		if p != nil {
 			if err != nil {
 				_ = p.RT.Close(ctx)
@@ -540,7 +552,9 @@ func (h *Host) ensureTopics(ctx context.Context, create bool) error {
 	procs := make([]topics.Processor, len(h.cfg.Processors))
 	for i := range h.cfg.Processors {
 		pc := &h.cfg.Processors[i]
-		procs[i] = topics.Processor{Name: pc.Name, Inputs: pc.Inputs, Outputs: pc.Outputs, Changelogs: map[string]string{}}
+		procs[i] = topics.Processor{Name: pc.Name, Inputs: h.cfg.inputTopics(pc), Outputs: pc.Outputs,
+			Repartition: h.cfg.repartitionTopics(pc), RepartitionPartitions: int32(pc.RepartitionPartitions),
+			Changelogs: map[string]string{}}
 		for _, st := range h.cfg.taskStores(pc) {
 			procs[i].Changelogs[st] = h.cfg.ChangelogTopic(st)
 		}
@@ -614,7 +628,7 @@ func Validate(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	var errs []error
 	for i := range cfg.Processors {
 		pc := &cfg.Processors[i]
-		p, err := plugin.Load(ctx, pc.pluginSpec(), cfg.pluginLimits(), log)
+		p, err := plugin.Load(ctx, cfg.pluginSpec(pc), cfg.pluginLimits(), log)
 		if p != nil {
 			_ = p.RT.Close(ctx)
 		}
