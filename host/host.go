@@ -192,7 +192,8 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			TimeStore:       len(pc.Stores) > 0,
 			TimeLimits: runner.TimeLimits{Timers: pc.Limits.Timers, FiringsPerCommit: pc.Limits.TimerFirings,
 				CommitMarks: pc.Limits.CommitMarks},
-			Expiry: map[string]state.Expiry{},
+			Expiry:         map[string]state.Expiry{},
+			EarliestInputs: cfg.repartitionInputs(pc),
 		}
 		for st, e := range pc.Expire {
 			specs[i].Expiry[st] = state.Expiry{TTL: e.After.Milliseconds(), Wall: e.Clock == "wall"}

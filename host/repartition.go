@@ -57,6 +57,17 @@ func (c *Config) inputTopics(p *ProcessorConfig) []string {
 	return out
 }
 
+// repartitionInputs are the internal topics among p's inputs.
+func (c *Config) repartitionInputs(p *ProcessorConfig) []string {
+	var out []string
+	for _, in := range p.Inputs {
+		if w, o, ok := c.repartitionRef(in); ok {
+			out = append(out, c.RepartitionTopic(w.Name, o))
+		}
+	}
+	return out
+}
+
 // outputTopics maps every output p's plugin may emit to, its outputs and
 // its repartition outputs, to its topic.
 func (c *Config) outputTopics(p *ProcessorConfig) map[string]string {

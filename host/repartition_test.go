@@ -328,3 +328,23 @@ func TestRepartitionTopicWithWrongPartitionCountIsRefused(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 }
+
+// Under start_offset: latest the reader still starts a repartition
+// partition without a committed offset at its earliest offset: what the
+// writer wrote before the reader first joined is the app's own data, not
+// history to skip.
+func TestRepartitionReaderStartsAtEarliestUnderLatest(t *testing.T) {
+	c := newChain(t)
+	c.cfg.Kafka.StartOffset = "latest"
+	// As if split had written these before count ever ran.
+	c.b.CreateTopic(t, c.repartitionTopic(), 3, nil)
+	var recs []*kgo.Record
+	for _, w := range strings.Fields("alpha beta alpha gamma alpha beta") {
+		recs = append(recs, &kgo.Record{Topic: c.repartitionTopic(), Key: []byte(w), Value: []byte(w)})
+		c.want[w]++
+		c.total++
+	}
+	c.b.Produce(t, recs...)
+	c.run(t)
+	c.waitExact(t)
+}
