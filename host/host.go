@@ -327,16 +327,10 @@ func (h *Host) Run(ctx context.Context) error {
 		defer close(followed)
 		h.follower.Run(fctx)
 	}()
-	var repartition []string
-	for i := range h.cfg.Processors {
-		for _, t := range h.cfg.repartitionTopics(&h.cfg.Processors[i]) {
-			repartition = append(repartition, t)
-		}
-	}
 	purged := make(chan struct{})
 	go func() {
 		defer close(purged)
-		h.purgeRepartitions(fctx, repartition)
+		h.purgeRepartitions(fctx)
 	}()
 	defer func() {
 		stopFollow()

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -205,8 +206,14 @@ const purgeTimeout = 10 * time.Second
 // process of the app does this; DeleteRecords is idempotent and never
 // moves a log start back, so concurrent rounds are harmless. Failures are
 // logged and retried at the next round.
-func (h *Host) purgeRepartitions(ctx context.Context, repartition []string) {
-	if len(repartition) == 0 {
+func (h *Host) purgeRepartitions(ctx context.Context) {
+	want := map[string]bool{}
+	for i := range h.cfg.Processors {
+		for _, t := range h.cfg.repartitionTopics(&h.cfg.Processors[i]) {
+			want[t] = true
+		}
+	}
+	if len(want) == 0 {
 		return
 	}
 	cl, err := h.kafka.NewClient()
@@ -216,10 +223,6 @@ func (h *Host) purgeRepartitions(ctx context.Context, repartition []string) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	want := map[string]bool{}
-	for _, t := range repartition {
-		want[t] = true
-	}
 	// purged[topic][partition] is the offset this process last deleted
 	// below: a partition is asked again only when its commit moved past it.
 	purged := map[string]map[int32]int64{}
@@ -241,7 +244,7 @@ func (h *Host) purgeRepartitions(ctx context.Context, repartition []string) {
 func (h *Host) purgeRound(ctx context.Context, adm *kadm.Client, want map[string]bool, purged map[string]map[int32]int64) {
 	committed, err := adm.FetchOffsets(ctx, h.cfg.AppID)
 	if err != nil {
-		if ctx.Err() == nil {
+		if !errors.Is(err, context.Canceled) { // canceled: Run is ending
 			h.log.Warn("repartition purge: fetching the group's committed offsets", "group", h.cfg.AppID, "err", err)
 		}
 		return
@@ -258,7 +261,7 @@ func (h *Host) purgeRound(ctx context.Context, adm *kadm.Client, want map[string
 	}
 	resps, err := adm.DeleteRecords(ctx, below)
 	if err != nil {
-		if ctx.Err() == nil {
+		if !errors.Is(err, context.Canceled) {
 			h.log.Warn("repartition purge: deleting processed records", "err", err)
 		}
 		return
