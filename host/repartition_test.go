@@ -175,9 +175,13 @@ func (c *chain) produce(t *testing.T, n int) {
 
 // run starts a host for the chain; the returned func stops it.
 func (c *chain) run(t *testing.T) func() error {
-	p := &pipeline{b: c.b, cfg: c.cfg}
-	_, stop := p.run(t)
+	_, stop := c.start(t)
 	return stop
+}
+
+func (c *chain) start(t *testing.T) (*Host, func() error) {
+	p := &pipeline{b: c.b, cfg: c.cfg}
+	return p.run(t)
 }
 
 // counts reads the committed output: the counts of each word in the order
@@ -347,4 +351,38 @@ func TestRepartitionReaderStartsAtEarliestUnderLatest(t *testing.T) {
 	c.b.Produce(t, recs...)
 	c.run(t)
 	c.waitExact(t)
+}
+
+// Two processes of the chain, one joining and then the other leaving in
+// the middle of the stream: the tasks of both processors move between
+// them (rebalances abort open transactions and rewind), and every word is
+// still counted once.
+func TestRepartitionedWordCountAcrossRebalances(t *testing.T) {
+	c := newChain(t)
+	c.produce(t, 100)
+	a, stopA := c.start(t)
+	time.Sleep(300 * time.Millisecond)
+	c.cfg.State.Dir = t.TempDir() // the second process has its own state
+	b, stopB := c.start(t)
+	for range 10 {
+		c.produce(t, 30)
+		time.Sleep(50 * time.Millisecond)
+	}
+	statsA, _ := a.Stats("count")
+	if err := stopA(); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		c.produce(t, 30)
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.waitExact(t)
+	statsB, _ := b.Stats("count")
+	t.Logf("count processed %d records in the first process, %d in the second (%d aborts)", statsA.RecordsIn, statsB.RecordsIn, statsA.Aborts+statsB.Aborts)
+	if statsA.RecordsIn == 0 || statsB.RecordsIn == 0 {
+		t.Fatalf("the count tasks did not move: first process %d records, second %d", statsA.RecordsIn, statsB.RecordsIn)
+	}
+	if err := stopB(); err != nil {
+		t.Fatal(err)
+	}
 }
