@@ -7,11 +7,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
@@ -262,6 +265,13 @@ func TestRepartitionTopicIsPurged(t *testing.T) {
 	c.produce(t, 60)
 	c.run(t)
 	c.waitExact(t)
+	c.waitPurged(t)
+}
+
+// waitPurged waits until the log start of every partition of the
+// repartition topic has reached the group's committed offset on it.
+func (c *chain) waitPurged(t *testing.T) {
+	t.Helper()
 	adm := c.b.Admin(t)
 	topic := c.repartitionTopic()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -293,6 +303,43 @@ func TestRepartitionTopicIsPurged(t *testing.T) {
 			t.Fatalf("%s not purged to the committed offsets: %s", topic, strings.Join(state, ", "))
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+}
+
+// A purge that fails (here: the broker refuses DeleteRecords three
+// times) is logged and retried at the next round; processing goes on and
+// the records are deleted once the broker accepts.
+func TestRepartitionPurgeFailuresAreRetried(t *testing.T) {
+	c := newChain(t)
+	c.b.RequireFake(t, "injects DeleteRecords failures with kfake's control functions")
+	var refused atomic.Int32
+	c.b.Fake().ControlKey(int16(kmsg.DeleteRecords), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if refused.Load() >= 3 {
+			return nil, nil, false // handled by the broker from now on
+		}
+		c.b.Fake().KeepControl()
+		refused.Add(1)
+		dr := req.(*kmsg.DeleteRecordsRequest)
+		resp := dr.ResponseKind().(*kmsg.DeleteRecordsResponse)
+		for _, rt := range dr.Topics {
+			st := kmsg.NewDeleteRecordsResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewDeleteRecordsResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.PolicyViolation.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	c.produce(t, 60)
+	c.run(t)
+	c.waitExact(t)
+	c.waitPurged(t)
+	if n := refused.Load(); n < 3 {
+		t.Fatalf("the broker refused %d DeleteRecords requests, want 3", n)
 	}
 }
 
