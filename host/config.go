@@ -111,6 +111,11 @@ type KafkaConfig struct {
 	TLS TLSConfig `koanf:"tls"`
 	// SASL authenticates to the brokers (security.go).
 	SASL SASLConfig `koanf:"sasl"`
+	// RepartitionPurgeInterval is how often a process deletes the records
+	// of the app's repartition topics that their reading processor has
+	// committed past (Kafka DeleteRecords below the group's committed
+	// offsets), so those topics do not grow without bound. Default 30s.
+	RepartitionPurgeInterval time.Duration `koanf:"repartition_purge_interval"`
 }
 
 // ProcessorConfig declares one processor: a plugin, what it reads, what it
@@ -123,12 +128,33 @@ type ProcessorConfig struct {
 	// Required.
 	Plugin string `koanf:"plugin"`
 	// Inputs are the topics the processor reads. At least one; a topic may
-	// be the input of one processor only.
+	// be the input of one processor only. "<processor>.<output>" names the
+	// repartition output of another processor of the app (see
+	// Repartition): the processor reads that output's internal topic.
 	Inputs []string `koanf:"inputs"`
 	// Outputs maps the names the plugin emits to (its outputs) to topics.
-	// A plugin can emit only to these. Output indices are the names in
-	// sorted order.
+	// A plugin can emit only to these and to its Repartition outputs.
+	// Output indices are the names of both in sorted order.
 	Outputs map[string]string `koanf:"outputs"`
+	// Repartition names outputs that go to an internal topic the host
+	// creates and owns, <app_id>-<processor>-<output>-repartition, instead
+	// of a topic of Outputs (a name is in one or the other). Another
+	// processor of the app reads it by naming "<processor>.<output>" in
+	// its inputs; exactly one must. Records keep their key and, unless
+	// the plugin picks a partition, go to the partition their key hashes
+	// to, so task p of the reader sees every record whose key hashes to p:
+	// re-key, then aggregate by the new key. The topic has delete
+	// retention with no time limit; the host deletes its records once the
+	// reader has committed past them (kafka.repartition_purge_interval).
+	// Under exactly_once each hop is a transaction of its own and the
+	// reader reads committed records only, so the chain is exactly once.
+	Repartition []string `koanf:"repartition"`
+	// RepartitionPartitions is the partition count of the processor's
+	// repartition topics when they are created. Default: the partition
+	// count of the processor's first input, so the chain keeps its
+	// parallelism. An existing repartition topic with another count is an
+	// error (its records would be split among the wrong tasks).
+	RepartitionPartitions int `koanf:"repartition_partitions"`
 	// Stores are the processor's key-value state stores, by name. Each is
 	// kept per task (input partition) in the local state directory and
 	// backed by a compacted changelog topic <app_id>-<store>-changelog,
@@ -340,6 +366,8 @@ const (
 	DefaultMemory             = 64 << 20
 	DefaultRecordTimeout      = time.Second
 	DefaultStateDir           = "wasmstream-state"
+
+	DefaultRepartitionPurgeInterval = 30 * time.Second
 )
 
 // EnvPrefix starts every environment variable the config reads. After the
@@ -524,6 +552,7 @@ func (c *Config) Clone() *Config {
 	for i, p := range c.Processors {
 		p.Inputs = slices.Clone(p.Inputs)
 		p.Outputs = maps.Clone(p.Outputs)
+		p.Repartition = slices.Clone(p.Repartition)
 		p.Stores = slices.Clone(p.Stores)
 		p.Expire = maps.Clone(p.Expire)
 		p.Config = cloneValue(p.Config).(map[string]any)
@@ -592,6 +621,9 @@ func (c *Config) ApplyDefaults() {
 	}
 	if c.Kafka.ConnectTimeout == 0 {
 		c.Kafka.ConnectTimeout = DefaultConnectTimeout
+	}
+	if c.Kafka.RepartitionPurgeInterval == 0 {
+		c.Kafka.RepartitionPurgeInterval = DefaultRepartitionPurgeInterval
 	}
 	if c.Guarantee == "" {
 		c.Guarantee = ExactlyOnce
@@ -758,13 +790,16 @@ func (c *Config) Validate() error {
 			bad(at+".inputs", "at least one input topic is required")
 		}
 		for j, in := range p.Inputs {
+			topic := c.inputTopic(in) // a repartition output's internal topic
 			switch {
 			case !nameRE.MatchString(in):
 				bad(fmt.Sprintf("%s.inputs[%d]", at, j), "%q is not a valid topic name", in)
-			case inputs[in] != "":
-				bad(fmt.Sprintf("%s.inputs[%d]", at, j), "topic %q is already the input of processor %q", in, inputs[in])
+			case inputs[topic] != "" && topic != in:
+				bad(fmt.Sprintf("%s.inputs[%d]", at, j), "repartition output %q is already the input of processor %q (one processor reads a repartition output)", in, inputs[topic])
+			case inputs[topic] != "":
+				bad(fmt.Sprintf("%s.inputs[%d]", at, j), "topic %q is already the input of processor %q", in, inputs[topic])
 			default:
-				inputs[in] = p.Name
+				inputs[topic] = p.Name
 			}
 		}
 		for name, topic := range p.Outputs {
@@ -830,14 +865,21 @@ func (c *Config) Validate() error {
 				p.Limits.RecordTimeout, c.Kafka.CommitInterval, c.Kafka.TransactionTimeout)
 		}
 	}
+	c.validateRepartition(bad)
 	return errors.Join(errs...)
 }
 
-// OutputNames returns the processor's output names in index order (sorted).
+// OutputNames returns the processor's output names, its outputs and its
+// repartition outputs, in index order (sorted).
 func (p *ProcessorConfig) OutputNames() []string {
-	names := make([]string, 0, len(p.Outputs))
+	names := make([]string, 0, len(p.Outputs)+len(p.Repartition))
 	for n := range p.Outputs {
 		names = append(names, n)
+	}
+	for _, n := range p.Repartition {
+		if _, dup := p.Outputs[n]; !dup {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	return names
@@ -890,10 +932,11 @@ func (s SwapConfig) canary() versions.Canary {
 	return versions.Canary{Window: s.CanaryWindow, MaxFailureRatio: s.MaxFailureRatio, MinRecords: s.MinRecords}
 }
 
-// pluginSpec is the processor as its plugin sees it.
-func (p *ProcessorConfig) pluginSpec() plugin.Spec {
+// pluginSpec is the processor as its plugin sees it: inputs and outputs
+// resolved to topics, repartition outputs to their internal topics.
+func (c *Config) pluginSpec(p *ProcessorConfig) plugin.Spec {
 	return plugin.Spec{
-		Name: p.Name, Path: p.Plugin, Inputs: p.Inputs, Outputs: p.Outputs, Stores: p.Stores,
+		Name: p.Name, Path: p.Plugin, Inputs: c.inputTopics(p), Outputs: c.outputTopics(p), Stores: p.Stores,
 		OnError: p.OnError, Config: p.Config,
 		Memory: uint64(p.Limits.Memory), RecordTimeout: p.Limits.RecordTimeout,
 		Stack: int(p.Limits.Stack),

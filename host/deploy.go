@@ -131,7 +131,7 @@ func (c *Config) deployApp(log *slog.Logger) (ideploy.App, error) {
 	}
 	app.Limits.CacheDir = plugin.CacheDir(c.Runtime.CacheDir)
 	for i := range c.Processors {
-		app.Processors = append(app.Processors, c.Processors[i].pluginSpec())
+		app.Processors = append(app.Processors, c.pluginSpec(&c.Processors[i]))
 	}
 	return app, nil
 }

@@ -183,7 +183,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		pc := &cfg.Processors[i]
 		specs[i] = runner.ProcessorSpec{
 			Name:            pc.Name,
-			Inputs:          pc.Inputs,
+			Inputs:          cfg.inputTopics(pc),
 			Outputs:         p.Topics,
 			OutputLimits:    h.outputLimits(p),
 			OnError:         enums.onError[i],
@@ -192,7 +192,8 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			TimeStore:       len(pc.Stores) > 0,
 			TimeLimits: runner.TimeLimits{Timers: pc.Limits.Timers, FiringsPerCommit: pc.Limits.TimerFirings,
 				CommitMarks: pc.Limits.CommitMarks},
-			Expiry: map[string]state.Expiry{},
+			Expiry:         map[string]state.Expiry{},
+			EarliestInputs: cfg.repartitionInputs(pc),
 		}
 		for st, e := range pc.Expire {
 			specs[i].Expiry[st] = state.Expiry{TTL: e.After.Milliseconds(), Wall: e.Clock == "wall"}
@@ -326,9 +327,15 @@ func (h *Host) Run(ctx context.Context) error {
 		defer close(followed)
 		h.follower.Run(fctx)
 	}()
+	purged := make(chan struct{})
+	go func() {
+		defer close(purged)
+		h.purgeRepartitions(fctx)
+	}()
 	defer func() {
 		stopFollow()
 		<-followed
+		<-purged
 	}()
 	err := h.runMembers(ctx)
 	h.status.Stopped(err)
@@ -512,7 +519,7 @@ func (h *Host) loadPlugins(ctx context.Context) error {
 	lim.CacheDir = plugin.CacheDir(h.cfg.Runtime.CacheDir)
 	for i := range h.cfg.Processors {
 		pc := &h.cfg.Processors[i]
-		p, err := plugin.Load(ctx, pc.pluginSpec(), lim, h.log)
+		p, err := plugin.Load(ctx, h.cfg.pluginSpec(pc), lim, h.log)
 		if p != nil {
 			if err != nil {
 				_ = p.RT.Close(ctx)
@@ -540,7 +547,9 @@ func (h *Host) ensureTopics(ctx context.Context, create bool) error {
 	procs := make([]topics.Processor, len(h.cfg.Processors))
 	for i := range h.cfg.Processors {
 		pc := &h.cfg.Processors[i]
-		procs[i] = topics.Processor{Name: pc.Name, Inputs: pc.Inputs, Outputs: pc.Outputs, Changelogs: map[string]string{}}
+		procs[i] = topics.Processor{Name: pc.Name, Inputs: h.cfg.inputTopics(pc), Outputs: pc.Outputs,
+			Repartition: h.cfg.repartitionTopics(pc), RepartitionPartitions: int32(pc.RepartitionPartitions),
+			Changelogs: map[string]string{}}
 		for _, st := range h.cfg.taskStores(pc) {
 			procs[i].Changelogs[st] = h.cfg.ChangelogTopic(st)
 		}
@@ -614,7 +623,7 @@ func Validate(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	var errs []error
 	for i := range cfg.Processors {
 		pc := &cfg.Processors[i]
-		p, err := plugin.Load(ctx, pc.pluginSpec(), cfg.pluginLimits(), log)
+		p, err := plugin.Load(ctx, cfg.pluginSpec(pc), cfg.pluginLimits(), log)
 		if p != nil {
 			_ = p.RT.Close(ctx)
 		}

@@ -50,6 +50,8 @@ var runs = []run{
 		want:  []string{`out:{"email":"` + sha256Hex("ann@example.com") + `","n":1}`}},
 	{pkg: "wordcount", outputs: []string{"counts"}, stores: []string{"counts"},
 		value: "the cat and the hat", want: []string{"counts:the=2", "counts:cat=1", "counts:and=1", "counts:hat=1"}},
+	{pkg: "split", outputs: []string{"words"},
+		value: "the cat the", want: []string{"words:the", "words:cat", "words:the"}},
 	// The time plugins emit nothing for one record; TestTimeInWasm runs
 	// their callbacks.
 	{pkg: "windowcount", outputs: []string{"counts"}, stores: []string{"windows"}, config: `{"size":"1m"}`, value: "x"},

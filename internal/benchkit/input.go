@@ -20,7 +20,8 @@ const (
 	LayoutKeyed Layout = "keyed"
 	// LayoutAny: any word on any partition. A correct word count must bring
 	// each word's occurrences to one place first: Kafka Streams' groupBy
-	// does it through a repartition topic.
+	// does it through a repartition topic, wasmstream-general through the
+	// repartition output of plugins/split.
 	LayoutAny Layout = "any"
 )
 

@@ -6,7 +6,8 @@
 // seeded, so every run reads the same records), writes it once per layout
 // to a topic of the broker it is given, then runs each configuration in
 // turn as a separate process: the Kafka Streams word count
-// (scripts/bench/kstreams) and wasmstream with plugins/wordcount. For each
+// (scripts/bench/kstreams) and wasmstream (plugins/wordcount alone, and
+// plugins/split -> repartition topic -> plugins/wordcount). For each
 // run it measures the wall time until all input is processed, the
 // process's CPU time and peak RSS from /proc, and the output records, and
 // checks the latest count of every word in the output against the true

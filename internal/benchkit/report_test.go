@@ -32,7 +32,9 @@ func TestReport(t *testing.T) {
 	results = append(results, bad)
 
 	var b strings.Builder
-	Report(&b, results, []Layout{LayoutKeyed, LayoutAny}, []string{ExactlyOnce}, configs)
+	// The three configurations the results are of (the column widths
+	// follow the names shown).
+	Report(&b, results, []Layout{LayoutKeyed, LayoutAny}, []string{ExactlyOnce}, configs[:3])
 	out := b.String()
 	for _, want := range []string{
 		"== layout keyed (each word in one partition), exactly_once ==",
@@ -124,7 +126,9 @@ func TestPipelineTemplatesLoad(t *testing.T) {
 				if !strings.HasPrefix(p.Plugin, v.Plugins+"/") {
 					t.Errorf("processor %s: plugin %s is not under %s", p.Name, p.Plugin, v.Plugins)
 				}
-				if f, _ := p.Config["value_format"].(string); f != "int64" {
+				// The processors writing the harness's output (not a
+				// re-keying one that writes a repartition topic).
+				if f, _ := p.Config["value_format"].(string); len(p.Outputs) > 0 && f != "int64" {
 					t.Errorf("processor %s: value_format %q, want int64 (the harness reads 8-byte counts)", p.Name, f)
 				}
 			}

@@ -99,6 +99,7 @@ var thinFace = []string{
 	"DefaultClientID", "DefaultCommitInterval", "DefaultCommitRecords", "DefaultTopicPartitions",
 	"DefaultSessionTimeout", "DefaultMaxModuleSize", "DefaultCanaryWindow", "DefaultMaxFailureRatio",
 	"DefaultTransactionTimeout", "DefaultConnectTimeout", "DefaultMemory", "DefaultRecordTimeout", "DefaultStateDir",
+	"DefaultRepartitionPurgeInterval",
 	"ExactlyOnce", "AtLeastOnce", "OnErrorFail", "OnErrorSkip", "OnErrorDeadLetter",
 	// the host
 	"Host", "New", "Option", "WithLogger", "WithEmbeddedPort", "WithRestoreProgress", "Validate",

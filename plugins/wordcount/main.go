@@ -8,11 +8,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"strconv"
-	"unicode"
-	"unicode/utf8"
 
-	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/plugins/internal/config"
+	"github.com/wasmstream/wasmstream/plugins/internal/words"
 	"github.com/wasmstream/wasmstream/sdk"
 )
 
@@ -156,56 +154,8 @@ func add(key []byte, n uint64) (uint64, error) {
 	return total, store.Put(key, b[:])
 }
 
-// split fills text and ends with the words of s: maximal runs of Unicode
-// letters and digits, lowercased. Everything else (spaces, punctuation,
-// invalid UTF-8) separates words. Words longer than abi.MaxKeySize bytes
-// cannot be state keys and are skipped.
-func split(s []byte) {
-	text, ends = text[:0], ends[:0]
-	start := 0
-	for i := 0; i <= len(s); {
-		// ASCII, most text, without the Unicode tables: the same answers
-		// (IsLetter and IsDigit are [A-Za-z] and [0-9] there, ToLower
-		// adds 32).
-		if i < len(s) && s[i] < utf8.RuneSelf {
-			c := s[i]
-			i++
-			switch {
-			case 'a' <= c && c <= 'z' || '0' <= c && c <= '9':
-				text = append(text, c)
-				continue
-			case 'A' <= c && c <= 'Z':
-				text = append(text, c+'a'-'A')
-				continue
-			}
-			start = endWord(start)
-			continue
-		}
-		r, size := utf8.RuneError, 1
-		if i < len(s) {
-			r, size = utf8.DecodeRune(s[i:])
-		}
-		if i < len(s) && r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
-			text = utf8.AppendRune(text, unicode.ToLower(r))
-		} else {
-			start = endWord(start)
-		}
-		i += size
-	}
-}
-
-// endWord ends the word text[start:] if there is one, skipping it if it is
-// longer than abi.MaxKeySize, and returns where the next word starts.
-func endWord(start int) int {
-	if len(text) > start {
-		if len(text)-start > abi.MaxKeySize {
-			text = text[:start]
-		} else {
-			ends = append(ends, len(text))
-			start = len(text)
-		}
-	}
-	return start
-}
+// split fills text and ends with the words of s (package words: runs of
+// letters and digits, lowercased; words over abi.MaxKeySize skipped).
+func split(s []byte) { text, ends = words.Split(text[:0], ends[:0], s) }
 
 func main() {}

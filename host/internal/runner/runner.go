@@ -131,6 +131,11 @@ type ProcessorSpec struct {
 	// Expiry gives stores (by name) a time to live (abi/ABI.md section
 	// 8.7); needs TimeStore.
 	Expiry map[string]state.Expiry
+	// EarliestInputs are the inputs the app itself writes (repartition
+	// topics): a partition of one with no committed offset starts at its
+	// earliest offset whatever Options.StartOffset says, so the reader
+	// misses nothing its writer wrote before the reader first joined.
+	EarliestInputs []string
 }
 
 // TimeLimits bound what a task's plugin can ask of time (ABI.md 8.6).
@@ -455,6 +460,9 @@ func (r *Runner) clientOpts(topics []string, group []kgo.Opt, eos *exactlyOnce, 
 	)
 	if opts.SessionTimeout > 0 {
 		kopts = append(kopts, kgo.SessionTimeout(opts.SessionTimeout))
+	}
+	if adjust := r.earliestInputs(); adjust != nil {
+		kopts = append(kopts, kgo.AdjustFetchOffsetsFn(adjust))
 	}
 	kopts = append(kopts, group...)
 	if eos != nil {
@@ -828,6 +836,40 @@ func (r *Runner) shutdown() error {
 		delete(r.tasks, id)
 	}
 	return err
+}
+
+// earliestInputs returns, when StartOffset is Latest and a processor has
+// EarliestInputs, the group hook that starts their partitions without a
+// committed offset at the earliest offset; nil otherwise (nothing to
+// change: Earliest is every partition's start already).
+func (r *Runner) earliestInputs() func(context.Context, map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	if r.opts.StartOffset != Latest {
+		return nil
+	}
+	earliest := map[string]bool{}
+	for _, spec := range r.opts.Processors {
+		for _, t := range spec.EarliestInputs {
+			earliest[t] = true
+		}
+	}
+	if len(earliest) == 0 {
+		return nil
+	}
+	return func(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+		for t, ps := range offsets {
+			if !earliest[t] {
+				continue
+			}
+			for p, o := range ps {
+				// A committed offset is >= 0; a partition without one
+				// has the reset offset, AtEnd (-1) here.
+				if o.EpochOffset().Offset < 0 {
+					ps[p] = kgo.NewOffset().AtStart()
+				}
+			}
+		}
+		return offsets, nil
+	}
 }
 
 // outputPartitioner honours an explicit partition on an emitted record and

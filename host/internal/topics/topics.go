@@ -2,7 +2,9 @@
 // the host relies on before anything is consumed: inputs and outputs
 // (created on request), changelogs (compacted, one partition per input
 // partition, so a task's state lives in the changelog partition of the
-// same number: I3, I4) and dead-letter topics.
+// same number: I3, I4), repartition topics (delete retention without a
+// time limit, as many partitions as the writing processor's first input
+// unless configured) and dead-letter topics.
 package topics
 
 import (
@@ -28,6 +30,13 @@ type Processor struct {
 	// DeadLetter is the dead-letter topic; "" when on_error is not
 	// dead_letter.
 	DeadLetter string
+	// Repartition maps each repartition output to its internal topic,
+	// which the host creates (delete retention, no time limit: the host
+	// purges it) with RepartitionPartitions partitions, or when that is 0
+	// as many as the processor's first input has. Inputs may name the
+	// repartition topics of other processors.
+	Repartition           map[string]string
+	RepartitionPartitions int32
 }
 
 // Want is the topics of an app.
@@ -47,10 +56,18 @@ type Want struct {
 // the call fails.
 func Ensure(ctx context.Context, adm *kadm.Client, w Want, log *slog.Logger) error {
 	procs, create, partitions := w.Processors, w.Create, w.Partitions
+	internal := map[string]bool{} // repartition topics: the host's own
+	for _, p := range procs {
+		for _, t := range p.Repartition {
+			internal[t] = true
+		}
+	}
 	want := map[string]string{} // topic -> why we need it
 	for _, p := range procs {
 		for _, in := range p.Inputs {
-			want[in] = fmt.Sprintf("input of processor %q", p.Name)
+			if !internal[in] {
+				want[in] = fmt.Sprintf("input of processor %q", p.Name)
+			}
 		}
 		for name, out := range p.Outputs {
 			want[out] = fmt.Sprintf("output %q of processor %q", name, p.Name)
@@ -98,8 +115,12 @@ func Ensure(ctx context.Context, adm *kadm.Client, w Want, log *slog.Logger) err
 	for _, t := range missing {
 		counts[t] = partitions
 	}
-	// Changelogs and dead-letter topics are the host's own: created
-	// whatever create_topics says.
+	// Changelogs, repartition and dead-letter topics are the host's own:
+	// created whatever create_topics says. Repartition topics first: a
+	// reader's changelogs take their partition count.
+	if err := ensureRepartitions(ctx, adm, procs, counts, log); err != nil {
+		return err
+	}
 	for _, p := range procs {
 		stores := make([]string, 0, len(p.Changelogs))
 		for st := range p.Changelogs {
@@ -134,6 +155,128 @@ func Ensure(ctx context.Context, adm *kadm.Client, w Want, log *slog.Logger) err
 	return nil
 }
 
+// ensureRepartitions creates or checks every repartition topic of procs,
+// adding each one's partition count to counts. A processor's topics are
+// ensured once the count of its first input is known, which may itself be
+// a repartition topic: chains are resolved in order (config validation
+// refuses cycles).
+func ensureRepartitions(ctx context.Context, adm *kadm.Client, procs []Processor, counts map[string]int32, log *slog.Logger) error {
+	done := make([]bool, len(procs))
+	for {
+		progress, left := false, 0
+		for i, p := range procs {
+			if done[i] || len(p.Repartition) == 0 {
+				continue
+			}
+			first := p.Inputs[0]
+			from, known := counts[first]
+			if !known {
+				left++
+				continue
+			}
+			parts := p.RepartitionPartitions
+			if parts == 0 {
+				parts = from
+			}
+			outs := make([]string, 0, len(p.Repartition))
+			for o := range p.Repartition {
+				outs = append(outs, o)
+			}
+			sort.Strings(outs)
+			for _, o := range outs {
+				t := p.Repartition[o]
+				if err := ensureRepartition(ctx, adm, t, parts, log); err != nil {
+					return fmt.Errorf("processor %q repartition output %q: %w", p.Name, o, err)
+				}
+				counts[t] = parts
+			}
+			done[i], progress = true, true
+		}
+		if left == 0 {
+			return nil
+		}
+		if !progress {
+			return errors.New("repartition topics feed each other in a cycle: no partition count to start from")
+		}
+	}
+}
+
+// ensureRepartition creates a repartition topic with partitions
+// partitions, or checks that an existing one has that many and is not
+// compacted. Its records never expire by time (retention.ms=-1): they are
+// deleted only once read and committed (the host's purge), so a reader
+// that is down for long loses nothing.
+func ensureRepartition(ctx context.Context, adm *kadm.Client, topic string, partitions int32, log *slog.Logger) error {
+	if partitions <= 0 {
+		return fmt.Errorf("repartition topic %s: no partition count (the processor's first input has no partitions)", topic)
+	}
+	del, forever := "delete", "-1"
+	err := createTopic(ctx, adm, topic, partitions, map[string]*string{"cleanup.policy": &del, "retention.ms": &forever})
+	if err == nil {
+		log.Info("created repartition topic", "topic", topic, "partitions", partitions)
+		return nil
+	}
+	if !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("creating repartition topic %s: %w", topic, err)
+	}
+	n, err := existingPartitions(ctx, adm, topic)
+	if err != nil {
+		return fmt.Errorf("repartition topic %s: %w", topic, err)
+	}
+	if n != partitions {
+		return fmt.Errorf("repartition topic %s has %d partitions but the processor writes it with %d (its first input's count, or repartition_partitions): its records would reach the wrong tasks; delete the topic (its unread records are lost) or set repartition_partitions to %d", topic, n, partitions, n)
+	}
+	policy, err := cleanupPolicy(ctx, adm, topic)
+	if err != nil {
+		return fmt.Errorf("repartition topic %s: %w", topic, err)
+	}
+	if strings.Contains(policy, "compact") {
+		return fmt.Errorf("repartition topic %s has cleanup.policy=%s; it must be delete, or compaction drops records before they are read", topic, policy)
+	}
+	return nil
+}
+
+// existingPartitions is the partition count of a topic that exists.
+// Another member may have just created it: until the metadata knows its
+// partitions, listing shows none, so it waits for them, briefly.
+func existingPartitions(ctx context.Context, adm *kadm.Client, topic string) (int32, error) {
+	for try := 0; ; try++ {
+		details, err := adm.ListTopics(ctx, topic)
+		if err != nil {
+			return 0, err
+		}
+		if n := len(details[topic].Partitions); n > 0 || try >= 50 {
+			return int32(n), nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// cleanupPolicy is a topic's cleanup.policy.
+func cleanupPolicy(ctx context.Context, adm *kadm.Client, topic string) (string, error) {
+	configs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return "", fmt.Errorf("describing configs: %w", err)
+	}
+	rc, err := configs.On(topic, nil)
+	if err != nil {
+		return "", fmt.Errorf("describing configs: %w", err)
+	}
+	if rc.Err != nil {
+		return "", fmt.Errorf("describing configs: %w", rc.Err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" {
+			return c.MaybeValue(), nil
+		}
+	}
+	return "", nil
+}
+
 func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32, configs map[string]*string) error {
 	resp, err := adm.CreateTopic(ctx, partitions, -1, configs, topic)
 	if err != nil {
@@ -160,40 +303,19 @@ func ensureChangelog(ctx context.Context, adm *kadm.Client, topic, input string,
 	if !errors.Is(err, kerr.TopicAlreadyExists) {
 		return fmt.Errorf("creating changelog topic %s: %w", topic, err)
 	}
-	// Another member may have just created it: until the metadata knows
-	// its partitions, listing shows none. Wait for them, briefly.
-	var details kadm.TopicDetails
-	for try := 0; ; try++ {
-		if details, err = adm.ListTopics(ctx, topic); err != nil {
-			return fmt.Errorf("changelog topic %s: %w", topic, err)
-		}
-		if len(details[topic].Partitions) > 0 || try >= 50 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("changelog topic %s: %w", topic, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
+	n, err := existingPartitions(ctx, adm, topic)
+	if err != nil {
+		return fmt.Errorf("changelog topic %s: %w", topic, err)
 	}
-	if n := int32(len(details[topic].Partitions)); n != partitions {
+	if n != partitions {
 		return fmt.Errorf("changelog topic %s has %d partitions but input %s has %d: a task's state must live in the changelog partition of the same number; delete the changelog (its state is lost) or repartition the input", topic, n, input, partitions)
 	}
-	configs, err := adm.DescribeTopicConfigs(ctx, topic)
+	policy, err := cleanupPolicy(ctx, adm, topic)
 	if err != nil {
-		return fmt.Errorf("changelog topic %s: describing configs: %w", topic, err)
+		return fmt.Errorf("changelog topic %s: %w", topic, err)
 	}
-	rc, err := configs.On(topic, nil)
-	if err != nil {
-		return fmt.Errorf("changelog topic %s: describing configs: %w", topic, err)
-	}
-	if rc.Err != nil {
-		return fmt.Errorf("changelog topic %s: describing configs: %w", topic, rc.Err)
-	}
-	for _, c := range rc.Configs {
-		if c.Key == "cleanup.policy" && !strings.Contains(c.MaybeValue(), "compact") {
-			return fmt.Errorf("changelog topic %s has cleanup.policy=%s; it must be compact, or retention deletes state", topic, c.MaybeValue())
-		}
+	if policy != "" && !strings.Contains(policy, "compact") {
+		return fmt.Errorf("changelog topic %s has cleanup.policy=%s; it must be compact, or retention deletes state", topic, policy)
 	}
 	return nil
 }
