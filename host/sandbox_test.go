@@ -169,43 +169,14 @@ func TestSlowProcessorDoesNotStallItsNeighbour(t *testing.T) {
 	b.Produce(t, &kgo.Record{Topic: gin, Key: []byte("warm"), Value: []byte("v")})
 	p.waitProcessed(t)
 
-	seen := make(chan time.Time, 1024)
-	cl := b.Client(t, kgo.ConsumeTopics(gout), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		for ctx.Err() == nil {
-			fs := cl.PollFetches(ctx)
-			now := time.Now()
-			fs.EachRecord(func(*kgo.Record) { seen <- now })
-		}
-	}()
+	gapOf := watchGaps(t, b, gout)
 
 	var spins []*kgo.Record
 	for i := 0; i < 4; i++ {
 		spins = append(spins, &kgo.Record{Topic: sin, Key: []byte("spin"), Value: []byte(strconv.Itoa(i))})
 	}
 	b.Produce(t, spins...)
-	const steady = 160 // 8s at one record per 50ms: spans the spinning
-	for i := 0; i < steady; i++ {
-		b.Produce(t, &kgo.Record{Topic: gin, Key: []byte("s" + strconv.Itoa(i)), Value: []byte("v")})
-		time.Sleep(50 * time.Millisecond)
-	}
-	var gap time.Duration
-	last := time.Time{}
-	deadline := time.After(60 * time.Second)
-	for n := 0; n < steady; n++ {
-		select {
-		case at := <-seen:
-			if !last.IsZero() && at.Sub(last) > gap {
-				gap = at.Sub(last)
-			}
-			last = at
-		case <-deadline:
-			t.Fatalf("only %d of the steady processor's %d outputs became visible", n, steady)
-		}
-	}
+	gap := gapOf(produceSteadily(t, b, gin, 160)) // 8s: spans the spinning
 	t.Logf("largest gap between the steady processor's visible outputs: %s (commit interval %s, spinning record timeout %s)",
 		gap, cfg.Kafka.CommitInterval, timeout)
 	// Loose for a loaded machine, but below one spinning record's timeout:
@@ -232,7 +203,7 @@ func TestHostileTimers(t *testing.T) {
 	for _, topic := range []string{hin, hout, gin, gout} {
 		b.CreateTopic(t, topic, 1, nil)
 	}
-	const timeout = time.Second
+	const timeout = 2 * time.Second // a stall as long as one spinning call fails the test
 	cfg := &Config{
 		AppID: b.Name(t, "app"),
 		Kafka: KafkaConfig{Brokers: b.Addrs(), CommitInterval: 100 * time.Millisecond, SessionTimeout: 10 * time.Second},
@@ -252,36 +223,8 @@ func TestHostileTimers(t *testing.T) {
 	// Two records: 2,000 spinning timers due at once, 2,000 marked keys.
 	b.Produce(t, &kgo.Record{Topic: hin, Value: []byte("a")}, &kgo.Record{Topic: hin, Value: []byte("b")})
 
-	seen := make(chan time.Time, 1024)
-	cl := b.Client(t, kgo.ConsumeTopics(gout), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		for ctx.Err() == nil {
-			fs := cl.PollFetches(ctx)
-			now := time.Now()
-			fs.EachRecord(func(*kgo.Record) { seen <- now })
-		}
-	}()
-	const steady = 120 // 6s at one record per 50ms
-	for i := range steady {
-		b.Produce(t, &kgo.Record{Topic: gin, Key: []byte("s" + strconv.Itoa(i)), Value: []byte("v")})
-		time.Sleep(50 * time.Millisecond)
-	}
-	var gap time.Duration
-	last := time.Time{}
-	deadline := time.After(60 * time.Second)
-	for n := 0; n < steady; n++ {
-		select {
-		case at := <-seen:
-			if !last.IsZero() && at.Sub(last) > gap {
-				gap = at.Sub(last)
-			}
-			last = at
-		case <-deadline:
-			t.Fatalf("only %d of the steady processor's %d outputs became visible", n, steady)
-		}
-	}
+	gapOf := watchGaps(t, b, gout)
+	gap := gapOf(produceSteadily(t, b, gin, 120)) // 6s
 	rssAfter := vmRSS(t)
 	bomb, _ := h.Stats("timebomb")
 	steadyStats, _ := h.Stats("steady")
@@ -305,4 +248,48 @@ func TestHostileTimers(t *testing.T) {
 	if grew := rssAfter - rssBefore; grew > 512<<20 {
 		t.Errorf("the process grew by %d MiB", grew>>20)
 	}
+}
+
+// watchGaps starts reading topic read_committed from its start and returns
+// a function that waits until n records became visible and returns the
+// largest gap between two of them becoming visible.
+func watchGaps(t *testing.T, b *testbroker.Broker, topic string) func(n int) time.Duration {
+	seen := make(chan time.Time, 1024)
+	cl := b.Client(t, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			now := time.Now()
+			fs.EachRecord(func(*kgo.Record) { seen <- now })
+		}
+	}()
+	return func(n int) time.Duration {
+		var gap time.Duration
+		last := time.Time{}
+		deadline := time.After(60 * time.Second)
+		for i := 0; i < n; i++ {
+			select {
+			case at := <-seen:
+				if !last.IsZero() && at.Sub(last) > gap {
+					gap = at.Sub(last)
+				}
+				last = at
+			case <-deadline:
+				t.Fatalf("only %d of %d records became visible in %s", i, n, topic)
+			}
+		}
+		return gap
+	}
+}
+
+// produceSteadily writes n records to topic, one every 50ms, and returns n.
+func produceSteadily(t *testing.T, b *testbroker.Broker, topic string, n int) int {
+	for i := 0; i < n; i++ {
+		b.Produce(t, &kgo.Record{Topic: topic, Key: []byte("s" + strconv.Itoa(i)), Value: []byte("v")})
+		time.Sleep(50 * time.Millisecond)
+	}
+	return n
 }

@@ -261,26 +261,30 @@ func (t *task) processOne(ctx context.Context, kr *kgo.Record) error {
 		t.gapFrom = time.Time{}
 	}
 	t.lastProcessed = end
-	if err != nil {
-		// A failed record's emits never leave and its state writes are
-		// dropped: the record is atomic (ABI.md section 3).
-		t.staged = t.staged[:0]
-		if t.st != nil {
+	t.endCall(err == nil)
+	return err
+}
+
+// endCall ends a call into the plugin (a record, a timer, a commit call),
+// which is atomic (ABI.md section 3): if it succeeded (ok), its state
+// writes and time changes join the commit window and its emits are
+// produced; if not, all of them are dropped.
+func (t *task) endCall(ok bool) {
+	if t.st != nil {
+		if ok {
+			t.st.CommitRecord()
+		} else {
 			t.st.AbortRecord()
 		}
-		t.tk.endCall(false)
-		return err
 	}
-	if t.st != nil {
-		t.st.CommitRecord()
+	t.tk.endCall(ok)
+	if ok {
+		for _, out := range t.staged {
+			t.r.produce(out)
+		}
+		t.proc.Stats.RecordsOut.Add(int64(len(t.staged)))
 	}
-	t.tk.endCall(true)
-	for _, out := range t.staged {
-		t.r.produce(out)
-	}
-	stats.RecordsOut.Add(int64(len(t.staged)))
 	t.staged = t.staged[:0]
-	return nil
 }
 
 // fill points the reused abi.Record at kr's bytes; no copy.

@@ -160,23 +160,10 @@ func (t *task) callback(ctx context.Context, trig *abi.Trigger, call func(contex
 	start := time.Now()
 	err := call(ctx, trig)
 	stats.observeLatency(time.Since(start))
+	t.endCall(err == nil)
 	if err == nil {
-		if t.st != nil {
-			t.st.CommitRecord()
-		}
-		t.tk.endCall(true)
-		for _, out := range t.staged {
-			t.r.produce(out)
-		}
-		stats.RecordsOut.Add(int64(len(t.staged)))
-		t.staged = t.staged[:0]
 		return
 	}
-	t.staged = t.staged[:0]
-	if t.st != nil {
-		t.st.AbortRecord()
-	}
-	t.tk.endCall(false)
 	kind := failureKind(err)
 	stats.failure(kind)
 	what := "timer"
