@@ -224,7 +224,7 @@ func TestHostileTimers(t *testing.T) {
 	b.Produce(t, &kgo.Record{Topic: hin, Value: []byte("a")}, &kgo.Record{Topic: hin, Value: []byte("b")})
 
 	gapOf := watchGaps(t, b, gout)
-	gap := gapOf(produceSteadily(t, b, gin, 120)) // 6s
+	gap := gapOf(produceSteadily(t, b, gin, 200)) // 10s: several spinning calls
 	rssAfter := vmRSS(t)
 	bomb, _ := h.Stats("timebomb")
 	steadyStats, _ := h.Stats("steady")
