@@ -32,12 +32,12 @@ import (
 
 // Host runs the processors of one Config in this process.
 type Host struct {
-	cfg      *Config // New's own copy, defaults applied
-	log      *slog.Logger
-	state    *state.DB // nil when no processor has stores or tables
+	cfg   *Config // New's own copy, defaults applied
+	log   *slog.Logger
+	state *state.DB // nil when no processor has stores or tables
 	// tables are the global tables, by topic: processors naming the same
 	// topic share one (tables.go).
-	tables map[string]*globaltable.Table
+	tables   map[string]*globaltable.Table
 	procs    []*plugin.Processor
 	embedded *kfake.Cluster
 	brokers  []string
