@@ -13,6 +13,14 @@
 // Reads are not synchronized with any stream position: a task's lookup sees
 // whatever the table holds when it reads, so a record processed again after
 // an abort may see a newer value than the first time.
+//
+// Limits of this first version: the partitions are those listed at
+// Bootstrap (partitions added to the topic later are read after a
+// restart); a position short of the target with nothing left to fetch (a
+// compaction gap at the tail) ends Bootstrap after Config.IdleDone rather
+// than by probing the broker as package restore does; a position below the
+// log start while following wipes the table and reads it again, during
+// which lookups miss.
 package globaltable
 
 import (

@@ -212,3 +212,45 @@ func TestMissingTopic(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// A checkpoint below the log start (DeleteRecords removed records the
+// table never read, which may have deleted keys it holds) wipes the table,
+// which is read again from the new log start.
+func TestCheckpointBelowLogStartRebuilds(t *testing.T) {
+	b := testbroker.New(t)
+	topic := b.Name(t, "trimmed")
+	b.CreateTopic(t, topic, 1, nil) // DeleteRecords needs delete retention
+	for _, k := range []string{"a", "b", "c"} {
+		b.ProduceTo(t, 0, rec(topic, k, "v1"))
+	}
+	dir := filepath.Join(t.TempDir(), "state")
+	db := open(t, dir)
+	tb := newTable(t, b, db, topic)
+	if err := tb.Bootstrap(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tb.Close()
+	_ = db.Close()
+
+	b.ProduceTo(t, 0, rec(topic, "a", ""), rec(topic, "d", "v1")) // offsets 3, 4
+	b.DeleteRecords(t, topic, 0, 4)                               // the tombstone of a is gone unread
+	db = open(t, dir)
+	defer db.Close()
+	tb = newTable(t, b, db, topic)
+	if err := tb.Bootstrap(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tb.Close()
+	if tb.Applied() != 1 {
+		t.Fatalf("applied %d, want 1 (only d, from the new log start)", tb.Applied())
+	}
+	for k, want := range map[string]bool{"a": false, "b": false, "c": false, "d": true} {
+		if _, ok := get(t, tb, k); ok != want {
+			t.Errorf("key %s found %v, want %v", k, ok, want)
+		}
+	}
+	cps, err := db.Table(topic).Checkpoints()
+	if err != nil || cps[0] != 5 {
+		t.Fatalf("checkpoints %v, %v: want partition 0 at 5", cps, err)
+	}
+}
