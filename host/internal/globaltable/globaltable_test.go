@@ -69,10 +69,10 @@ func eventually(t *testing.T, tb *Table, k, want string) {
 	}
 }
 
-// TestBootstrapFollowRestart: bootstrap loads every partition; updates and
+// TestBootstrapFollowReopen: bootstrap loads every partition; updates and
 // tombstones arrive through Follow; a restart on the same state applies only
 // the tail; an empty state rebuilds the whole table.
-func TestBootstrapFollowRestart(t *testing.T) {
+func TestBootstrapFollowReopen(t *testing.T) {
 	b := testbroker.New(t)
 	topic := b.Name(t, "customers")
 	b.CreateTopic(t, topic, 3, map[string]string{"cleanup.policy": "compact"})
