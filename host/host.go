@@ -326,7 +326,9 @@ func (h *Host) Embedded() bool { return h.embedded != nil }
 
 // Run processes records until ctx is canceled (a clean stop: the record in
 // flight finishes, processed records are committed, the group is left) or
-// a fatal error. Run may be called once.
+// a fatal error. Run may be called once. It first loads the global tables
+// (tables.go) up to their topics' end offsets: no task processes a record
+// before they are loaded, and a table that cannot be loaded is Run's error.
 func (h *Host) Run(ctx context.Context) error {
 	fctx, stopFollow := context.WithCancel(ctx)
 	followed := make(chan struct{})
