@@ -37,7 +37,7 @@ CHAOS_PKG = github.com/wasmstream/wasmstream/internal/chaos
 INTEGRATION_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | grep 'internal/testbroker' | grep -v '^github.com/wasmstream/wasmstream/internal/testbroker ' | cut -d' ' -f1 | grep -v '^$(CHAOS_PKG)$$'; echo github.com/wasmstream/wasmstream/internal/testbroker)
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '^$(CHAOS_PKG)$$')
 TEST_FLAGS ?= -count=1 -timeout 20m
-PLUGINS = passthrough filter route mask wordcount split windowcount alert clickjoin
+PLUGINS = passthrough filter route mask wordcount split windowcount alert clickjoin enrich
 
 .PHONY: docs docker all build test test-fast test-real vet check bench demo plugins demo-plugins kafka-up kafka-down testdata chaos
 

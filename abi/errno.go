@@ -11,7 +11,7 @@ const (
 	// ErrnoFault: a pointer/length pair reaches outside the plugin's memory.
 	ErrnoFault Errno = 1
 	// ErrnoInval: an argument is malformed (bad record layout, unknown log
-	// level, negative length).
+	// level, negative length), or a write names a read-only table.
 	ErrnoInval Errno = 2
 	// ErrnoNoOutput: the output index is not one the processor declared.
 	ErrnoNoOutput Errno = 3

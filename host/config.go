@@ -162,6 +162,18 @@ type ProcessorConfig struct {
 	// names are unique within the app. A processor with stores has exactly
 	// one input (its tasks are that topic's partitions).
 	Stores []string `koanf:"stores"`
+	// Tables are global tables the plugin reads, table name -> topic. Each
+	// process reads the whole topic (every partition, read_committed) into
+	// its local state directory: the latest value per key, a null value
+	// deleting the key; the processor's tasks share it. The plugin reads a
+	// table through the state imports under its name (store_index gives
+	// an index after its stores); writes return EINVAL. A lookup sees the
+	// table as it is when it reads, not as of the record's position.
+	// Tasks start processing once every table has read its topic up to
+	// the end offsets listed at startup. Names follow the store name rules
+	// and must not be one of the processor's stores or outputs. The topic
+	// must exist, or is created compacted when kafka.create_topics is on.
+	Tables map[string]string `koanf:"tables"`
 	// Expire gives stores a time to live, by store name (abi/ABI.md
 	// section 8.7): an entry expires once the store's clock reaches the
 	// time of its last write plus After. Expired entries are absent from
@@ -554,6 +566,7 @@ func (c *Config) Clone() *Config {
 		p.Outputs = maps.Clone(p.Outputs)
 		p.Repartition = slices.Clone(p.Repartition)
 		p.Stores = slices.Clone(p.Stores)
+		p.Tables = maps.Clone(p.Tables)
 		p.Expire = maps.Clone(p.Expire)
 		p.Config = cloneValue(p.Config).(map[string]any)
 		out.Processors[i] = p
@@ -823,6 +836,23 @@ func (c *Config) Validate() error {
 				stores[st] = p.Name
 			}
 		}
+		for _, name := range sortedKeys(p.Tables) {
+			at, topic := at+".tables."+name, p.Tables[name]
+			_, isOutput := p.Outputs[name]
+			switch {
+			case !nameRE.MatchString(name):
+				bad(at, "table name %q must be made of a-z A-Z 0-9 . _ -", name)
+			case strings.HasPrefix(name, "_"):
+				bad(at, "table name %q: names starting with _ are the host's", name)
+			case slices.Contains(p.Stores, name):
+				bad(at, "table name %q is also one of the processor's stores (the plugin finds both by name with store_index)", name)
+			case isOutput || slices.Contains(p.Repartition, name):
+				bad(at, "table name %q is also one of the processor's outputs", name)
+			}
+			if !nameRE.MatchString(topic) {
+				bad(at, "%q is not a valid topic name", topic)
+			}
+		}
 		for st, e := range p.Expire {
 			at := at + ".expire." + st
 			switch {
@@ -937,6 +967,7 @@ func (s SwapConfig) canary() versions.Canary {
 func (c *Config) pluginSpec(p *ProcessorConfig) plugin.Spec {
 	return plugin.Spec{
 		Name: p.Name, Path: p.Plugin, Inputs: c.inputTopics(p), Outputs: c.outputTopics(p), Stores: p.Stores,
+		Tables:  sortedKeys(p.Tables),
 		OnError: p.OnError, Config: p.Config,
 		Memory: uint64(p.Limits.Memory), RecordTimeout: p.Limits.RecordTimeout,
 		Stack: int(p.Limits.Stack),
@@ -950,6 +981,16 @@ func (c *Config) pluginSpec(p *ProcessorConfig) plugin.Spec {
 			BytesPerSecond: float64(p.Limits.LogBytesPerSecond),
 		},
 	}
+}
+
+// sortedKeys are m's keys in order: table indexes follow it.
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // timeStoreName is the store that holds the pending timers and stream time

@@ -39,7 +39,9 @@
 // The other internal packages: kclient builds every Kafka client's options
 // (brokers, client id, logging, and later TLS and SASL); control is the
 // control topic's format, reader and publisher; deploy is Deploy and
-// Rollback; topics creates and checks the app's topics; admin serves the
+// Rollback; topics creates and checks the app's topics; globaltable keeps
+// a topic read as a global table in the local state (tables.go wires it);
+// admin serves the
 // HTTP endpoint and status feeds it. internal/lint enforces the import
 // boundaries between them.
 package host

@@ -19,6 +19,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/admin"
 	"github.com/wasmstream/wasmstream/host/internal/engine"
 	"github.com/wasmstream/wasmstream/host/internal/follower"
+	"github.com/wasmstream/wasmstream/host/internal/globaltable"
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/plugin"
 	"github.com/wasmstream/wasmstream/host/internal/restore"
@@ -31,9 +32,12 @@ import (
 
 // Host runs the processors of one Config in this process.
 type Host struct {
-	cfg      *Config // New's own copy, defaults applied
-	log      *slog.Logger
-	state    *state.DB // nil when no processor has stores
+	cfg   *Config // New's own copy, defaults applied
+	log   *slog.Logger
+	state *state.DB // nil when no processor has stores or tables
+	// tables are the global tables, by topic: processors naming the same
+	// topic share one (tables.go).
+	tables   map[string]*globaltable.Table
 	procs    []*plugin.Processor
 	embedded *kfake.Cluster
 	brokers  []string
@@ -153,6 +157,16 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	if err := h.ensureTopics(ctx, createTopics); err != nil {
 		return nil, err
 	}
+	if h.stateful() {
+		db, err := state.Open(cfg.StateDir(), state.Options{Logger: h.log, SyncInterval: cfg.State.SyncInterval})
+		if err != nil {
+			return nil, fmt.Errorf("state.dir: %w", err)
+		}
+		h.state = db
+	}
+	// Before the follower makes the plugins' factories: they copy the
+	// binding, whose TableState serves the tables.
+	h.makeTables()
 	h.vers = versions.New[runner.Plugin]()
 	h.follower, err = follower.Load(ctx, follower.Config{
 		AppID:      cfg.AppID,
@@ -166,13 +180,6 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	})
 	if err != nil {
 		return nil, err
-	}
-	if h.stateful() {
-		db, err := state.Open(cfg.StateDir(), state.Options{Logger: h.log, SyncInterval: cfg.State.SyncInterval})
-		if err != nil {
-			return nil, fmt.Errorf("state.dir: %w", err)
-		}
-		h.state = db
 	}
 	enums, err := parseRunnerEnums(cfg)
 	if err != nil {
@@ -299,7 +306,7 @@ func (h *Host) publishStatus() {
 	for i, m := range h.members {
 		rs[i] = m.runner()
 	}
-	h.status.Start(&status.Running{Processors: h.procs, Runners: rs, Versions: h.vers})
+	h.status.Start(&status.Running{Processors: h.procs, Runners: rs, Versions: h.vers, TablesLoading: h.tablesLoading})
 }
 
 // AdminAddr is the admin endpoint's address, or "" when it is off.
@@ -319,7 +326,9 @@ func (h *Host) Embedded() bool { return h.embedded != nil }
 
 // Run processes records until ctx is canceled (a clean stop: the record in
 // flight finishes, processed records are committed, the group is left) or
-// a fatal error. Run may be called once.
+// a fatal error. Run may be called once. It first loads the global tables
+// (tables.go) up to their topics' end offsets: no task processes a record
+// before they are loaded, and a table that cannot be loaded is Run's error.
 func (h *Host) Run(ctx context.Context) error {
 	fctx, stopFollow := context.WithCancel(ctx)
 	followed := make(chan struct{})
@@ -337,7 +346,16 @@ func (h *Host) Run(ctx context.Context) error {
 		<-followed
 		<-purged
 	}()
-	err := h.runMembers(ctx)
+	tctx, stopTables := context.WithCancel(ctx)
+	tablesDone := make(chan struct{})
+	err := h.loadTables(tctx, tablesDone)
+	defer func() {
+		stopTables()
+		<-tablesDone
+	}()
+	if err == nil {
+		err = h.runMembers(ctx)
+	}
 	h.status.Stopped(err)
 	return err
 }
@@ -464,6 +482,9 @@ func (h *Host) Versions() []ProcessorVersions {
 // Ready reports whether every assigned task has finished restoring its
 // state, so the process is processing all it owns.
 func (h *Host) Ready() bool {
+	if h.tablesLoading() > 0 {
+		return false
+	}
 	for _, m := range h.members {
 		if r := m.runner(); r == nil || r.Restoring() > 0 {
 			return false
@@ -472,10 +493,10 @@ func (h *Host) Ready() bool {
 	return len(h.members) > 0
 }
 
-// stateful reports whether any processor has stores.
+// stateful reports whether any processor has stores or tables.
 func (h *Host) stateful() bool {
 	for _, p := range h.cfg.Processors {
-		if len(p.Stores) > 0 {
+		if len(p.Stores) > 0 || len(p.Tables) > 0 {
 			return true
 		}
 	}
@@ -492,6 +513,9 @@ func (h *Host) Close() error {
 		errs = append(errs, h.admin.Close(actx))
 		cancel()
 		h.admin = nil
+	}
+	for _, t := range h.tables {
+		t.Close() // a no-op once Run's Follow closed it
 	}
 	if h.state != nil {
 		errs = append(errs, h.state.Close())
@@ -549,7 +573,7 @@ func (h *Host) ensureTopics(ctx context.Context, create bool) error {
 		pc := &h.cfg.Processors[i]
 		procs[i] = topics.Processor{Name: pc.Name, Inputs: h.cfg.inputTopics(pc), Outputs: pc.Outputs,
 			Repartition: h.cfg.repartitionTopics(pc), RepartitionPartitions: int32(pc.RepartitionPartitions),
-			Changelogs: map[string]string{}}
+			Changelogs: map[string]string{}, Tables: pc.Tables}
 		for _, st := range h.cfg.taskStores(pc) {
 			procs[i].Changelogs[st] = h.cfg.ChangelogTopic(st)
 		}

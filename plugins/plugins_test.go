@@ -50,6 +50,10 @@ var runs = []run{
 		want:  []string{`out:{"email":"` + sha256Hex("ann@example.com") + `","n":1}`}},
 	{pkg: "wordcount", outputs: []string{"counts"}, stores: []string{"counts"},
 		value: "the cat and the hat", want: []string{"counts:the=2", "counts:cat=1", "counts:and=1", "counts:hat=1"}},
+	// The minimal host's stores are empty: the lookup misses.
+	{pkg: "enrich", outputs: []string{"missing", "out"}, stores: []string{"customers"},
+		config: `{"table":"customers","key_field":"customer_id","as":"customer","missing":"missing"}`,
+		value:  `{"customer_id":"c1"}`, want: []string{`missing:k={"customer_id":"c1"}`}},
 	{pkg: "split", outputs: []string{"words"},
 		value: "the cat the", want: []string{"words:the", "words:cat", "words:the"}},
 	// The time plugins emit nothing for one record; TestTimeInWasm runs

@@ -14,6 +14,10 @@ import "github.com/wasmstream/wasmstream/abi"
 // as found), distinct from a missing key.
 //
 // State calls are not allowed during init (abi.ErrnoPhase).
+//
+// A handle may also name one of the processor's global tables (abi/ABI.md
+// section 4): Get and the scans read it as it is at the moment of the
+// call; Put and Delete fail with an error wrapping abi.ErrnoInval.
 type StoreHandle struct {
 	ref
 }

@@ -38,6 +38,8 @@ var boundaries = []boundary{
 		why: "the Kafka client builder is a leaf: every package that makes a client imports it"},
 	{pkg: "host/internal/topics", forbid: []string{pebble, wazero, "host/internal/runner", "host/internal/engine", "host/internal/state"}, closure: true,
 		why: "topic creation is admin requests only"},
+	{pkg: "host/internal/globaltable", forbid: []string{wazero, "host/internal/engine", "host/internal/runner", "host/internal/plugin"}, closure: true,
+		why: "a global table is a consumer feeding a state.Table: it knows no Wasm and no plugin"},
 	{pkg: "host/internal/plugin", forbid: []string{franz, pebble},
 		why: "a plugin's runtime and adapters know no Kafka and no Pebble; the runner and state own those"},
 	{pkg: "host/internal/follower", forbid: []string{pebble, wazero, "host/internal/engine", "host/internal/state"},

@@ -48,7 +48,7 @@ var hostFuncs = []hostFunc{
 	}},
 	{abi.ImportStoreIndex, i32s(2), i32, func(ctx context.Context, _ api.Module, s []uint64) {
 		i := instanceOf(ctx)
-		ret(s, i.nameIndex(abi.ImportStoreIndex, i.b.Stores, u32(s[0]), u32(s[1])))
+		ret(s, i.storeIndex(u32(s[0]), u32(s[1])))
 	}},
 	{abi.ImportConfig, i32s(2), i32, func(ctx context.Context, _ api.Module, s []uint64) {
 		ret(s, instanceOf(ctx).config(u32(s[0]), u32(s[1])))
@@ -346,16 +346,44 @@ func (i *Instance) setError(ptr, n uint32) int32 {
 	return 0
 }
 
+// storeIndex is store_index: the processor's stores, then its tables.
+func (i *Instance) storeIndex(ptr, n uint32) int32 {
+	r := i.nameIndex(abi.ImportStoreIndex, i.b.Stores, ptr, n)
+	if r != abi.ErrnoNoName.Result() {
+		return r
+	}
+	r = i.nameIndex(abi.ImportStoreIndex, i.b.Tables, ptr, n)
+	if r >= 0 {
+		r += int32(len(i.b.Stores))
+	}
+	return r
+}
+
 // checkStore validates the phase and the store index of a state call.
 func (i *Instance) checkStore(store uint32) int32 {
 	if e := i.inRecord(); e != 0 {
 		return e
 	}
-	if i.b.State == nil || uint64(store) >= uint64(len(i.b.Stores)) {
+	if _, _, ok := i.stateOf(store); !ok {
 		return abi.ErrnoNoStore.Result()
 	}
 	return 0
 }
+
+// stateOf resolves a store argument: the task's State and a store index,
+// or for an index past the stores the TableState and a table index.
+func (i *Instance) stateOf(store uint32) (st State, idx int, ok bool) {
+	switch n := uint64(len(i.b.Stores)); {
+	case uint64(store) < n && i.b.State != nil:
+		return i.b.State, int(store), true
+	case uint64(store) >= n && uint64(store)-n < uint64(len(i.b.Tables)) && i.b.TableState != nil:
+		return i.b.TableState, int(uint64(store) - n), true
+	}
+	return nil, 0, false
+}
+
+// isTable reports whether a valid store argument names a read-only table.
+func (i *Instance) isTable(store uint32) bool { return uint64(store) >= uint64(len(i.b.Stores)) }
 
 func (i *Instance) stateGet(store, keyPtr, keyLen, outPtr, outCap uint32) int32 {
 	if e := i.checkStore(store); e != 0 {
@@ -372,7 +400,8 @@ func (i *Instance) stateGet(store, keyPtr, keyLen, outPtr, outCap uint32) int32 
 	if !ok {
 		return abi.ErrnoFault.Result()
 	}
-	v, found, err := i.safeGet(int(store), key)
+	st, idx, _ := i.stateOf(store)
+	v, found, err := i.safeGet(st, idx, key)
 	if err != nil {
 		i.hostFail("state get", err)
 		return abi.ErrnoIO.Result()
@@ -392,6 +421,9 @@ func (i *Instance) stateGet(store, keyPtr, keyLen, outPtr, outCap uint32) int32 
 func (i *Instance) statePut(store, keyPtr, keyLen, valPtr, valLen uint32) int32 {
 	if e := i.checkStore(store); e != 0 {
 		return e
+	}
+	if i.isTable(store) {
+		return abi.ErrnoInval.Result() // tables are read-only; the record goes on
 	}
 	if keyLen > abi.MaxKeySize || valLen > abi.MaxValueSize {
 		return abi.ErrnoTooLarge.Result()
@@ -418,6 +450,9 @@ func (i *Instance) stateDelete(store, keyPtr, keyLen uint32) int32 {
 	if e := i.checkStore(store); e != 0 {
 		return e
 	}
+	if i.isTable(store) {
+		return abi.ErrnoInval.Result() // tables are read-only; the record goes on
+	}
 	if keyLen > abi.MaxKeySize {
 		return abi.ErrnoTooLarge.Result()
 	}
@@ -435,15 +470,16 @@ func (i *Instance) stateDelete(store, keyPtr, keyLen uint32) int32 {
 	return 0
 }
 
-func (i *Instance) safeGet(store int, key []byte) (v []byte, found bool, err error) {
+func (i *Instance) safeGet(st State, store int, key []byte) (v []byte, found bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic: %v", r)
 		}
 	}()
-	return i.b.State.Get(store, key)
+	return st.Get(store, key)
 }
 
+// safeState calls f with the task's State, a panic made an error.
 func (i *Instance) safeState(f func(State) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -487,8 +523,9 @@ func (i *Instance) scanOpen(store, startPtr, startLen, endPtr, endLen uint32) in
 		c.start = append(c.start[:0], start...)
 		c.end = append(c.end[:0], end...)
 		var it Iterator
-		err := i.safeState(func(s State) (err error) {
-			it, err = s.Scan(int(store), c.start, c.end)
+		st, idx, _ := i.stateOf(store)
+		err := i.safeState(func(State) (err error) {
+			it, err = st.Scan(idx, c.start, c.end)
 			return err
 		})
 		if err != nil {

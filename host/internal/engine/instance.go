@@ -67,6 +67,11 @@ type Binding struct {
 	// Stores are the processor's declared state stores: the store argument
 	// of the state imports and store_index resolve against them.
 	Stores []string
+	// Tables are read-only stores (the host's global tables): store_index
+	// resolves a table's name to len(Stores) + its index here, state_get
+	// and the scan imports read it through TableState, and state_put and
+	// state_delete on it return EINVAL without failing the record.
+	Tables []string
 	// Config is the processor's configuration (JSON) served by the config
 	// import. Copied by Instantiate.
 	Config []byte
@@ -81,6 +86,11 @@ type Binding struct {
 	Sink Sink
 	// State serves the state imports; required when Stores is not empty.
 	State State
+	// TableState serves reads of Tables (store argument: the index in
+	// Tables); required when Tables is not empty. Its Put and Delete are
+	// never called. One TableState may serve many instances at once, on
+	// their own goroutines: it must be safe for concurrent use.
+	TableState State
 	// Time serves the time imports (timer_set, timer_cancel, time_now,
 	// commit_mark) and the clocks of OnTimer and OnCommit; required when
 	// the module imports any of them (Info.UsesTime).
@@ -172,6 +182,9 @@ func (m *Module) Instantiate(ctx context.Context, b Binding) (*Instance, error) 
 	if len(b.Stores) > 0 && b.State == nil {
 		return nil, fmt.Errorf("engine: processor %q declares stores but the binding has no State", b.Name)
 	}
+	if len(b.Tables) > 0 && b.TableState == nil {
+		return nil, fmt.Errorf("engine: processor %q declares tables but the binding has no TableState", b.Name)
+	}
 	if imp := m.info.timeImport(); imp != "" && b.Time == nil {
 		return nil, fmt.Errorf("engine: processor %q: the module imports %s.%s but the binding has no Time", b.Name, abi.ImportModule, imp)
 	}
@@ -188,6 +201,7 @@ func (m *Module) Instantiate(ctx context.Context, b Binding) (*Instance, error) 
 	b.OutputMaxBytes = outMax
 	b.Outputs = append([]string(nil), b.Outputs...)
 	b.Stores = append([]string(nil), b.Stores...)
+	b.Tables = append([]string(nil), b.Tables...)
 	b.Config = append([]byte(nil), b.Config...)
 	if err := m.acquire(); err != nil {
 		return nil, err

@@ -33,6 +33,9 @@ type Spec struct {
 	Inputs  []string          // topics read
 	Outputs map[string]string // output name -> topic
 	Stores  []string
+	// Tables are the processor's global tables, read-only stores after
+	// Stores (engine.Binding.Tables); the host sets Binding.TableState.
+	Tables  []string
 	OnError string
 	Config  map[string]any // handed to the plugin as JSON; nil: {}
 	// Memory bounds an instance's linear memory (bytes); RecordTimeout
@@ -167,7 +170,7 @@ func New(ctx context.Context, spec Spec, lim Limits, log *slog.Logger) (*Process
 	return &Processor{
 		Spec:    spec,
 		RT:      rt,
-		Binding: engine.Binding{Name: spec.Name, Outputs: names, Stores: spec.Stores, Config: conf},
+		Binding: engine.Binding{Name: spec.Name, Outputs: names, Stores: spec.Stores, Tables: spec.Tables, Config: conf},
 		Topics:  topics,
 	}, nil
 }
@@ -204,6 +207,9 @@ func (p *Processor) Compile(ctx context.Context, wasm []byte) (*engine.Module, e
 	check.Sink = discardSink{}
 	if len(p.Spec.Stores) > 0 {
 		check.State = noState{}
+	}
+	if len(p.Spec.Tables) > 0 {
+		check.TableState = noState{}
 	}
 	inst, err := mod.Instantiate(ctx, check)
 	if err != nil {
@@ -389,3 +395,29 @@ func Info(v control.Version) versions.Info {
 	}
 	return versions.Info{ID: VersionID(v), Hash: v.Hash, Label: v.Label, Size: v.Size}
 }
+
+// Table is a global table as a plugin reads it; safe for concurrent use.
+type Table interface {
+	Get(key []byte) (value []byte, found bool, err error)
+	Scan(start, end []byte) (state.Iterator, error)
+}
+
+// Tables serves engine.Binding.TableState: Tables[i] is Spec.Tables[i].
+// The engine never writes a table (it answers EINVAL first); Put and
+// Delete fail in case it ever does.
+type Tables []Table
+
+func (t Tables) Get(i int, key []byte) ([]byte, bool, error) { return t[i].Get(key) }
+
+func (t Tables) Scan(i int, start, end []byte) (engine.Iterator, error) {
+	it, err := t[i].Scan(start, end)
+	if err != nil {
+		return nil, err
+	}
+	return it, nil
+}
+
+func (Tables) Put(int, []byte, []byte) error { return errReadOnly }
+func (Tables) Delete(int, []byte) error      { return errReadOnly }
+
+var errReadOnly = errors.New("plugin: a global table is read-only")

@@ -29,6 +29,9 @@ type Running struct {
 	// processor, or one for all); each processor is in exactly one.
 	Runners  []*runner.Runner
 	Versions *runner.Versions
+	// TablesLoading, if set, is how many global tables are still loading
+	// (the process is not ready until none is).
+	TablesLoading func() int
 }
 
 // stats is processor's counters, from the runner that runs it.
@@ -115,6 +118,11 @@ func (s *Source) Ready() (bool, string) {
 	h := s.running.Load()
 	if h == nil {
 		return false, startingReason
+	}
+	if h.TablesLoading != nil {
+		if n := h.TablesLoading(); n > 0 {
+			return false, fmt.Sprintf("loading %d global tables", n)
+		}
 	}
 	if n := h.restoring(); n > 0 {
 		return false, admin.RestoringReason(n)

@@ -37,6 +37,9 @@ type Processor struct {
 	// repartition topics of other processors.
 	Repartition           map[string]string
 	RepartitionPartitions int32
+	// Tables maps each global table to its topic: it must exist, or is
+	// created (compacted) like inputs when Want.Create is set.
+	Tables map[string]string
 }
 
 // Want is the topics of an app.
@@ -63,6 +66,13 @@ func Ensure(ctx context.Context, adm *kadm.Client, w Want, log *slog.Logger) err
 		}
 	}
 	want := map[string]string{} // topic -> why we need it
+	tables := map[string]bool{} // topics read as global tables: created compacted
+	for _, p := range procs {
+		for name, t := range p.Tables {
+			want[t] = fmt.Sprintf("table %q of processor %q", name, p.Name)
+			tables[t] = true
+		}
+	}
 	for _, p := range procs {
 		for _, in := range p.Inputs {
 			if !internal[in] {
@@ -99,7 +109,12 @@ func Ensure(ctx context.Context, adm *kadm.Client, w Want, log *slog.Logger) err
 		return errors.Join(errs...)
 	}
 	for _, t := range missing {
-		err := createTopic(ctx, adm, t, partitions, nil)
+		var configs map[string]*string
+		if tables[t] {
+			compact := "compact" // a table keeps the latest value per key
+			configs = map[string]*string{"cleanup.policy": &compact}
+		}
+		err := createTopic(ctx, adm, t, partitions, configs)
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) { // another member may have won the race
 			return fmt.Errorf("creating topic %s (%s): %w", t, want[t], err)
 		}
