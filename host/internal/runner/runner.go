@@ -593,23 +593,22 @@ func (r *Runner) process(ctx context.Context, fetches kgo.Fetches) error {
 }
 
 // pollContext bounds a poll by the next commit point while processed
-// records wait for their commit, so an idle input does not hold offsets back.
+// records wait for their commit, so an idle input does not hold offsets
+// back, and by one commit interval otherwise: a quiet task's timers are
+// checked at least that often, and a poll never waits without bound (seen
+// once in about a hundred rollback runs on kfake: after a rollback's
+// rewinds the client had no fetch running, and only a new poll started
+// one).
 //
 // A finished restore also ends the poll (through r.wake): its partition
 // is paused until the loop resumes it, so with every partition restoring
 // the poll would otherwise wait forever.
 func (r *Runner) pollContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	var pctx context.Context
-	var cancel context.CancelFunc
-	if r.sinceCommit == 0 && !r.keepsTime() {
-		pctx, cancel = context.WithCancel(ctx)
-	} else {
-		wait := r.opts.CommitInterval - time.Since(r.lastCommit)
-		if wait < time.Millisecond {
-			wait = time.Millisecond
-		}
-		pctx, cancel = context.WithTimeout(ctx, wait)
+	wait := r.opts.CommitInterval
+	if r.sinceCommit > 0 {
+		wait = max(r.opts.CommitInterval-time.Since(r.lastCommit), time.Millisecond)
 	}
+	pctx, cancel := context.WithTimeout(ctx, wait)
 	// Tasks can be assigned, and their restores or a swap's instances
 	// finish, during this very poll: listen even when nothing is pending.
 	stop := make(chan struct{})

@@ -171,8 +171,8 @@ func (t *task) Emit(output int, rec *abi.Record) error {
 }
 
 // processBatch processes a partition's records in order. It returns how
-// many records it finished (processed, skipped or dead-lettered) and a
-// fatal error, if any. It stops early when ctx is canceled, and at the
+// many records it finished (processed, skipped or dead-lettered, or the one
+// that stopped the task) and a fatal error, if any. It stops early when ctx is canceled, and at the
 // first record boundary after deadline once it has finished a record (so
 // every task moves on every poll): records not reached are not counted and
 // are fetched again from where it stopped.
@@ -223,6 +223,13 @@ func (t *task) processBatch(ctx context.Context, recs []*kgo.Record, deadline ti
 			t.canaryFailed++
 			if handled := t.onFailure(kr, err); !handled {
 				t.win.failed(kr.Offset)
+				// Counted as finished for the commit schedule only (its
+				// offset does not move): the window must still reach its
+				// commit point though no record of it succeeded, to end
+				// the transaction its poll opened and to judge a canary
+				// (a new version failing every task's first record would
+				// otherwise leave the loop polling paused partitions).
+				done++
 				break
 			}
 		}

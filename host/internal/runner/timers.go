@@ -270,18 +270,6 @@ func (r *Runner) timeDue() bool {
 	return false
 }
 
-// keepsTime reports whether any processor of the runner has a time store:
-// its polls then end at every commit interval even when idle, so timers
-// are checked.
-func (r *Runner) keepsTime() bool {
-	for _, ps := range r.procs {
-		if ps.spec.TimeStore {
-			return true
-		}
-	}
-	return false
-}
-
 // publishTime makes the task's time readable by TaskTimes.
 func (t *task) publishTime() {
 	t.proc.mu.Lock()
