@@ -42,6 +42,8 @@
 // Rollback; topics creates and checks the app's topics; globaltable keeps
 // a topic read as a global table in the local state (tables.go wires it);
 // admin serves the
-// HTTP endpoint and status feeds it. internal/lint enforces the import
+// HTTP endpoint and status feeds it; copartition is a classic-protocol
+// group balancer that keeps partition p of co-partitioned topics on one
+// member (not yet used by the runner). internal/lint enforces the import
 // boundaries between them.
 package host

@@ -36,6 +36,8 @@ var boundaries = []boundary{
 		why: "the version registry is a leaf every side reads: it holds records, not Kafka, Wasm or state"},
 	{pkg: "host/internal/kclient", forbid: []string{pebble, wazero, "host/..."}, closure: true,
 		why: "the Kafka client builder is a leaf: every package that makes a client imports it"},
+	{pkg: "host/internal/copartition", forbid: []string{pebble, wazero, "host/..."}, closure: true,
+		why: "the co-partitioning balancer is a leaf: it plans from the group members' metadata alone, so any leader plans alike"},
 	{pkg: "host/internal/topics", forbid: []string{pebble, wazero, "host/internal/runner", "host/internal/engine", "host/internal/state"}, closure: true,
 		why: "topic creation is admin requests only"},
 	{pkg: "host/internal/globaltable", forbid: []string{wazero, "host/internal/engine", "host/internal/runner", "host/internal/plugin"}, closure: true,
