@@ -58,15 +58,17 @@ func (c *atLeastOnce) commit(ctx context.Context) error {
 		}
 	}
 	offsets := map[string]map[int32]kgo.EpochOffset{}
-	for id, t := range r.tasks {
-		off, ok := t.win.commitOffset()
-		if !ok {
-			continue
+	for _, t := range r.tasks {
+		for i, topic := range t.topics {
+			off, ok := t.win.in(i).commitOffset()
+			if !ok {
+				continue
+			}
+			if offsets[topic] == nil {
+				offsets[topic] = map[int32]kgo.EpochOffset{}
+			}
+			offsets[topic][t.id.Partition] = off
 		}
-		if offsets[id.Topic] == nil {
-			offsets[id.Topic] = map[int32]kgo.EpochOffset{}
-		}
-		offsets[id.Topic][id.Partition] = off
 	}
 	if len(offsets) > 0 {
 		var cerr error
@@ -110,15 +112,20 @@ func (c *atLeastOnce) rollBack(ctx context.Context, failed []*task) error {
 		return fmt.Errorf("flushing outputs: %w", err)
 	}
 	for _, t := range r.tasks {
-		from, ok := t.win.rewound()
-		if !ok {
+		rewound := false
+		for i := range t.topics {
+			if from, ok := t.win.in(i).rewound(); ok {
+				r.rewind(t, i, from)
+				rewound = true
+			}
+		}
+		if !rewound {
 			continue
 		}
 		if t.st != nil {
 			t.st.Discard()
 		}
 		t.tk.reset()
-		r.rewind(t, from)
 	}
 	r.windowsClosed()
 	r.rollBack(ctx, failed)

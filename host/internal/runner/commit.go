@@ -106,12 +106,12 @@ func (r *Runner) timeCommitted() {
 	}
 }
 
-// rewind makes the consumer fetch a partition again from offset, and
-// (under exactly_once) makes that the offset the next transaction commits.
-// Only the poll loop calls it, before AllowRebalance.
-func (r *Runner) rewind(t *task, offset int64) {
+// rewind makes the consumer fetch the task's i-th input partition again
+// from offset, and (under exactly_once) makes that the offset the next
+// transaction commits. Only the poll loop calls it, before AllowRebalance.
+func (r *Runner) rewind(t *task, i int, offset int64) {
 	r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{
-		t.id.Topic: {t.id.Partition: {Epoch: -1, Offset: offset}},
+		t.topics[i]: {t.id.Partition: {Epoch: -1, Offset: offset}},
 	})
 }
 

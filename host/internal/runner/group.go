@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/wasmstream/wasmstream/host/internal/copartition"
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
 )
 
@@ -20,7 +21,16 @@ import (
 // back to the classic protocol with that balancer, which is eager. So the
 // runner asks the brokers itself and passes either the KIP-848 options or
 // the classic cooperative ones, never both.
-func groupOpts(ctx context.Context, kafka kclient.Config, want GroupProtocol, extra []kgo.Opt) ([]kgo.Opt, GroupProtocol, error) {
+//
+// copartitioned are the input lists of the co-partitioned processors
+// (copartition.go). With any, the assignment must keep partition p of each
+// list on one member: KIP-848 then uses the server's range assignor (it
+// gives partition p of topics with the same partition count and the same
+// subscribers to one member), the classic protocol the cooperative
+// co-partitioning balancer, with cooperative-sticky as the fallback a
+// group of mixed versions agrees on (the runner's own check keeps tasks
+// whole then). Without any, the uniform (sticky) assignor balances better.
+func groupOpts(ctx context.Context, kafka kclient.Config, want GroupProtocol, copartitioned [][]string, extra []kgo.Opt) ([]kgo.Opt, GroupProtocol, error) {
 	if want == ProtocolAuto {
 		ok, err := brokersSupport848(ctx, kafka, extra)
 		if err != nil {
@@ -31,10 +41,14 @@ func groupOpts(ctx context.Context, kafka kclient.Config, want GroupProtocol, ex
 			want = ProtocolConsumer
 		}
 	}
-	switch want {
-	case ProtocolConsumer:
+	switch {
+	case want == ProtocolConsumer && len(copartitioned) > 0:
+		return []kgo.Opt{kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer())}, want, nil
+	case want == ProtocolConsumer:
 		return []kgo.Opt{kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer())}, want, nil
-	case ProtocolClassic:
+	case want == ProtocolClassic && len(copartitioned) > 0:
+		return []kgo.Opt{kgo.Balancers(copartition.Balancer(copartitioned), kgo.CooperativeStickyBalancer())}, want, nil
+	case want == ProtocolClassic:
 		return []kgo.Opt{kgo.Balancers(kgo.CooperativeStickyBalancer())}, want, nil
 	}
 	return nil, 0, fmt.Errorf("group protocol %s: want auto, consumer or classic", want)

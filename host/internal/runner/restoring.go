@@ -19,10 +19,10 @@ type restoreState struct {
 	err    error         // valid after done
 }
 
-// startRestore pauses the task's input partition and restores its stores
+// startRestore pauses the task's input partitions and restores its stores
 // in the background. Called from the poll loop or a group callback.
 func (r *Runner) startRestore(t *task) {
-	r.cl.PauseFetchPartitions(map[string][]int32{t.id.Topic: {t.id.Partition}})
+	r.cl.PauseFetchPartitions(t.partitions())
 	ctx, cancel := context.WithCancel(context.Background())
 	rs := &restoreState{cancel: cancel, done: make(chan struct{})}
 	t.restoring = rs
@@ -71,7 +71,7 @@ func (r *Runner) finishRestores() {
 			r.log.Error("restoring the task's state failed; the task is stopped", "task", t.id.String(), "err", rs.err)
 			continue
 		}
-		r.cl.ResumeFetchPartitions(map[string][]int32{t.id.Topic: {t.id.Partition}})
+		r.cl.ResumeFetchPartitions(t.partitions())
 		r.log.Info("task state restored; processing starts", "task", t.id.String())
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/copartition"
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/restore"
 	"github.com/wasmstream/wasmstream/host/internal/state"
@@ -118,7 +120,9 @@ type ProcessorSpec struct {
 	Plugin  Plugin
 	Version string
 	// Stores are the processor's state stores; Changelogs[i] is the
-	// changelog topic of Stores[i]. A processor with stores has one input.
+	// changelog topic of Stores[i]. A processor with stores and several
+	// inputs is co-partitioned: its task p reads partition p of every
+	// input (copartition.go); the inputs have equal partition counts.
 	Stores     []string
 	Changelogs []string
 	// TimeStore says the last of Stores is the tasks' time store: their
@@ -269,6 +273,11 @@ type procState struct {
 	lag map[TaskID]int64
 	// times is each task's time as of its latest commit point.
 	times map[TaskID]TaskTime
+
+	// held is, for a co-partitioned processor, the partitions of each input
+	// this member is assigned (copartition.go). Loop and callbacks, under
+	// Runner.mu.
+	held map[string]map[int32]bool
 }
 
 // TaskTime is a task's time as of its latest commit point (metrics).
@@ -330,7 +339,16 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 			r.restorer.Close()
 		}
 	}()
-	gopts, protocol, err := groupOpts(ctx, opts.Kafka, opts.GroupProtocol, opts.ExtraOpts)
+	var copartitioned [][]string
+	for _, ps := range r.procs {
+		if ps.copartitioned() {
+			copartitioned = append(copartitioned, ps.spec.Inputs)
+		}
+	}
+	if err := copartition.Validate(copartitioned); err != nil {
+		return nil, fmt.Errorf("runner: co-partitioned inputs: %w", err)
+	}
+	gopts, protocol, err := groupOpts(ctx, opts.Kafka, opts.GroupProtocol, copartitioned, opts.ExtraOpts)
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}
@@ -367,7 +385,7 @@ func (r *Runner) addProcessors() ([]string, error) {
 			stats = newStats()
 		}
 		ps := &procState{spec: spec, inputIndex: map[string]uint32{}, Stats: stats,
-			lag: map[TaskID]int64{}, times: map[TaskID]TaskTime{}}
+			lag: map[TaskID]int64{}, times: map[TaskID]TaskTime{}, held: map[string]map[int32]bool{}}
 		if spec.Version == "" {
 			spec.Version = "initial"
 			ps.spec.Version = spec.Version
@@ -626,14 +644,17 @@ func (r *Runner) pollContext(ctx context.Context) (context.Context, context.Canc
 // processFetches runs every task's share of the poll, tasks in parallel.
 func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error {
 	type work struct {
-		t    *task
-		recs []*kgo.Record
+		t     *task
+		batch [][]*kgo.Record // by the task's input
 	}
-	var batch []work
+	var batch []*work
+	byTask := map[*task]*work{}
 	fetches.EachPartition(func(ftp kgo.FetchTopicPartition) {
 		if len(ftp.Records) == 0 {
 			if t := r.tasks[r.taskID(ftp.Topic, ftp.Partition)]; t != nil {
-				t.setLag(ftp.LastStableOffset, -1)
+				if i := t.inputOf(ftp.Topic); i >= 0 {
+					t.setLag(i, ftp.LastStableOffset, -1)
+				}
 			}
 			return
 		}
@@ -642,8 +663,24 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 			r.log.Error("task unavailable; its records are not processed", "topic", ftp.Topic, "partition", ftp.Partition, "err", err)
 			return
 		}
-		t.win.sawEnd(ftp.LastStableOffset)
-		batch = append(batch, work{t, ftp.Records})
+		if t == nil {
+			// A co-partitioned task waiting for the rest of its partitions:
+			// its partitions are paused; these were fetched before.
+			// Fetch them again once the task runs.
+			r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{
+				ftp.Topic: {ftp.Partition: {Epoch: -1, Offset: ftp.Records[0].Offset}},
+			})
+			return
+		}
+		i := t.inputOf(ftp.Topic)
+		t.win.in(i).sawEnd(ftp.LastStableOffset)
+		w := byTask[t]
+		if w == nil {
+			w = &work{t: t, batch: make([][]*kgo.Record, len(t.topics))}
+			byTask[t] = w
+			batch = append(batch, w)
+		}
+		w.batch[i] = ftp.Records
 	})
 	if len(batch) == 0 {
 		return nil
@@ -663,35 +700,51 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
 	for i, w := range batch {
+		for in, recs := range w.batch {
+			if len(recs) > 0 {
+				w.t.win.in(in).fetched(recs[len(recs)-1].Offset)
+			}
+		}
+		recs := slices.Clone(w.batch) // processBatch consumes its slices
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			processed[i], errs[i] = w.t.processBatch(ctx, w.recs, deadline)
+			processed[i], errs[i] = w.t.processBatch(ctx, recs, deadline)
 		}()
-		w.t.win.fetched(w.recs[len(w.recs)-1].Offset)
 	}
 	wg.Wait()
 	for i, n := range processed {
 		r.sinceCommit += n
-		t := batch[i].t
-		t.setLag(-1, t.win.fetchedEnd())
-		// A task that stopped before the end of its records (failed under
-		// on_error: fail, or shutting down) must not have the rest counted
-		// as consumed: fetch them again from where it stopped.
-		if at, stopped := t.win.takeStop(); stopped {
-			r.rewind(t, at)
+		w := batch[i]
+		for in, recs := range w.batch {
+			if len(recs) == 0 {
+				continue
+			}
+			c := w.t.win.in(in)
+			w.t.setLag(in, -1, c.fetchedEnd())
+			// A task that stopped before the end of its records (failed
+			// under on_error: fail, cut at the deadline, or shutting down)
+			// must not have the rest counted as consumed: fetch them again
+			// from where it stopped.
+			if at, stopped := c.takeStop(); stopped {
+				r.rewind(w.t, in, at)
+			}
 		}
 	}
 	return errors.Join(errs...)
 }
 
 // taskID names the task of an input partition (an empty processor for a
-// topic no processor reads).
+// topic no processor reads). The tasks of a co-partitioned processor are
+// named by its first input: one task reads partition p of every input.
 func (r *Runner) taskID(topic string, partition int32) TaskID {
 	ps := r.byTopic[topic]
 	if ps == nil {
 		return TaskID{}
+	}
+	if ps.copartitioned() {
+		topic = ps.spec.Inputs[0]
 	}
 	return TaskID{Processor: ps.spec.Name, Topic: topic, Partition: partition}
 }
@@ -728,15 +781,20 @@ func (r *Runner) TaskTimes(processor string) map[TaskID]TaskTime {
 
 // taskFor returns the task of an input partition, creating it if the
 // assignment callback has not (records can arrive for a partition whose
-// instance failed to start earlier).
+// instance failed to start earlier). It returns nil, nil for a partition
+// of a co-partitioned task this member does not hold every partition of:
+// that task runs only once it does (see copartition.go).
 func (r *Runner) taskFor(ctx context.Context, topic string, partition int32) (*task, error) {
 	ps := r.byTopic[topic]
 	if ps == nil {
 		return nil, fmt.Errorf("topic %q is no processor's input", topic)
 	}
-	id := TaskID{Processor: ps.spec.Name, Topic: topic, Partition: partition}
+	id := r.taskID(topic, partition)
 	if t := r.tasks[id]; t != nil {
 		return t, nil
+	}
+	if !ps.holdsAll(partition) {
+		return nil, nil
 	}
 	t, err := newTask(ctx, r, ps, id)
 	if err != nil {
@@ -765,6 +823,7 @@ func (r *Runner) groupCallback(kind callbackKind, run func(context.Context, map[
 
 // assign starts the tasks of newly assigned partitions; the caller holds r.mu.
 func (r *Runner) assign(ctx context.Context, assigned map[string][]int32) {
+	r.hold(assigned)
 	for topic, parts := range assigned {
 		for _, p := range parts {
 			if _, err := r.taskFor(ctx, topic, p); err != nil {
@@ -795,6 +854,9 @@ func (r *Runner) lose(ctx context.Context, lost map[string][]int32) {
 	r.log.Warn("partitions lost; uncommitted work for them is dropped", "partitions", lost)
 }
 
+// closeTasks closes the tasks of partitions leaving this member. A
+// co-partitioned task closes when any one of its partitions leaves; the
+// ones that stay are paused until the task holds every one again.
 func (r *Runner) closeTasks(ctx context.Context, parts map[string][]int32) {
 	for topic, ps := range parts {
 		proc := r.byTopic[topic]
@@ -802,13 +864,17 @@ func (r *Runner) closeTasks(ctx context.Context, parts map[string][]int32) {
 			continue
 		}
 		for _, p := range ps {
-			id := TaskID{Processor: proc.spec.Name, Topic: topic, Partition: p}
+			id := r.taskID(topic, p)
 			if t := r.tasks[id]; t != nil {
 				t.close(ctx)
 				delete(r.tasks, id)
+				if proc.copartitioned() {
+					r.cl.PauseFetchPartitions(t.partitions())
+				}
 			}
 		}
 	}
+	r.release(parts)
 }
 
 // shutdown commits what was processed, closes every task and leaves the group.

@@ -251,8 +251,9 @@ func (r *Runner) rollBack(ctx context.Context, failed []*task) {
 				// Stopped by on_error: fail on a record of the bad version:
 				// the previous version gets the record again.
 				t.failed = nil
+				t.win.resumed()
 				ps.Stats.StoppedTasks.Add(-1)
-				r.cl.ResumeFetchPartitions(map[string][]int32{t.id.Topic: {t.id.Partition}})
+				r.cl.ResumeFetchPartitions(t.partitions())
 			}
 			ps.setTaskVersion(r.vers, t.id, back)
 		}

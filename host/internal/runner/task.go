@@ -12,7 +12,8 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/state"
 )
 
-// task is one processor on one input partition. Its fields are used by one
+// task is one processor on one input partition, or, for a co-partitioned
+// processor, on partition p of every input. Its fields are used by one
 // goroutine at a time: the processing goroutine during a poll, the loop
 // between polls.
 type task struct {
@@ -21,8 +22,14 @@ type task struct {
 	proc *procState
 	inst Processor
 
-	// win is the task's commit window: its commit position, where its
-	// batch stopped, its partition's end and its changelog positions.
+	// topics are the topics whose partition id.Partition the task reads:
+	// id.Topic, or every input of a co-partitioned processor. Cursor i of
+	// the window is topics[i]'s, index[i] its input index in the ABI
+	// record.
+	topics []string
+	index  []uint32
+	// win is the task's commit window: its commit positions, where its
+	// batch stopped, its partitions' ends and its changelog positions.
 	win window
 	// failed stops the task (on_error: fail, a failed restore); the window
 	// holds the offset it stopped at.
@@ -60,8 +67,12 @@ type task struct {
 }
 
 func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, error) {
-	t := &task{id: id, r: r, proc: ps, win: newWindow(len(ps.spec.Stores)),
+	t := &task{id: id, r: r, proc: ps, topics: ps.taskTopics(id.Topic),
 		ver: newVersion(r.vers.Active(ps.spec.Name))}
+	t.win = newWindow(len(t.topics), len(ps.spec.Stores))
+	for _, topic := range t.topics {
+		t.index = append(t.index, ps.inputIndex[topic])
+	}
 	if len(ps.spec.Stores) > 0 {
 		t.st = r.opts.State.Task(ps.spec.Name, id.Partition, ps.spec.Stores)
 		t.st.SetName(id.String()) // one task name in logs, metrics and /v1
@@ -110,7 +121,9 @@ func (t *task) close(ctx context.Context) {
 	}
 	t.proc.setTaskVersion(t.r.vers, t.id, nil)
 	t.proc.mu.Lock()
-	delete(t.proc.lag, t.id)
+	for _, topic := range t.topics {
+		delete(t.proc.lag, TaskID{Processor: t.id.Processor, Topic: topic, Partition: t.id.Partition})
+	}
 	delete(t.proc.times, t.id)
 	t.proc.mu.Unlock()
 	if t.st != nil {
@@ -170,59 +183,85 @@ func (t *task) Emit(output int, rec *abi.Record) error {
 	return nil
 }
 
-// processBatch processes a partition's records in order. It returns how
-// many records it finished (processed, skipped or dead-lettered, or the one
-// that stopped the task) and a fatal error, if any. It stops early when ctx is canceled, and at the
-// first record boundary after deadline once it has finished a record (so
-// every task moves on every poll): records not reached are not counted and
-// are fetched again from where it stopped.
-func (t *task) processBatch(ctx context.Context, recs []*kgo.Record, deadline time.Time) (int, error) {
+// processBatch processes the task's records of one poll: batch[i] are its
+// i-th input partition's, in offset order. Records of several inputs run
+// in timestamp order (the oldest head first; ties go to the lower input),
+// so a co-partitioned task sees its inputs interleaved as they happened,
+// as far as one poll shows them. It returns how many records it finished
+// (processed, skipped or dead-lettered, or the one that stopped the task)
+// and a fatal error, if any. It stops early when ctx is canceled, and at
+// the first record boundary after deadline once it has finished a record
+// (so every task moves on every poll): records not reached are not counted
+// and are fetched again from where each input stopped.
+func (t *task) processBatch(ctx context.Context, batch [][]*kgo.Record, deadline time.Time) (int, error) {
 	done := 0
+	// stopAll marks the first record not reached on every input.
+	stopAll := func() {
+		for i, recs := range batch {
+			if len(recs) > 0 {
+				t.win.in(i).stopAt(recs[0].Offset)
+			}
+		}
+	}
 	if t.restoring != nil {
 		// Fetching is paused while the task restores, so records can only
 		// be here if they were fetched before the pause took effect. They
 		// are not processed on incomplete state: fetch them again later.
-		t.win.stopAt(recs[0].Offset)
+		stopAll()
 		return 0, nil
 	}
 	// The time store is read once the state is restored: the stream time
 	// a record moves must start from the committed one.
 	if err := t.tk.load(); err != nil {
-		t.win.stopAt(recs[0].Offset)
+		stopAll()
 		return 0, fmt.Errorf("task %s: %w", t.id, err)
 	}
 	if err := t.tk.checkFormats(); err != nil {
 		t.stop(fmt.Errorf("task %s: %w", t.id, err))
-		t.win.failed(recs[0].Offset)
-		t.r.cl.PauseFetchPartitions(map[string][]int32{t.id.Topic: {t.id.Partition}})
+		for i, recs := range batch {
+			if len(recs) > 0 {
+				t.win.in(i).failed(recs[0].Offset)
+			}
+		}
+		t.r.cl.PauseFetchPartitions(t.partitions())
 		t.r.log.Error("task stopped: its stores do not match the config", "task", t.id.String(), "err", err)
 		return 0, nil
 	}
-	for _, kr := range recs {
+	for {
+		in := nextInput(batch)
+		if in < 0 {
+			break
+		}
+		kr := batch[in][0]
+		cur := t.win.in(in)
 		if t.failed != nil {
-			t.win.stopAtFailure() // never count a record past the failed one
+			// Never count a record past the failed one.
+			stopAll()
+			t.win.stopAtFailure()
 			break
 		}
 		if ctx.Err() != nil {
-			t.win.stopAt(kr.Offset)
+			stopAll()
 			break
 		}
 		// lastProcessed is when the previous record of this batch ended
 		// (done > 0): no clock read of its own on the per-record path.
 		if done > 0 && !t.lastProcessed.Before(deadline) {
-			t.win.stopAt(kr.Offset)
+			stopAll()
 			t.proc.Stats.Cuts.Add(1)
 			break
 		}
-		if !t.win.take(kr.Offset) {
+		batch[in] = batch[in][1:]
+		if !cur.take(kr.Offset) {
 			continue // already processed (a re-fetch after a rewind)
 		}
-		err := t.processOne(ctx, kr)
+		err := t.processOne(ctx, kr, t.index[in])
 		t.canaryIn++
 		if err != nil {
 			t.canaryFailed++
 			if handled := t.onFailure(kr, err); !handled {
-				t.win.failed(kr.Offset)
+				stopAll() // the other inputs' records not reached
+				cur.failed(kr.Offset)
 				// Counted as finished for the commit schedule only (its
 				// offset does not move): the window must still reach its
 				// commit point though no record of it succeeded, to end
@@ -233,12 +272,12 @@ func (t *task) processBatch(ctx context.Context, recs []*kgo.Record, deadline ti
 				break
 			}
 		}
-		t.win.processed(kr.Offset, kr.LeaderEpoch)
+		cur.processed(kr.Offset, kr.LeaderEpoch)
 		done++
 		// The record may have moved the stream time: the event-time check
 		// (ABI.md section 8.3).
 		if t.tk.eventDue() {
-			if err := t.check(ctx, false, kr.Offset+1, deadline); err != nil {
+			if err := t.check(ctx, false, deadline); err != nil {
 				return done, err
 			}
 		}
@@ -246,12 +285,36 @@ func (t *task) processBatch(ctx context.Context, recs []*kgo.Record, deadline ti
 	return done, nil
 }
 
+// nextInput is the input whose first record runs next: the oldest by
+// timestamp, the lower input on a tie; -1 when every input is done.
+func nextInput(batch [][]*kgo.Record) int {
+	best := -1
+	for i, recs := range batch {
+		if len(recs) == 0 {
+			continue
+		}
+		if best < 0 || recs[0].Timestamp.Before(batch[best][0].Timestamp) {
+			best = i
+		}
+	}
+	return best
+}
+
+// partitions are the task's input partitions, for pausing and resuming.
+func (t *task) partitions() map[string][]int32 {
+	parts := make(map[string][]int32, len(t.topics))
+	for _, topic := range t.topics {
+		parts[topic] = []int32{t.id.Partition}
+	}
+	return parts
+}
+
 // processOne runs the plugin on one record and, if it succeeds, produces
 // its staged emits.
-func (t *task) processOne(ctx context.Context, kr *kgo.Record) error {
+func (t *task) processOne(ctx context.Context, kr *kgo.Record, index uint32) error {
 	stats := t.proc.Stats
 	stats.RecordsIn.Add(1)
-	t.fill(kr)
+	t.fill(kr, index)
 	t.staged = t.staged[:0]
 	start := time.Now()
 	t.tk.observe(t.in.Timestamp)
@@ -294,13 +357,13 @@ func (t *task) endCall(ok bool) {
 	t.staged = t.staged[:0]
 }
 
-// fill points the reused abi.Record at kr's bytes; no copy.
-func (t *task) fill(kr *kgo.Record) {
+// fill points the reused abi.Record at kr's bytes, of input index; no copy.
+func (t *task) fill(kr *kgo.Record, index uint32) {
 	in := &t.in
 	in.Timestamp = kr.Timestamp.UnixMilli()
 	in.Offset = kr.Offset
 	in.Partition = kr.Partition
-	in.Index = t.proc.inputIndex[kr.Topic]
+	in.Index = index
 	in.Key = kr.Key
 	in.Value = kr.Value
 	in.Headers = in.Headers[:0]
@@ -328,7 +391,7 @@ func (t *task) onFailure(kr *kgo.Record, err error) bool {
 		return true
 	default:
 		t.stop(fmt.Errorf("record %s/%d@%d failed: %w", kr.Topic, kr.Partition, kr.Offset, err))
-		t.r.cl.PauseFetchPartitions(map[string][]int32{kr.Topic: {kr.Partition}})
+		t.r.cl.PauseFetchPartitions(t.partitions())
 		t.r.log.Error("record failed; task stopped at this offset (on_error: fail)", attrs...)
 		return false
 	}
@@ -408,14 +471,15 @@ func (t *task) deadLetter(kr *kgo.Record, kind FailureKind, err error) *kgo.Reco
 	}
 }
 
-// setLag records the task's lag after a fetch (see window.lag).
-func (t *task) setLag(end, fetched int64) {
-	lag, ok := t.win.lag(end, fetched)
+// setLag records the lag of the task's i-th input partition after a fetch
+// (see cursor.lag).
+func (t *task) setLag(i int, end, fetched int64) {
+	lag, ok := t.win.in(i).lag(end, fetched)
 	if !ok {
 		return
 	}
 	t.proc.mu.Lock()
-	t.proc.lag[t.id] = lag
+	t.proc.lag[TaskID{Processor: t.id.Processor, Topic: t.topics[i], Partition: t.id.Partition}] = lag
 	t.proc.mu.Unlock()
 }
 

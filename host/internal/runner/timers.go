@@ -25,12 +25,12 @@ const maxFiringsPerCheck = 1024
 // event-time timers by the stream time and, when processing is set,
 // processing-time timers by the wall clock read now. Timers set by the
 // calls fire at the next check. At most the window's remaining firings run;
-// the rest wait in order for the next window. resume is the offset the task
-// would fetch next, where it stops if a call fails under on_error: fail.
+// the rest wait in order for the next window. A call failing under
+// on_error: fail stops the task where it stands on each input.
 // Past deadline the check stops after its first firing (time isolation:
 // a flood of slow timers cannot hold the commit point); the rest fire at
 // the next check. The error is a fatal one (the state could not be read).
-func (t *task) check(ctx context.Context, processing bool, resume int64, deadline time.Time) error {
+func (t *task) check(ctx context.Context, processing bool, deadline time.Time) error {
 	if t.failed != nil || t.restoring != nil {
 		return nil
 	}
@@ -52,7 +52,7 @@ func (t *task) check(ctx context.Context, processing bool, resume int64, deadlin
 			continue // canceled by an earlier firing of this check
 		}
 		t.tk.firings++
-		if err := t.fire(ctx, tm, now, resume); err != nil {
+		if err := t.fire(ctx, tm, now); err != nil {
 			return err
 		}
 	}
@@ -61,7 +61,7 @@ func (t *task) check(ctx context.Context, processing bool, resume int64, deadlin
 
 // fire calls the plugin for one due timer, removing the timer with the
 // call's other changes.
-func (t *task) fire(ctx context.Context, tm timer, now, resume int64) error {
+func (t *task) fire(ctx context.Context, tm timer, now int64) error {
 	stats := t.proc.Stats
 	t.tk.beginCall(now)
 	if _, err := t.tk.remove(tm.kind, tm.ts, tm.key); err != nil {
@@ -85,7 +85,7 @@ func (t *task) fire(ctx context.Context, tm timer, now, resume int64) error {
 	}
 	stats.TimerFirings.Add(1)
 	trig := abi.Trigger{Timestamp: tm.ts, StreamTime: t.tk.stream, WallTime: t.tk.wall, Kind: tm.kind, Key: tm.key}
-	t.callback(ctx, &trig, tp.OnTimer, resume, func() {
+	t.callback(ctx, &trig, tp.OnTimer, func() {
 		// skip and dead_letter: the fired timer stays removed.
 		t.tk.beginCall(now)
 		if _, err := t.tk.remove(tm.kind, tm.ts, tm.key); err == nil {
@@ -103,11 +103,9 @@ func (t *task) fire(ctx context.Context, tm timer, now, resume int64) error {
 // transaction commits: the check of both kinds of timers, one
 // wasmstream_on_commit call per key marked in the window (including marks
 // made by the check), in key order, then the stream time saved with the
-// window. resume is where the task stops if a call fails under on_error:
-// fail.
+// window.
 func (t *task) commitCalls(ctx context.Context, now int64, deadline time.Time) error {
-	resume := t.win.fetchedEnd()
-	if err := t.check(ctx, true, resume, deadline); err != nil {
+	if err := t.check(ctx, true, deadline); err != nil {
 		return err
 	}
 	marks := t.tk.takeMarks()
@@ -134,7 +132,7 @@ func (t *task) commitCalls(ctx context.Context, now int64, deadline time.Time) e
 				t.tk.beginCall(now)
 				t.proc.Stats.CommitCalls.Add(1)
 				trig := abi.Trigger{Timestamp: m.ts, StreamTime: t.tk.stream, WallTime: t.tk.wall, Kind: abi.TriggerCommit, Key: m.key}
-				t.callback(ctx, &trig, tp.OnCommit, resume, nil)
+				t.callback(ctx, &trig, tp.OnCommit, nil)
 			}
 		}
 	}
@@ -153,8 +151,9 @@ func (t *task) commitCalls(ctx context.Context, now int64, deadline time.Time) e
 
 // callback runs one timer or commit call (beginCall done) and applies the
 // processor's on_error policy to a failure: skip and dead_letter drop the
-// call (then dropped runs, if set), fail stops the task at resume.
-func (t *task) callback(ctx context.Context, trig *abi.Trigger, call func(context.Context, *abi.Trigger) error, resume int64, dropped func()) {
+// call (then dropped runs, if set), fail stops the task where it stands on
+// each input: after its last processed record.
+func (t *task) callback(ctx context.Context, trig *abi.Trigger, call func(context.Context, *abi.Trigger) error, dropped func()) {
 	stats := t.proc.Stats
 	t.staged = t.staged[:0]
 	start := time.Now()
@@ -188,10 +187,8 @@ func (t *task) callback(ctx context.Context, trig *abi.Trigger, call func(contex
 		// The timer stays pending (its removal was dropped with the call)
 		// and fires again when the task restarts.
 		t.stop(fmt.Errorf("%s (%s, %d) failed: %w", what, trig.Kind, trig.Timestamp, err))
-		if resume >= 0 {
-			t.win.failed(resume)
-		}
-		t.r.cl.PauseFetchPartitions(map[string][]int32{t.id.Topic: {t.id.Partition}})
+		t.win.failAtPosition()
+		t.r.cl.PauseFetchPartitions(t.partitions())
 		t.r.log.Error(what+" failed; task stopped (on_error: fail)", attrs...)
 	}
 }

@@ -7,30 +7,43 @@ import (
 )
 
 // window is one task's commit window: what the task processed since its last
-// commit point, and where its input and changelogs stand. It decides I1 and
-// I5 for the task: the offset a commit point commits is next, which only a
-// processed (or policy-handled) record moves, and a record the task did not
-// finish is fetched again from stoppedAt.
+// commit point, and where its inputs and changelogs stand. It decides I1 and
+// I5 for the task through its cursors, one per input partition the task
+// reads (one, or partition p of every input of a co-partitioned
+// processor): the offset a commit point commits for a partition is its
+// cursor's next, which only a processed (or policy-handled) record moves,
+// and a record the task did not finish is fetched again from the cursor's
+// stoppedAt.
 //
-// Its fields change only through the methods below (the shape of franz-go's
-// uncommit{dirty, head, committed}); no other file reads or writes them.
-// Offsets use -1 for "none". A window is used by one goroutine at a time,
-// like its task: the processing goroutine during a poll, the loop between
-// polls. The changelog positions are the exception: produce promises set
-// them concurrently, hence atomics.
+// Its fields and its cursors' change only through the methods below (the
+// shape of franz-go's uncommit{dirty, head, committed}); no other file reads
+// or writes them. Offsets use -1 for "none". A window is used by one
+// goroutine at a time, like its task: the processing goroutine during a
+// poll, the loop between polls. The changelog positions are the exception:
+// produce promises set them concurrently, hence atomics.
 //
-// Transitions:
+// Cursor transitions:
 //
-//	take(o)        a record at o is about to run: start = o if the window was empty
+//	take(o)        a record at o is about to run: start = o if the cursor was empty
 //	processed(o)   it finished (or its failure was handled): next = o+1, dirty
 //	failed(o)      it failed under on_error: fail: failedAt = stoppedAt = o
 //	stopAt(o)      the batch stopped before o (cancel, restoring): stoppedAt = o
 //	takeStop()     the loop rewinds to stoppedAt and clears it
 //	committed()    a commit point committed next: dirty and start cleared
-//	aborted()      the work was dropped (abort): next, dirty, start and the
-//	               changelog positions cleared; the consumer re-delivers
+//	aborted()      the work was dropped (abort): next, dirty, start cleared;
+//	               the consumer re-delivers
 //	rewound()      at_least_once rollback: rewind to start; next, dirty, start cleared
 type window struct {
+	// cursors[i] is where the task stands on its i-th input partition.
+	cursors []cursor
+	// changelog[i] is the offset after the last changelog record of store i
+	// acknowledged since the last commit point (-1: none); set by produce
+	// promises, taken after the flush that acknowledged them.
+	changelog []atomic.Int64
+}
+
+// cursor is where a task stands on one of its input partitions.
+type cursor struct {
 	// start is the offset of the first record taken since the last commit
 	// point (-1: none): where an at_least_once rollback rewinds to.
 	start int64
@@ -52,16 +65,15 @@ type window struct {
 	// fetched record (-1: none yet).
 	end      int64
 	fetchEnd int64
-
-	// changelog[i] is the offset after the last changelog record of store i
-	// acknowledged since the last commit point (-1: none); set by produce
-	// promises, taken after the flush that acknowledged them.
-	changelog []atomic.Int64
 }
 
-// newWindow returns the empty window of a task with stores changelogs.
-func newWindow(stores int) window {
-	w := window{start: -1, next: -1, failedAt: -1, stoppedAt: -1, end: -1, fetchEnd: -1}
+// newWindow returns the empty window of a task reading inputs partitions
+// with stores changelogs.
+func newWindow(inputs, stores int) window {
+	w := window{cursors: make([]cursor, inputs)}
+	for i := range w.cursors {
+		w.cursors[i] = newCursor()
+	}
 	if stores > 0 {
 		w.changelog = make([]atomic.Int64, stores)
 		for i := range w.changelog {
@@ -71,64 +83,121 @@ func newWindow(stores int) window {
 	return w
 }
 
+func newCursor() cursor {
+	return cursor{start: -1, next: -1, failedAt: -1, stoppedAt: -1, end: -1, fetchEnd: -1}
+}
+
+// in is the cursor of the task's i-th input partition.
+func (w *window) in(i int) *cursor { return &w.cursors[i] }
+
+// committed closes every cursor at a commit point that committed the
+// window (or had nothing of it to commit).
+func (w *window) committed() {
+	for i := range w.cursors {
+		w.cursors[i].committed()
+	}
+}
+
+// aborted drops the window's work: the transaction holding it aborted and
+// the consumer re-delivers from the committed offsets, so no record counts
+// as processed and no changelog record as acknowledged.
+func (w *window) aborted() {
+	for i := range w.changelog {
+		w.changelog[i].Store(-1)
+	}
+	for i := range w.cursors {
+		w.cursors[i].aborted()
+	}
+}
+
+// failAtPosition stops the task on every input where it stands: after its
+// last processed record (a callback failed under on_error: fail, between
+// records). An input with no processed record since the task started or
+// last aborted stands at its committed offset, where the consumer already
+// is: nothing to rewind.
+func (w *window) failAtPosition() {
+	for i := range w.cursors {
+		if c := &w.cursors[i]; c.next >= 0 {
+			c.failed(c.next)
+		}
+	}
+}
+
+// stopAtFailure makes every input that failed stop at its failed record.
+func (w *window) stopAtFailure() {
+	for i := range w.cursors {
+		if c := &w.cursors[i]; c.failedAt >= 0 {
+			c.stopAtFailure()
+		}
+	}
+}
+
+// resumed forgets the failure that stopped the task (a rollback gave its
+// record to the previous version).
+func (w *window) resumed() {
+	for i := range w.cursors {
+		w.cursors[i].failedAt = -1
+	}
+}
+
 // take reports whether the record at offset must run: false for a record
 // already processed (fetched again after a rewind). A record that runs opens
-// the window if it was empty.
-func (w *window) take(offset int64) bool {
-	if w.next >= 0 && offset < w.next {
+// the cursor's window if it was empty.
+func (c *cursor) take(offset int64) bool {
+	if c.next >= 0 && offset < c.next {
 		return false
 	}
-	if w.start < 0 {
-		w.start = offset
+	if c.start < 0 {
+		c.start = offset
 	}
 	return true
 }
 
 // processed moves the commit position past the record at offset: it
 // succeeded, or its failure was handled by the skip or dead-letter policy.
-func (w *window) processed(offset int64, epoch int32) {
-	w.next = offset + 1
-	w.epoch = epoch
-	w.dirty = true
+func (c *cursor) processed(offset int64, epoch int32) {
+	c.next = offset + 1
+	c.epoch = epoch
+	c.dirty = true
 }
 
 // failed stops the task at the record at offset (on_error: fail): the commit
 // position stays before it and the batch's rest is fetched again from it.
-func (w *window) failed(offset int64) {
-	w.failedAt = offset
-	w.stoppedAt = offset
+func (c *cursor) failed(offset int64) {
+	c.failedAt = offset
+	c.stoppedAt = offset
 }
 
 // stopAt marks offset as the first record of the batch the task did not
 // finish.
-func (w *window) stopAt(offset int64) { w.stoppedAt = offset }
+func (c *cursor) stopAt(offset int64) { c.stoppedAt = offset }
 
 // stopAtFailure marks the failed record as where the batch stopped: a
 // stopped task never counts a record past it.
-func (w *window) stopAtFailure() { w.stoppedAt = w.failedAt }
+func (c *cursor) stopAtFailure() { c.stoppedAt = c.failedAt }
 
 // takeStop returns where the batch stopped, if it did, and clears it: the
 // caller rewinds the consumer there.
-func (w *window) takeStop() (int64, bool) {
-	at := w.stoppedAt
+func (c *cursor) takeStop() (int64, bool) {
+	at := c.stoppedAt
 	if at < 0 {
 		return 0, false
 	}
-	w.stoppedAt = -1
+	c.stoppedAt = -1
 	return at, true
 }
 
 // fetched records the offset after the batch's last fetched record.
-func (w *window) fetched(lastOffset int64) { w.fetchEnd = lastOffset + 1 }
+func (c *cursor) fetched(lastOffset int64) { c.fetchEnd = lastOffset + 1 }
 
 // fetchedEnd is the offset after the latest fetched record (-1: none).
-func (w *window) fetchedEnd() int64 { return w.fetchEnd }
+func (c *cursor) fetchedEnd() int64 { return c.fetchEnd }
 
 // sawEnd records the partition's last stable offset from a fetch (ignored
 // when the fetch did not say: negative).
-func (w *window) sawEnd(lso int64) {
+func (c *cursor) sawEnd(lso int64) {
 	if lso >= 0 {
-		w.end = lso
+		c.end = lso
 	}
 }
 
@@ -137,60 +206,55 @@ func (w *window) sawEnd(lso int64) {
 // had none) and returns the lag: the end minus the commit position, or minus
 // the fetched end when nothing is processed yet. ok is false while either
 // is unknown.
-func (w *window) lag(end, fetched int64) (lag int64, ok bool) {
-	w.sawEnd(end)
-	if fetched > w.end {
-		w.end = fetched
+func (c *cursor) lag(end, fetched int64) (lag int64, ok bool) {
+	c.sawEnd(end)
+	if fetched > c.end {
+		c.end = fetched
 	}
-	pos := w.next
+	pos := c.next
 	if pos < 0 {
 		pos = fetched
 	}
-	if pos < 0 || w.end <= 0 {
+	if pos < 0 || c.end <= 0 {
 		return 0, false
 	}
-	return max(w.end-pos, 0), true
+	return max(c.end-pos, 0), true
 }
 
-// commitOffset is the offset a commit point commits for the task, if the
-// window moved it since the last commit.
-func (w *window) commitOffset() (kgo.EpochOffset, bool) {
-	if !w.dirty {
+// commitOffset is the offset a commit point commits for the partition, if
+// the cursor moved it since the last commit.
+func (c *cursor) commitOffset() (kgo.EpochOffset, bool) {
+	if !c.dirty {
 		return kgo.EpochOffset{}, false
 	}
-	return kgo.EpochOffset{Epoch: w.epoch, Offset: w.next}, true
+	return kgo.EpochOffset{Epoch: c.epoch, Offset: c.next}, true
 }
 
-// committed closes the window at a commit point that committed it (or had
-// nothing of it to commit): the next record opens a new one.
-func (w *window) committed() {
-	w.dirty = false
-	w.start = -1
+// committed closes the cursor's window at a commit point: the next record
+// opens a new one.
+func (c *cursor) committed() {
+	c.dirty = false
+	c.start = -1
 }
 
-// aborted drops the window's work: the transaction holding it aborted and
-// the consumer re-delivers from the committed offset, so no record counts as
-// processed and no changelog record as acknowledged.
-func (w *window) aborted() {
-	for i := range w.changelog {
-		w.changelog[i].Store(-1)
-	}
-	w.next = -1
-	w.dirty = false
-	w.start = -1
+// aborted drops the cursor's work (see window.aborted).
+func (c *cursor) aborted() {
+	c.next = -1
+	c.dirty = false
+	c.start = -1
 }
 
-// rewound drops the window's offsets for an at_least_once rollback and
+// rewound drops the cursor's offsets for an at_least_once rollback and
 // returns where the consumer must fetch again: the window's first record.
 // ok is false for an empty window (nothing to rewind).
-func (w *window) rewound() (from int64, ok bool) {
-	if w.start < 0 {
+func (c *cursor) rewound() (from int64, ok bool) {
+	if c.start < 0 {
 		return 0, false
 	}
-	from = w.start
-	w.start = -1
-	w.next = -1
-	w.dirty = false
+	from = c.start
+	c.start = -1
+	c.next = -1
+	c.dirty = false
 	return from, true
 }
 

@@ -20,59 +20,59 @@ func TestWindowTransitions(t *testing.T) {
 	at := func(off int64, epoch int32) *kgo.EpochOffset { return &kgo.EpochOffset{Epoch: epoch, Offset: off} }
 	cases := []struct {
 		name string
-		ops  func(w *window)
+		ops  func(w *cursor)
 		want windowWant
 	}{
-		{"empty", func(*window) {},
+		{"empty", func(*cursor) {},
 			windowWant{start: -1, next: -1, failedAt: -1, stoppedAt: -1}},
-		{"processed records open the window and move next", func(w *window) {
+		{"processed records open the window and move next", func(w *cursor) {
 			for o := int64(10); o < 13; o++ {
 				w.take(o)
 				w.processed(o, 3)
 			}
 		}, windowWant{start: 10, next: 13, commit: at(13, 3), failedAt: -1, stoppedAt: -1}},
-		{"a taken record that failed opens the window but does not move next", func(w *window) {
+		{"a taken record that failed opens the window but does not move next", func(w *cursor) {
 			w.take(5)
 			w.processed(5, 0)
 			w.take(6)
 			w.failed(6)
 		}, windowWant{start: 5, next: 6, commit: at(6, 0), failedAt: 6, stoppedAt: 6}},
-		{"committed closes the window and keeps next", func(w *window) {
+		{"committed closes the window and keeps next", func(w *cursor) {
 			w.take(5)
 			w.processed(5, 1)
 			w.committed()
 		}, windowWant{start: -1, next: 6, failedAt: -1, stoppedAt: -1}},
-		{"the next window starts at its own first record", func(w *window) {
+		{"the next window starts at its own first record", func(w *cursor) {
 			w.take(5)
 			w.processed(5, 1)
 			w.committed()
 			w.take(6)
 			w.processed(6, 2)
 		}, windowWant{start: 6, next: 7, commit: at(7, 2), failedAt: -1, stoppedAt: -1}},
-		{"aborted forgets next: the re-delivered records run again", func(w *window) {
+		{"aborted forgets next: the re-delivered records run again", func(w *cursor) {
 			w.take(5)
 			w.processed(5, 1)
 			w.aborted()
 		}, windowWant{start: -1, next: -1, failedAt: -1, stoppedAt: -1}},
-		{"rewound forgets the window", func(w *window) {
+		{"rewound forgets the window", func(w *cursor) {
 			w.take(5)
 			w.processed(5, 1)
 			w.rewound()
 		}, windowWant{start: -1, next: -1, failedAt: -1, stoppedAt: -1}},
-		{"stopAtFailure stops the batch at the failed record", func(w *window) {
+		{"stopAtFailure stops the batch at the failed record", func(w *cursor) {
 			w.take(3)
 			w.failed(3)
 			w.takeStop()
 			w.stopAtFailure()
 		}, windowWant{start: 3, next: -1, failedAt: 3, stoppedAt: 3}},
-		{"takeStop clears the stop", func(w *window) {
+		{"takeStop clears the stop", func(w *cursor) {
 			w.stopAt(8)
 			w.takeStop()
 		}, windowWant{start: -1, next: -1, failedAt: -1, stoppedAt: -1}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			w := newWindow(0)
+			w := newCursor()
 			c.ops(&w)
 			got := windowWant{start: w.start, next: w.next, failedAt: w.failedAt, stoppedAt: w.stoppedAt}
 			if off, ok := w.commitOffset(); ok {
@@ -91,7 +91,7 @@ func TestWindowTransitions(t *testing.T) {
 // of the consumer must not run a record twice (I5), and after an abort
 // everything runs again.
 func TestWindowTakeSkipsProcessed(t *testing.T) {
-	w := newWindow(0)
+	w := newCursor()
 	for o := int64(0); o < 4; o++ {
 		if !w.take(o) {
 			t.Fatalf("fresh record %d skipped", o)
@@ -115,20 +115,20 @@ func TestWindowTakeSkipsProcessed(t *testing.T) {
 // takeStop and rewound hand out an offset the loop rewinds the consumer to,
 // once: a second call has none.
 func TestWindowRewindOffsets(t *testing.T) {
-	stop := func(w *window) (int64, bool) { return w.takeStop() }
-	rewound := func(w *window) (int64, bool) { return w.rewound() }
+	stop := func(w *cursor) (int64, bool) { return w.takeStop() }
+	rewound := func(w *cursor) (int64, bool) { return w.rewound() }
 	cases := []struct {
 		name  string
-		setup func(w *window)
-		take  func(w *window) (int64, bool)
+		setup func(w *cursor)
+		take  func(w *cursor) (int64, bool)
 		want  int64
 		ok    bool
 	}{
-		{"no stop", func(*window) {}, stop, 0, false},
-		{"stop", func(w *window) { w.stopAt(7) }, stop, 7, true},
-		{"stop at the failed record", func(w *window) { w.take(3); w.failed(3) }, stop, 3, true},
-		{"empty window", func(*window) {}, rewound, 0, false},
-		{"window of two", func(w *window) {
+		{"no stop", func(*cursor) {}, stop, 0, false},
+		{"stop", func(w *cursor) { w.stopAt(7) }, stop, 7, true},
+		{"stop at the failed record", func(w *cursor) { w.take(3); w.failed(3) }, stop, 3, true},
+		{"empty window", func(*cursor) {}, rewound, 0, false},
+		{"window of two", func(w *cursor) {
 			w.take(20)
 			w.processed(20, 0)
 			w.take(21)
@@ -137,7 +137,7 @@ func TestWindowRewindOffsets(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			w := newWindow(0)
+			w := newCursor()
 			c.setup(&w)
 			if at, ok := c.take(&w); ok != c.ok || at != c.want {
 				t.Fatalf("got %d, %v; want %d, %v", at, ok, c.want, c.ok)
@@ -157,7 +157,7 @@ func TestWindowRewindOffsets(t *testing.T) {
 // A commit point that fails to commit (a retriable group error) leaves the
 // window as it was: its offset goes with the next commit point.
 func TestWindowCommitOffsetWithoutCommit(t *testing.T) {
-	w := newWindow(0)
+	w := newCursor()
 	w.take(0)
 	w.processed(0, 4)
 	for range 2 {
@@ -172,7 +172,7 @@ func TestWindowCommitOffsetWithoutCommit(t *testing.T) {
 }
 
 func TestWindowCheckpoints(t *testing.T) {
-	w := newWindow(3)
+	w := newWindow(1, 3)
 	if got := w.takeCheckpoints(); len(got) != 0 {
 		t.Fatalf("checkpoints of an empty window %v", got)
 	}
@@ -211,7 +211,7 @@ func TestWindowLag(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			w := newWindow(0)
+			w := newCursor()
 			if c.next >= 0 {
 				w.take(c.next - 1)
 				w.processed(c.next-1, 0)

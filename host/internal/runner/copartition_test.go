@@ -1,0 +1,269 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/kclient"
+	"github.com/wasmstream/wasmstream/host/internal/state"
+	"github.com/wasmstream/wasmstream/internal/testbroker"
+	"github.com/wasmstream/wasmstream/internal/testutil"
+)
+
+// joinPlugin joins its two inputs by key, the way a stream-stream join
+// plugin does through the state imports: each record is kept in the store
+// under its side, and the second side of a key to arrive emits
+// "<left>|<right>". Each key has one record on each side, so a task that
+// does not see both sides of a key (its inputs split across tasks or
+// members) never emits it, and a record processed twice on a state that
+// kept it emits it twice.
+type joinPlugin struct{ processed atomic.Int64 }
+
+type joinInstance struct {
+	p   *joinPlugin
+	env Env
+}
+
+func (p *joinPlugin) Instantiate(_ context.Context, _ TaskID, env Env) (Processor, error) {
+	return &joinInstance{p: p, env: env}, nil
+}
+
+func (i *joinInstance) Process(_ context.Context, rec *abi.Record) error {
+	i.p.processed.Add(1)
+	if rec.Index > 1 {
+		return &KindError{Kind: FailureTrap, Err: fmt.Errorf("input index %d", rec.Index)}
+	}
+	mine := append([]byte{byte('0' + rec.Index)}, rec.Key...)
+	other := append([]byte{byte('1' - rec.Index)}, rec.Key...)
+	if err := i.env.State.Put(0, mine, rec.Value); err != nil {
+		return err
+	}
+	v, found, err := i.env.State.Get(0, other)
+	if err != nil || !found {
+		return err
+	}
+	left, right := rec.Value, v
+	if rec.Index == 1 {
+		left, right = v, rec.Value
+	}
+	out := string(left) + "|" + string(right)
+	return i.env.Sink.Emit(0, &abi.Record{Key: rec.Key, Value: []byte(out), Partition: abi.AnyPartition})
+}
+
+func (i *joinInstance) Close(context.Context) error { return nil }
+
+// joinFixture is a co-partitioned processor: two inputs of equal
+// partition counts, one store.
+type joinFixture struct {
+	eos                    bool
+	protocol               GroupProtocol
+	b                      *testbroker.Broker
+	left, right, out, clog string
+	group                  string
+	members                int // transactional ids and state dirs handed out
+}
+
+func newJoinFixture(t *testing.T, eos bool, protocol GroupProtocol, partitions int) *joinFixture {
+	b := testbroker.New(t)
+	f := &joinFixture{eos: eos, protocol: protocol, b: b, left: b.Name(t, "left"), right: b.Name(t, "right"),
+		out: b.Name(t, "out"), group: b.Name(t, "app")}
+	f.clog = f.group + "-j-changelog"
+	b.CreateTopic(t, f.left, partitions, nil)
+	b.CreateTopic(t, f.right, partitions, nil)
+	b.CreateTopic(t, f.out, partitions, nil)
+	b.CreateTopic(t, f.clog, partitions, map[string]string{"cleanup.policy": "compact"})
+	return f
+}
+
+// runner makes a member with its own state directory and transactional id.
+func (f *joinFixture) runner(t *testing.T, p Plugin, extra ...kgo.Opt) *Runner {
+	f.members++
+	db, err := state.Open(t.TempDir(), state.Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(context.Background(), Options{
+		AppID:              f.group,
+		Kafka:              kclient.Config{Brokers: f.b.Addrs(), ClientID: "test"},
+		CommitInterval:     50 * time.Millisecond,
+		CommitRecords:      1000,
+		StartOffset:        Earliest,
+		SessionTimeout:     10 * time.Second,
+		GroupProtocol:      f.protocol,
+		Guarantee:          guarantee(f.eos),
+		TransactionalID:    f.b.Name(t, "txn"+strconv.Itoa(f.members)),
+		TransactionTimeout: 10 * time.Second,
+		Processors: []ProcessorSpec{{
+			Name: "join", Inputs: []string{f.left, f.right}, Outputs: []string{f.out},
+			OnError: Fail, Plugin: p, Stores: []string{"j"}, Changelogs: []string{f.clog},
+		}},
+		State:     db,
+		Logger:    testLogger(t),
+		ExtraOpts: extra,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return r
+}
+
+// produce writes keys k<from>..k<to-1> to both sides, the right side of
+// each key first when rightFirst.
+func (f *joinFixture) produce(t *testing.T, from, to int, rightFirst bool) {
+	var recs []*kgo.Record
+	for i := from; i < to; i++ {
+		k := "k" + strconv.Itoa(i)
+		l := &kgo.Record{Topic: f.left, Key: []byte(k), Value: []byte("L" + strconv.Itoa(i))}
+		r := &kgo.Record{Topic: f.right, Key: []byte(k), Value: []byte("R" + strconv.Itoa(i))}
+		if rightFirst {
+			recs = append(recs, r, l)
+		} else {
+			recs = append(recs, l, r)
+		}
+	}
+	f.b.Produce(t, recs...)
+}
+
+// joined counts the committed join outputs by value.
+func (f *joinFixture) joined(t *testing.T) map[string]int {
+	got := map[string]int{}
+	for _, r := range f.b.ReadCommitted(t, f.out, 30*time.Second) {
+		got[string(r.Value)]++
+	}
+	return got
+}
+
+// checkJoined checks that every key in [0, n) was joined, exactly once
+// under exactly_once, and nothing else came out.
+func (f *joinFixture) checkJoined(t *testing.T, got map[string]int, n int) error {
+	var missing, dup, wrong []string
+	for i := range n {
+		v := fmt.Sprintf("L%d|R%d", i, i)
+		switch c := got[v]; {
+		case c == 0:
+			missing = append(missing, v)
+		case c > 1 && f.eos:
+			dup = append(dup, v+"×"+strconv.Itoa(c))
+		}
+	}
+	for v := range got {
+		l, r, ok := strings.Cut(v, "|")
+		if !ok || strings.TrimPrefix(l, "L") != strings.TrimPrefix(r, "R") {
+			wrong = append(wrong, v)
+		}
+	}
+	sort.Strings(missing)
+	sort.Strings(dup)
+	if len(missing)+len(dup)+len(wrong) > 0 {
+		return fmt.Errorf("%d keys not joined (first %v), %d joined more than once (%v), wrong %v",
+			len(missing), first(missing, 5), len(dup), first(dup, 5), wrong)
+	}
+	return nil
+}
+
+func first(s []string, n int) []string { return s[:min(n, len(s))] }
+
+// Co-partitioned tasks under a rebalance storm (#14): members join, leave
+// and are replaced (a new one on an empty state directory, restored from
+// the changelog) while both inputs are written; task p must see partition p
+// of both inputs on one member with one store, through every rebalance and
+// under both group protocols. Every key is joined; under exactly_once
+// exactly once.
+func TestCopartitionedTasksSurviveARebalanceStorm(t *testing.T) {
+	for _, protocol := range []GroupProtocol{ProtocolConsumer, ProtocolClassic} {
+		for _, eos := range []bool{true, false} {
+			t.Run(protocol.String()+"/"+guarantee(eos).String(), func(t *testing.T) {
+				f := newJoinFixture(t, eos, protocol, 6)
+				p := &joinPlugin{}
+				// A writer adds 20 keys every 20ms, alternating which side
+				// comes first, until the storm is over.
+				var n atomic.Int64
+				done := make(chan struct{})
+				writing := make(chan struct{})
+				go func() {
+					defer close(writing)
+					for i := 0; ; i++ {
+						select {
+						case <-done:
+							return
+						case <-time.After(20 * time.Millisecond):
+						}
+						from := int(n.Load())
+						f.produce(t, from, from+20, i%2 == 1)
+						n.Store(int64(from + 20))
+					}
+				}()
+				stops := []func() error{start(t, f.runner(t, p))}
+				// Joins, leaves and replacements (a member on an empty state
+				// directory restores from the changelog) about every 700ms.
+				for step := range 12 {
+					switch {
+					case len(stops) < 2 || (step%3 != 2 && len(stops) < 4):
+						stops = append(stops, start(t, f.runner(t, p)))
+					default:
+						if err := stops[0](); err != nil {
+							t.Fatalf("stopping a member: %v", err)
+						}
+						stops = stops[1:]
+					}
+					time.Sleep(700 * time.Millisecond)
+				}
+				close(done)
+				<-writing
+				keys := int(n.Load())
+				testutil.Eventually(t, 90*time.Second, func() error {
+					return f.checkJoined(t, f.joined(t), keys)
+				})
+				var errs []error
+				for _, stop := range stops {
+					errs = append(errs, stop())
+				}
+				if err := errors.Join(errs...); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.checkJoined(t, f.joined(t), keys); err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("%d keys joined through %d members; %d records processed in all", keys, f.members, p.processed.Load())
+			})
+		}
+	}
+}
+
+// The runner keeps a co-partitioned task whole on its own: a group whose
+// assignor splits the inputs' partitions among members (round robin over
+// three partitions each, two members: no member gets both sides of any
+// partition) runs no task at all, rather than two halves of one on two
+// stores. Nothing is processed or committed; once one member holds
+// everything, every key is joined.
+func TestCopartitionedTaskNeedsEveryPartition(t *testing.T) {
+	f := newJoinFixture(t, true, ProtocolClassic, 3)
+	p := &joinPlugin{}
+	rr := kgo.Balancers(kgo.RoundRobinBalancer())
+	stop1 := start(t, f.runner(t, p, rr))
+	stop2 := start(t, f.runner(t, p, rr))
+	time.Sleep(3 * time.Second) // both members in the group
+	f.produce(t, 0, 60, false)
+	time.Sleep(3 * time.Second)
+	if got := p.processed.Load(); got != 0 {
+		t.Fatalf("%d records processed by split tasks", got)
+	}
+	if err := stop2(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 60*time.Second, func() error { return f.checkJoined(t, f.joined(t), 60) })
+	if err := stop1(); err != nil {
+		t.Fatal(err)
+	}
+}
