@@ -130,7 +130,15 @@ type ProcessorConfig struct {
 	// Inputs are the topics the processor reads. At least one; a topic may
 	// be the input of one processor only. "<processor>.<output>" names the
 	// repartition output of another processor of the app (see
-	// Repartition): the processor reads that output's internal topic.
+	// Repartition): the processor reads that output's internal topic. The
+	// record's input index (abi.Record.Index) is the position here. A
+	// processor with stores and several inputs is co-partitioned: its
+	// task p reads partition p of every input, in timestamp order as far
+	// as one fetch shows them, with one store set, so the inputs must have
+	// the same partition count (checked at startup) and be keyed alike
+	// (the same key in the same partition): what a join or an aggregate
+	// over several topics needs. A processor without stores reads each
+	// input partition in a task of its own.
 	Inputs []string `koanf:"inputs"`
 	// Outputs maps the names the plugin emits to (its outputs) to topics.
 	// A plugin can emit only to these and to its Repartition outputs.
@@ -159,8 +167,8 @@ type ProcessorConfig struct {
 	// kept per task (input partition) in the local state directory and
 	// backed by a compacted changelog topic <app_id>-<store>-changelog,
 	// from which a task's store is restored wherever the task runs. Store
-	// names are unique within the app. A processor with stores has exactly
-	// one input (its tasks are that topic's partitions).
+	// names are unique within the app. The tasks are the partitions of the
+	// inputs (co-partitioned when there are several: see Inputs).
 	Stores []string `koanf:"stores"`
 	// Tables are global tables the plugin reads, table name -> topic. Each
 	// process reads the whole topic (every partition, read_committed) into
@@ -863,9 +871,6 @@ func (c *Config) Validate() error {
 			case e.Clock != "" && e.Clock != "event" && e.Clock != "wall":
 				bad(at+".clock", "%q must be event or wall", e.Clock)
 			}
-		}
-		if len(p.Stores) > 0 && len(p.Inputs) > 1 {
-			bad(at+".inputs", "a processor with stores reads exactly one input topic (its tasks are that topic's partitions); split it into one processor per input")
 		}
 		switch p.OnError {
 		case OnErrorFail, OnErrorSkip, OnErrorDeadLetter:

@@ -4,7 +4,9 @@
 // partition, so a task's state lives in the changelog partition of the
 // same number: I3, I4), repartition topics (delete retention without a
 // time limit, as many partitions as the writing processor's first input
-// unless configured) and dead-letter topics.
+// unless configured) and dead-letter topics. The inputs of a processor
+// with stores and several inputs (co-partitioned) have one partition
+// count.
 package topics
 
 import (
@@ -136,6 +138,9 @@ func Ensure(ctx context.Context, adm *kadm.Client, w Want, log *slog.Logger) err
 	if err := ensureRepartitions(ctx, adm, procs, counts, log); err != nil {
 		return err
 	}
+	if err := checkCopartitioned(procs, counts); err != nil {
+		return err
+	}
 	for _, p := range procs {
 		stores := make([]string, 0, len(p.Changelogs))
 		for st := range p.Changelogs {
@@ -168,6 +173,31 @@ func Ensure(ctx context.Context, adm *kadm.Client, w Want, log *slog.Logger) err
 		}
 	}
 	return nil
+}
+
+// checkCopartitioned refuses a processor with stores and several inputs
+// whose inputs differ in partition count: its task p reads partition p of
+// every input, so a partition without its peers would never be read with
+// them (or at all).
+func checkCopartitioned(procs []Processor, counts map[string]int32) error {
+	var errs []error
+	for _, p := range procs {
+		if len(p.Changelogs) == 0 || len(p.Inputs) < 2 {
+			continue
+		}
+		first := p.Inputs[0]
+		var differ []string
+		for _, in := range p.Inputs[1:] {
+			if counts[in] != counts[first] {
+				differ = append(differ, fmt.Sprintf("%s has %d", in, counts[in]))
+			}
+		}
+		if len(differ) > 0 {
+			errs = append(errs, fmt.Errorf("processor %q has stores and several inputs, which must have the same partition count (its task p reads partition p of each): %s has %d partitions but %s; repartition the others to %d partitions (a repartition output with repartition_partitions), or split the processor",
+				p.Name, first, counts[first], strings.Join(differ, ", "), counts[first]))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // ensureRepartitions creates or checks every repartition topic of procs,
