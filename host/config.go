@@ -182,6 +182,22 @@ type ProcessorConfig struct {
 	// and must not be one of the processor's stores or outputs. The topic
 	// must exist, or is created compacted when kafka.create_topics is on.
 	Tables map[string]string `koanf:"tables"`
+	// TaskTables are co-partitioned tables the plugin reads, table name ->
+	// topic. The topic is read like an input, co-partitioned with the
+	// processor's inputs (same partition count, keyed alike): task p keeps
+	// partition p of it in a store of the task, the latest value per key,
+	// a null value deleting the key, written in timestamp order with the
+	// records of the other inputs, so a lookup sees the table as of the
+	// record being processed. Its records are not handed to the plugin,
+	// which reads the table through the state imports under its name
+	// (store_index gives an index after its stores and global tables);
+	// writes return EINVAL. The topic is the table's changelog (no extra
+	// topic, like Kafka Streams' source-topic reuse): a task that moves
+	// restores it from the topic, up to the group's committed offset. It
+	// must exist, or is created compacted when kafka.create_topics is on.
+	// Names follow the store name rules and must not be one of the
+	// processor's stores, global tables or outputs.
+	TaskTables map[string]string `koanf:"task_tables"`
 	// Expire gives stores a time to live, by store name (abi/ABI.md
 	// section 8.7): an entry expires once the store's clock reaches the
 	// time of its last write plus After. Expired entries are absent from
@@ -575,6 +591,7 @@ func (c *Config) Clone() *Config {
 		p.Repartition = slices.Clone(p.Repartition)
 		p.Stores = slices.Clone(p.Stores)
 		p.Tables = maps.Clone(p.Tables)
+		p.TaskTables = maps.Clone(p.TaskTables)
 		p.Expire = maps.Clone(p.Expire)
 		p.Config = cloneValue(p.Config).(map[string]any)
 		out.Processors[i] = p
@@ -861,6 +878,29 @@ func (c *Config) Validate() error {
 				bad(at, "%q is not a valid topic name", topic)
 			}
 		}
+		for _, name := range sortedKeys(p.TaskTables) {
+			at, topic := at+".task_tables."+name, p.TaskTables[name]
+			_, isOutput := p.Outputs[name]
+			_, isGlobal := p.Tables[name]
+			switch {
+			case !nameRE.MatchString(name):
+				bad(at, "table name %q must be made of a-z A-Z 0-9 . _ -", name)
+			case strings.HasPrefix(name, "_"):
+				bad(at, "table name %q: names starting with _ are the host's", name)
+			case slices.Contains(p.Stores, name) || isGlobal:
+				bad(at, "table name %q is also one of the processor's stores or global tables (the plugin finds them by name with store_index)", name)
+			case isOutput || slices.Contains(p.Repartition, name):
+				bad(at, "table name %q is also one of the processor's outputs", name)
+			}
+			switch {
+			case !nameRE.MatchString(topic):
+				bad(at, "%q is not a valid topic name", topic)
+			case inputs[topic] != "":
+				bad(at, "topic %q is already the input of processor %q (a task table is read like an input: one processor reads it)", topic, inputs[topic])
+			default:
+				inputs[topic] = p.Name
+			}
+		}
 		for st, e := range p.Expire {
 			at := at + ".expire." + st
 			switch {
@@ -972,7 +1012,7 @@ func (s SwapConfig) canary() versions.Canary {
 func (c *Config) pluginSpec(p *ProcessorConfig) plugin.Spec {
 	return plugin.Spec{
 		Name: p.Name, Path: p.Plugin, Inputs: c.inputTopics(p), Outputs: c.outputTopics(p), Stores: p.Stores,
-		Tables:  sortedKeys(p.Tables),
+		Tables: sortedKeys(p.Tables), TaskTables: sortedKeys(p.TaskTables),
 		OnError: p.OnError, Config: p.Config,
 		Memory: uint64(p.Limits.Memory), RecordTimeout: p.Limits.RecordTimeout,
 		Stack: int(p.Limits.Stack),
@@ -1006,11 +1046,39 @@ func timeStoreName(processor string) string { return "_time." + processor }
 
 // taskStores are the stores of the processor's tasks: its own, then its
 // time store; none for a processor without stores.
+//
+// They are the plugin's stores, then its task tables (by name), then the
+// time store.
 func (c *Config) taskStores(p *ProcessorConfig) []string {
-	if len(p.Stores) == 0 {
+	if len(p.Stores)+len(p.TaskTables) == 0 {
 		return nil
 	}
-	return append(slices.Clone(p.Stores), timeStoreName(p.Name))
+	return append(slices.Concat(p.Stores, sortedKeys(p.TaskTables)), timeStoreName(p.Name))
+}
+
+// changelogTopics are the changelogs of taskStores(p), in its order: a
+// task table's is its own topic.
+func (c *Config) changelogTopics(p *ProcessorConfig) []string {
+	var out []string
+	for _, st := range c.taskStores(p) {
+		if topic, ok := p.TaskTables[st]; ok {
+			out = append(out, topic)
+		} else {
+			out = append(out, c.ChangelogTopic(st))
+		}
+	}
+	return out
+}
+
+// runnerInputs are the topics p's tasks read: its inputs (the record's
+// input index), then its task tables (by name), which the plugin never
+// gets as records.
+func (c *Config) runnerInputs(p *ProcessorConfig) []string {
+	out := c.inputTopics(p)
+	for _, name := range sortedKeys(p.TaskTables) {
+		out = append(out, p.TaskTables[name])
+	}
+	return out
 }
 
 // DeadLetterTopic is the topic failed records go to under on_error:

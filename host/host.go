@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -190,23 +192,29 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		pc := &cfg.Processors[i]
 		specs[i] = runner.ProcessorSpec{
 			Name:            pc.Name,
-			Inputs:          cfg.inputTopics(pc),
+			Inputs:          cfg.runnerInputs(pc),
 			Outputs:         p.Topics,
 			OutputLimits:    h.outputLimits(p),
 			OnError:         enums.onError[i],
 			DeadLetterTopic: cfg.DeadLetterTopic(pc),
 			Stores:          cfg.taskStores(pc),
-			TimeStore:       len(pc.Stores) > 0,
+			TimeStore:       len(cfg.taskStores(pc)) > 0,
 			TimeLimits: runner.TimeLimits{Timers: pc.Limits.Timers, FiringsPerCommit: pc.Limits.TimerFirings,
 				CommitMarks: pc.Limits.CommitMarks},
-			Expiry:         map[string]state.Expiry{},
-			EarliestInputs: cfg.repartitionInputs(pc),
+			Expiry: map[string]state.Expiry{},
+			// A task table with no committed offset starts at its
+			// earliest record whatever start_offset says: a table is
+			// its whole topic.
+			EarliestInputs: slices.Concat(cfg.repartitionInputs(pc), slices.Sorted(maps.Values(pc.TaskTables))),
+			Changelogs:     cfg.changelogTopics(pc),
 		}
 		for st, e := range pc.Expire {
 			specs[i].Expiry[st] = state.Expiry{TTL: e.After.Milliseconds(), Wall: e.Clock == "wall"}
 		}
-		for _, st := range specs[i].Stores {
-			specs[i].Changelogs = append(specs[i].Changelogs, cfg.ChangelogTopic(st))
+		for j, st := range specs[i].Stores {
+			if topic, ok := pc.TaskTables[st]; ok {
+				specs[i].TaskTables = append(specs[i].TaskTables, runner.TaskTable{Topic: topic, Store: j})
+			}
 		}
 	}
 	var onRestore func(restore.Progress)
@@ -496,7 +504,7 @@ func (h *Host) Ready() bool {
 // stateful reports whether any processor has stores or tables.
 func (h *Host) stateful() bool {
 	for _, p := range h.cfg.Processors {
-		if len(p.Stores) > 0 || len(p.Tables) > 0 {
+		if len(p.Stores) > 0 || len(p.Tables) > 0 || len(p.TaskTables) > 0 {
 			return true
 		}
 	}
@@ -571,11 +579,21 @@ func (h *Host) ensureTopics(ctx context.Context, create bool) error {
 	procs := make([]topics.Processor, len(h.cfg.Processors))
 	for i := range h.cfg.Processors {
 		pc := &h.cfg.Processors[i]
-		procs[i] = topics.Processor{Name: pc.Name, Inputs: h.cfg.inputTopics(pc), Outputs: pc.Outputs,
+		// Task tables are inputs (co-partitioned with the others) and
+		// tables (created compacted); their topic is their changelog.
+		procs[i] = topics.Processor{Name: pc.Name, Inputs: h.cfg.runnerInputs(pc), Outputs: pc.Outputs,
 			Repartition: h.cfg.repartitionTopics(pc), RepartitionPartitions: int32(pc.RepartitionPartitions),
-			Changelogs: map[string]string{}, Tables: pc.Tables}
+			Changelogs: map[string]string{}, Tables: maps.Clone(pc.Tables)}
+		for name, topic := range pc.TaskTables {
+			if procs[i].Tables == nil {
+				procs[i].Tables = map[string]string{}
+			}
+			procs[i].Tables[name] = topic
+		}
 		for _, st := range h.cfg.taskStores(pc) {
-			procs[i].Changelogs[st] = h.cfg.ChangelogTopic(st)
+			if _, ok := pc.TaskTables[st]; !ok {
+				procs[i].Changelogs[st] = h.cfg.ChangelogTopic(st)
+			}
 		}
 		if pc.OnError == OnErrorDeadLetter {
 			procs[i].DeadLetter = h.cfg.DeadLetterTopic(pc)

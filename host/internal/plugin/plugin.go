@@ -35,7 +35,11 @@ type Spec struct {
 	Stores  []string
 	// Tables are the processor's global tables, read-only stores after
 	// Stores (engine.Binding.Tables); the host sets Binding.TableState.
-	Tables  []string
+	Tables []string
+	// TaskTables are the processor's task tables, read-only stores after
+	// Tables. Each is a store of the task's state, after Stores (the
+	// runner writes it from its topic): an instance reads it there.
+	TaskTables []string
 	OnError string
 	Config  map[string]any // handed to the plugin as JSON; nil: {}
 	// Memory bounds an instance's linear memory (bytes); RecordTimeout
@@ -170,7 +174,8 @@ func New(ctx context.Context, spec Spec, lim Limits, log *slog.Logger) (*Process
 	return &Processor{
 		Spec:    spec,
 		RT:      rt,
-		Binding: engine.Binding{Name: spec.Name, Outputs: names, Stores: spec.Stores, Tables: spec.Tables, Config: conf},
+		Binding: engine.Binding{Name: spec.Name, Outputs: names, Stores: spec.Stores,
+			Tables: slices.Concat(spec.Tables, spec.TaskTables), Config: conf},
 		Topics:  topics,
 	}, nil
 }
@@ -208,7 +213,7 @@ func (p *Processor) Compile(ctx context.Context, wasm []byte) (*engine.Module, e
 	if len(p.Spec.Stores) > 0 {
 		check.State = noState{}
 	}
-	if len(p.Spec.Tables) > 0 {
+	if len(p.Spec.Tables)+len(p.Spec.TaskTables) > 0 {
 		check.TableState = noState{}
 	}
 	inst, err := mod.Instantiate(ctx, check)
@@ -223,7 +228,7 @@ func (p *Processor) Compile(ctx context.Context, wasm []byte) (*engine.Module, e
 // Factory makes the runner's Plugin of a compiled version of p; version is
 // its ID, on its instances' log lines.
 func (p *Processor) Factory(mod *engine.Module, version string) runner.Plugin {
-	return &factory{module: mod, binding: p.Binding, version: version}
+	return &factory{module: mod, binding: p.Binding, version: version, taskTables: len(p.Spec.TaskTables)}
 }
 
 // CheckStores is the load-time rule of abi/ABI.md section 8.2 that needs
@@ -231,8 +236,8 @@ func (p *Processor) Factory(mod *engine.Module, version string) runner.Plugin {
 // host keeps a task's timers with its state (committed, restored and moved
 // with its stores).
 func CheckStores(spec Spec, info engine.Info) error {
-	if info.ImportsTimerSet && len(spec.Stores) == 0 {
-		return fmt.Errorf("processor %q: the plugin imports %s.%s but the processor declares no store: timers are kept in the task's state, so declare one in its stores",
+	if info.ImportsTimerSet && len(spec.Stores)+len(spec.TaskTables) == 0 {
+		return fmt.Errorf("processor %q: the plugin imports %s.%s but the processor declares no store or task table: timers are kept in the task's state, so declare one in its stores",
 			spec.Name, abi.ImportModule, abi.ImportTimerSet)
 	}
 	return nil
@@ -282,6 +287,9 @@ type factory struct {
 	module  *engine.Module
 	binding engine.Binding
 	version string // the version's ID, on its plugin's log lines
+	// taskTables is how many of the binding's Tables are task tables (the
+	// last ones).
+	taskTables int
 }
 
 func (f *factory) Instantiate(ctx context.Context, task runner.TaskID, env runner.Env) (runner.Processor, error) {
@@ -290,6 +298,13 @@ func (f *factory) Instantiate(ctx context.Context, task runner.TaskID, env runne
 	b.Sink = env.Sink
 	if env.State != nil {
 		b.State = taskState{env.State}
+	}
+	if f.taskTables > 0 {
+		if env.State == nil {
+			return nil, fmt.Errorf("task %s: the processor has task tables but the task has no state", task)
+		}
+		b.TableState = tableView{global: b.TableState, globals: len(b.Tables) - f.taskTables,
+			task: env.State, first: len(b.Stores)}
 	}
 	if env.Time != nil {
 		b.Time = taskTime{env.Time}
@@ -420,4 +435,36 @@ func (t Tables) Scan(i int, start, end []byte) (engine.Iterator, error) {
 func (Tables) Put(int, []byte, []byte) error { return errReadOnly }
 func (Tables) Delete(int, []byte) error      { return errReadOnly }
 
-var errReadOnly = errors.New("plugin: a global table is read-only")
+var errReadOnly = errors.New("plugin: a table is read-only")
+
+// tableView serves an instance's tables: the global ones (the first
+// globals indices) from the host's shared tables, the task tables from the
+// task's own stores, which follow the plugin's first stores. The engine
+// answers writes to any table with EINVAL before they get here.
+type tableView struct {
+	global  engine.State // nil without global tables
+	globals int
+	task    *state.Task
+	first   int // the task's store index of its first task table
+}
+
+func (v tableView) Get(i int, key []byte) ([]byte, bool, error) {
+	if i < v.globals {
+		return v.global.Get(i, key)
+	}
+	return v.task.Get(v.first+i-v.globals, key)
+}
+
+func (v tableView) Scan(i int, start, end []byte) (engine.Iterator, error) {
+	if i < v.globals {
+		return v.global.Scan(i, start, end)
+	}
+	it, err := v.task.Scan(v.first+i-v.globals, start, end)
+	if err != nil {
+		return nil, err
+	}
+	return it, nil
+}
+
+func (tableView) Put(int, []byte, []byte) error { return errReadOnly }
+func (tableView) Delete(int, []byte) error      { return errReadOnly }

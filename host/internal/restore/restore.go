@@ -259,7 +259,12 @@ func Restore(ctx context.Context, cfg Config, task *state.Task, store int, topic
 // already restored, so the pass is repeated until one completes without a
 // wipe (bounded by MaxRestarts); stores restored after the wipe keep their
 // checkpoints and finish at once.
-func (r *Restorer) RestoreTask(ctx context.Context, task *state.Task, topics []string, partition int32) ([]Result, error) {
+//
+// until, if not nil, gives a store a target of its own: until[i] >= 0
+// restores store i only up to that offset (a table store whose changelog is
+// its source topic stops at the group's committed offset: what is past it
+// the task reads as input again).
+func (r *Restorer) RestoreTask(ctx context.Context, task *state.Task, topics []string, until []int64, partition int32) ([]Result, error) {
 	if n := len(task.Stores()); n != len(topics) {
 		return nil, fmt.Errorf("restore: task %s has %d stores but %d changelog topics were given", task, n, len(topics))
 	}
@@ -267,7 +272,11 @@ func (r *Restorer) RestoreTask(ctx context.Context, task *state.Task, topics []s
 	for pass := 0; ; pass++ {
 		gen := task.WipeGeneration()
 		for i, topic := range topics {
-			res, err := r.Restore(ctx, task, i, topic, partition)
+			to := int64(-1)
+			if i < len(until) {
+				to = until[i]
+			}
+			res, err := r.restoreTo(ctx, task, i, topic, partition, to)
 			results[i] = merge(results[i], res)
 			if err != nil {
 				return results, err
@@ -323,7 +332,10 @@ type run struct {
 	store     int
 	topic     string
 	partition int32
-	log       *slog.Logger
+	// until caps the target (-1: none): a source topic used as the
+	// changelog is restored to the group's committed offset only.
+	until int64
+	log   *slog.Logger
 
 	res   Result
 	began time.Time
@@ -353,12 +365,18 @@ type run struct {
 // applied before it stays, with a checkpoint that matches: calling Restore
 // again resumes.
 func (r *Restorer) Restore(ctx context.Context, task *state.Task, store int, topic string, partition int32) (Result, error) {
+	return r.restoreTo(ctx, task, store, topic, partition, -1)
+}
+
+// restoreTo is Restore up to offset until at most (-1: the last stable
+// offset).
+func (r *Restorer) restoreTo(ctx context.Context, task *state.Task, store int, topic string, partition int32, until int64) (Result, error) {
 	names := task.Stores()
 	if store < 0 || store >= len(names) {
 		return Result{}, fmt.Errorf("%w: task %s has %d stores, not index %d", state.ErrNoStore, task, len(names), store)
 	}
 	u := &run{
-		r: r, cfg: &r.cfg, task: task, store: store, topic: topic, partition: partition,
+		r: r, cfg: &r.cfg, task: task, store: store, topic: topic, partition: partition, until: until,
 		log:   r.cfg.Logger.With("task", task.String(), "store", names[store], "topic", topic, "partition", partition),
 		began: time.Now(),
 		free:  make(chan []state.Change, 3),
@@ -396,7 +414,7 @@ func (u *run) restore(ctx context.Context) error {
 	// last stable offset below records committed after it began: restoring
 	// to it would miss them. Wait until every transaction open now has
 	// ended (the broker aborts it at its timeout at the latest).
-	if offs.lso < offs.hwm {
+	if offs.lso < offs.hwm && (u.until < 0 || u.until > offs.lso) {
 		hwm := offs.hwm
 		u.log.Info("restore: waiting for open transactions to end", "last_stable_offset", offs.lso, "high_watermark", hwm)
 		deadline := time.Now().Add(u.r.cfg.OpenTransactionWait)
@@ -416,6 +434,10 @@ func (u *run) restore(ctx context.Context) error {
 		}
 	}
 	u.target, u.topicID = offs.lso, offs.id
+	if u.until >= 0 {
+		// Never below the log start: nothing there to read.
+		u.target = max(min(u.target, u.until), offs.start)
+	}
 	switch {
 	case !ok:
 		u.pos = offs.start

@@ -554,7 +554,7 @@ func TestRestoreTaskAfterWipe(t *testing.T) {
 			}
 		}
 	}
-	res, err := newRestorer(t, cfg).RestoreTask(testCtx(t, 60*time.Second), tk, []string{t0, t1}, 0)
+	res, err := newRestorer(t, cfg).RestoreTask(testCtx(t, 60*time.Second), tk, []string{t0, t1}, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

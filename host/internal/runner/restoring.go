@@ -3,8 +3,12 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/wasmstream/wasmstream/host/internal/restore"
 )
@@ -46,7 +50,12 @@ func (r *Runner) startRestore(t *task) {
 			rs.err = ctx.Err()
 			return
 		}
-		_, rs.err = r.restorer.RestoreTask(ctx, t.st, t.proc.spec.Changelogs, t.id.Partition)
+		until, err := r.tableTargets(ctx, t)
+		if err != nil {
+			rs.err = err
+			return
+		}
+		_, rs.err = r.restorer.RestoreTask(ctx, t.st, t.proc.spec.Changelogs, until, t.id.Partition)
 	}()
 }
 
@@ -131,4 +140,47 @@ func (p *restoreProgress) snapshot() []restore.Progress {
 		return out[i].Store < out[j].Store
 	})
 	return out
+}
+
+// tableTargets are the restore targets of the task's stores (nil: every
+// store to its changelog's end): a task table stops at the group's
+// committed offset of its partition, or restores nothing when none is
+// committed. What lies past the committed offset the task reads again as
+// input, in order with its other inputs, so a lookup never sees the table
+// ahead of the records it is processed with. The committed offset is read
+// stable: a transaction of the partition's previous owner that is still
+// open is waited for.
+func (r *Runner) tableTargets(ctx context.Context, t *task) ([]int64, error) {
+	if len(t.proc.spec.TaskTables) == 0 {
+		return nil, nil
+	}
+	until := make([]int64, len(t.proc.spec.Stores))
+	for i := range until {
+		until[i] = -1
+	}
+	adm := kadm.NewClient(r.cl)
+	for attempt := 0; ; attempt++ {
+		offs, err := adm.FetchOffsets(kadm.RequireStable(ctx), r.opts.AppID)
+		if err == nil {
+			err = offs.Error()
+		}
+		if err == nil {
+			for _, tt := range t.proc.spec.TaskTables {
+				until[tt.Store] = 0 // nothing committed: the log start
+				if o, ok := offs.Lookup(tt.Topic, t.id.Partition); ok && o.At >= 0 {
+					until[tt.Store] = o.At
+				}
+			}
+			return until, nil
+		}
+		if ctx.Err() != nil || attempt >= 50 {
+			return nil, fmt.Errorf("task %s: reading the committed offsets of its tables: %w", t.id, err)
+		}
+		r.log.Info("reading the committed offsets of a task's tables; retrying", "task", t.id.String(), "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

@@ -135,11 +135,25 @@ type ProcessorSpec struct {
 	// Expiry gives stores (by name) a time to live (abi/ABI.md section
 	// 8.7); needs TimeStore.
 	Expiry map[string]state.Expiry
+	// TaskTables are the processor's task tables: inputs whose records the
+	// runner writes into a store of the task (the latest value per key, a
+	// null value deleting it) instead of handing them to the plugin, so
+	// task p holds partition p of each. A task table's changelog is its
+	// topic (Changelogs[Store] == Topic): nothing is produced for it, its
+	// checkpoint is the topic offset after the last record written, and it
+	// is restored from the topic up to the group's committed offset.
+	TaskTables []TaskTable
 	// EarliestInputs are the inputs the app itself writes (repartition
 	// topics): a partition of one with no committed offset starts at its
 	// earliest offset whatever Options.StartOffset says, so the reader
 	// misses nothing its writer wrote before the reader first joined.
 	EarliestInputs []string
+}
+
+// TaskTable is a task table: an input (Topic) written into Stores[Store].
+type TaskTable struct {
+	Topic string
+	Store int
 }
 
 // TimeLimits bound what a task's plugin can ask of time (ABI.md 8.6).
@@ -274,6 +288,9 @@ type procState struct {
 	// times is each task's time as of its latest commit point.
 	times map[TaskID]TaskTime
 
+	// tableStore maps each task table's topic to its store.
+	tableStore map[string]int
+
 	// held is, for a co-partitioned processor, the partitions of each input
 	// this member is assigned (copartition.go). Loop and callbacks, under
 	// Runner.mu.
@@ -385,7 +402,15 @@ func (r *Runner) addProcessors() ([]string, error) {
 			stats = newStats()
 		}
 		ps := &procState{spec: spec, inputIndex: map[string]uint32{}, Stats: stats,
-			lag: map[TaskID]int64{}, times: map[TaskID]TaskTime{}, held: map[string]map[int32]bool{}}
+			lag: map[TaskID]int64{}, times: map[TaskID]TaskTime{}, held: map[string]map[int32]bool{},
+			tableStore: map[string]int{}}
+		for _, tt := range spec.TaskTables {
+			if !slices.Contains(spec.Inputs, tt.Topic) || tt.Store < 0 || tt.Store >= len(spec.Stores) ||
+				len(spec.Changelogs) != len(spec.Stores) || spec.Changelogs[tt.Store] != tt.Topic {
+				return nil, fmt.Errorf("runner: processor %q: task table %s is not one of its inputs with a store whose changelog it is", spec.Name, tt.Topic)
+			}
+			ps.tableStore[tt.Topic] = tt.Store
+		}
 		if spec.Version == "" {
 			spec.Version = "initial"
 			ps.spec.Version = spec.Version

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -28,6 +29,9 @@ type task struct {
 	// record.
 	topics []string
 	index  []uint32
+	// table[i] is the store input i is written into when it is a task
+	// table (-1: a stream input, handed to the plugin).
+	table []int
 	// win is the task's commit window: its commit positions, where its
 	// batch stopped, its partitions' ends and its changelog positions.
 	win window
@@ -72,6 +76,11 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 	t.win = newWindow(len(t.topics), len(ps.spec.Stores))
 	for _, topic := range t.topics {
 		t.index = append(t.index, ps.inputIndex[topic])
+		store, ok := ps.tableStore[topic]
+		if !ok {
+			store = -1
+		}
+		t.table = append(t.table, store)
 	}
 	if len(ps.spec.Stores) > 0 {
 		t.st = r.opts.State.Task(ps.spec.Name, id.Partition, ps.spec.Stores)
@@ -255,7 +264,12 @@ func (t *task) processBatch(ctx context.Context, batch [][]*kgo.Record, deadline
 		if !cur.take(kr.Offset) {
 			continue // already processed (a re-fetch after a rewind)
 		}
-		err := t.processOne(ctx, kr, t.index[in])
+		var err error
+		if store := t.table[in]; store >= 0 {
+			err = t.writeTable(kr, store)
+		} else {
+			err = t.processOne(ctx, kr, t.index[in])
+		}
 		t.canaryIn++
 		if err != nil {
 			t.canaryFailed++
@@ -406,6 +420,9 @@ func (t *task) produceChangelog() {
 	}
 	for _, c := range t.st.Dirty() {
 		store := c.Store
+		if t.proc.spec.Changelogs[store] == "" || t.isTable(store) {
+			continue // a task table: its topic is its changelog
+		}
 		rec := &kgo.Record{
 			Topic:     t.proc.spec.Changelogs[store],
 			Partition: t.id.Partition,
@@ -492,4 +509,41 @@ func (t *task) stop(err error) {
 		t.proc.Stats.StoppedTasks.Add(1)
 	}
 	t.failed = err
+}
+
+// isTable reports whether store is one of the task's tables.
+func (t *task) isTable(store int) bool {
+	return slices.Contains(t.table, store)
+}
+
+// writeTable writes a task table's record into its store, a call of its
+// own (atomic, in the commit window like a record's writes): the latest
+// value per key, a null value deleting the key; a record without a key is
+// skipped, as Kafka Streams does. A record below the store's checkpoint is
+// already in the store (re-delivered after an at_least_once crash between
+// the state and the offset commit) and is skipped too. The record moves
+// the stream time like any other of the task's inputs. The store's
+// checkpoint for the commit point is the offset after the record: the
+// topic is the table's changelog.
+func (t *task) writeTable(kr *kgo.Record, store int) error {
+	cp, ok, err := t.st.Checkpoint(store)
+	if err != nil {
+		return fmt.Errorf("task table %s: %w", kr.Topic, err)
+	}
+	if kr.Key == nil || (ok && kr.Offset < cp) {
+		return nil
+	}
+	t.tk.observe(kr.Timestamp.UnixMilli())
+	if kr.Value == nil {
+		err = t.st.Delete(store, kr.Key)
+	} else {
+		err = t.st.Put(store, kr.Key, kr.Value)
+	}
+	if err != nil {
+		t.st.AbortRecord()
+		return fmt.Errorf("task table %s: writing record %d: %w", kr.Topic, kr.Offset, err)
+	}
+	t.st.CommitRecord()
+	t.win.changelogAcked(store, kr.Offset)
+	return nil
 }

@@ -1,0 +1,117 @@
+package host
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/wasmstream/wasmstream/internal/wasmbuild"
+)
+
+// A stream-table join on a task table (#14 item 3): plugins/enrich, as for
+// a global table, but the customers topic is co-partitioned with the
+// orders (both keyed by customer id) and each task keeps its own
+// partition of it in a store of the task. Table records never reach the
+// plugin; an update and a tombstone show in later lookups; a restart on
+// an empty state directory restores the table from its own topic (there
+// is no changelog topic for it) up to the committed offset, and the
+// records past it are read in timestamp order with the orders.
+func TestTaskTableEnrichment(t *testing.T) {
+	p := newPipeline(t, wasmbuild.Build(t, "./plugins/enrich"), OnErrorFail)
+	customers, missing := p.b.Name(t, "customers"), p.b.Name(t, "missing")
+	p.b.CreateTopic(t, customers, 3, map[string]string{"cleanup.policy": "compact"}) // as many as p.in
+	p.b.CreateTopic(t, missing, 1, nil)
+	pc := &p.cfg.Processors[0]
+	pc.TaskTables = map[string]string{"customers": customers}
+	pc.Outputs = map[string]string{"out": p.out, "missing": missing}
+	pc.Config = map[string]any{"table": "customers", "key_field": "customer_id", "as": "customer", "missing": "missing"}
+	p.cfg.State.Dir = t.TempDir()
+	if err := p.cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// Orders are keyed by customer id: co-partitioned with the table.
+	order := func(id, customerID string) {
+		p.b.Produce(t, customer(p.in, customerID, `{"order":"`+id+`","customer_id":"`+customerID+`"}`))
+	}
+	wantOut := func(id, want string) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			for _, r := range p.b.ReadCommitted(t, p.out, 30*time.Second) {
+				if string(r.Value) == want {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("order %s: no output %s; outputs %v", id, want, latest(p.b.ReadCommitted(t, p.out, 30*time.Second)))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+
+	p.b.Produce(t, customer(customers, "c1", `{"name":"Ann"}`), customer(customers, "c2", `{"name":"Bob"}`))
+	h, stop := p.run(t)
+	order("o1", "c1")
+	order("o2", "c9")
+	p.waitProcessed(t)
+	wantOut("o1", `{"order":"o1","customer_id":"c1","customer":{"name":"Ann"}}`)
+	if m := p.values(t, missing); len(m) != 1 || m["c9"] != `{"order":"o2","customer_id":"c9"}` {
+		t.Fatalf("missing: %v (table records must not reach the plugin)", m)
+	}
+
+	// An update and a tombstone: orders written after them see them.
+	p.b.Produce(t, customer(customers, "c1", `{"name":"Ann","tier":"gold"}`), customer(customers, "c2", ""))
+	order("o3", "c1")
+	order("o4", "c2")
+	p.waitProcessed(t)
+	wantOut("o3", `{"order":"o3","customer_id":"c1","customer":{"name":"Ann","tier":"gold"}}`)
+	if m := p.values(t, missing); m["c2"] != `{"order":"o4","customer_id":"c2"}` {
+		t.Fatalf("after the tombstone, missing: %v", m)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// An empty state directory: the table comes back from its topic, up
+	// to the committed offset only. An order written while the host was
+	// down, then an update after it: the order sees the table as it was
+	// when it was written (restored to gold, then the order, then the
+	// update, in timestamp order), not the update a restore to the
+	// topic's end would have shown it.
+	order("o5", "c1")
+	time.Sleep(5 * time.Millisecond)
+	p.b.Produce(t, customer(customers, "c1", `{"name":"Ann","tier":"platinum"}`))
+	p.cfg.State.Dir = t.TempDir()
+	h, stop = p.run(t)
+	p.waitProcessed(t)
+	wantOut("o5", `{"order":"o5","customer_id":"c1","customer":{"name":"Ann","tier":"gold"}}`)
+	order("o6", "c1")
+	p.waitProcessed(t)
+	wantOut("o6", `{"order":"o6","customer_id":"c1","customer":{"name":"Ann","tier":"platinum"}}`)
+	restoredFromTopic := false
+	for _, m := range h.members {
+		for _, pr := range m.r.RestoreProgress() {
+			if pr.Store == "customers" {
+				if pr.Topic != customers || !pr.Done {
+					t.Fatalf("table store restore %+v: want done, from %s", pr, customers)
+				}
+				restoredFromTopic = restoredFromTopic || pr.Restored > 0
+			}
+		}
+	}
+	if !restoredFromTopic {
+		t.Fatal("no task restored its table from the topic")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topics, err := p.b.Admin(t).ListTopics(ctx, p.cfg.ChangelogTopic("customers"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topics.Has(p.cfg.ChangelogTopic("customers")) {
+		t.Fatalf("a changelog topic %s was created for the task table", p.cfg.ChangelogTopic("customers"))
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
