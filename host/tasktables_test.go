@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,5 +114,31 @@ func TestTaskTableEnrichment(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestTaskTableConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		tables map[string]string
+		want   string
+	}{
+		{map[string]string{"counts": "t"}, `processors[0].task_tables.counts: table name "counts" is also one of the processor's stores or global tables`},
+		{map[string]string{"rates": "t"}, `processors[0].task_tables.rates: table name "rates" is also one of the processor's stores or global tables`},
+		{map[string]string{"out": "t"}, `processors[0].task_tables.out: table name "out" is also one of the processor's outputs`},
+		{map[string]string{"_x": "t"}, `processors[0].task_tables._x: table name "_x": names starting with _ are the host's`},
+		{map[string]string{"customers": "bad topic"}, `processors[0].task_tables.customers: "bad topic" is not a valid topic name`},
+		{map[string]string{"customers": "in"}, `processors[0].task_tables.customers: topic "in" is already the input of processor "p"`},
+		{map[string]string{"customers": "other-in"}, `processors[1].inputs[0]: topic "other-in" is already the input of processor "p"`},
+	} {
+		cfg := &Config{AppID: "app", Processors: []ProcessorConfig{
+			{Name: "p", Plugin: "x.wasm", Inputs: []string{"in"}, Outputs: map[string]string{"out": "o"},
+				Stores: []string{"counts"}, Tables: map[string]string{"rates": "r"}, TaskTables: tc.tables},
+			{Name: "q", Plugin: "x.wasm", Inputs: []string{"other-in"}, Outputs: map[string]string{"out": "o2"}},
+		}}
+		cfg.ApplyDefaults()
+		err := cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.tables, err, tc.want)
+		}
 	}
 }

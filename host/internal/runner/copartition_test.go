@@ -267,3 +267,147 @@ func TestCopartitionedTaskNeedsEveryPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// lookupPlugin looks each record's key up in the task table (store 0) and
+// emits "<key>=<value>", or "<key>=?" when the table has no such key.
+type lookupPlugin struct{}
+
+type lookupInstance struct{ env Env }
+
+func (lookupPlugin) Instantiate(_ context.Context, _ TaskID, env Env) (Processor, error) {
+	return &lookupInstance{env: env}, nil
+}
+
+func (i *lookupInstance) Process(_ context.Context, rec *abi.Record) error {
+	if rec.Index != 0 {
+		return &KindError{Kind: FailureTrap, Err: fmt.Errorf("a table record reached the plugin (input %d)", rec.Index)}
+	}
+	v, found, err := i.env.State.Get(0, rec.Key)
+	if err != nil {
+		return err
+	}
+	if !found {
+		v = []byte("?")
+	}
+	return i.env.Sink.Emit(0, &abi.Record{Key: rec.Key, Value: []byte(string(rec.Key) + "=" + string(v)), Partition: abi.AnyPartition})
+}
+
+func (i *lookupInstance) Close(context.Context) error { return nil }
+
+// A task table under a rebalance storm: the table is written first, then
+// records are looked up in it while members join, leave and are replaced
+// by members on empty state directories, which restore their partitions
+// of the table from its own topic. Every lookup finds its value; under
+// exactly_once every record is looked up once.
+func TestTaskTableSurvivesARebalanceStorm(t *testing.T) {
+	for _, eos := range []bool{true, false} {
+		t.Run(guarantee(eos).String(), func(t *testing.T) {
+			f := newJoinFixture(t, eos, ProtocolAuto, 4)
+			table := f.right // read as the table; f.left is the stream
+			const keys = 400
+			var recs []*kgo.Record
+			for i := range keys {
+				recs = append(recs, &kgo.Record{Topic: table, Key: []byte("k" + strconv.Itoa(i)), Value: []byte("v" + strconv.Itoa(i))})
+			}
+			f.b.Produce(t, recs...)
+			newRunner := func() *Runner {
+				db, err := state.Open(t.TempDir(), state.Options{Logger: testLogger(t)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = db.Close() })
+				f.members++
+				r, err := New(context.Background(), Options{
+					AppID: f.group, Kafka: kclient.Config{Brokers: f.b.Addrs(), ClientID: "test"},
+					CommitInterval: 50 * time.Millisecond, CommitRecords: 1000, StartOffset: Latest,
+					SessionTimeout: 10 * time.Second, Guarantee: guarantee(eos),
+					TransactionalID: f.b.Name(t, "txn"+strconv.Itoa(f.members)), TransactionTimeout: 10 * time.Second,
+					Processors: []ProcessorSpec{{
+						Name: "lookup", Inputs: []string{f.left, table}, Outputs: []string{f.out}, OnError: Fail,
+						Plugin: lookupPlugin{}, Stores: []string{"customers"}, Changelogs: []string{table},
+						TaskTables: []TaskTable{{Topic: table, Store: 0}}, EarliestInputs: []string{table},
+					}},
+					State: db, Logger: testLogger(t),
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			stops := []func() error{start(t, newRunner())}
+			// start_offset latest, but a table starts at its earliest
+			// record: the first member reads the whole table.
+			testutil.Eventually(t, 60*time.Second, func() error {
+				got, want := f.committedOf(t, table), f.endOffsetsOf(t, table)
+				if !equalOffsets(got, want, true) {
+					return fmt.Errorf("table committed %v, want %v", got, want)
+				}
+				return nil
+			})
+			n := 0
+			produce := func() {
+				var batch []*kgo.Record
+				for range 100 {
+					batch = append(batch, &kgo.Record{Topic: f.left, Key: []byte("k" + strconv.Itoa(n%keys)), Value: []byte(strconv.Itoa(n))})
+					n++
+				}
+				f.b.Produce(t, batch...)
+			}
+			// A first batch, committed, so that every stream partition has
+			// a committed offset before it moves (start_offset: latest
+			// would start a partition without one at its end).
+			produce()
+			testutil.Eventually(t, 60*time.Second, func() error {
+				got, want := f.committedOf(t, f.left), f.endOffsetsOf(t, f.left)
+				if !equalOffsets(got, want, false) {
+					return fmt.Errorf("stream committed %v, want %v", got, want)
+				}
+				return nil
+			})
+			for step := range 9 {
+				produce()
+				if step%3 == 2 {
+					if err := stops[0](); err != nil {
+						t.Fatal(err)
+					}
+					stops = stops[1:]
+				} else {
+					stops = append(stops, start(t, newRunner()))
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+			check := func() error {
+				outs := f.b.ReadCommitted(t, f.out, 30*time.Second)
+				for _, r := range outs {
+					k, v, _ := strings.Cut(string(r.Value), "=")
+					if v != "v"+strings.TrimPrefix(k, "k") {
+						return fmt.Errorf("lookup %s found %q", k, v)
+					}
+				}
+				if len(outs) < n || (eos && len(outs) != n) {
+					return fmt.Errorf("%d lookups for %d records", len(outs), n)
+				}
+				return nil
+			}
+			testutil.Eventually(t, 90*time.Second, check)
+			for _, stop := range stops {
+				if err := stop(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := check(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// committedOf and endOffsetsOf are the group's committed offsets and the
+// end offsets of topic.
+func (f *joinFixture) committedOf(t *testing.T, topic string) map[int32]int64 {
+	return (&fixture{b: f.b, group: f.group}).committed(t, topic)
+}
+
+func (f *joinFixture) endOffsetsOf(t *testing.T, topic string) map[int32]int64 {
+	return (&fixture{b: f.b}).endOffsets(t, topic)
+}
