@@ -26,8 +26,14 @@ import (
 // test's own.
 func Setup(t *testing.T, name string, plugins map[string]string, environ []string) *host.Config {
 	t.Helper()
+	return SetupFile(t, name, "pipeline.yaml", plugins, environ)
+}
+
+// SetupFile is Setup for another config file of the example.
+func SetupFile(t *testing.T, name, file string, plugins map[string]string, environ []string) *host.Config {
+	t.Helper()
 	root := t.TempDir()
-	files := map[string]string{filepath.Join("examples", name, "pipeline.yaml"): "pipeline.yaml"}
+	files := map[string]string{filepath.Join("examples", name, file): file}
 	for bin, pkg := range plugins {
 		files[bin] = wasmbuild.Build(t, pkg)
 	}
@@ -44,7 +50,7 @@ func Setup(t *testing.T, name string, plugins map[string]string, environ []strin
 			t.Fatal(err)
 		}
 	}
-	cfg, err := host.LoadConfig(filepath.Join(root, "examples", name, "pipeline.yaml"), environ, nil)
+	cfg, err := host.LoadConfig(filepath.Join(root, "examples", name, file), environ, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
