@@ -2,8 +2,12 @@ package host
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
@@ -42,4 +46,71 @@ func TestCopartitionedInputsNeedOnePartitionCount(t *testing.T) {
 		t.Fatalf("New with equal partition counts: %v", err)
 	}
 	_ = h.Close()
+}
+
+// The co-partitioning assignor is the whole group's: with one member per
+// processor (the default), the members of a co-partitioned processor share
+// the group with members of other processors, and all of them must ask
+// for the same assignor, or the group agrees on one that does not
+// co-partition (classic) or picks the one most members ask for (KIP-848),
+// and tasks split across processes wait forever. Two processes, each with
+// the join and a passthrough processor, under both protocols: every
+// impression is joined with its click.
+func TestCopartitionedProcessorNextToAnother(t *testing.T) {
+	for _, protocol := range []string{"classic", "consumer"} {
+		t.Run(protocol, func(t *testing.T) {
+			p := newPipeline(t, wasmbuild.Build(t, "./plugins/clickjoin"), OnErrorFail)
+			clicks, other, otherOut := p.b.Name(t, "clicks"), p.b.Name(t, "other"), p.b.Name(t, "other-out")
+			for _, tp := range []string{clicks, other, otherOut} {
+				p.b.CreateTopic(t, tp, 3, nil)
+			}
+			p.cfg.Kafka.GroupProtocol = protocol
+			pc := &p.cfg.Processors[0]
+			pc.Name = "join"
+			pc.Inputs = []string{p.in, clicks}
+			pc.Outputs = map[string]string{"joined": p.out}
+			pc.Stores = []string{"clickjoin"}
+			pc.Config = map[string]any{"window": "1m", "join": "inner"}
+			p.cfg.Processors = append(p.cfg.Processors, ProcessorConfig{Name: "pass",
+				Plugin: wasmbuild.Build(t, "./plugins/passthrough"), Inputs: []string{other},
+				Outputs: map[string]string{"out": otherOut}, OnError: OnErrorFail})
+			p.cfg.ApplyDefaults()
+			if err := p.cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			var stops []func() error
+			for range 2 {
+				p.cfg.State.Dir = t.TempDir()
+				_, stop := p.run(t)
+				stops = append(stops, stop)
+			}
+			const n = 60
+			base := time.Now().Add(-time.Minute)
+			var recs []*kgo.Record
+			for i := range n {
+				k := []byte("i" + strconv.Itoa(i))
+				at := base.Add(time.Duration(i) * time.Millisecond)
+				recs = append(recs, &kgo.Record{Topic: p.in, Key: k, Value: []byte("imp"), Timestamp: at},
+					&kgo.Record{Topic: clicks, Key: k, Value: []byte("click"), Timestamp: at.Add(time.Second)},
+					&kgo.Record{Topic: other, Key: k, Value: []byte("x"), Timestamp: at})
+			}
+			p.b.Produce(t, recs...)
+			deadline := time.Now().Add(60 * time.Second)
+			for {
+				joined := latest(p.b.ReadCommitted(t, p.out, 30*time.Second))
+				if len(joined) == n {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d of %d impressions joined within 60s", len(joined), n)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			for _, stop := range stops {
+				if err := stop(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
 }

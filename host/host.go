@@ -245,6 +245,13 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		Restore:            o.restore,
 		Stats:              stats,
 	}
+	// Every member asks for the co-partitioning assignor when any
+	// processor of the app needs it (members of one group must agree).
+	for _, spec := range specs {
+		if len(spec.Inputs) > 1 && len(spec.Stores) > 0 {
+			base.Copartitioned = append(base.Copartitioned, spec.Inputs)
+		}
+	}
 	if err := h.startMembers(ctx, base); err != nil {
 		return nil, err
 	}

@@ -225,6 +225,12 @@ type Options struct {
 	// OnRollback, if set, is told of every automatic rollback (a swapped
 	// version that failed its Canary), on its own goroutine.
 	OnRollback func(RollbackEvent)
+	// Copartitioned are the input lists of every co-partitioned processor
+	// of the app, this runner's or not (copartition.go): every member of
+	// the group must ask for the same assignor, and a group whose members
+	// differ falls back to one that does not co-partition. The runner adds
+	// its own processors' lists.
+	Copartitioned [][]string
 	// ExtraOpts are appended to the client options (tests use them).
 	ExtraOpts []kgo.Opt
 }
@@ -356,7 +362,7 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 			r.restorer.Close()
 		}
 	}()
-	var copartitioned [][]string
+	copartitioned := slices.Clone(opts.Copartitioned)
 	for _, ps := range r.procs {
 		if ps.copartitioned() {
 			copartitioned = append(copartitioned, ps.spec.Inputs)
