@@ -195,6 +195,8 @@ type ProcessorConfig struct {
 	// topic, like Kafka Streams' source-topic reuse): a task that moves
 	// restores it from the topic, up to the group's committed offset. It
 	// must exist, or is created compacted when kafka.create_topics is on.
+	// A record without a key is skipped; one the store cannot hold (a key
+	// over 4 KiB, a value over 1 MiB) fails like a record, under on_error.
 	// Names follow the store name rules and must not be one of the
 	// processor's stores, global tables or outputs.
 	TaskTables map[string]string `koanf:"task_tables"`

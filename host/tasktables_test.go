@@ -142,3 +142,33 @@ func TestTaskTableConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// A task-table record the store cannot hold (a key over abi.MaxKeySize)
+// fails like a record: under on_error: skip it is counted and skipped, and
+// the task goes on with the rest of the table.
+func TestTaskTableRecordTooLargeIsAFailedRecord(t *testing.T) {
+	p := newPipeline(t, wasmbuild.Build(t, "./plugins/enrich"), OnErrorSkip)
+	customers := p.b.Name(t, "customers")
+	p.b.CreateTopic(t, customers, 3, map[string]string{"cleanup.policy": "compact"})
+	pc := &p.cfg.Processors[0]
+	pc.TaskTables = map[string]string{"customers": customers}
+	pc.Config = map[string]any{"table": "customers", "key_field": "customer_id", "as": "customer"}
+	p.cfg.State.Dir = t.TempDir()
+	p.b.Produce(t, customer(customers, strings.Repeat("k", 5000), `{"name":"Huge"}`), customer(customers, "c1", `{"name":"Ann"}`))
+	h, stop := p.run(t)
+	p.b.Produce(t, customer(p.in, "c1", `{"order":"o1","customer_id":"c1"}`))
+	p.waitProcessed(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for p.values(t, p.out)["c1"] != `{"order":"o1","customer_id":"c1","customer":{"name":"Ann"}}` {
+		if time.Now().After(deadline) {
+			t.Fatalf("outputs %v", p.values(t, p.out))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := h.members[0].r.Stats("proc").Skipped.Load(); n != 1 {
+		t.Fatalf("%d records skipped, want the one table record", n)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
