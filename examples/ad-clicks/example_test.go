@@ -152,11 +152,6 @@ func TestExampleOnTestBroker(t *testing.T) {
 	b.CreateTopic(t, joined, 3, nil)
 	p.Inputs = []string{imps, clicks}
 	p.Outputs["joined"] = joined
-	h, err := host.New(t.Context(), cfg, host.WithLogger(exampletest.Quiet()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.Close() })
-	runExample(t, cfg, h, func(recs ...*kgo.Record) { b.Produce(t, recs...) },
-		func(topic string) []*kgo.Record { return b.ReadCommitted(t, topic, 30*time.Second) })
+	h, produce, read := exampletest.OnTestBroker(t, b, cfg)
+	runExample(t, cfg, h, produce, read)
 }

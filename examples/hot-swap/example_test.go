@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/exampletest"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
@@ -167,16 +168,8 @@ func start(t *testing.T, cfg *host.Config, log *slog.Logger) *host.Host {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-		h.Close()
-	})
+	t.Cleanup(func() { _ = h.Close() }) // runs after Run's stop: cleanups run in reverse order
+	exampletest.Run(t, h)
 	return h
 }
 

@@ -3,11 +3,6 @@
 package orderenrichment_test
 
 import (
-	"context"
-	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,40 +11,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/exampletest"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
-	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
-// setup lays out pipeline.yaml in examples/order-enrichment and the built
-// plugin in bin/plugins, where the pipeline names it, and loads the config
-// with environ.
-func setup(t *testing.T, environ []string) *host.Config {
-	root := t.TempDir()
-	files := map[string]string{
-		"examples/order-enrichment/pipeline.yaml": "pipeline.yaml",
-		"bin/plugins/enrich.wasm":                 wasmbuild.Build(t, "./plugins/enrich"),
-	}
-	for to, from := range files {
-		b, err := os.ReadFile(from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		to = filepath.Join(root, to)
-		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(to, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg, err := host.LoadConfig(filepath.Join(root, "examples/order-enrichment/pipeline.yaml"), environ, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Runtime.CacheDir = "off"
-	cfg.State.Dir = t.TempDir()
-	return cfg
-}
+var plugins = map[string]string{"bin/plugins/enrich.wasm": "./plugins/enrich"}
 
 // topics are the example's topics as the config names them.
 type topics struct{ orders, customers, enriched, unknown string }
@@ -77,15 +43,7 @@ func order(tp topics, id, customer string) *kgo.Record {
 func runExample(t *testing.T, cfg *host.Config, h *host.Host, produce func(...*kgo.Record), read func(string) []*kgo.Record) {
 	tp := topicsOf(cfg)
 	produce(rec(tp.customers, "c1", `{"name":"Ann"}`), rec(tp.customers, "c2", `{"name":"Bob"}`))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	defer exampletest.Run(t, h)()
 	produce(order(tp, "o1", "c1"), order(tp, "o2", "c9"))
 	wait(t, read, tp.enriched, "o1", `{"order":"o1","customer_id":"c1","total":30,"customer":{"name":"Ann"}}`)
 	wait(t, read, tp.unknown, "o2", `{"order":"o2","customer_id":"c9","total":30}`)
@@ -130,37 +88,18 @@ func wait(t *testing.T, read func(string) []*kgo.Record, topic, key, want string
 	}
 }
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
 // As shipped: kafka.brokers is empty, so the host starts its embedded broker.
 func TestExampleAsShippedOnEmbeddedBroker(t *testing.T) {
-	cfg := setup(t, nil)
-	h, err := host.New(context.Background(), cfg, host.WithLogger(quiet()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	if !h.Embedded() {
-		t.Fatal("the example config should use the embedded broker")
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	produce := func(recs ...*kgo.Record) {
-		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	runExample(t, cfg, h, produce, func(topic string) []*kgo.Record { return readAll(t, h.Brokers(), topic) })
+	cfg := exampletest.Setup(t, "order-enrichment", plugins, nil)
+	h, produce, read := exampletest.Embedded(t, cfg)
+	runExample(t, cfg, h, produce, read)
 }
 
 // The same example against the test broker (real Kafka under make test),
 // pointed there with the environment as a user would.
 func TestExampleOnTestBroker(t *testing.T) {
 	b := testbroker.New(t)
-	cfg := setup(t, []string{"WASMSTREAM_KAFKA__BROKERS=" + strings.Join(b.Addrs(), ",")})
+	cfg := exampletest.Setup(t, "order-enrichment", plugins, []string{"WASMSTREAM_KAFKA__BROKERS=" + strings.Join(b.Addrs(), ",")})
 	// A shared real broker keeps topics between runs: this run's app and
 	// topics get unique names; everything else is as shipped.
 	cfg.AppID = b.Name(t, cfg.AppID)
@@ -174,28 +113,6 @@ func TestExampleOnTestBroker(t *testing.T) {
 	p.Inputs = []string{orders}
 	p.Tables["customers"] = customers
 	p.Outputs["out"], p.Outputs["missing"] = enriched, unknown
-	h, err := host.New(context.Background(), cfg, host.WithLogger(quiet()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	produce := func(recs ...*kgo.Record) { b.Produce(t, recs...) }
-	runExample(t, cfg, h, produce, func(topic string) []*kgo.Record { return b.ReadCommitted(t, topic, 30*time.Second) })
-}
-
-// readAll reads a topic from the start to its current end.
-func readAll(t *testing.T, brokers []string, topic string) []*kgo.Record {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	var out []*kgo.Record
-	for ctx.Err() == nil {
-		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { out = append(out, r) })
-	}
-	return out
+	h, produce, read := exampletest.OnTestBroker(t, b, cfg)
+	runExample(t, cfg, h, produce, read)
 }

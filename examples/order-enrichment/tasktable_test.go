@@ -12,8 +12,6 @@ import (
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 )
 
-var taskTablePlugins = map[string]string{"bin/plugins/enrich.wasm": "./plugins/enrich"}
-
 func taskTableTopics(cfg *host.Config) topics {
 	p := cfg.Processors[0]
 	return topics{orders: p.Inputs[0], customers: p.TaskTables["customers"], enriched: p.Outputs["out"], unknown: p.Outputs["missing"]}
@@ -42,7 +40,7 @@ func runTaskTable(t *testing.T, cfg *host.Config, h *host.Host, produce func(...
 
 // As shipped: kafka.brokers is empty, so the host starts its embedded broker.
 func TestTaskTableAsShippedOnEmbeddedBroker(t *testing.T) {
-	cfg := exampletest.SetupFile(t, "order-enrichment", "pipeline-task-table.yaml", taskTablePlugins, nil)
+	cfg := exampletest.SetupFile(t, "order-enrichment", "pipeline-task-table.yaml", plugins, nil)
 	h, produce, read := exampletest.Embedded(t, cfg)
 	runTaskTable(t, cfg, h, produce, read)
 }
@@ -50,7 +48,7 @@ func TestTaskTableAsShippedOnEmbeddedBroker(t *testing.T) {
 // The same against the test broker (real Kafka under make test).
 func TestTaskTableOnTestBroker(t *testing.T) {
 	b := testbroker.New(t)
-	cfg := exampletest.SetupFile(t, "order-enrichment", "pipeline-task-table.yaml", taskTablePlugins,
+	cfg := exampletest.SetupFile(t, "order-enrichment", "pipeline-task-table.yaml", plugins,
 		[]string{"WASMSTREAM_KAFKA__BROKERS=" + strings.Join(b.Addrs(), ",")})
 	cfg.AppID = b.Name(t, cfg.AppID)
 	p := &cfg.Processors[0]
@@ -63,11 +61,6 @@ func TestTaskTableOnTestBroker(t *testing.T) {
 	p.Inputs = []string{orders}
 	p.TaskTables["customers"] = customers
 	p.Outputs["out"], p.Outputs["missing"] = enriched, unknown
-	h, err := host.New(t.Context(), cfg, host.WithLogger(exampletest.Quiet()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.Close() })
-	runTaskTable(t, cfg, h, func(recs ...*kgo.Record) { b.Produce(t, recs...) },
-		func(topic string) []*kgo.Record { return b.ReadCommitted(t, topic, 30*time.Second) })
+	h, produce, read := exampletest.OnTestBroker(t, b, cfg)
+	runTaskTable(t, cfg, h, produce, read)
 }

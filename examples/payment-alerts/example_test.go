@@ -3,11 +3,6 @@
 package paymentalerts_test
 
 import (
-	"context"
-	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -16,34 +11,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/exampletest"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
-	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
-// setup puts the built processor next to a copy of pipeline.yaml, as the
-// README's build command does, and loads the config with environ.
-func setup(t *testing.T, environ []string) *host.Config {
-	dir := t.TempDir()
-	wasm, err := os.ReadFile(wasmbuild.Build(t, "./examples/payment-alerts/processor"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	yaml, err := os.ReadFile("pipeline.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, b := range map[string][]byte{"processor.wasm": wasm, "pipeline.yaml": yaml} {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg, err := host.LoadConfig(filepath.Join(dir, "pipeline.yaml"), environ, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Runtime.CacheDir = "off"
-	return cfg
-}
+// plugins is the example's own processor, built to processor.wasm next to
+// pipeline.yaml (where the config names it), as the README's build command
+// does.
+var plugins = map[string]string{"examples/payment-alerts/processor.wasm": "./examples/payment-alerts/processor"}
 
 var payments = map[string]string{
 	"p1": "acct-1,1999",
@@ -57,15 +32,7 @@ var payments = map[string]string{
 func runExample(t *testing.T, cfg *host.Config, read func(topic string) []*kgo.Record, produce func(...*kgo.Record), h *host.Host) map[string][]string {
 	p := &cfg.Processors[0]
 	in, audited, alerts, dlq := p.Inputs[0], p.Outputs["audited"], p.Outputs["alerts"], cfg.DeadLetterTopic(p)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	defer exampletest.Run(t, h)()
 	var recs []*kgo.Record
 	for k, v := range payments {
 		recs = append(recs, &kgo.Record{Topic: in, Key: []byte(k), Value: []byte(v)})
@@ -104,30 +71,10 @@ func check(t *testing.T, got map[string][]string) {
 	}
 }
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
 // As shipped: kafka.brokers is empty, so the host starts its embedded broker.
 func TestExampleAsShippedOnEmbeddedBroker(t *testing.T) {
-	cfg := setup(t, nil)
-	h, err := host.New(context.Background(), cfg, host.WithLogger(quiet()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	if !h.Embedded() {
-		t.Fatal("the example config should use the embedded broker")
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	produce := func(recs ...*kgo.Record) {
-		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	read := func(topic string) []*kgo.Record { return readAll(t, h.Brokers(), topic) }
+	cfg := exampletest.Setup(t, "payment-alerts", plugins, nil)
+	h, produce, read := exampletest.Embedded(t, cfg)
 	check(t, runExample(t, cfg, read, produce, h))
 }
 
@@ -135,7 +82,7 @@ func TestExampleAsShippedOnEmbeddedBroker(t *testing.T) {
 // pointed there with the environment as a user would.
 func TestExampleOnTestBroker(t *testing.T) {
 	b := testbroker.New(t)
-	cfg := setup(t, []string{"WASMSTREAM_KAFKA__BROKERS=" + strings.Join(b.Addrs(), ","), "WASMSTREAM_KAFKA__CREATE_TOPICS=true"})
+	cfg := exampletest.Setup(t, "payment-alerts", plugins, []string{"WASMSTREAM_KAFKA__BROKERS=" + strings.Join(b.Addrs(), ","), "WASMSTREAM_KAFKA__CREATE_TOPICS=true"})
 	// A shared real broker keeps topics between runs: give this run's
 	// app and topics unique names; everything else is as shipped.
 	p := &cfg.Processors[0]
@@ -144,29 +91,6 @@ func TestExampleOnTestBroker(t *testing.T) {
 	for k, v := range p.Outputs {
 		p.Outputs[k] = b.Name(t, v)
 	}
-	h, err := host.New(context.Background(), cfg, host.WithLogger(quiet()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	produce := func(recs ...*kgo.Record) { b.Produce(t, recs...) }
-	read := func(topic string) []*kgo.Record { return b.ReadCommitted(t, topic, 30*time.Second) }
+	h, produce, read := exampletest.OnTestBroker(t, b, cfg)
 	check(t, runExample(t, cfg, read, produce, h))
-}
-
-// readAll reads a topic from the start to its current end.
-func readAll(t *testing.T, brokers []string, topic string) []*kgo.Record {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	var out []*kgo.Record
-	for ctx.Err() == nil {
-		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { out = append(out, r) })
-	}
-	return out
 }

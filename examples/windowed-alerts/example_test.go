@@ -3,13 +3,8 @@
 package windowedalerts_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,43 +12,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/exampletest"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
-	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
-// setup lays out a copy of the repository's relevant part in a temporary
-// directory (examples/windowed-alerts/pipeline.yaml next to
-// bin/plugins/*.wasm, as `make plugins` leaves them) and loads the config
-// with environ, so the plugin paths resolve as shipped.
-func setup(t *testing.T, environ []string) *host.Config {
-	root := t.TempDir()
-	files := map[string]string{}
-	for _, p := range []string{"windowcount", "alert"} {
-		files[filepath.Join("bin", "plugins", p+".wasm")] = wasmbuild.Build(t, "./plugins/"+p)
-	}
-	files[filepath.Join("examples", "windowed-alerts", "pipeline.yaml")] = "pipeline.yaml"
-	for dst, src := range files {
-		b, err := os.ReadFile(src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dst = filepath.Join(root, dst)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(dst, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg, err := host.LoadConfig(filepath.Join(root, "examples", "windowed-alerts", "pipeline.yaml"), environ, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Runtime.CacheDir = "off"
-	// The default state directory is relative to the working directory:
-	// each run starts on an empty one, as a new installation would.
-	cfg.State.Dir = t.TempDir()
-	return cfg
+// plugins are the bundled plugins, where `make plugins` puts them.
+var plugins = map[string]string{
+	"bin/plugins/windowcount.wasm": "./plugins/windowcount",
+	"bin/plugins/alert.wasm":       "./plugins/alert",
 }
 
 // topics are the example's topics in cfg, by role.
@@ -98,15 +64,7 @@ type alert struct {
 // windows, the late reading and both alerts are there.
 func runExample(t *testing.T, cfg *host.Config, h *host.Host, read func(topic string) []*kgo.Record, produce func(...*kgo.Record)) (result, int64, int64) {
 	tp := topicsOf(t, cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	defer exampletest.Run(t, h)()
 
 	// A minute start half an hour ago: a real broker's retention would
 	// delete records with much older timestamps, and the window outputs
@@ -229,30 +187,10 @@ func hasHeader(r *kgo.Record, key, value string) bool {
 	return false
 }
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
 // As shipped: kafka.brokers is empty, so the host starts its embedded broker.
 func TestExampleAsShippedOnEmbeddedBroker(t *testing.T) {
-	cfg := setup(t, nil)
-	h, err := host.New(context.Background(), cfg, host.WithLogger(quiet()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	if !h.Embedded() {
-		t.Fatal("the example config should use the embedded broker")
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	produce := func(recs ...*kgo.Record) {
-		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	read := func(topic string) []*kgo.Record { return readAll(t, h.Brokers(), topic) }
+	cfg := exampletest.Setup(t, "windowed-alerts", plugins, nil)
+	h, produce, read := exampletest.Embedded(t, cfg)
 	got, t0, silentSince := runExample(t, cfg, h, read, produce)
 	check(t, got, t0, silentSince)
 }
@@ -261,7 +199,7 @@ func TestExampleAsShippedOnEmbeddedBroker(t *testing.T) {
 // pointed there with the environment as a user would.
 func TestExampleOnTestBroker(t *testing.T) {
 	b := testbroker.New(t)
-	cfg := setup(t, []string{"WASMSTREAM_KAFKA__BROKERS=" + strings.Join(b.Addrs(), ","), "WASMSTREAM_KAFKA__CREATE_TOPICS=true"})
+	cfg := exampletest.Setup(t, "windowed-alerts", plugins, []string{"WASMSTREAM_KAFKA__BROKERS=" + strings.Join(b.Addrs(), ","), "WASMSTREAM_KAFKA__CREATE_TOPICS=true"})
 	// A shared real broker keeps topics between runs: give this run's app
 	// (its group and changelogs) and topics unique names; everything else
 	// is as shipped.
@@ -273,31 +211,7 @@ func TestExampleOnTestBroker(t *testing.T) {
 			p.Outputs[k] = b.Name(t, v)
 		}
 	}
-	h, err := host.New(context.Background(), cfg, host.WithLogger(quiet()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	produce := func(recs ...*kgo.Record) { b.Produce(t, recs...) }
-	read := func(topic string) []*kgo.Record { return b.ReadCommitted(t, topic, 30*time.Second) }
+	h, produce, read := exampletest.OnTestBroker(t, b, cfg)
 	got, t0, silentSince := runExample(t, cfg, h, read, produce)
 	check(t, got, t0, silentSince)
-}
-
-// readAll reads a topic's committed records from the start to its current
-// end.
-func readAll(t *testing.T, brokers []string, topic string) []*kgo.Record {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	var out []*kgo.Record
-	for ctx.Err() == nil {
-		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { out = append(out, r) })
-	}
-	return out
 }

@@ -3,11 +3,6 @@
 package wordcount_test
 
 import (
-	"context"
-	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,39 +11,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/exampletest"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
-	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
-// setup lays out a copy of the repository's relevant part: pipeline.yaml
-// in examples/word-count and the built plugins in bin/plugins, where the
-// pipeline names them (make plugins), and loads the config with environ.
-func setup(t *testing.T, environ []string) *host.Config {
-	root := t.TempDir()
-	files := map[string]string{"examples/word-count/pipeline.yaml": "pipeline.yaml"}
-	for _, p := range []string{"split", "wordcount"} {
-		files["bin/plugins/"+p+".wasm"] = wasmbuild.Build(t, "./plugins/"+p)
-	}
-	for to, from := range files {
-		b, err := os.ReadFile(from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		to = filepath.Join(root, to)
-		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(to, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg, err := host.LoadConfig(filepath.Join(root, "examples/word-count/pipeline.yaml"), environ, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Runtime.CacheDir = "off"
-	cfg.State.Dir = t.TempDir()
-	return cfg
+// plugins are the bundled plugins, in bin/plugins where the pipeline
+// names them (make plugins).
+var plugins = map[string]string{
+	"bin/plugins/split.wasm":     "./plugins/split",
+	"bin/plugins/wordcount.wasm": "./plugins/wordcount",
 }
 
 // lines puts every word on every partition of a 3-partition input: a
@@ -73,15 +44,7 @@ func trueCounts() map[string]int {
 // true count, once each.
 func runExample(t *testing.T, cfg *host.Config, h *host.Host, produce func(...*kgo.Record), read func(string) []*kgo.Record) {
 	in, out := cfg.Processors[0].Inputs[0], cfg.Processors[1].Outputs["counts"]
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	defer exampletest.Run(t, h)()
 	var recs []*kgo.Record
 	for i, l := range lines {
 		recs = append(recs, &kgo.Record{Topic: in, Partition: int32(i % 3), Value: []byte(l)})
@@ -118,37 +81,18 @@ func runExample(t *testing.T, cfg *host.Config, h *host.Host, produce func(...*k
 	}
 }
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
 // As shipped: kafka.brokers is empty, so the host starts its embedded broker.
 func TestExampleAsShippedOnEmbeddedBroker(t *testing.T) {
-	cfg := setup(t, nil)
-	h, err := host.New(context.Background(), cfg, host.WithLogger(quiet()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	if !h.Embedded() {
-		t.Fatal("the example config should use the embedded broker")
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	produce := func(recs ...*kgo.Record) {
-		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	runExample(t, cfg, h, produce, func(topic string) []*kgo.Record { return readAll(t, h.Brokers(), topic) })
+	cfg := exampletest.Setup(t, "word-count", plugins, nil)
+	h, produce, read := exampletest.Embedded(t, cfg, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	runExample(t, cfg, h, produce, read)
 }
 
 // The same example against the test broker (real Kafka under make test),
 // pointed there with the environment as a user would.
 func TestExampleOnTestBroker(t *testing.T) {
 	b := testbroker.New(t)
-	cfg := setup(t, []string{"WASMSTREAM_KAFKA__BROKERS=" + strings.Join(b.Addrs(), ",")})
+	cfg := exampletest.Setup(t, "word-count", plugins, []string{"WASMSTREAM_KAFKA__BROKERS=" + strings.Join(b.Addrs(), ",")})
 	// A shared real broker keeps topics between runs: this run's app and
 	// topics get unique names (the input with 3 partitions, as the
 	// embedded broker makes it); everything else is as shipped.
@@ -158,32 +102,12 @@ func TestExampleOnTestBroker(t *testing.T) {
 	b.CreateTopic(t, out, 3, nil)
 	cfg.Processors[0].Inputs = []string{in}
 	cfg.Processors[1].Outputs["counts"] = out
-	h, err := host.New(context.Background(), cfg, host.WithLogger(quiet()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h, _, read := exampletest.OnTestBroker(t, b, cfg)
+	// Each line to the partition runExample gives it.
 	produce := func(recs ...*kgo.Record) {
 		for _, r := range recs {
 			b.ProduceTo(t, r.Partition, r)
 		}
 	}
-	runExample(t, cfg, h, produce, func(topic string) []*kgo.Record { return b.ReadCommitted(t, topic, 30*time.Second) })
-}
-
-// readAll reads a topic from the start to its current end.
-func readAll(t *testing.T, brokers []string, topic string) []*kgo.Record {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	var out []*kgo.Record
-	for ctx.Err() == nil {
-		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { out = append(out, r) })
-	}
-	return out
+	runExample(t, cfg, h, produce, read)
 }

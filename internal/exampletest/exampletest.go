@@ -16,14 +16,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/testbroker"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
-// Setup lays out examples/<name>/pipeline.yaml and each plugin (bin path
-// under the repository root -> Go package of the plugin, built for Wasm)
-// in a temporary tree shaped like the repository, and loads the config
-// with environ. The plugin cache is off and the state directory is the
-// test's own.
+// Setup lays out examples/<name>/pipeline.yaml and each plugin (path of
+// its .wasm under the repository root, where the config names it, such as
+// bin/plugins/enrich.wasm or examples/<name>/processor.wasm -> Go package
+// of the plugin, built for Wasm by wasmbuild) in a temporary tree shaped
+// like the repository, and loads the config with environ. The plugin cache
+// is off and the state directory is the test's own.
 func Setup(t *testing.T, name string, plugins map[string]string, environ []string) *host.Config {
 	t.Helper()
 	return SetupFile(t, name, "pipeline.yaml", plugins, environ)
@@ -65,17 +67,16 @@ func Quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 
 // Embedded makes a host of cfg, which must use the embedded broker (as
 // shipped), and returns it with a producer and a reader on that broker.
-func Embedded(t *testing.T, cfg *host.Config) (h *host.Host, produce func(...*kgo.Record), read func(topic string) []*kgo.Record) {
+// opts are added to the producer's client options (such as
+// kgo.RecordPartitioner(kgo.ManualPartitioner()) to write each record to
+// its Partition).
+func Embedded(t *testing.T, cfg *host.Config, opts ...kgo.Opt) (h *host.Host, produce func(...*kgo.Record), read func(topic string) []*kgo.Record) {
 	t.Helper()
-	h, err := host.New(context.Background(), cfg, host.WithLogger(Quiet()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = h.Close() })
+	h = newHost(t, cfg)
 	if !h.Embedded() {
 		t.Fatal("the example config should use the embedded broker")
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Brokers()...))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(h.Brokers()...)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +87,25 @@ func Embedded(t *testing.T, cfg *host.Config) (h *host.Host, produce func(...*kg
 		}
 	}
 	return h, produce, func(topic string) []*kgo.Record { return ReadAll(t, h.Brokers(), topic) }
+}
+
+// OnTestBroker makes a host of cfg, which must point at b, and returns it
+// with b's producer and a reader of b's committed records.
+func OnTestBroker(t *testing.T, b *testbroker.Broker, cfg *host.Config) (h *host.Host, produce func(...*kgo.Record), read func(topic string) []*kgo.Record) {
+	t.Helper()
+	return newHost(t, cfg), func(recs ...*kgo.Record) { b.Produce(t, recs...) },
+		func(topic string) []*kgo.Record { return b.ReadCommitted(t, topic, 30*time.Second) }
+}
+
+// newHost makes a quiet host of cfg, closed when the test ends.
+func newHost(t *testing.T, cfg *host.Config) *host.Host {
+	t.Helper()
+	h, err := host.New(context.Background(), cfg, host.WithLogger(Quiet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Close() })
+	return h
 }
 
 // Run runs h until the returned stop is called; stop fails the test if Run
