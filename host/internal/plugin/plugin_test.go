@@ -60,7 +60,7 @@ func TestTimersNeedAStore(t *testing.T) {
 		defer p.RT.Close(ctx)
 		mod, err := p.Compile(ctx, wasm)
 		if stores == nil {
-			want := `processor "ticker": the plugin imports wasmstream.timer_set but the processor declares no store: timers are kept in the task's state`
+			want := `processor "ticker": the plugin imports wasmstream.timer_set but the processor declares no store or task table: timers are kept in the task's state`
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("without a store: %v, want %q", err, want)
 			}
