@@ -6,6 +6,10 @@
 #   make bench-kstreams                      500,000 lines of 8 words, 4 partitions, every configuration
 #   make bench-kstreams QUICK=1              20,000 lines: an end-to-end check of the harness, ~3-5 min
 #   make bench-kstreams BENCH_ARGS='-repeats 3 -guarantees exactly_once -layouts any'
+#   make bench-kstreams BENCH_ARGS='-configs ks-cache-on,wasmstream-general-commit'   one matched pair
+#
+# Configurations (internal/benchkit/configs.go, in run order): wasmstream,
+# ks-cache-off, wasmstream-general, ks-cache-on, wasmstream-general-commit.
 #
 # Arguments are passed to the harness (go run ./internal/benchkit -h lists
 # them); QUICK=1 in the environment adds -quick. The broker is started fresh
