@@ -190,7 +190,9 @@ fuzz:
 # Needs Go, Java 17+, Maven. The table is printed and written to .cache/bench/.
 #   make bench-kstreams                 the full size (500,000 lines x 8 words, 4 partitions)
 #   make bench-kstreams QUICK=1         20,000 lines: checks the harness end to end
-#   make bench-kstreams BENCH_ARGS='-repeats 3 -configs ks-cache-on,wasmstream'
+#   make bench-kstreams BENCH_ARGS='-repeats 3 -configs ks-cache-on,wasmstream-general-commit'
+# Configurations (internal/benchkit/configs.go, in run order): wasmstream,
+# ks-cache-off, wasmstream-general, ks-cache-on, wasmstream-general-commit.
 .PHONY: bench-kstreams
 bench-kstreams: build plugins
 	timeout 900 mvn -q -B -f scripts/bench/kstreams/pom.xml package

@@ -65,7 +65,7 @@ var runs = []run{
 
 // timePlugins use sdk/timer; every other plugin must carry none of its
 // exports or imports (what time costs a plugin that does not use it).
-var timePlugins = map[string]bool{"windowcount": true, "alert": true, "clickjoin": true}
+var timePlugins = map[string]bool{"windowcount": true, "alert": true, "clickjoin": true, "wordcount": true}
 
 // signatures are the ABI's import and export signatures (abi/ABI.md
 // sections 3 and 4): every parameter and result is an i32.
@@ -664,6 +664,21 @@ func TestTimeInWasm(t *testing.T) {
 		got := rt.fire(t, mod, true)
 		if want := []string{`counts:a={"start":1700000040000,"end":1700000100000,"count":2}`}; !slices.Equal(got, want) {
 			t.Fatalf("emitted %q, want %q", got, want)
+		}
+	})
+	t.Run("wordcount commit", func(t *testing.T) {
+		mod := rt.instance(t, "./plugins/wordcount", run{outputs: []string{"counts"}, stores: []string{"counts"},
+			config: `{"emit":"commit"}`})
+		rec := abi.Record{Timestamp: t0, Value: []byte("the cat the")}
+		if st := rt.process(t, mod, rec); st != uint64(abi.StatusOK) {
+			t.Fatalf("process: status %d: %s", st, rt.h.errMsg)
+		}
+		if len(rt.h.emitted) != 0 || len(rt.h.marks) != 2 {
+			t.Fatalf("emitted %q, marks %v; want no emit and two marks", rt.h.emitted, rt.h.marks)
+		}
+		got := rt.fire(t, mod, true)
+		if want := []string{"counts:cat=1", "counts:the=2"}; !slices.Equal(got, want) || rt.h.records[0].Timestamp != t0 {
+			t.Fatalf("emitted %q (timestamp %d), want %q", got, rt.h.records[0].Timestamp, want)
 		}
 	})
 	t.Run("alert", func(t *testing.T) {

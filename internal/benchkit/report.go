@@ -152,7 +152,7 @@ func reportRatios(w io.Writer, med map[string]Result, cfgs []Config) {
 				note = "matched: both emit the latest count per word per commit"
 			} else if ws.EmitsPerCommit != ks.EmitsPerCommit {
 				if ks.EmitsPerCommit {
-					note = "not matched: " + ws.Name + " emits one record per update (no emit-at-commit hook yet), Kafka Streams' cache the latest per word per commit"
+					note = "not matched: " + ws.Name + " emits one record per update, Kafka Streams' cache the latest per word per commit"
 				} else {
 					note = "not matched: " + ws.Name + " emits the latest per word per commit, Kafka Streams without cache one record per update"
 				}

@@ -11,8 +11,20 @@ import (
 	"github.com/wasmstream/wasmstream/host"
 )
 
+// config returns the configuration called name.
+func config(t *testing.T, name string) Config {
+	t.Helper()
+	for _, c := range configs {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no configuration %q", name)
+	return Config{}
+}
+
 func TestReport(t *testing.T) {
-	ksOff, ws, ksOn := configs[0], configs[1], configs[2]
+	ws, ksOff, ksOn, wsCommit := config(t, "wasmstream"), config(t, "ks-cache-off"), config(t, "ks-cache-on"), config(t, "wasmstream-general-commit")
 	res := func(c Config, round int, wall, cpu time.Duration, rss, outs int64) Result {
 		return Result{Layout: LayoutKeyed, Guarantee: ExactlyOnce, Config: c, Round: round, Lines: 1000,
 			Wall: wall, FirstCommit: time.Second, CPU: cpu, PeakRSS: rss << 20, Outputs: outs}
@@ -24,6 +36,7 @@ func TestReport(t *testing.T) {
 		res(ksOff, 2, 12*time.Second, 22*time.Second, 820, 8000),
 		res(ws, 2, 6*time.Second, 7*time.Second, 220, 7000),
 		res(ksOn, 2, 5*time.Second, 10*time.Second, 900, 500),
+		res(wsCommit, 1, 4*time.Second, 5*time.Second, 250, 400),
 		{Layout: LayoutAny, Guarantee: ExactlyOnce, Config: ws, Round: 1, Pending: "needs repartitioning (not yet)"},
 		{Layout: LayoutAny, Guarantee: ExactlyOnce, Config: ksOff, Round: 1, Err: errors.New("not done within 10m")},
 	}
@@ -32,21 +45,25 @@ func TestReport(t *testing.T) {
 	results = append(results, bad)
 
 	var b strings.Builder
-	// The three configurations the results are of (the column widths
-	// follow the names shown).
-	Report(&b, results, []Layout{LayoutKeyed, LayoutAny}, []string{ExactlyOnce}, configs[:3])
+	// The configurations the results are of (the column widths follow
+	// the names shown), in the order of configs.
+	Report(&b, results, []Layout{LayoutKeyed, LayoutAny}, []string{ExactlyOnce}, []Config{ws, ksOff, ksOn, wsCommit})
 	out := b.String()
 	for _, want := range []string{
 		"== layout keyed (each word in one partition), exactly_once ==",
 		// Medians of two rounds: wall (10+12)/2 = 11 s, 1000/11 = 91 lines/s.
-		"ks-cache-off  median    11.0           1.0       91   21.0           810     8000  2 runs",
+		"ks-cache-off               median    11.0           1.0       91   21.0           810     8000  2 runs",
 		// wasmstream median wall 5 s: 200 lines/s; 200/91 = 2.20x; CPU 6/21;
 		// RSS 210/810; outputs 7000/8000.
-		"wasmstream / ks-cache-off  2.20x    0.29x  0.26x     0.88x    matched: both emit one record per update",
-		"wasmstream / ks-cache-on   1.00x    0.60x  0.23x     14.00x   not matched: wasmstream emits one record per update (no emit-at-commit hook yet)",
+		"wasmstream / ks-cache-off                 2.20x    0.29x  0.26x     0.88x    matched: both emit one record per update",
+		"wasmstream / ks-cache-on                  1.00x    0.60x  0.23x     14.00x   not matched: wasmstream emits one record per update, Kafka Streams' cache the latest per word per commit",
+		// The emit-at-commit configuration is matched with the cache on:
+		// 250/200 lines/s, CPU 5/10, RSS 250/900, outputs 400/500.
+		"wasmstream-general-commit / ks-cache-off  2.75x    0.24x  0.31x     0.05x    not matched: wasmstream-general-commit emits the latest per word per commit, Kafka Streams without cache one record per update",
+		"wasmstream-general-commit / ks-cache-on   1.25x    0.50x  0.28x     0.80x    matched: both emit the latest count per word per commit",
 		"== layout any (any word on any partition), exactly_once ==",
-		"wasmstream        -       -             -        -      -             -        -      -  not run: needs repartitioning (not yet)",
-		"ks-cache-on       1     5.0           1.0      200   10.0           900      500   FAIL",
+		"wasmstream                     -       -             -        -      -             -        -      -  not run: needs repartitioning (not yet)",
+		"ks-cache-on                    1     5.0           1.0      200   10.0           900      500   FAIL",
 		"ERROR",
 		"ks-cache-off round 1: not done within 10m",
 		"FAIL",
@@ -59,6 +76,39 @@ func TestReport(t *testing.T) {
 	// No ratios where wasmstream did not run.
 	if strings.Count(out, "ratios wasmstream") != 1 {
 		t.Errorf("want ratios for the keyed layout only:\n%s", out)
+	}
+}
+
+// On every layout the configurations that run there alternate between the
+// systems, and every wasmstream configuration has a Kafka Streams one that
+// emits alike (its matched ratio).
+func TestConfigsAlternateAndPair(t *testing.T) {
+	for _, l := range []Layout{LayoutKeyed, LayoutAny} {
+		var prev System
+		for _, c := range configs {
+			if c.Pending[l] != "" {
+				continue
+			}
+			if c.System == prev {
+				t.Errorf("layout %s: %s runs right after another %s configuration", l, c.Name, c.System)
+			}
+			prev = c.System
+		}
+	}
+	for _, ws := range configs {
+		if ws.System != SystemWasmstream {
+			continue
+		}
+		matched := false
+		for _, ks := range configs {
+			matched = matched || (ks.System == SystemKafkaStreams && ks.EmitsPerCommit == ws.EmitsPerCommit)
+		}
+		if !matched {
+			t.Errorf("%s has no Kafka Streams configuration that emits alike", ws.Name)
+		}
+	}
+	if !config(t, "wasmstream-general-commit").EmitsPerCommit || config(t, "wasmstream-general").EmitsPerCommit {
+		t.Error("wasmstream-general-commit must pair with ks-cache-on, wasmstream-general with ks-cache-off")
 	}
 }
 
@@ -130,6 +180,11 @@ func TestPipelineTemplatesLoad(t *testing.T) {
 				// re-keying one that writes a repartition topic).
 				if f, _ := p.Config["value_format"].(string); len(p.Outputs) > 0 && f != "int64" {
 					t.Errorf("processor %s: value_format %q, want int64 (the harness reads 8-byte counts)", p.Name, f)
+				}
+				// EmitsPerCommit decides the ratio pairs: it must say
+				// what the template does.
+				if e, _ := p.Config["emit"].(string); len(p.Outputs) > 0 && (e == "commit") != c.EmitsPerCommit {
+					t.Errorf("processor %s: emit %q, but the configuration has EmitsPerCommit %v", p.Name, e, c.EmitsPerCommit)
 				}
 			}
 			if !contains(inputs, v.Input) {

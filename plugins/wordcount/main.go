@@ -1,7 +1,9 @@
 // Command wordcount is a stateful wasmstream plugin: it splits each
 // record's value into words, keeps a running count per word in the state
-// store "counts", and emits word -> count to the output "counts" for each
-// word the record contains. See README.md for the config and formats.
+// store "counts", and emits word -> count to the output "counts": for each
+// word the record contains (emit: update), or once per commit window for
+// each word that changed in it (emit: commit). See README.md for the config
+// and formats.
 package main
 
 import (
@@ -9,9 +11,11 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/plugins/internal/config"
 	"github.com/wasmstream/wasmstream/plugins/internal/words"
 	"github.com/wasmstream/wasmstream/sdk"
+	"github.com/wasmstream/wasmstream/sdk/timer"
 )
 
 var (
@@ -19,13 +23,21 @@ var (
 	out   = sdk.Output("counts")
 )
 
-// decimal is the value format of emitted counts: decimal text (true) or an
-// 8-byte big-endian integer, the format of Kafka's LongSerializer (false).
-var decimal bool
+var (
+	// decimal is the value format of emitted counts: decimal text (true)
+	// or an 8-byte big-endian integer, the format of Kafka's
+	// LongSerializer (false).
+	decimal bool
+	// atCommit (emit: commit): a record only updates the counts and marks
+	// its words (timer.Mark); committed emits each marked word's count
+	// once at the end of the commit window.
+	atCommit bool
+)
 
 func init() {
 	sdk.OnInit(setup)
 	sdk.Handle(process)
+	timer.OnCommit(committed)
 }
 
 func setup() error {
@@ -37,6 +49,10 @@ func setup() error {
 	if format != "decimal" && format != "int64" {
 		c.Fail("value_format", `must be "decimal" or "int64"; got `+strconv.Quote(format))
 	}
+	mode := c.String("emit", "update")
+	if mode != "update" && mode != "commit" {
+		c.Fail("emit", `must be "update" or "commit"; got `+strconv.Quote(mode))
+	}
 	if err := c.Err(); err != nil {
 		return err
 	}
@@ -47,6 +63,7 @@ func setup() error {
 		return errors.New("wordcount: " + err.Error())
 	}
 	decimal = format == "decimal"
+	atCommit = mode == "commit"
 	return nil
 }
 
@@ -119,39 +136,80 @@ func process(r *sdk.Record) error {
 		if err != nil {
 			return err
 		}
-		if decimal {
-			val = strconv.AppendUint(val[:0], total, 10)
-		} else {
-			val = binary.BigEndian.AppendUint64(val[:0], total)
+		if atCommit {
+			// Marks are staged like state writes: a record that fails
+			// after this leaves none.
+			_, err := timer.Mark(key)
+			if err == nil {
+				continue
+			}
+			if !errors.Is(err, abi.ErrnoLimit) {
+				return err
+			}
+			// The window holds as many marked keys as the host allows
+			// (limits.commit_marks): this word's count goes out now
+			// instead, as in update mode.
 		}
-		if err := out.Emit(sdk.Out{Key: key, Value: val}); err != nil {
+		if err := emit(key, total); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// add adds n to the stored count of key and returns the new count. Counts
-// are stored as 8-byte big-endian unsigned integers.
+// committed is the commit callback of emit: commit, once per word marked
+// in the ending window, in key order: it emits the word's count as it
+// stands at the end of the window, with the timestamp of the last record
+// that changed it.
+func committed(c *timer.Commit) error {
+	total, ok, err := count(c.Key)
+	if err != nil || !ok {
+		// Not found: only a time to live on the store (the processor's
+		// expire) removes a count, and it expired after the record that
+		// marked it; there is no count to emit.
+		return err
+	}
+	return emit(c.Key, total)
+}
+
+// emit writes word -> total to the output in the configured format. The
+// SDK stamps it with the timestamp of the call: the record's, or in
+// committed the one the host kept with the mark.
+func emit(word []byte, total uint64) error {
+	if decimal {
+		val = strconv.AppendUint(val[:0], total, 10)
+	} else {
+		val = binary.BigEndian.AppendUint64(val[:0], total)
+	}
+	return out.Emit(sdk.Out{Key: word, Value: val})
+}
+
+// add adds n to the stored count of key and returns the new count.
 func add(key []byte, n uint64) (uint64, error) {
-	var ok bool
-	var err error
-	stored, ok, err = store.AppendGet(stored[:0], key)
+	total, _, err := count(key)
 	if err != nil {
 		return 0, err
-	}
-	var total uint64
-	if ok {
-		if len(stored) != 8 {
-			return 0, errors.New("wordcount: store \"counts\" holds " + strconv.Itoa(len(stored)) +
-				" bytes for word " + strconv.Quote(string(key)) + ", want an 8-byte count")
-		}
-		total = binary.BigEndian.Uint64(stored)
 	}
 	total += n
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], total)
 	return total, store.Put(key, b[:])
+}
+
+// count reads the stored count of key, and whether there is one. Counts
+// are stored as 8-byte big-endian unsigned integers.
+func count(key []byte) (uint64, bool, error) {
+	var ok bool
+	var err error
+	stored, ok, err = store.AppendGet(stored[:0], key)
+	if err != nil || !ok {
+		return 0, false, err
+	}
+	if len(stored) != 8 {
+		return 0, false, errors.New("wordcount: store \"counts\" holds " + strconv.Itoa(len(stored)) +
+			" bytes for word " + strconv.Quote(string(key)) + ", want an 8-byte count")
+	}
+	return binary.BigEndian.Uint64(stored), true, nil
 }
 
 // split fills text and ends with the words of s (package words: runs of

@@ -6,6 +6,10 @@
 #   make bench-kstreams                      500,000 lines of 8 words, 4 partitions, every configuration
 #   make bench-kstreams QUICK=1              20,000 lines: an end-to-end check of the harness, ~3-5 min
 #   make bench-kstreams BENCH_ARGS='-repeats 3 -guarantees exactly_once -layouts any'
+#   make bench-kstreams BENCH_ARGS='-configs ks-cache-on,wasmstream-general-commit'   one matched pair
+#
+# Configurations (internal/benchkit/configs.go, in run order): wasmstream,
+# ks-cache-off, wasmstream-general, ks-cache-on, wasmstream-general-commit.
 #
 # Arguments are passed to the harness (go run ./internal/benchkit -h lists
 # them); QUICK=1 in the environment adds -quick. The broker is started fresh
@@ -15,6 +19,8 @@
 # Environment (all optional):
 #   WASMSTREAM_BENCH_KAFKA_PORT             client port of the benchmark's broker (default 19192)
 #   WASMSTREAM_BENCH_KAFKA_CONTROLLER_PORT  its controller port (default 19193)
+#   WASMSTREAM_BENCH_KAFKA_SASL_PORT        its SASL_SSL listener, unused here but opened by scripts/kafka.sh
+#                                           (default 19194, so that a development broker's 19094 does not collide)
 #   WASMSTREAM_BENCH_KAFKA_HOME             its jars, data and logs (default <repo>/.cache/bench/kafka)
 #   WASMSTREAM_KAFKA_HEAP_OPTS              the broker's heap (scripts/kafka.sh; default -Xms256m -Xmx1g)
 set -euo pipefail
@@ -24,13 +30,15 @@ cd "$REPO"
 
 PORT="${WASMSTREAM_BENCH_KAFKA_PORT:-19192}"
 CPORT="${WASMSTREAM_BENCH_KAFKA_CONTROLLER_PORT:-19193}"
+SPORT="${WASMSTREAM_BENCH_KAFKA_SASL_PORT:-19194}"
 KHOME="${WASMSTREAM_BENCH_KAFKA_HOME:-$REPO/.cache/bench/kafka}"
 
 # kafka runs scripts/kafka.sh for the benchmark's broker. The variables are
 # set for it alone: wasmstream reads WASMSTREAM_* from its environment as
 # config, so they must not reach the harness and its processes.
 kafka() {
-	WASMSTREAM_KAFKA_PORT=$PORT WASMSTREAM_KAFKA_CONTROLLER_PORT=$CPORT WASMSTREAM_KAFKA_HOME=$KHOME \
+	WASMSTREAM_KAFKA_PORT=$PORT WASMSTREAM_KAFKA_CONTROLLER_PORT=$CPORT WASMSTREAM_KAFKA_SASL_PORT=$SPORT \
+		WASMSTREAM_KAFKA_HOME=$KHOME \
 		scripts/kafka.sh "$@"
 }
 
