@@ -40,8 +40,8 @@ type Spec struct {
 	// Tables. Each is a store of the task's state, after Stores (the
 	// runner writes it from its topic): an instance reads it there.
 	TaskTables []string
-	OnError string
-	Config  map[string]any // handed to the plugin as JSON; nil: {}
+	OnError    string
+	Config     map[string]any // handed to the plugin as JSON; nil: {}
 	// Memory bounds an instance's linear memory (bytes); RecordTimeout
 	// the wall time of one record.
 	Memory        uint64
@@ -172,11 +172,11 @@ func New(ctx context.Context, spec Spec, lim Limits, log *slog.Logger) (*Process
 		topics[i] = spec.Outputs[n]
 	}
 	return &Processor{
-		Spec:    spec,
-		RT:      rt,
+		Spec: spec,
+		RT:   rt,
 		Binding: engine.Binding{Name: spec.Name, Outputs: names, Stores: spec.Stores,
 			Tables: slices.Concat(spec.Tables, spec.TaskTables), Config: conf},
-		Topics:  topics,
+		Topics: topics,
 	}, nil
 }
 
