@@ -133,8 +133,9 @@ type ProcessorConfig struct {
 	// Repartition): the processor reads that output's internal topic. The
 	// record's input index (abi.Record.Index) is the position here. A
 	// processor with stores and several inputs is co-partitioned: its
-	// task p reads partition p of every input, in timestamp order as far
-	// as one fetch shows them, with one store set, so the inputs must have
+	// task p reads partition p of every input, in timestamp order (it
+	// waits, up to a second, for an input whose records are on the broker
+	// but not fetched yet), with one store set, so the inputs must have
 	// the same partition count (checked at startup) and be keyed alike
 	// (the same key in the same partition): what a join or an aggregate
 	// over several topics needs. A processor without stores reads each

@@ -411,3 +411,52 @@ func (f *joinFixture) committedOf(t *testing.T, topic string) map[int32]int64 {
 func (f *joinFixture) endOffsetsOf(t *testing.T, topic string) map[int32]int64 {
 	return (&fixture{b: f.b}).endOffsets(t, topic)
 }
+
+// A task of several inputs runs a record only while every input's next
+// record is in view: an input with nothing left in the batch must be
+// caught up (its latest fetch was empty, or reached its end), or the task
+// stops and waits for it, at most maxInputWait; then it goes on until a
+// fetch shows that input again.
+func TestTaskWaitsForALaggingInput(t *testing.T) {
+	tk := &task{win: newWindow(2, 0), proc: &procState{Stats: newStats()}, r: &Runner{log: testLogger(t)}, id: TaskID{Processor: "join"}}
+	rec := []*kgo.Record{{Offset: 0}}
+	if tk.lagging([][]*kgo.Record{rec, rec}) {
+		t.Fatal("waits with a record of every input in view")
+	}
+	if !tk.lagging([][]*kgo.Record{rec, nil}) {
+		t.Fatal("does not wait for an input it knows nothing of")
+	}
+	c := tk.win.in(1)
+	c.sawEmpty()
+	if tk.lagging([][]*kgo.Record{rec, nil}) {
+		t.Fatal("waits for an input whose latest fetch was empty")
+	}
+	c.sawRecords()
+	c.sawEnd(20)
+	c.fetched(19)
+	if tk.lagging([][]*kgo.Record{rec, nil}) {
+		t.Fatal("waits for an input fetched to its end")
+	}
+	c.sawEnd(30) // more records on the broker
+	if !tk.lagging([][]*kgo.Record{rec, nil}) {
+		t.Fatal("does not wait for an input with records on the broker")
+	}
+	tk.waitingSince = time.Now().Add(-maxInputWait - time.Millisecond)
+	if tk.lagging([][]*kgo.Record{rec, nil}) {
+		t.Fatal("still waits past maxInputWait")
+	}
+	if n := tk.proc.Stats.InputWaits.Load(); n != 1 {
+		t.Fatalf("InputWaits = %d, want 1", n)
+	}
+	if tk.lagging([][]*kgo.Record{rec, nil}) {
+		t.Fatal("waits again for an input it waited out, before a fetch showed it")
+	}
+	c.sawRecords() // a fetch shows it again: waiting resumes
+	if !tk.lagging([][]*kgo.Record{rec, nil}) {
+		t.Fatal("a waited-out input seen in a fetch again is not waited for")
+	}
+	single := &task{win: newWindow(1, 0), proc: &procState{Stats: newStats()}}
+	if single.lagging([][]*kgo.Record{nil}) {
+		t.Fatal("a task of one input waits")
+	}
+}

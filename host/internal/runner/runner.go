@@ -684,6 +684,7 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 		if len(ftp.Records) == 0 {
 			if t := r.tasks[r.taskID(ftp.Topic, ftp.Partition)]; t != nil {
 				if i := t.inputOf(ftp.Topic); i >= 0 {
+					t.win.in(i).sawEmpty()
 					t.setLag(i, ftp.LastStableOffset, -1)
 				}
 			}
@@ -704,6 +705,7 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 			return
 		}
 		i := t.inputOf(ftp.Topic)
+		t.win.in(i).sawRecords()
 		t.win.in(i).sawEnd(ftp.LastStableOffset)
 		w := byTask[t]
 		if w == nil {

@@ -16,7 +16,10 @@ type Stats struct {
 	// Cuts counts the times a task's share of a poll was cut at the commit
 	// deadline: it was slow, and its remaining records were fetched again
 	// after the commit point (time isolation).
-	Cuts         atomic.Int64
+	Cuts atomic.Int64
+	// InputWaits counts the times a task of several inputs gave up waiting
+	// for an input that lagged (maxInputWait) and went on without it.
+	InputWaits   atomic.Int64
 	FailedTasks  atomic.Int64 // tasks stopped by on_error: fail or a failed restore, ever
 	StoppedTasks atomic.Int64 // such tasks this process holds now (a gauge)
 	Commits      atomic.Int64 // commit points that committed offsets

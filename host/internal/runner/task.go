@@ -68,6 +68,9 @@ type task struct {
 	// tk is the task's time: clocks, timers (in the time store of st,
 	// when the spec has one) and commit marks.
 	tk *timekeeper
+	// waitingSince is when the task began to wait for a lagging input
+	// (zero: it is not waiting); see lagging.
+	waitingSince time.Time
 }
 
 func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, error) {
@@ -241,6 +244,13 @@ func (t *task) processBatch(ctx context.Context, batch [][]*kgo.Record, deadline
 		if in < 0 {
 			break
 		}
+		if t.lagging(batch) {
+			// An input with records on the broker that this poll did not
+			// bring: its next record may be older than any here. Stop,
+			// to be fetched again with it (bounded by maxInputWait).
+			stopAll()
+			break
+		}
 		kr := batch[in][0]
 		cur := t.win.in(in)
 		if t.failed != nil {
@@ -297,6 +307,56 @@ func (t *task) processBatch(ctx context.Context, batch [][]*kgo.Record, deadline
 		}
 	}
 	return done, nil
+}
+
+// maxInputWait bounds how long a task of several inputs waits for an input
+// that lags (lagging); past it the task goes on without that input's
+// records until a fetch shows the input again. Kafka Streams waits the
+// same way for data the broker has (max.task.idle.ms 0), without a bound.
+const maxInputWait = time.Second
+
+// lagging reports whether the task must stop before its next record
+// because one of its inputs has no record left in this poll's batch but is
+// not caught up: the broker holds records of it not fetched yet, or
+// nothing is known of it since the task started. Records run in timestamp
+// order across inputs only if every input's next record is in view (as
+// Kafka Streams does): otherwise a burst fetched for one input (after a
+// restart, say) would move the stream time past records of another input
+// still on the broker, and a join would find them late. A task waits at
+// most maxInputWait for a lagging input, then marks it waited out and goes
+// on until a fetch shows it again. A task of one input never waits.
+func (t *task) lagging(batch [][]*kgo.Record) bool {
+	if len(batch) < 2 {
+		return false
+	}
+	lag := false
+	for i, recs := range batch {
+		c := t.win.in(i)
+		if len(recs) == 0 && !c.caughtUp() && !c.waitedOut {
+			lag = true
+		}
+	}
+	if !lag {
+		t.waitingSince = time.Time{}
+		return false
+	}
+	now := time.Now()
+	if t.waitingSince.IsZero() {
+		t.waitingSince = now
+	}
+	if now.Sub(t.waitingSince) < maxInputWait {
+		return true
+	}
+	for i, recs := range batch {
+		if c := t.win.in(i); len(recs) == 0 && !c.caughtUp() {
+			c.waitedOut = true
+		}
+	}
+	t.waitingSince = time.Time{}
+	t.proc.Stats.InputWaits.Add(1)
+	t.r.log.Info("a task of several inputs stopped waiting for a lagging input; its records are processed as they come",
+		"task", t.id.String(), "waited", maxInputWait)
+	return false
 }
 
 // nextInput is the input whose first record runs next: the oldest by

@@ -65,6 +65,12 @@ type cursor struct {
 	// fetched record (-1: none yet).
 	end      int64
 	fetchEnd int64
+	// empty is set when the partition's latest fetch had no record: the
+	// consumer was at its end then. waitedOut is set when a task stopped
+	// waiting for the partition's records (see task.lagging) and cleared
+	// when a fetch next shows the partition.
+	empty     bool
+	waitedOut bool
 }
 
 // newWindow returns the empty window of a task reading inputs partitions
@@ -189,6 +195,20 @@ func (c *cursor) takeStop() (int64, bool) {
 
 // fetched records the offset after the batch's last fetched record.
 func (c *cursor) fetched(lastOffset int64) { c.fetchEnd = lastOffset + 1 }
+
+// sawEmpty records a fetch of the partition without records.
+func (c *cursor) sawEmpty() { c.empty, c.waitedOut = true, false }
+
+// sawRecords records a fetch of the partition with records.
+func (c *cursor) sawRecords() { c.empty, c.waitedOut = false, false }
+
+// caughtUp reports whether the consumer has fetched everything the
+// partition held as of its latest fetch: that fetch was empty, or its
+// records reached the partition's end. False while nothing is known (no
+// fetch since the task started).
+func (c *cursor) caughtUp() bool {
+	return c.empty || (c.end >= 0 && c.fetchEnd >= c.end)
+}
 
 // fetchedEnd is the offset after the latest fetched record (-1: none).
 func (c *cursor) fetchedEnd() int64 { return c.fetchEnd }
