@@ -114,7 +114,8 @@ func (h *harness) describeGroup() (groupView, error) {
 }
 
 // waitGroup waits until the group is stable with want members that share
-// every input partition, each owning some.
+// every input partition, each owning some (with two inputs: each partition
+// number on one member, the co-partitioned tasks whole).
 func (h *harness) waitGroup(want int, bound time.Duration) groupView {
 	h.t.Helper()
 	start := time.Now()
@@ -138,10 +139,35 @@ func (h *harness) waitGroup(want int, bound time.Duration) groupView {
 			}
 		}
 		if time.Since(start) > bound {
-			h.t.Fatalf("group not stable with %d members within %v: last seen %s (err %v)", want, bound, last, lastErr)
+			h.t.Fatalf("group not stable with %d members within %v: last seen %s (err %v)%s", want, bound, last, lastErr, h.splitTasks(last))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// splitTasks names the partition numbers that several members hold: with
+// co-partitioned inputs, tasks the assignment split between members.
+func (h *harness) splitTasks(g groupView) string {
+	holders := map[int32][]string{}
+	for _, m := range g.members {
+		for _, p := range m.partitions {
+			holders[p] = append(holders[p], m.clientID)
+		}
+	}
+	var split []string
+	for _, p := range slices.Sorted(maps.Keys(holders)) {
+		if len(holders[p]) > 1 {
+			split = append(split, fmt.Sprintf("%d on %s", p, strings.Join(holders[p], "+")))
+		}
+	}
+	if len(split) == 0 {
+		return ""
+	}
+	what := "; partitions held by several members: "
+	if h.in2 != "" {
+		what = "; partitions held by several members (the inputs are not co-partitioned): "
+	}
+	return what + strings.Join(split, ", ")
 }
 
 // waitStableBeforeKill, on kfake, waits (up to bound) until no rebalance
