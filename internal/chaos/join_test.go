@@ -598,10 +598,13 @@ func (h *harness) checkJoins(c closing) {
 			}
 			gotLate = beUint64(v)
 		}
-		if lo, hi := uint64(ref.late[p]), uint64(ref.late[p]+ref.maybeLate[p]); gotLate < lo || gotLate > hi {
-			bad("state", "partition %d: the store counted %d late records, the reference %d (and %d maybe late): "+
-				"more means records in time were taken as late (a task's inputs processed more than the grace, %d ms, apart; or the stream time wrong after a restore), "+
-				"fewer that late records were joined", p, gotLate, lo, hi-lo, joinGrace)
+		switch lo, hi := uint64(ref.late[p]), uint64(ref.late[p]+ref.maybeLate[p]); {
+		case gotLate > hi:
+			bad("state", "partition %d: the store counted %d late records, the reference %d (and %d maybe late): records in time were taken as late "+
+				"(the task's inputs processed more than the grace, %d ms, apart, or its stream time too far ahead)", p, gotLate, lo, hi-lo, joinGrace)
+		case gotLate < lo:
+			bad("state", "partition %d: the store counted %d late records, the reference %d: late records were not seen as late "+
+				"(a stream time lost in a restore), or not seen at all", p, gotLate, lo)
 		}
 		var left []string
 		closed := false
@@ -636,7 +639,7 @@ func (h *harness) checkJoins(c closing) {
 		h.guarantee, len(inputs), imps, lateTotal, maybeTotal, ref.stale, joins+unclicked, joins, clickedIDs, unclicked,
 		len(outs), len(got), timedOut, unsureOuts, len(ref.unsure))
 	if len(problemIDs) > 0 {
-		h.explainJoins(ref, slices.Sorted(maps.Keys(problemIDs)))
+		h.explainJoins(ref, slices.Sorted(maps.Keys(problemIDs)), outs)
 	}
 	if len(problems) > 0 {
 		var report []string
@@ -663,9 +666,17 @@ func (h *harness) checkJoins(c closing) {
 // explainJoins logs where the ids with a wrong result are: how many per
 // input partition, and for some of them their input records and every
 // output record under read_uncommitted (aborted and open transactions
-// too).
-func (h *harness) explainJoins(ref joinRef, ids []string) {
+// too), each marked committed or not.
+func (h *harness) explainJoins(ref joinRef, ids []string, committed []*kgo.Record) {
 	h.t.Helper()
+	type at struct {
+		p   int32
+		off int64
+	}
+	isCommitted := map[at]bool{}
+	for _, r := range committed {
+		isCommitted[at{r.Partition, r.Offset}] = true
+	}
 	perPart := map[int32]int{}
 	for _, id := range ids {
 		perPart[ref.byID[id][0].partition]++
@@ -692,7 +703,11 @@ func (h *harness) explainJoins(ref joinRef, ids []string) {
 					desc = fmt.Sprintf("joined click@%d", res.clickAt)
 				}
 			}
-			outs = append(outs, fmt.Sprintf("%s at %s", desc, where(r)))
+			state := "not committed"
+			if isCommitted[at{r.Partition, r.Offset}] {
+				state = "committed"
+			}
+			outs = append(outs, fmt.Sprintf("%s at %s, %s", desc, where(r), state))
 		}
 		lines = append(lines, fmt.Sprintf("%s: in [%s]; written [%s]", id, strings.Join(ins, ", "), strings.Join(outs, "; ")))
 	}
