@@ -10,7 +10,10 @@
 // least once and no count below it. TestWindowsExactlyOnceSIGKILL runs
 // plugins/windowcount instead, on input with event timestamps, and checks
 // that every window that closed is in the committed output exactly once
-// with the count of its records that were in time.
+// with the count of its records that were in time. TestJoinExactlyOnceSIGKILL
+// runs plugins/clickjoin on two co-partitioned inputs (impressions and
+// clicks) and checks that every impression in time is reported exactly
+// once, joined with its click when the click was in its window.
 //
 // The child processes' logs go to the test's temporary directory and their
 // tails are printed when a test fails; set WASMSTREAM_CHAOS_LOGS to a

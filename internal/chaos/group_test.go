@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,7 +17,8 @@ import (
 
 // groupMember is one member of the app's group as DescribeGroups shows it:
 // its client id is the slot name (kafka.client_id), its partitions are the
-// input partitions assigned to it.
+// input partitions assigned to it (with two co-partitioned inputs, the
+// numbers of the partitions it holds of either: its tasks).
 type groupMember struct {
 	memberID, clientID string
 	partitions         []int32
@@ -52,25 +55,29 @@ func (h *harness) describeGroup() (groupView, error) {
 			v := groupView{state: g.State}
 			for _, m := range g.Members {
 				gm := groupMember{memberID: m.MemberID, clientID: m.ClientID}
-				// The app consumes only h.in. The assignment is keyed by
-				// topic name, which kfake leaves empty (it sends topic IDs
-				// only), so every topic's partitions are taken.
-				target := 0
+				// The app consumes only its input topics. The assignment is
+				// keyed by topic name, which kfake leaves empty (it sends
+				// topic IDs only, so kadm merges the topics' partitions under
+				// ""): every topic's partitions are taken, and a partition
+				// number counts once per member.
+				target, assigned := 0, 0
 				for _, ps := range m.TargetAssignment {
 					target += len(ps)
 				}
+				owned := map[int32]bool{}
 				for topic, ps := range m.Assignment {
 					for p := range ps {
-						gm.partitions = append(gm.partitions, p)
+						assigned++
+						owned[p] = true
 						if _, ok := m.TargetAssignment[topic][p]; !ok {
 							v.state = "Reconciling" // still moving to its target
 						}
 					}
 				}
-				if len(gm.partitions) != target {
+				if assigned != target {
 					v.state = "Reconciling"
 				}
-				sort.Slice(gm.partitions, func(i, j int) bool { return gm.partitions[i] < gm.partitions[j] })
+				gm.partitions = slices.Sorted(maps.Keys(owned))
 				v.members = append(v.members, gm)
 			}
 			return v, nil
@@ -91,20 +98,24 @@ func (h *harness) describeGroup() (groupView, error) {
 	for _, m := range g.Members {
 		gm := groupMember{memberID: m.MemberID, clientID: m.ClientID}
 		if c, ok := m.Assigned.AsConsumer(); ok {
+			owned := map[int32]bool{}
 			for _, tp := range c.Topics {
-				if tp.Topic == h.in {
-					gm.partitions = append(gm.partitions, tp.Partitions...)
+				if slices.Contains(h.inTopics(), tp.Topic) {
+					for _, p := range tp.Partitions {
+						owned[p] = true
+					}
 				}
 			}
+			gm.partitions = slices.Sorted(maps.Keys(owned))
 		}
-		sort.Slice(gm.partitions, func(i, j int) bool { return gm.partitions[i] < gm.partitions[j] })
 		v.members = append(v.members, gm)
 	}
 	return v, nil
 }
 
 // waitGroup waits until the group is stable with want members that share
-// every input partition, each owning some.
+// every input partition, each owning some (with two inputs: each partition
+// number on one member, the co-partitioned tasks whole).
 func (h *harness) waitGroup(want int, bound time.Duration) groupView {
 	h.t.Helper()
 	start := time.Now()
@@ -128,10 +139,35 @@ func (h *harness) waitGroup(want int, bound time.Duration) groupView {
 			}
 		}
 		if time.Since(start) > bound {
-			h.t.Fatalf("group not stable with %d members within %v: last seen %s (err %v)", want, bound, last, lastErr)
+			h.t.Fatalf("group not stable with %d members within %v: last seen %s (err %v)%s", want, bound, last, lastErr, h.splitTasks(last))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// splitTasks names the partition numbers that several members hold: with
+// co-partitioned inputs, tasks the assignment split between members.
+func (h *harness) splitTasks(g groupView) string {
+	holders := map[int32][]string{}
+	for _, m := range g.members {
+		for _, p := range m.partitions {
+			holders[p] = append(holders[p], m.clientID)
+		}
+	}
+	var split []string
+	for _, p := range slices.Sorted(maps.Keys(holders)) {
+		if len(holders[p]) > 1 {
+			split = append(split, fmt.Sprintf("%d on %s", p, strings.Join(holders[p], "+")))
+		}
+	}
+	if len(split) == 0 {
+		return ""
+	}
+	what := "; partitions held by several members: "
+	if h.in2 != "" {
+		what = "; partitions held by several members (the inputs are not co-partitioned): "
+	}
+	return what + strings.Join(split, ", ")
 }
 
 // waitStableBeforeKill, on kfake, waits (up to bound) until no rebalance
@@ -172,35 +208,42 @@ func (h *harness) stableNow() bool {
 }
 
 // lag returns, per input partition, end offset minus the group's committed
-// offset (the whole partition when nothing is committed).
+// offset (the whole partition when nothing is committed), summed over the
+// input topics.
 func (h *harness) lag() (map[int32]int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ends, err := h.adm.ListEndOffsets(ctx, h.in)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("end offsets: %w", err)
-	}
-	committed, err := h.committed()
-	if err != nil {
-		return nil, err
-	}
 	lag := map[int32]int64{}
-	for p, e := range ends[h.in] {
-		c := committed[p]
-		if c < 0 {
-			c = 0
+	for _, topic := range h.inTopics() {
+		ends, err := h.adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
 		}
-		lag[p] = e.Offset - c
+		if err != nil {
+			return nil, fmt.Errorf("end offsets of %s: %w", topic, err)
+		}
+		committed, err := h.committedOf(topic)
+		if err != nil {
+			return nil, err
+		}
+		for p, e := range ends[topic] {
+			c := committed[p]
+			if c < 0 {
+				c = 0
+			}
+			lag[p] += e.Offset - c
+		}
 	}
 	return lag, nil
 }
 
-// committed returns the group's committed offset per input partition (-1
-// for none).
-func (h *harness) committed() (map[int32]int64, error) {
+// committed returns the group's committed offset per partition of input 0
+// (-1 for none).
+func (h *harness) committed() (map[int32]int64, error) { return h.committedOf(h.in) }
+
+// committedOf returns the group's committed offset per partition of one
+// input topic (-1 for none).
+func (h *harness) committedOf(topic string) (map[int32]int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	offs, err := h.adm.FetchOffsets(ctx, h.appID)
@@ -213,7 +256,7 @@ func (h *harness) committed() (map[int32]int64, error) {
 	out := map[int32]int64{}
 	for p := range int32(inputPartitions) {
 		out[p] = -1
-		if o, ok := offs.Lookup(h.in, p); ok {
+		if o, ok := offs.Lookup(topic, p); ok {
 			out[p] = o.At
 		}
 	}

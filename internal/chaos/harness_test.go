@@ -149,6 +149,7 @@ type harness struct {
 	guarantee   string
 	appID       string
 	in, out     string
+	in2         string // the second input topic (input 1), "" for an app with one input
 	dir         string
 	bin         string
 	plugin      string
@@ -172,6 +173,11 @@ type harness struct {
 	// with producerMu held, with the harness's rng); otherwise the producer
 	// stamps them.
 	eventTime func(*rand.Rand) int64
+	// records, if set, makes the input records for n new ids in place of
+	// the default (one record each to h.in, keys from numKeys); it may
+	// return more or fewer records than n, to any input topic. Called with
+	// producerMu held.
+	records func(h *harness, n int) []*kgo.Record
 }
 
 // app is the processor every member runs: the counter test plugin by
@@ -185,6 +191,10 @@ type app struct {
 	// timeStore: waitSettled and checkLocalStores include the processor's
 	// time store (_time.<processor>) and its changelog.
 	timeStore bool
+	// secondInput, if set, names (as a prefix) a second input topic of the
+	// same partition count: the processor's input 1, co-partitioned with
+	// input 0 (h.in) since the processor has a store.
+	secondInput string
 }
 
 var counterApp = app{processor: "counter", pkg: "./internal/testplugins/counter", store: "counts", output: "out"}
@@ -235,6 +245,11 @@ func withApp(a app) option { return func(h *harness) { h.app = a } }
 // withEventTime stamps every input record with ts(rng) (ms).
 func withEventTime(ts func(*rand.Rand) int64) option { return func(h *harness) { h.eventTime = ts } }
 
+// withRecords makes the input records with gen (see harness.records).
+func withRecords(gen func(h *harness, n int) []*kgo.Record) option {
+	return func(h *harness) { h.records = gen }
+}
+
 func newHarness(t *testing.T, guarantee string, members int, hardDeadline time.Duration, opts ...option) *harness {
 	t.Helper()
 	seed := uint64(time.Now().UnixNano())
@@ -264,8 +279,13 @@ func newHarness(t *testing.T, guarantee string, members int, hardDeadline time.D
 	for _, o := range opts {
 		o(h)
 	}
+	if h.app.secondInput != "" {
+		h.in2 = b.Name(t, h.app.secondInput)
+	}
 	h.plugin = wasmbuild.Build(t, h.app.pkg)
-	b.CreateTopic(t, h.in, inputPartitions, nil)
+	for _, in := range h.inTopics() {
+		b.CreateTopic(t, in, inputPartitions, nil)
+	}
 	b.CreateTopic(t, h.out, inputPartitions, nil)
 	h.prod = b.Client(t, kgo.MetadataMinAge(250*time.Millisecond))
 	for i := range members {
@@ -315,7 +335,15 @@ processors:
     stores: [%s]
 %s`, h.appID, h.guarantee, strings.Join(quoted, ", "), m.name, commitInterval, h.sessTimeout, h.txnTimeout,
 		strconv.Quote(m.stateDir), h.stateSync, strconv.Quote(filepath.Join(workDir, "wasm-cache")), logLevel(),
-		h.app.processor, strconv.Quote(h.plugin), h.in, h.app.output, h.out, h.app.store, h.app.configYAML())
+		h.app.processor, strconv.Quote(h.plugin), strings.Join(h.inTopics(), ", "), h.app.output, h.out, h.app.store, h.app.configYAML())
+}
+
+// inTopics are the app's input topics, input 0 first.
+func (h *harness) inTopics() []string {
+	if h.in2 != "" {
+		return []string{h.in, h.in2}
+	}
+	return []string{h.in}
 }
 
 // configYAML is the processor's config section ("" without one).

@@ -14,6 +14,7 @@ import (
 // and where it landed.
 type input struct {
 	id, key   string
+	topic     string
 	partition int32
 	offset    int64
 	ts        int64 // its timestamp, ms
@@ -23,6 +24,14 @@ type input struct {
 // and remembers where they landed.
 func (h *harness) produce(ctx context.Context, n int) error {
 	h.producerMu.Lock()
+	if h.records != nil {
+		recs := h.records(h, n)
+		h.producerMu.Unlock()
+		if len(recs) == 0 {
+			return nil
+		}
+		return h.send(ctx, recs)
+	}
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
 		id := fmt.Sprintf("id-%07d", h.nextID)
@@ -49,7 +58,7 @@ func (h *harness) send(ctx context.Context, recs []*kgo.Record) error {
 	}
 	h.producerMu.Lock()
 	for _, r := range res {
-		h.inputs = append(h.inputs, input{id: string(r.Record.Value), key: string(r.Record.Key), partition: r.Record.Partition, offset: r.Record.Offset,
+		h.inputs = append(h.inputs, input{id: string(r.Record.Value), key: string(r.Record.Key), topic: r.Record.Topic, partition: r.Record.Partition, offset: r.Record.Offset,
 			ts: r.Record.Timestamp.UnixMilli()})
 	}
 	h.producerMu.Unlock()
