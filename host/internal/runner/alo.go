@@ -23,6 +23,8 @@ func (*atLeastOnce) openNow() error                                      { retur
 func (*atLeastOnce) open() bool                                          { return false }
 func (*atLeastOnce) wantsCommit() bool                                   { return false }
 func (*atLeastOnce) deferCallback(callbackKind, map[string][]int32) bool { return false }
+func (*atLeastOnce) rearm(context.Context)                               {}
+func (*atLeastOnce) beforeLose()                                         {}
 
 // beforeRevoke commits everything processed, so the new owner goes on from
 // there.

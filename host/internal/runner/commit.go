@@ -34,6 +34,13 @@ type committer interface {
 	// deferCallback queues a group callback that must not take r.mu now,
 	// and reports whether it did. Called without r.mu.
 	deferCallback(kind callbackKind, parts map[string][]int32) bool
+	// beforeLose is told that partitions are lost (exactly_once: the
+	// session must be rearmed too).
+	beforeLose()
+	// rearm readies the group hooks for the next revoke or loss after one
+	// ran (exactly_once: see exactlyOnce.rearm); the loop calls it before
+	// each poll.
+	rearm(ctx context.Context)
 }
 
 // commit is a commit point (see committer.commit); a broken runner commits

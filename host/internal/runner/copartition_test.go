@@ -455,6 +455,23 @@ func TestTaskWaitsForALaggingInput(t *testing.T) {
 	if !tk.lagging([][]*kgo.Record{rec, nil}) {
 		t.Fatal("a waited-out input seen in a fetch again is not waited for")
 	}
+	// Records fetched and then rewound (a stop or a cut) are not in view.
+	c0 := tk.win.in(0)
+	c0.sawRecords()
+	c0.sawEnd(10)
+	c0.fetched(9)
+	if !c0.caughtUp() {
+		t.Fatal("an input fetched to its end is not caught up")
+	}
+	c0.stopAt(5)
+	if at, ok := c0.takeStop(); !ok || at != 5 || c0.caughtUp() {
+		t.Fatalf("after a rewind to %d (%v) the input still counts as caught up", at, ok)
+	}
+	c0.fetched(9)
+	c0.aborted()
+	if c0.caughtUp() {
+		t.Fatal("after an abort the input still counts as caught up")
+	}
 	single := &task{win: newWindow(1, 0), proc: &procState{Stats: newStats()}}
 	if single.lagging([][]*kgo.Record{nil}) {
 		t.Fatal("a task of one input waits")

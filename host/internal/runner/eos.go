@@ -75,6 +75,9 @@ type exactlyOnce struct {
 	// produce failed; past maxProduceAborts the runner gives up instead of
 	// spinning.
 	produceAborts int
+	// disarmed is set when a revoke or loss reached the runner: the
+	// session passes no further one on until its End (see rearm).
+	disarmed bool
 
 	rebalanceWanted atomic.Bool
 	callbackBlocked atomic.Bool
@@ -115,10 +118,37 @@ func (c *exactlyOnce) onCallbackBlocked(context.Context, *kgo.Client) {
 func (c *exactlyOnce) open() bool        { return c.inTxn }
 func (c *exactlyOnce) wantsCommit() bool { return c.rebalanceWanted.Swap(false) }
 
-// beforeRevoke does nothing: the loop has already committed if it saw the
-// rebalance coming; otherwise the session aborts the open transaction and
-// rewinds every task to its committed offsets.
-func (*exactlyOnce) beforeRevoke(context.Context) {}
+// beforeRevoke does nothing but disarm: the loop has already committed if
+// it saw the rebalance coming; otherwise the session aborts the open
+// transaction and rewinds every task to its committed offsets.
+func (c *exactlyOnce) beforeRevoke(context.Context) { c.disarmed = true }
+func (c *exactlyOnce) beforeLose()                  { c.disarmed = true }
+
+// rearm ends the session's transaction state after a revoke or loss when no
+// transaction is open. franz-go's GroupTransactSession (v1.22.3) passes the
+// first revoke (and the first loss) after an End to the client's callback
+// and swallows every later one until the next End. Under KIP-848, and
+// under cooperative rebalances, one member can have partitions revoked
+// twice with no transaction between (an idle member): the runner never
+// heard of the second revoke, kept the tasks, and when a partition came
+// back ran the old task on state that missed what the partition's other
+// owner had committed meanwhile (the join chaos test caught it). An End
+// with nothing open only resets the session's flags (it aborts nothing),
+// so every revoke reaches the runner.
+func (c *exactlyOnce) rearm(ctx context.Context) {
+	if !c.disarmed || c.inTxn {
+		return // an open transaction's End rearms the session
+	}
+	c.disarmed = false
+	if _, err := c.end(ctx, kgo.TryAbort); err != nil {
+		c.r.log.Warn("resetting the transaction session after a rebalance", "err", err)
+	}
+	// The aborting End set the consumer back to the committed offsets.
+	for _, t := range c.r.tasks {
+		t.win.refetched()
+	}
+	c.runQueued(ctx)
+}
 
 // begin opens a transaction before a poll's records are processed: every
 // output, changelog record and dead letter is produced inside one.
@@ -189,6 +219,7 @@ func (c *exactlyOnce) commit(ctx context.Context) error {
 		}
 	}
 	committed, err := c.end(ctx, try)
+	c.disarmed = false // End reset the session's revoke and loss flags
 	// Every record of the transaction has its answer by now (End flushes
 	// or aborts them all); an abort fails the buffered ones with "client is
 	// aborting buffered records", which must not count against the next

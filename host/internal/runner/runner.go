@@ -607,6 +607,7 @@ func (r *Runner) iterate(ctx context.Context) (done bool, err error) {
 		r.mu.Unlock()
 		return true, nil
 	}
+	r.committer.rearm(ctx)
 	r.finishRestores()
 	r.advanceSwaps(ctx)
 	pollCtx, cancel := r.pollContext(ctx)
@@ -856,6 +857,7 @@ func (r *Runner) groupCallback(kind callbackKind, run func(context.Context, map[
 
 // assign starts the tasks of newly assigned partitions; the caller holds r.mu.
 func (r *Runner) assign(ctx context.Context, assigned map[string][]int32) {
+	r.dropStale(ctx, assigned)
 	r.hold(assigned)
 	for topic, parts := range assigned {
 		for _, p := range parts {
@@ -882,9 +884,34 @@ func (r *Runner) revoke(ctx context.Context, revoked map[string][]int32) {
 // lose drops the tasks without committing: another member may already own
 // the partitions, so nothing of ours may be committed for them.
 func (r *Runner) lose(ctx context.Context, lost map[string][]int32) {
+	r.committer.beforeLose()
 	r.closeTasks(ctx, lost)
 	r.sinceCommit = 0
 	r.log.Warn("partitions lost; uncommitted work for them is dropped", "partitions", lost)
+}
+
+// dropStale closes the tasks of newly assigned partitions that this member
+// still runs: a partition is assigned only to a member that does not hold
+// it, so the member lost it meanwhile without hearing of it (see
+// exactlyOnce.rearm), and the task's state may miss what another owner
+// committed. The new task restores from the changelog.
+func (r *Runner) dropStale(ctx context.Context, assigned map[string][]int32) {
+	for topic, parts := range assigned {
+		for _, p := range parts {
+			id := r.taskID(topic, p)
+			t := r.tasks[id]
+			if t == nil {
+				continue
+			}
+			r.log.Warn("assigned a partition whose task this member still ran: its revoke was not seen; the task restarts from its committed state",
+				"task", id.String(), "topic", topic, "partition", p)
+			if t.st != nil {
+				t.st.Discard()
+			}
+			t.close(ctx)
+			delete(r.tasks, id)
+		}
+	}
 }
 
 // closeTasks closes the tasks of partitions leaving this member. A

@@ -138,6 +138,14 @@ func (w *window) stopAtFailure() {
 	}
 }
 
+// refetched forgets what was fetched: the consumer was set back to the
+// committed offsets.
+func (w *window) refetched() {
+	for i := range w.cursors {
+		w.cursors[i].fetchEnd, w.cursors[i].empty = -1, false
+	}
+}
+
 // resumed forgets the failure that stopped the task (a rollback gave its
 // record to the previous version).
 func (w *window) resumed() {
@@ -183,13 +191,15 @@ func (c *cursor) stopAt(offset int64) { c.stoppedAt = offset }
 func (c *cursor) stopAtFailure() { c.stoppedAt = c.failedAt }
 
 // takeStop returns where the batch stopped, if it did, and clears it: the
-// caller rewinds the consumer there.
+// caller rewinds the consumer there, so what was fetched from there on is
+// no longer in view (caughtUp must not count it).
 func (c *cursor) takeStop() (int64, bool) {
 	at := c.stoppedAt
 	if at < 0 {
 		return 0, false
 	}
 	c.stoppedAt = -1
+	c.fetchEnd, c.empty = at, false
 	return at, true
 }
 
@@ -257,11 +267,13 @@ func (c *cursor) committed() {
 	c.start = -1
 }
 
-// aborted drops the cursor's work (see window.aborted).
+// aborted drops the cursor's work (see window.aborted); the consumer goes
+// back to the committed offset, so nothing fetched is in view any more.
 func (c *cursor) aborted() {
 	c.next = -1
 	c.dirty = false
 	c.start = -1
+	c.fetchEnd, c.empty = -1, false
 }
 
 // rewound drops the cursor's offsets for an at_least_once rollback and
@@ -275,6 +287,7 @@ func (c *cursor) rewound() (from int64, ok bool) {
 	c.start = -1
 	c.next = -1
 	c.dirty = false
+	c.fetchEnd, c.empty = from, false
 	return from, true
 }
 
