@@ -905,10 +905,7 @@ func (r *Runner) dropStale(ctx context.Context, assigned map[string][]int32) {
 			}
 			r.log.Warn("assigned a partition whose task this member still ran: its revoke was not seen; the task restarts from its committed state",
 				"task", id.String(), "topic", topic, "partition", p)
-			if t.st != nil {
-				t.st.Discard()
-			}
-			t.close(ctx)
+			t.close(ctx) // drops what the task staged
 			delete(r.tasks, id)
 		}
 	}

@@ -198,8 +198,8 @@ func (t *task) Emit(output int, rec *abi.Record) error {
 // processBatch processes the task's records of one poll: batch[i] are its
 // i-th input partition's, in offset order. Records of several inputs run
 // in timestamp order (the oldest head first; ties go to the lower input),
-// so a co-partitioned task sees its inputs interleaved as they happened,
-// as far as one poll shows them. It returns how many records it finished
+// so a co-partitioned task sees its inputs interleaved as they happened;
+// it stops when an input it needs is not in the poll (lagging). It returns how many records it finished
 // (processed, skipped or dead-lettered, or the one that stopped the task)
 // and a fatal error, if any. It stops early when ctx is canceled, and at
 // the first record boundary after deadline once it has finished a record
@@ -278,11 +278,14 @@ func (t *task) processBatch(ctx context.Context, batch [][]*kgo.Record, deadline
 		if store := t.table[in]; store >= 0 {
 			err = t.writeTable(kr, store)
 		} else {
+			// Only the plugin's records judge its version's canary.
 			err = t.processOne(ctx, kr, t.index[in])
+			t.canaryIn++
+			if err != nil {
+				t.canaryFailed++
+			}
 		}
-		t.canaryIn++
 		if err != nil {
-			t.canaryFailed++
 			if handled := t.onFailure(kr, err); !handled {
 				stopAll() // the other inputs' records not reached
 				cur.failed(kr.Offset)
@@ -480,7 +483,7 @@ func (t *task) produceChangelog() {
 	}
 	for _, c := range t.st.Dirty() {
 		store := c.Store
-		if t.proc.spec.Changelogs[store] == "" || t.isTable(store) {
+		if t.isTable(store) {
 			continue // a task table: its topic is its changelog
 		}
 		rec := &kgo.Record{
