@@ -248,7 +248,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	// Every member asks for the co-partitioning assignor when any
 	// processor of the app needs it (members of one group must agree).
 	for _, spec := range specs {
-		if len(spec.Inputs) > 1 && len(spec.Stores) > 0 {
+		if spec.Copartitioned() {
 			base.Copartitioned = append(base.Copartitioned, spec.Inputs)
 		}
 	}
@@ -590,13 +590,9 @@ func (h *Host) ensureTopics(ctx context.Context, create bool) error {
 		// tables (created compacted); their topic is their changelog.
 		procs[i] = topics.Processor{Name: pc.Name, Inputs: h.cfg.runnerInputs(pc), Outputs: pc.Outputs,
 			Repartition: h.cfg.repartitionTopics(pc), RepartitionPartitions: int32(pc.RepartitionPartitions),
-			Changelogs: map[string]string{}, Tables: maps.Clone(pc.Tables)}
-		for name, topic := range pc.TaskTables {
-			if procs[i].Tables == nil {
-				procs[i].Tables = map[string]string{}
-			}
-			procs[i].Tables[name] = topic
-		}
+			Changelogs: map[string]string{}, Tables: map[string]string{}}
+		maps.Copy(procs[i].Tables, pc.Tables)
+		maps.Copy(procs[i].Tables, pc.TaskTables)
 		for _, st := range h.cfg.taskStores(pc) {
 			if _, ok := pc.TaskTables[st]; !ok {
 				procs[i].Changelogs[st] = h.cfg.ChangelogTopic(st)

@@ -14,10 +14,14 @@ import "sort"
 // same task's state (as they could, briefly, during a rolling upgrade from
 // a version whose assignor did not co-partition).
 
-// copartitioned reports whether the processor's tasks read every input.
-func (ps *procState) copartitioned() bool {
-	return len(ps.spec.Inputs) > 1 && len(ps.spec.Stores) > 0
+// Copartitioned reports whether the processor's tasks read every input:
+// it has stores and several inputs.
+func (s *ProcessorSpec) Copartitioned() bool {
+	return len(s.Inputs) > 1 && len(s.Stores) > 0
 }
+
+// copartitioned reports whether the processor's tasks read every input.
+func (ps *procState) copartitioned() bool { return ps.spec.Copartitioned() }
 
 // taskTopics are the topics a task of the processor whose id names topic
 // reads: every input of a co-partitioned processor, topic otherwise.
