@@ -111,6 +111,15 @@ type KafkaConfig struct {
 	TLS TLSConfig `koanf:"tls"`
 	// SASL authenticates to the brokers (security.go).
 	SASL SASLConfig `koanf:"sasl"`
+	// FetchMaxPartitionBytes bounds what one fetch returns of one
+	// partition (Kafka's max.partition.fetch.bytes; a larger first record
+	// still comes whole). Fetched records wait decoded in memory until
+	// processed, so this, times the partitions of a fetch, is most of a
+	// process's memory beyond its plugins and stores. Default 256KiB.
+	FetchMaxPartitionBytes ByteSize `koanf:"fetch_max_partition_bytes"`
+	// FetchMaxBytes bounds one fetch response of one broker (Kafka's
+	// fetch.max.bytes). Default 16MiB.
+	FetchMaxBytes ByteSize `koanf:"fetch_max_bytes"`
 	// RepartitionPurgeInterval is how often a process deletes the records
 	// of the app's repartition topics that their reading processor has
 	// committed past (Kafka DeleteRecords below the group's committed
@@ -407,6 +416,22 @@ const (
 	DefaultStateDir           = "wasmstream-state"
 
 	DefaultRepartitionPurgeInterval = 30 * time.Second
+
+	// A poll hands the runner at most 1000 records (runner.DefaultMaxPoll),
+	// so a fetch larger than that only holds more decoded records in
+	// memory. Kafka's 1MiB per partition measured 1.8x the peak RSS of
+	// 256KiB on the word count benchmark at no gain in throughput
+	// (RATIONALE.md, "Kafka I/O").
+	DefaultFetchMaxPartitionBytes = 256 << 10
+	DefaultFetchMaxBytes          = 16 << 20
+)
+
+// Fetch size bounds: below minFetchBytes a fetch costs more in round trips
+// than it carries; above maxFetchBytes it is more memory than any poll
+// needs.
+const (
+	minFetchBytes = 4 << 10
+	maxFetchBytes = 256 << 20
 )
 
 // EnvPrefix starts every environment variable the config reads. After the
@@ -663,6 +688,8 @@ func (c *Config) ApplyDefaults() {
 	if c.Kafka.ConnectTimeout == 0 {
 		c.Kafka.ConnectTimeout = DefaultConnectTimeout
 	}
+	setDefault(&c.Kafka.FetchMaxPartitionBytes, DefaultFetchMaxPartitionBytes)
+	setDefault(&c.Kafka.FetchMaxBytes, DefaultFetchMaxBytes)
 	if c.Kafka.RepartitionPurgeInterval == 0 {
 		c.Kafka.RepartitionPurgeInterval = DefaultRepartitionPurgeInterval
 	}
@@ -790,6 +817,17 @@ func (c *Config) Validate() error {
 	}
 	if c.Runtime.MaxModuleSize < 1024 {
 		bad("runtime.max_module_size", "%d bytes is too small", c.Runtime.MaxModuleSize)
+	}
+	for _, f := range []struct {
+		path string
+		v    ByteSize
+	}{{"kafka.fetch_max_partition_bytes", c.Kafka.FetchMaxPartitionBytes}, {"kafka.fetch_max_bytes", c.Kafka.FetchMaxBytes}} {
+		if f.v < minFetchBytes || f.v > maxFetchBytes {
+			bad(f.path, "%s is outside %s..%s", f.v, ByteSize(minFetchBytes), ByteSize(maxFetchBytes))
+		}
+	}
+	if c.Kafka.FetchMaxBytes < c.Kafka.FetchMaxPartitionBytes {
+		bad("kafka.fetch_max_bytes", "%s is below kafka.fetch_max_partition_bytes (%s)", c.Kafka.FetchMaxBytes, c.Kafka.FetchMaxPartitionBytes)
 	}
 	if c.Kafka.StartOffset != "earliest" && c.Kafka.StartOffset != "latest" {
 		bad("kafka.start_offset", "%q must be earliest or latest", c.Kafka.StartOffset)
@@ -976,13 +1014,15 @@ func (c *Config) StateDir() string {
 // kafkaClient is what every Kafka client of a host (or of a deploy) on
 // brokers starts from.
 
-// pluginLimits are the host-wide module limits (CacheDir left empty: the
-// caller decides whether compiled modules are cached).
+// pluginLimits are the host-wide module limits, compiling through
+// runtime.cache_dir: validate, deploy and run share one cache, so a
+// validated plugin starts without compiling again.
 func (c *Config) pluginLimits() plugin.Limits {
 	ml := c.Runtime.ModuleLimits
 	return plugin.Limits{
 		MaxModuleSize:  uint64(c.Runtime.MaxModuleSize),
 		CompileTimeout: c.Runtime.CompileTimeout,
+		CacheDir:       plugin.CacheDir(c.Runtime.CacheDir),
 		Module: engine.ModuleLimits{
 			MaxModuleSize:     int(c.Runtime.MaxModuleSize),
 			MaxFunctions:      ml.Functions,

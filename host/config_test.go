@@ -83,6 +83,8 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 		{"bad policy", strings.Replace(goodConfig, "limits:", "on_error: retry\n    limits:", 1), "processors[0].on_error"},
 		{"bad broker", strings.Replace(goodConfig, "127.0.0.1:9092", "localhost", 1), "kafka.brokers[0]"},
 		{"bad members", strings.Replace(goodConfig, "commit_interval: 250ms", "commit_interval: 250ms\n  members: one", 1), "kafka.members: \"one\" must be per_processor or shared"},
+		{"tiny fetch", strings.Replace(goodConfig, "commit_interval: 250ms", "commit_interval: 250ms\n  fetch_max_partition_bytes: 1KiB", 1), "kafka.fetch_max_partition_bytes: 1KiB is outside 4KiB..256MiB"},
+		{"fetch below partition", strings.Replace(goodConfig, "commit_interval: 250ms", "commit_interval: 250ms\n  fetch_max_partition_bytes: 8MiB\n  fetch_max_bytes: 1MiB", 1), "kafka.fetch_max_bytes: 1MiB is below kafka.fetch_max_partition_bytes (8MiB)"},
 		{"expire unknown store", strings.Replace(goodConfig, "limits:", "expire: {nope: {after: 1h}}\n    limits:", 1), "processors[0].expire.nope: \"nope\" is not one of the processor's stores"},
 		{"reserved store name", strings.Replace(goodConfig, "limits:", "stores: [_x]\n    limits:", 1), "store names starting with _ are the host's"},
 		{"no processors", "app_id: x\n", "processors: at least one"},
@@ -221,6 +223,10 @@ processors:
 	cfg, err := LoadConfig(writeConfig(t, base+"swap: {canary_window: 0s}\n"), nil, nil)
 	if err != nil || !cfg.Swap.CanaryOff {
 		t.Fatalf("canary_window: 0s = %v, CanaryOff %v; want the canary off", err, cfg != nil && cfg.Swap.CanaryOff)
+	}
+	cfg, err = LoadConfig(writeConfig(t, base), []string{"WASMSTREAM_KAFKA__FETCH_MAX_PARTITION_BYTES=64KiB"}, nil)
+	if err != nil || cfg.Kafka.FetchMaxPartitionBytes != 64<<10 || cfg.Kafka.FetchMaxBytes != DefaultFetchMaxBytes {
+		t.Fatalf("fetch sizes: %v, %+v", err, cfg)
 	}
 	cfg, err = LoadConfig(writeConfig(t, base+"    limits: {memory: 32MiB, record_timeout: 250ms}\n"), nil, nil)
 	if err != nil || cfg.Processors[0].Limits.RecordTimeout != 250*time.Millisecond || cfg.Processors[0].Limits.Memory != 32<<20 {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/wasmstream/wasmstream/host/internal/control"
 	ideploy "github.com/wasmstream/wasmstream/host/internal/deploy"
-	"github.com/wasmstream/wasmstream/host/internal/plugin"
 )
 
 // A processor's plugin has versions: the config file's plugin is the first;
@@ -129,7 +128,6 @@ func (c *Config) deployApp(log *slog.Logger) (ideploy.App, error) {
 		Logger:  log,
 		Timeout: brokerTimeout,
 	}
-	app.Limits.CacheDir = plugin.CacheDir(c.Runtime.CacheDir)
 	for i := range c.Processors {
 		app.Processors = append(app.Processors, c.pluginSpec(&c.Processors[i]))
 	}

@@ -226,24 +226,27 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		stats[pc.Name] = runner.NewStats()
 	}
 	base := runner.Options{
-		AppID:              cfg.AppID,
-		Kafka:              h.kafka,
-		CommitInterval:     cfg.Kafka.CommitInterval,
-		CommitRecords:      cfg.Kafka.CommitRecords,
-		StartOffset:        enums.start,
-		SessionTimeout:     cfg.Kafka.SessionTimeout,
-		GroupProtocol:      enums.protocol,
-		Guarantee:          enums.guarantee,
-		TransactionalID:    cfg.AppID + "-" + instanceID(),
-		TransactionTimeout: cfg.Kafka.TransactionTimeout,
-		Processors:         specs,
-		Versions:           h.vers,
-		State:              h.state,
-		Logger:             h.log,
-		OnRollback:         h.follower.OnRollback,
-		OnRestoreProgress:  onRestore,
-		Restore:            o.restore,
-		Stats:              stats,
+		AppID:          cfg.AppID,
+		Kafka:          h.kafka,
+		CommitInterval: cfg.Kafka.CommitInterval,
+		CommitRecords:  cfg.Kafka.CommitRecords,
+		StartOffset:    enums.start,
+		SessionTimeout: cfg.Kafka.SessionTimeout,
+		// Validate bounds both to maxFetchBytes, well inside int32.
+		FetchMaxBytes:          int32(cfg.Kafka.FetchMaxBytes),
+		FetchMaxPartitionBytes: int32(cfg.Kafka.FetchMaxPartitionBytes),
+		GroupProtocol:          enums.protocol,
+		Guarantee:              enums.guarantee,
+		TransactionalID:        cfg.AppID + "-" + instanceID(),
+		TransactionTimeout:     cfg.Kafka.TransactionTimeout,
+		Processors:             specs,
+		Versions:               h.vers,
+		State:                  h.state,
+		Logger:                 h.log,
+		OnRollback:             h.follower.OnRollback,
+		OnRestoreProgress:      onRestore,
+		Restore:                o.restore,
+		Stats:                  stats,
 	}
 	// Every member asks for the co-partitioning assignor when any
 	// processor of the app needs it (members of one group must agree).
@@ -555,7 +558,6 @@ func (h *Host) Close() error {
 // memory limit is a runtime setting) and checks it instantiates.
 func (h *Host) loadPlugins(ctx context.Context) error {
 	lim := h.cfg.pluginLimits()
-	lim.CacheDir = plugin.CacheDir(h.cfg.Runtime.CacheDir)
 	for i := range h.cfg.Processors {
 		pc := &h.cfg.Processors[i]
 		p, err := plugin.Load(ctx, h.cfg.pluginSpec(pc), lim, h.log)
@@ -656,6 +658,8 @@ func (h *Host) outputLimits(p *plugin.Processor) []runner.OutputLimit {
 // Validate checks a config's plugins without Kafka: each compiles, speaks a
 // supported ABI and initializes with its config. It returns every problem.
 // Like New it applies defaults to a copy of cfg and validates it first.
+// It compiles through runtime.cache_dir, as Run does, so a validated
+// deployment starts without compiling again.
 func Validate(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	if log == nil {
 		log = slog.Default()
@@ -665,10 +669,11 @@ func Validate(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	lim := cfg.pluginLimits()
 	var errs []error
 	for i := range cfg.Processors {
 		pc := &cfg.Processors[i]
-		p, err := plugin.Load(ctx, cfg.pluginSpec(pc), cfg.pluginLimits(), log)
+		p, err := plugin.Load(ctx, cfg.pluginSpec(pc), lim, log)
 		if p != nil {
 			_ = p.RT.Close(ctx)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -263,6 +264,30 @@ func TestBadPluginsAreRefusedAtStart(t *testing.T) {
 			}
 			t.Logf("%s: %v", name, err)
 		})
+	}
+}
+
+// Validate compiles through runtime.cache_dir, so the run that follows a
+// validate finds its plugins compiled.
+func TestValidateWarmsTheCompileCache(t *testing.T) {
+	dir := t.TempDir()
+	cfg := &Config{
+		AppID:      "x",
+		Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata("passthrough"), Inputs: []string{"in"}, Outputs: map[string]string{"out": "out"}}},
+		Runtime:    RuntimeConfig{CacheDir: dir},
+	}
+	if err := Validate(context.Background(), cfg, testLogger(t)); err != nil {
+		t.Fatal(err)
+	}
+	var files int
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files++
+		}
+		return err
+	})
+	if err != nil || files == 0 {
+		t.Fatalf("cache dir %s holds %d files after validate (%v); want the compiled plugin", dir, files, err)
 	}
 }
 

@@ -103,7 +103,7 @@ var thinFace = []string{
 	"DefaultClientID", "DefaultCommitInterval", "DefaultCommitRecords", "DefaultTopicPartitions",
 	"DefaultSessionTimeout", "DefaultMaxModuleSize", "DefaultCanaryWindow", "DefaultMaxFailureRatio",
 	"DefaultTransactionTimeout", "DefaultConnectTimeout", "DefaultMemory", "DefaultRecordTimeout", "DefaultStateDir",
-	"DefaultRepartitionPurgeInterval",
+	"DefaultRepartitionPurgeInterval", "DefaultFetchMaxPartitionBytes", "DefaultFetchMaxBytes",
 	"ExactlyOnce", "AtLeastOnce", "OnErrorFail", "OnErrorSkip", "OnErrorDeadLetter",
 	// the host
 	"Host", "New", "Option", "WithLogger", "WithEmbeddedPort", "WithRestoreProgress", "Validate",

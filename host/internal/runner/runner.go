@@ -214,6 +214,10 @@ type Options struct {
 	Logger            *slog.Logger
 	// MaxPoll bounds the records of one poll. Default DefaultMaxPoll.
 	MaxPoll int
+	// FetchMaxBytes and FetchMaxPartitionBytes bound one fetch response
+	// and its share of one partition, in bytes (0: franz-go's defaults).
+	FetchMaxBytes          int32
+	FetchMaxPartitionBytes int32
 	// Stats, if set, holds the counters each processor continues (by
 	// name): a host that replaces a failed runner keeps its counters
 	// monotonic. Processors without an entry start at zero.
@@ -509,6 +513,12 @@ func (r *Runner) clientOpts(topics []string, group []kgo.Opt, eos *exactlyOnce, 
 	)
 	if opts.SessionTimeout > 0 {
 		kopts = append(kopts, kgo.SessionTimeout(opts.SessionTimeout))
+	}
+	if opts.FetchMaxBytes > 0 {
+		kopts = append(kopts, kgo.FetchMaxBytes(opts.FetchMaxBytes))
+	}
+	if opts.FetchMaxPartitionBytes > 0 {
+		kopts = append(kopts, kgo.FetchMaxPartitionBytes(opts.FetchMaxPartitionBytes))
 	}
 	if adjust := r.earliestInputs(); adjust != nil {
 		kopts = append(kopts, kgo.AdjustFetchOffsetsFn(adjust))
