@@ -41,17 +41,21 @@ type Config struct {
 }
 
 // configs are the configurations, in the order each round runs them:
-// Kafka Streams and wasmstream alternate on both layouts (on the any
-// layout "wasmstream" does not run), so a slow minute of the shared
-// machine does not fall on one system only, and each Kafka Streams
-// configuration runs next to the wasmstream ones that emit alike (the
-// matched pairs of the ratios).
+// every wasmstream configuration runs next to a Kafka Streams one and no
+// two Kafka Streams ones run in a row, on both layouts (on the any layout
+// "wasmstream" does not run), so a slow minute of the shared machine does
+// not fall on one system only, and each Kafka Streams configuration runs
+// next to a wasmstream one that emits alike (the matched pairs of the
+// ratios).
 //
 // "wasmstream" counts where the lines arrive (one processor), right on the
 // keyed layout only; "wasmstream-general" is the general word count,
 // plugins/split re-keying by word through a repartition topic and
 // plugins/wordcount counting, right on both layouts, one output per
-// update; "wasmstream-general-commit" is the same with wordcount's emit:
+// update; "wasmstream-general-rust" is the same with both plugins in Rust
+// (plugins/rust: a faster guest than Go's wasip1 port, one output per
+// update; the Rust SDK has no commit marks yet, so there is no emit-at-commit
+// twin); "wasmstream-general-commit" is the same with wordcount's emit:
 // commit, the latest count per word per commit, as Kafka Streams' record
 // cache emits.
 var configs = []Config{
@@ -59,6 +63,7 @@ var configs = []Config{
 		Pending: map[Layout]string{LayoutAny: "counts where lines arrive: needs the keyed layout (wasmstream-general repartitions)"}},
 	{Name: "ks-cache-off", System: SystemKafkaStreams, CacheBytes: "0"},
 	{Name: "wasmstream-general", System: SystemWasmstream, Pipeline: "wasmstream-wordcount-general.yaml"},
+	{Name: "wasmstream-general-rust", System: SystemWasmstream, Pipeline: "wasmstream-wordcount-general-rust.yaml"},
 	{Name: "ks-cache-on", System: SystemKafkaStreams, CacheBytes: "default", EmitsPerCommit: true},
 	{Name: "wasmstream-general-commit", System: SystemWasmstream, Pipeline: "wasmstream-wordcount-general-commit.yaml",
 		EmitsPerCommit: true},

@@ -33,6 +33,13 @@ func pluginWasm(t testing.TB, lang, name string) []byte {
 // equal Go's. It returns Go's steps for the caller's own checks.
 func compareLangs(t *testing.T, name string, b binding, records []abi.Record) []step {
 	t.Helper()
+	return compareIn(t, langs, name, b, records)
+}
+
+// compareIn is compareLangs for the languages in which plugin name exists;
+// the first must be "go".
+func compareIn(t *testing.T, langs []string, name string, b binding, records []abi.Record) []step {
+	t.Helper()
 	var goSteps []step
 	var want, wantState string
 	for _, lang := range langs {
@@ -136,17 +143,33 @@ func TestFilterSameInEveryLanguage(t *testing.T) {
 	}
 }
 
-func TestWordcountSameInEveryLanguage(t *testing.T) {
-	texts := []string{
-		"The cat and the hat", "THE CAT, the end; don't stop", "Ça va? ÇA VA! Über straße STRASSE",
-		"Привет мир, ПРИВЕТ", "Καλημέρα κόσμε ΚΑΛΗΜΕΡΑ", "日本語 テキスト", "", "a1 b2 a1 1a",
-		"tab\tseparated\nlines\r\nhere", strings.Repeat("x", 5000) + " short",
-	}
+// wordTexts are lines for the plugins that split words.
+var wordTexts = []string{
+	"The cat and the hat", "THE CAT, the end; don't stop", "Ça va? ÇA VA! Über straße STRASSE",
+	"Привет мир, ПРИВЕТ", "Καλημέρα κόσμε ΚΑΛΗΜΕΡΑ", "日本語 テキスト", "", "a1 b2 a1 1a",
+	"tab\tseparated\nlines\r\nhere", strings.Repeat("x", 5000) + " short", "ab\xffcd\xc3",
+}
+
+// wordRecords are wordTexts as records, then a tombstone.
+func wordRecords() []abi.Record {
 	var recs []abi.Record
-	for i, s := range texts {
+	for i, s := range wordTexts {
 		recs = append(recs, abi.Record{Timestamp: int64(100 + i), Key: []byte("line"), Value: []byte(s)})
 	}
-	recs = append(recs, abi.Record{Key: []byte("tombstone")})
+	return append(recs, abi.Record{Key: []byte("tombstone")})
+}
+
+// split exists in Go and Rust (the Rust one runs the general word count of
+// the Kafka Streams benchmark).
+func TestSplitSameInGoAndRust(t *testing.T) {
+	steps := compareIn(t, []string{"go", "rust"}, "split", binding{outputs: []string{"words"}}, wordRecords())
+	if got := len(steps[1].emits); got != 5 {
+		t.Errorf("go split: %d emits for %q, want 5", got, wordTexts[0])
+	}
+}
+
+func TestWordcountSameInEveryLanguage(t *testing.T) {
+	texts, recs := wordTexts, wordRecords()
 	for _, format := range []string{"decimal", "int64"} {
 		t.Run(format, func(t *testing.T) {
 			b := binding{outputs: []string{"counts"}, stores: []string{"counts"}, config: `{"value_format":"` + format + `"}`}

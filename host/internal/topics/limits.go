@@ -2,11 +2,14 @@ package topics
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // brokerDefaultMaxMessageBytes is Kafka's default message.max.bytes, the
@@ -32,7 +35,7 @@ func Limits(ctx context.Context, adm *kadm.Client, topics ...string) (map[string
 	if len(topics) == 0 {
 		return out, nil
 	}
-	rcs, err := adm.DescribeTopicConfigs(ctx, topics...)
+	rcs, err := describeConfigs(ctx, adm, topics...)
 	if err != nil {
 		return nil, fmt.Errorf("describing the configs of topics %s: %w", strings.Join(topics, ", "), err)
 	}
@@ -61,3 +64,35 @@ func Limits(ctx context.Context, adm *kadm.Client, topics ...string) (map[string
 	}
 	return out, nil
 }
+
+// describeConfigs describes the configs of topics. A topic created a
+// moment ago (by this process or another member) can be unknown to the
+// broker that answers until the metadata reaches it, on Kafka for up to a
+// few hundred milliseconds after CreateTopics returned: a topic answered
+// UNKNOWN_TOPIC_OR_PARTITION is asked again, every 100ms for up to
+// unknownTopicWait, before its error stands.
+func describeConfigs(ctx context.Context, adm *kadm.Client, topics ...string) (kadm.ResourceConfigs, error) {
+	deadline := time.Now().Add(unknownTopicWait)
+	for {
+		rcs, err := adm.DescribeTopicConfigs(ctx, topics...)
+		if err != nil {
+			return nil, err
+		}
+		unknown := false
+		for _, rc := range rcs {
+			unknown = unknown || errors.Is(rc.Err, kerr.UnknownTopicOrPartition)
+		}
+		if !unknown || time.Now().After(deadline) {
+			return rcs, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// unknownTopicWait bounds how long a topic that should exist may be unknown
+// to the broker (describeConfigs).
+const unknownTopicWait = 5 * time.Second

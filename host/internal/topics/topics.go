@@ -303,7 +303,7 @@ func existingPartitions(ctx context.Context, adm *kadm.Client, topic string) (in
 
 // cleanupPolicy is a topic's cleanup.policy.
 func cleanupPolicy(ctx context.Context, adm *kadm.Client, topic string) (string, error) {
-	configs, err := adm.DescribeTopicConfigs(ctx, topic)
+	configs, err := describeConfigs(ctx, adm, topic)
 	if err != nil {
 		return "", fmt.Errorf("describing configs: %w", err)
 	}

@@ -5,8 +5,12 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 )
@@ -97,5 +101,42 @@ func TestLimits(t *testing.T) {
 	}
 	if _, err := Limits(ctx, b.Admin(t), b.Name(t, "nosuch")); err == nil {
 		t.Error("Limits of a missing topic succeeded")
+	}
+}
+
+// A topic just created can be unknown to the broker that answers
+// DescribeConfigs for a moment (seen on Kafka 4.1 right after the host
+// created a repartition topic): Limits asks again instead of failing the
+// start. Here the broker answers UNKNOWN_TOPIC_OR_PARTITION twice.
+func TestLimitsWaitsForANewTopic(t *testing.T) {
+	b := testbroker.New(t)
+	b.RequireFake(t, "injects DescribeConfigs errors with kfake's control functions")
+	topic := b.Name(t, "fresh")
+	b.CreateTopic(t, topic, 1, map[string]string{"max.message.bytes": "4096"})
+	var refused atomic.Int32
+	b.Fake().ControlKey(int16(kmsg.DescribeConfigs), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if refused.Load() >= 2 {
+			return nil, nil, false
+		}
+		b.Fake().KeepControl()
+		refused.Add(1)
+		dr := req.(*kmsg.DescribeConfigsRequest)
+		resp := dr.ResponseKind().(*kmsg.DescribeConfigsResponse)
+		for _, r := range dr.Resources {
+			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+			rr.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			resp.Resources = append(resp.Resources, rr)
+		}
+		return resp, nil, true
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	got, err := Limits(ctx, b.Admin(t), topic)
+	if err != nil {
+		t.Fatalf("Limits after %d refusals: %v", refused.Load(), err)
+	}
+	if refused.Load() != 2 || got[topic].MaxMessageBytes != 4096 {
+		t.Fatalf("refused %d times, limit %+v; want 2 refusals, then the topic's 4096 bytes", refused.Load(), got[topic])
 	}
 }

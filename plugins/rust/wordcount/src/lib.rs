@@ -4,15 +4,10 @@
 //! order of first appearance, like plugins/wordcount in Go (see its
 //! README.md). Config: {"value_format": "decimal" | "int64"}.
 //!
-//! Words are maximal runs of `char::is_alphanumeric` characters, lowercased
-//! with `char::to_lowercase`. That is Go's unicode.IsLetter/IsDigit and
-//! ToLower for every letter and decimal digit; it differs only for
-//! combining marks and numerals that Rust counts as alphanumeric and Go
-//! does not (U+0345, Roman numerals...), and for 'İ', which lowercases to
-//! two characters.
+//! Words are those of the `words` crate (plugins/rust/words).
 
 use std::cell::RefCell;
-use wasmstream::{abi, Out, Output, Record, Result, Store};
+use wasmstream::{Out, Output, Record, Result, Store};
 
 static STORE: Store = Store::new("counts");
 static OUT: Output = Output::new("counts");
@@ -27,9 +22,8 @@ thread_local! {
 
 #[derive(Default)]
 struct Scratch {
-    text: String,
-    ends: Vec<usize>,
-    distinct: Vec<(usize, usize, u64)>, // start, end in text, count
+    words: words::Words,
+    distinct: Vec<(usize, usize, u64)>, // start, end in words.text(), count
     val: Vec<u8>,
 }
 
@@ -69,93 +63,25 @@ fn init() -> Result<()> {
     Ok(())
 }
 
-/// Fills s.text and s.ends with the words of v; words over MAX_KEY_SIZE
-/// bytes are skipped (they cannot be state keys). Invalid UTF-8 separates.
-fn split(s: &mut Scratch, v: &[u8]) {
-    s.text.clear();
-    s.ends.clear();
-    let mut start = 0;
-    let flush = |text: &mut String, ends: &mut Vec<usize>, start: &mut usize| {
-        if text.len() > *start {
-            if text.len() - *start > abi::MAX_KEY_SIZE {
-                text.truncate(*start);
-            } else {
-                ends.push(text.len());
-                *start = text.len();
-            }
-        }
-    };
-    for chunk in Utf8Chunks::new(v) {
-        for c in chunk.0.chars() {
-            if c.is_alphanumeric() {
-                for l in c.to_lowercase() {
-                    s.text.push(l);
-                }
-            } else {
-                flush(&mut s.text, &mut s.ends, &mut start);
-            }
-        }
-        if chunk.1 {
-            flush(&mut s.text, &mut s.ends, &mut start);
-        }
-    }
-    flush(&mut s.text, &mut s.ends, &mut start);
-}
-
-/// Splits bytes into (valid UTF-8 run, followed by an invalid byte?) pairs
-/// (std's Utf8Chunks is newer than Rust 1.63).
-struct Utf8Chunks<'a> {
-    rest: &'a [u8],
-}
-
-impl<'a> Utf8Chunks<'a> {
-    fn new(b: &'a [u8]) -> Self {
-        Utf8Chunks { rest: b }
-    }
-}
-
-impl<'a> Iterator for Utf8Chunks<'a> {
-    type Item = (&'a str, bool);
-    fn next(&mut self) -> Option<(&'a str, bool)> {
-        if self.rest.is_empty() {
-            return None;
-        }
-        match std::str::from_utf8(self.rest) {
-            Ok(s) => {
-                self.rest = &[];
-                Some((s, false))
-            }
-            Err(e) => {
-                let good = e.valid_up_to();
-                let bad = e.error_len().unwrap_or(self.rest.len() - good);
-                let s = unsafe { std::str::from_utf8_unchecked(&self.rest[..good]) };
-                self.rest = &self.rest[good + bad..];
-                Some((s, true))
-            }
-        }
-    }
-}
-
 pub fn process(r: &Record) -> Result<()> {
     let decimal = DECIMAL.with(|d| *d.borrow());
     SCRATCH.with(|s| {
         let s = &mut *s.borrow_mut();
-        split(s, r.value().unwrap_or(b""));
+        s.words.split(r.value().unwrap_or(b""));
         s.distinct.clear();
-        let mut start = 0;
-        for i in 0..s.ends.len() {
-            let end = s.ends[i];
-            let w = &s.text[start..end];
-            match s.distinct.iter_mut().find(|d| &s.text[d.0..d.1] == w) {
+        let text = s.words.text();
+        for i in 0..s.words.len() {
+            let (start, end) = s.words.range(i);
+            let w = &text[start..end];
+            match s.distinct.iter_mut().find(|d| &text[d.0..d.1] == w) {
                 Some(d) => d.2 += 1,
                 None => s.distinct.push((start, end, 1)),
             }
-            start = end;
         }
         let mut stored = Vec::with_capacity(8);
         for i in 0..s.distinct.len() {
             let (a, b, n) = s.distinct[i];
-            let key = &s.text.as_bytes()[a..b];
+            let key = &s.words.text().as_bytes()[a..b];
             let total = match STORE.get_into(key, &mut stored)? {
                 false => n,
                 true if stored.len() == 8 => {
