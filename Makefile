@@ -196,7 +196,7 @@ fuzz:
 #   make bench-kstreams BENCH_ARGS='-repeats 3 -configs ks-cache-on,wasmstream-general-commit'
 # Configurations (internal/benchkit/configs.go, in run order): wasmstream,
 # ks-cache-off, wasmstream-general, wasmstream-general-rust, ks-cache-on,
-# wasmstream-general-commit.
+# wasmstream-general-commit, wasmstream-general-rust-commit.
 .PHONY: bench-kstreams
 bench-kstreams: build plugins rust-plugins
 	timeout 900 mvn -q -B -f scripts/bench/kstreams/pom.xml package

@@ -40,24 +40,23 @@ type Config struct {
 	Pending map[Layout]string
 }
 
-// configs are the configurations, in the order each round runs them:
-// every wasmstream configuration runs next to a Kafka Streams one and no
-// two Kafka Streams ones run in a row, on both layouts (on the any layout
+// configs are the configurations, in the order each round runs them: no
+// two Kafka Streams ones in a row and each next to a wasmstream one that
+// emits alike (its matched pair), on both layouts (on the any layout
 // "wasmstream" does not run), so a slow minute of the shared machine does
-// not fall on one system only, and each Kafka Streams configuration runs
-// next to a wasmstream one that emits alike (the matched pairs of the
-// ratios).
+// not fall on one system only. With five wasmstream configurations and two
+// Kafka Streams ones not every wasmstream one can have a Kafka Streams
+// neighbour; those of one emit mode run together, around their pair.
 //
 // "wasmstream" counts where the lines arrive (one processor), right on the
 // keyed layout only; "wasmstream-general" is the general word count,
 // plugins/split re-keying by word through a repartition topic and
 // plugins/wordcount counting, right on both layouts, one output per
 // update; "wasmstream-general-rust" is the same with both plugins in Rust
-// (plugins/rust: a faster guest than Go's wasip1 port, one output per
-// update; the Rust SDK has no commit marks yet, so there is no emit-at-commit
-// twin); "wasmstream-general-commit" is the same with wordcount's emit:
-// commit, the latest count per word per commit, as Kafka Streams' record
-// cache emits.
+// (plugins/rust: a faster guest than Go's wasip1 port); "wasmstream-general-commit"
+// is the same as wasmstream-general with wordcount's emit: commit, the
+// latest count per word per commit, as Kafka Streams' record cache emits;
+// "wasmstream-general-rust-commit" is that with the Rust plugins.
 var configs = []Config{
 	{Name: "wasmstream", System: SystemWasmstream, Pipeline: "wasmstream-wordcount.yaml",
 		Pending: map[Layout]string{LayoutAny: "counts where lines arrive: needs the keyed layout (wasmstream-general repartitions)"}},
@@ -66,6 +65,8 @@ var configs = []Config{
 	{Name: "wasmstream-general-rust", System: SystemWasmstream, Pipeline: "wasmstream-wordcount-general-rust.yaml"},
 	{Name: "ks-cache-on", System: SystemKafkaStreams, CacheBytes: "default", EmitsPerCommit: true},
 	{Name: "wasmstream-general-commit", System: SystemWasmstream, Pipeline: "wasmstream-wordcount-general-commit.yaml",
+		EmitsPerCommit: true},
+	{Name: "wasmstream-general-rust-commit", System: SystemWasmstream, Pipeline: "wasmstream-wordcount-general-rust-commit.yaml",
 		EmitsPerCommit: true},
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -23,6 +24,9 @@ type binding struct {
 	outputs []string
 	stores  []string
 	config  string
+	// marks serves commit_mark (markTime) instead of failing every time
+	// call (noTime), for the modes that mark keys.
+	marks bool
 }
 
 // emitted is one record a plugin emitted: the output's index and the
@@ -206,6 +210,8 @@ type plugin struct {
 	sink  *sink
 	state *memState
 	logs  *logCapture
+	// marks is the Time of a binding with marks, else nil.
+	marks *markTime
 	// initLogs are the lines logged while the instance started.
 	initLogs []string
 }
@@ -262,9 +268,14 @@ func start(t testing.TB, name string, wasm []byte, b binding) *plugin {
 	m, logs := module(t, name, wasm)
 	logs.take()
 	p := &plugin{b: b, sink: &sink{}, state: newMemState(len(b.stores)), logs: logs}
+	var tm engine.Time = noTime{}
+	if b.marks {
+		p.marks = &markTime{marked: map[string]int64{}, staged: map[string]int64{}}
+		tm = p.marks
+	}
 	var err error
 	p.inst, err = m.Instantiate(context.Background(), engine.Binding{Name: name, Outputs: b.outputs, Stores: b.stores,
-		Config: []byte(b.config), Sink: p.sink, State: p.state, Time: noTime{}})
+		Config: []byte(b.config), Sink: p.sink, State: p.state, Time: tm})
 	if err != nil {
 		t.Fatalf("instantiate %s: %v", name, err)
 	}
@@ -290,6 +301,49 @@ func (noTime) CancelTimer(abi.TimerKind, int64, []byte) (bool, error) {
 }
 func (noTime) Mark([]byte, int64) (bool, error) { return false, errNoTime }
 
+// markTime is the Time of a binding with marks: commit_mark stages the key
+// with the call's writes; the other time calls fail as with noTime.
+type markTime struct {
+	noTime
+	marked map[string]int64 // the window's keys, with their last mark's timestamp
+	staged map[string]int64 // the current call's
+}
+
+func (m *markTime) Mark(key []byte, ts int64) (bool, error) {
+	_, a := m.marked[string(key)]
+	_, b := m.staged[string(key)]
+	m.staged[string(key)] = ts
+	return !a && !b, nil
+}
+
+func (m *markTime) end(ok bool) {
+	if ok {
+		maps.Copy(m.marked, m.staged)
+	}
+	clear(m.staged)
+}
+
+// commit ends the window: one on_commit call per marked key, in key order,
+// a step each ("commit <key>").
+func (p *plugin) commit() []step {
+	keys := slices.Sorted(maps.Keys(p.marks.marked))
+	var steps []step
+	for _, k := range keys {
+		p.sink.out = nil
+		trig := abi.Trigger{Timestamp: p.marks.marked[k], StreamTime: abi.NoTime, Kind: abi.TriggerCommit, Key: []byte(k)}
+		err := p.inst.OnCommit(context.Background(), &trig)
+		p.state.end(err == nil)
+		p.marks.end(false) // on_commit cannot mark
+		s := step{name: "commit " + k, err: err, logs: p.logs.take()}
+		if err == nil {
+			s.emits = p.sink.out
+		}
+		steps = append(steps, s)
+	}
+	clear(p.marks.marked)
+	return steps
+}
+
 // step is what one record did.
 type step struct {
 	name  string
@@ -304,6 +358,9 @@ func (p *plugin) process(name string, rec abi.Record) step {
 	p.sink.out = nil
 	err := p.inst.Process(context.Background(), &rec)
 	p.state.end(err == nil)
+	if p.marks != nil {
+		p.marks.end(err == nil)
+	}
 	s := step{name: name, err: err, logs: p.logs.take()}
 	if err == nil {
 		s.emits = p.sink.out

@@ -47,6 +47,11 @@ func compareIn(t *testing.T, langs []string, name string, b binding, records []a
 		steps := []step{{name: "init", logs: p.initLogs}}
 		for i, r := range records {
 			steps = append(steps, p.process("record "+itoa(i), r))
+			// With marks, a commit point after every fourth record and
+			// after the last.
+			if b.marks && (i%4 == 3 || i == len(records)-1) {
+				steps = append(steps, p.commit()...)
+			}
 		}
 		got := transcript(b.outputs, steps)
 		state := strings.Join(p.state.dump(b.stores), "\n")
@@ -165,6 +170,33 @@ func TestSplitSameInGoAndRust(t *testing.T) {
 	steps := compareIn(t, []string{"go", "rust"}, "split", binding{outputs: []string{"words"}}, wordRecords())
 	if got := len(steps[1].emits); got != 5 {
 		t.Errorf("go split: %d emits for %q, want 5", got, wordTexts[0])
+	}
+}
+
+// wordcount's emit: commit (commit marks, ABI.md 8.2) exists in Go and
+// Rust (the C SDK has no commit marks).
+func TestWordcountEmitCommitSameInGoAndRust(t *testing.T) {
+	recs := wordRecords()
+	for i := range recs {
+		recs[i].Timestamp = int64(1000 + i)
+	}
+	for _, format := range []string{"decimal", "int64"} {
+		t.Run(format, func(t *testing.T) {
+			b := binding{outputs: []string{"counts"}, stores: []string{"counts"}, marks: true,
+				config: `{"value_format":"` + format + `","emit":"commit"}`}
+			steps := compareIn(t, []string{"go", "rust"}, "wordcount", b, recs)
+			var commits, recordEmits int
+			for _, s := range steps {
+				if strings.HasPrefix(s.name, "commit ") {
+					commits += len(s.emits)
+				} else {
+					recordEmits += len(s.emits)
+				}
+			}
+			if commits < 10 || recordEmits != 0 {
+				t.Errorf("go wordcount emit: commit: %d emits from commit calls, %d from records; want many, and none", commits, recordEmits)
+			}
+		})
 	}
 }
 

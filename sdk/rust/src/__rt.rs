@@ -136,6 +136,33 @@ pub fn process<F: Fn(&Record<'_>) -> Result<()>>(len: u32, f: F) -> i32 {
     }
 }
 
+/// The body of wasmstream_on_commit: decode the trigger of `len` bytes in
+/// the input buffer and run the commit function on it. Emits default to
+/// the trigger's timestamp (that of the last call that marked the key).
+pub fn on_commit<F: Fn(&crate::Commit<'_>) -> Result<()>>(len: u32, f: F) -> i32 {
+    let r = rt();
+    let n = len as usize;
+    let (ptr, cap) = unsafe { ((*r).buf.as_ptr(), (*r).buf.len()) };
+    if n > cap {
+        return fail(&format!("sdk: trigger length {} is beyond the input buffer ({} bytes)", n, cap));
+    }
+    let t = match abi::decode_trigger(unsafe { core::slice::from_raw_parts(ptr, n) }) {
+        Some(t) if t.kind == abi::TRIGGER_COMMIT => t,
+        _ => return fail("sdk: on_commit: abi: malformed commit trigger"),
+    };
+    unsafe {
+        (*r).cur_ts = t.timestamp;
+    }
+    let res = f(&crate::Commit { t });
+    unsafe {
+        (*r).cur_ts = 0;
+    }
+    match res {
+        Ok(()) => abi::STATUS_OK,
+        Err(e) => fail_err(&e),
+    }
+}
+
 /// The body of wasmstream_init.
 pub fn init(f: fn() -> Result<()>) -> i32 {
     match f() {
@@ -162,7 +189,8 @@ fn fail(msg: &str) -> i32 {
     abi::STATUS_FAILED
 }
 
-/// The timestamp of the record being processed (0 outside a record).
+/// The timestamp of the record being processed, or of the trigger of the
+/// on_commit call (0 outside both).
 pub(crate) fn input_timestamp() -> i64 {
     unsafe { (*rt()).cur_ts }
 }

@@ -227,6 +227,63 @@ pub fn decode_split<'a>(fixed: &[u8], body: &'a [u8]) -> Option<Fields<'a>> {
     })
 }
 
+/// The size of the fixed part of a trigger (ABI.md section 8.3): timestamp,
+/// stream time, wall time (i64 each), kind, key length (u32 each).
+pub const TRIGGER_HEADER_SIZE: usize = 32;
+/// The largest timer or commit-mark key, in bytes.
+pub const MAX_TIMER_KEY_SIZE: usize = MAX_KEY_SIZE;
+/// Trigger kinds: a due event-time timer, a due processing-time timer, a
+/// key marked in the ending commit window.
+pub const TIMER_EVENT_TIME: u32 = 0;
+pub const TIMER_PROCESSING_TIME: u32 = 1;
+pub const TRIGGER_COMMIT: u32 = 2;
+/// The stream time of a task that has seen no record with a timestamp.
+pub const NO_TIME: i64 = i64::MIN;
+/// The host's default limits.commit_marks: distinct keys one window marks.
+pub const DEFAULT_MAX_COMMIT_MARKS: usize = 100_000;
+
+/// What an on_timer or on_commit call is about, decoded from the input
+/// buffer; `key` borrows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Trigger<'a> {
+    pub timestamp: i64,
+    pub stream_time: i64,
+    pub wall_time: i64,
+    pub kind: u32,
+    pub key: &'a [u8],
+}
+
+/// Decodes a trigger; `None` if the lengths do not add up, the kind is
+/// unknown or the key is over MAX_TIMER_KEY_SIZE (the rules of the Go
+/// codec, abi/timer.go).
+pub fn decode_trigger(src: &[u8]) -> Option<Trigger<'_>> {
+    if src.len() < TRIGGER_HEADER_SIZE {
+        return None;
+    }
+    let kind = u32_at(src, 24);
+    let n = u32_at(src, 28) as usize;
+    if kind > TRIGGER_COMMIT || n > MAX_TIMER_KEY_SIZE || src.len() != TRIGGER_HEADER_SIZE + n {
+        return None;
+    }
+    Some(Trigger {
+        timestamp: u64_at(src, 0) as i64,
+        stream_time: u64_at(src, 8) as i64,
+        wall_time: u64_at(src, 16) as i64,
+        kind,
+        key: &src[TRIGGER_HEADER_SIZE..],
+    })
+}
+
+/// Appends t's layout to dst (the fake host's and the tests' encoder).
+pub fn encode_trigger(dst: &mut Vec<u8>, t: &Trigger<'_>) {
+    dst.extend_from_slice(&t.timestamp.to_le_bytes());
+    dst.extend_from_slice(&t.stream_time.to_le_bytes());
+    dst.extend_from_slice(&t.wall_time.to_le_bytes());
+    dst.extend_from_slice(&t.kind.to_le_bytes());
+    dst.extend_from_slice(&(t.key.len() as u32).to_le_bytes());
+    dst.extend_from_slice(t.key);
+}
+
 /// Iterates over encoded headers that `decode` checked.
 #[derive(Clone, Debug)]
 pub struct Headers<'a> {

@@ -161,6 +161,48 @@ impl<'a> Record<'a> {
     }
 }
 
+/// Asks for one on_commit call for `key` at the end of the current commit
+/// window (abi/ABI.md section 8.2), however often it is marked in the
+/// window: update an aggregate on every record, emit its latest value once
+/// per window (what Kafka Streams' record cache does to output volume).
+/// `Ok(true)` if the key is newly marked, `Ok(false)` if it already was.
+/// `Err` with `Errno::LIMIT` when the window holds `limits.commit_marks`
+/// keys: emit at once what the commit call would have. Marks are staged with
+/// the record's writes: a failed record leaves none. A processor that calls
+/// this must give `processor!` a commit function (`on_commit = f`); the host
+/// refuses the module otherwise.
+pub fn commit_mark(key: &[u8]) -> Result<bool> {
+    if key.len() > abi::MAX_TIMER_KEY_SIZE {
+        return Err(Error::host("commit_mark", "", Errno::TOOLARGE));
+    }
+    check("commit_mark", "", sys::commit_mark(key)).map(|n| n == 1)
+}
+
+/// The argument of the commit function: a key marked in the ending commit
+/// window. Emits during the call default to its timestamp.
+pub struct Commit<'a> {
+    t: abi::Trigger<'a>,
+}
+
+impl<'a> Commit<'a> {
+    /// The marked key.
+    pub fn key(&self) -> &'a [u8] {
+        self.t.key
+    }
+    /// The timestamp of the last call that marked the key (the record's).
+    pub fn timestamp(&self) -> i64 {
+        self.t.timestamp
+    }
+    /// The task's stream time, or `abi::NO_TIME`.
+    pub fn stream_time(&self) -> i64 {
+        self.t.stream_time
+    }
+    /// The host's wall clock for this call, ms since the epoch.
+    pub fn wall_time(&self) -> i64 {
+        self.t.wall_time
+    }
+}
+
 /// A record to emit. `None` is null for the key, the value (a tombstone) and
 /// header values; a timestamp of 0 means the input record's.
 #[derive(Clone, Copy, Debug, Default)]
@@ -531,6 +573,20 @@ pub fn error(msg: &str) {
 macro_rules! processor {
     ($process:path) => {
         $crate::processor!($process, $crate::__rt::no_init);
+    };
+    ($process:path, $init:path, on_commit = $on_commit:path) => {
+        $crate::processor!($process, $init);
+
+        /// abi/ABI.md section 8.3: a key marked in the ending commit window.
+        #[cfg(target_arch = "wasm32")]
+        #[no_mangle]
+        pub extern "C" fn wasmstream_on_commit(len: u32) -> i32 {
+            $crate::__rt::on_commit(len, $on_commit)
+        }
+
+        #[cfg(not(target_arch = "wasm32"))]
+        #[doc(hidden)]
+        pub static __WASMSTREAM_ON_COMMIT: fn(&$crate::Commit<'_>) -> $crate::Result<()> = $on_commit;
     };
     ($process:path, $init:path) => {
         /// The ABI version marker; never called.

@@ -21,6 +21,7 @@ mod imports {
         pub fn scan_open(store: u32, start: *const u8, start_len: u32, end: *const u8, end_len: u32) -> i32;
         pub fn scan_next(cursor: u32, out: *mut u8, cap: u32) -> i32;
         pub fn scan_close(cursor: u32) -> i32;
+        pub fn commit_mark(key: *const u8, key_len: u32) -> i32;
     }
 }
 
@@ -75,6 +76,13 @@ mod calls {
     #[inline]
     pub fn scan_close(cursor: u32) -> i32 {
         unsafe { h::scan_close(cursor) }
+    }
+    // Imported only by modules that call it (the linker keeps no unused
+    // import): the host refuses a module importing commit_mark without
+    // exporting wasmstream_on_commit (ABI.md 8.2).
+    #[inline]
+    pub fn commit_mark(key: &[u8]) -> i32 {
+        unsafe { h::commit_mark(key.as_ptr(), key.len() as u32) }
     }
 }
 

@@ -21,13 +21,15 @@
 //! (ETOOLARGE), null distinct from empty, reads that see the record's staged
 //! writes, scans in byte order with "written only when it fits", at most
 //! MAX_OPEN_CURSORS cursors (ELIMIT), and a failed record's emits and state
-//! writes discarded as a whole.
+//! writes discarded as a whole. Commit marks are kept per window: `commit`
+//! ends the window with one call of the commit function per marked key, in
+//! key order (abi/ABI.md section 8.3).
 //!
 //! Each Host is a fresh instance on the calling thread; tests on different
 //! threads (cargo test's default) do not share anything.
 
 use crate::abi::{self, Errno};
-use crate::{Record, Result};
+use crate::{Commit, Record, Result};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -85,7 +87,7 @@ pub struct Emitted {
     pub raw: Vec<u8>,
 }
 
-/// The outcome of one record.
+/// The outcome of one record or commit call.
 #[derive(Clone, Debug, Default)]
 pub struct Outcome {
     /// What wasmstream_process returned.
@@ -109,6 +111,7 @@ enum Phase {
     Idle,
     Init,
     Record,
+    Commit,
 }
 
 struct Cursor {
@@ -130,6 +133,16 @@ struct Fake {
     cursors: BTreeMap<u32, Cursor>,
     next_cursor: u32,
     fault: Option<fn(&str) -> Option<Errno>>,
+    /// The keys marked in the window, with the timestamp of their last
+    /// mark; staged holds the current record's until it succeeds.
+    marks: BTreeMap<Vec<u8>, i64>,
+    staged_marks: BTreeMap<Vec<u8>, i64>,
+    /// limits.commit_marks; 0 until set means abi::DEFAULT_MAX_COMMIT_MARKS.
+    max_marks: usize,
+    /// The timestamp of the record being processed.
+    cur_ts: i64,
+    /// The largest record timestamp seen (>= 0), or abi::NO_TIME.
+    stream_time: i64,
 }
 
 thread_local! {
@@ -142,6 +155,7 @@ static GENERATIONS: AtomicU32 = AtomicU32::new(1);
 pub struct Host<F: Fn(&Record<'_>) -> Result<()>> {
     process: F,
     init: fn() -> Result<()>,
+    on_commit: Option<fn(&Commit<'_>) -> Result<()>>,
     fake: Rc<RefCell<Fake>>,
     gen: u32,
     started: bool,
@@ -154,7 +168,8 @@ impl<F: Fn(&Record<'_>) -> Result<()>> Host<F> {
         Host {
             process,
             init: crate::__rt::no_init,
-            fake: Rc::new(RefCell::new(Fake::default())),
+            on_commit: None,
+            fake: Rc::new(RefCell::new(Fake { stream_time: abi::NO_TIME, ..Fake::default() })),
             gen: GENERATIONS.fetch_add(1, Ordering::Relaxed) + 1,
             started: false,
         }
@@ -189,6 +204,19 @@ impl<F: Fn(&Record<'_>) -> Result<()>> Host<F> {
     /// Sets the init function (the second argument of `processor!`).
     pub fn init(mut self, init: fn() -> Result<()>) -> Self {
         self.init = init;
+        self
+    }
+
+    /// Sets the commit function (`on_commit = f` of `processor!`).
+    pub fn on_commit(mut self, f: fn(&Commit<'_>) -> Result<()>) -> Self {
+        self.on_commit = Some(f);
+        self
+    }
+
+    /// Sets limits.commit_marks, the distinct keys one window may mark
+    /// (default abi::DEFAULT_MAX_COMMIT_MARKS).
+    pub fn commit_marks(self, n: usize) -> Self {
+        self.fake.borrow_mut().max_marks = n;
         self
     }
 
@@ -235,12 +263,53 @@ impl<F: Fn(&Record<'_>) -> Result<()>> Host<F> {
         unsafe { core::ptr::copy_nonoverlapping(enc.as_ptr(), ptr, enc.len()) };
         let saved = self.fake.borrow().data.clone();
         self.begin(Phase::Record);
+        {
+            let mut f = self.fake.borrow_mut();
+            f.cur_ts = rec.timestamp;
+            if rec.timestamp >= 0 && rec.timestamp > f.stream_time {
+                f.stream_time = rec.timestamp;
+            }
+        }
         let st = crate::__rt::process(enc.len() as u32, &self.process);
         let (error, emitted) = self.end(st);
+        let mut f = self.fake.borrow_mut();
+        let staged = std::mem::take(&mut f.staged_marks);
         if error.is_some() {
-            self.fake.borrow_mut().data = saved; // staged writes discarded
+            f.data = saved; // staged writes discarded
+        } else {
+            f.marks.extend(staged);
         }
         Outcome { status: st, error, emitted }
+    }
+
+    /// Ends the commit window: one call of the commit function per key
+    /// marked in it, in key order, each with its own outcome (a failed
+    /// call's emits and state writes are discarded); the marks are then
+    /// cleared. Panics if keys are marked and no commit function was set.
+    pub fn commit(&mut self) -> Vec<(Vec<u8>, Outcome)> {
+        self.activate();
+        let marks = std::mem::take(&mut self.fake.borrow_mut().marks);
+        let mut out = Vec::new();
+        for (key, ts) in marks {
+            let f = self.on_commit.expect("wasmstream::testing: keys were marked but the Host has no on_commit");
+            let mut enc = Vec::new();
+            let stream_time = self.fake.borrow().stream_time;
+            abi::encode_trigger(
+                &mut enc,
+                &abi::Trigger { timestamp: ts, stream_time, wall_time: 0, kind: abi::TRIGGER_COMMIT, key: &key },
+            );
+            let ptr = crate::__rt::input(enc.len() as u32);
+            unsafe { core::ptr::copy_nonoverlapping(enc.as_ptr(), ptr, enc.len()) };
+            let saved = self.fake.borrow().data.clone();
+            self.begin(Phase::Commit);
+            let st = crate::__rt::on_commit(enc.len() as u32, f);
+            let (error, emitted) = self.end(st);
+            if error.is_some() {
+                self.fake.borrow_mut().data = saved;
+            }
+            out.push((key, Outcome { status: st, error, emitted }));
+        }
+        out
     }
 
     /// Processes the raw bytes `raw` as a record (for malformed input).
@@ -350,8 +419,9 @@ pub(crate) mod fake {
         b.len() as i32
     }
 
+    /// Emits and state calls: in a record or a commit call.
     fn in_record(f: &Fake) -> Option<i32> {
-        if f.phase != Some(Phase::Record) {
+        if f.phase != Some(Phase::Record) && f.phase != Some(Phase::Commit) {
             return Some(err(Errno::PHASE));
         }
         None
@@ -557,6 +627,37 @@ pub(crate) mod fake {
             |f| match f.cursors.remove(&cursor) {
                 Some(_) => 0,
                 None => err(Errno::NOCURSOR),
+            },
+            err,
+        )
+    }
+
+    pub fn commit_mark(key: &[u8]) -> i32 {
+        with(
+            "commit_mark",
+            |f| {
+                if f.phase != Some(Phase::Record) {
+                    return err(Errno::PHASE);
+                }
+                if key.len() > abi::MAX_TIMER_KEY_SIZE {
+                    return err(Errno::TOOLARGE);
+                }
+                let ts = f.cur_ts;
+                if let Some(t) = f.staged_marks.get_mut(key) {
+                    *t = ts;
+                    return 0;
+                }
+                let known = f.marks.contains_key(key);
+                let max = if f.max_marks == 0 { abi::DEFAULT_MAX_COMMIT_MARKS } else { f.max_marks };
+                if !known && f.marks.len() + f.staged_marks.len() >= max {
+                    return err(Errno::LIMIT);
+                }
+                f.staged_marks.insert(key.to_vec(), ts);
+                if known {
+                    0
+                } else {
+                    1
+                }
             },
             err,
         )

@@ -173,3 +173,48 @@ fn injected_io_error_fails_the_record() {
     let res = h.process(&Input::kv("k", "state"));
     assert_eq!(res.error.as_deref(), Some("host: state_get: EIO: host I/O failure"));
 }
+
+// Commit marks (abi/ABI.md 8.2-8.3): a key marked by several records gets
+// one commit call, in key order, with the timestamp of its last mark; a
+// failed record's marks are dropped; a full window answers ELIMIT; a
+// commit call may emit and use state but not mark.
+static MARKED: wasmstream::Output = wasmstream::Output::new("out");
+
+fn mark(r: &Record) -> Result<()> {
+    let v = r.value().unwrap_or(b"");
+    let fresh = wasmstream::commit_mark(r.key().unwrap_or(b""))?;
+    MARKED.emit(&Out::new(Some(b"fresh"), Some(if fresh { b"1" } else { b"0" })))?;
+    if v == b"fail" {
+        return Err("rejected on purpose".into());
+    }
+    Ok(())
+}
+
+fn committed(c: &wasmstream::Commit) -> Result<()> {
+    let again = wasmstream::commit_mark(b"x").unwrap_err();
+    assert_eq!(again.errno(), Some(Errno::PHASE));
+    MARKED.emit(&Out::new(Some(c.key()), Some(b"committed")))
+}
+
+#[test]
+fn commit_marks() {
+    let mut h = Host::new(mark as fn(&Record) -> Result<()>).outputs(&["out"]).on_commit(committed).commit_marks(2);
+    let rec = |k: &str, v: &str, ts: i64| Input { timestamp: ts, ..Input::kv(k, v) };
+    let fresh = |o: &wasmstream::testing::Outcome| o.emitted[0].value.clone().unwrap();
+    assert_eq!(fresh(&h.process(&rec("b", "", 10))), b"1");
+    assert_eq!(fresh(&h.process(&rec("b", "", 20))), b"0");
+    assert!(h.process(&rec("a", "fail", 30)).error.is_some()); // its mark is dropped
+    assert_eq!(fresh(&h.process(&rec("a", "", 40))), b"1");
+    let full = h.process(&rec("c", "", 50));
+    assert_eq!(full.error.as_deref(), Some("sdk: commit_mark: ELIMIT: per-record limit reached"));
+    let calls = h.commit();
+    let keys: Vec<&[u8]> = calls.iter().map(|(k, _)| k.as_slice()).collect();
+    assert_eq!(keys, [&b"a"[..], &b"b"[..]]);
+    for ((_, o), ts) in calls.iter().zip([40, 20]) {
+        assert_eq!(o.error, None);
+        assert_eq!(o.emitted[0].value.as_deref(), Some(&b"committed"[..]));
+        assert_eq!(o.emitted[0].timestamp, ts, "the last mark's timestamp");
+    }
+    assert!(h.commit().is_empty(), "marks are cleared by the commit");
+    assert_eq!(fresh(&h.process(&rec("b", "", 60))), b"1", "a new window");
+}

@@ -148,6 +148,11 @@ fn vectors() -> Json {
     P { s: &text, i: 0 }.value()
 }
 
+fn trigger_vectors() -> Json {
+    let text = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../abi/testdata/triggers.json")).unwrap();
+    P { s: &text, i: 0 }.value()
+}
+
 fn list<'a>(doc: &'a Json, k: &str) -> &'a [Json] {
     match field(doc, k) {
         Json::Arr(v) => v,
@@ -216,5 +221,33 @@ fn malformed_are_refused() {
         assert_eq!(res.status, abi::STATUS_FAILED);
         let e = res.error.unwrap();
         assert!(e.contains("malformed record"), "{:?}: {}", field(m, "name"), e);
+    }
+}
+
+/// The shared trigger vectors (abi/testdata/triggers.json): each decodes
+/// to its fields and re-encodes to its bytes; each malformed one is refused.
+#[test]
+fn trigger_vectors_decode_and_reencode() {
+    let doc = trigger_vectors();
+    let vs = list(&doc, "vectors");
+    assert!(vs.len() >= 4, "only {} trigger vectors", vs.len());
+    for v in vs {
+        let name = format!("{:?}", field(v, "name"));
+        let enc = hex(field(v, "encoded")).unwrap();
+        let t = abi::decode_trigger(&enc).unwrap_or_else(|| panic!("{}: refused", name));
+        assert_eq!(t.timestamp as i128, num(field(v, "timestamp")), "{}", name);
+        assert_eq!(t.stream_time as i128, num(field(v, "stream_time")), "{}", name);
+        assert_eq!(t.wall_time as i128, num(field(v, "wall_time")), "{}", name);
+        assert_eq!(t.kind as i128, num(field(v, "kind")), "{}", name);
+        assert_eq!(Some(t.key.to_vec()), hex(field(v, "key")), "{}: key", name);
+        let mut re = Vec::new();
+        abi::encode_trigger(&mut re, &t);
+        assert_eq!(re, enc, "{}: re-encoding", name);
+    }
+    let ms = list(&doc, "malformed");
+    assert!(!ms.is_empty());
+    for m in ms {
+        let enc = hex(field(m, "encoded")).unwrap();
+        assert!(abi::decode_trigger(&enc).is_none(), "{:?} decoded", field(m, "name"));
     }
 }

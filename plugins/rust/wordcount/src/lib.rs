@@ -1,13 +1,15 @@
 //! wordcount: splits each record's value into words, keeps a running count
 //! per word in the store "counts" (8-byte big-endian) and emits word ->
 //! count to the output "counts" for each distinct word of the record, in
-//! order of first appearance, like plugins/wordcount in Go (see its
-//! README.md). Config: {"value_format": "decimal" | "int64"}.
+//! order of first appearance (emit: update), or once per commit window for
+//! each word that changed in it (emit: commit, through commit marks), like
+//! plugins/wordcount in Go (see its README.md).
+//! Config: {"value_format": "decimal" | "int64", "emit": "update" | "commit"}.
 //!
 //! Words are those of the `words` crate (plugins/rust/words).
 
 use std::cell::RefCell;
-use wasmstream::{Out, Output, Record, Result, Store};
+use wasmstream::{Commit, Errno, Out, Output, Record, Result, Store};
 
 static STORE: Store = Store::new("counts");
 static OUT: Output = Output::new("counts");
@@ -15,6 +17,9 @@ static OUT: Output = Output::new("counts");
 thread_local! {
     /// value_format is decimal (true) or int64 (false); set by init.
     static DECIMAL: RefCell<bool> = RefCell::new(true);
+    /// emit: commit (true): a record updates the counts and marks its
+    /// words; committed emits each marked word's count once per window.
+    static AT_COMMIT: RefCell<bool> = RefCell::new(false);
     /// Per-record scratch, reused: the words one after another, their ends,
     /// and the distinct ones with their count in the record.
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
@@ -25,46 +30,54 @@ struct Scratch {
     words: words::Words,
     distinct: Vec<(usize, usize, u64)>, // start, end in words.text(), count
     val: Vec<u8>,
+    stored: Vec<u8>,
 }
 
-/// The value of "value_format" in the config: its string, or "decimal".
-fn value_format(cfg: &str) -> std::result::Result<String, String> {
+/// The fields of the config: value_format (default "decimal") and emit
+/// (default "update").
+fn parse_config(cfg: &str) -> std::result::Result<(String, String), String> {
+    let mut format = "decimal".to_string();
+    let mut emit = "update".to_string();
     let t = cfg.trim();
     if t.is_empty() || t == "null" || t == "{}" {
-        return Ok("decimal".into());
+        return Ok((format, emit));
     }
-    // The config is a flat object from the host's YAML; this finds the one
-    // field without a JSON library (the SDK carries none).
+    // The config is a flat object from the host's YAML; this finds the
+    // fields without a JSON library (the SDK carries none).
     let inner = t
         .strip_prefix('{')
         .and_then(|s| s.strip_suffix('}'))
         .ok_or_else(|| format!("wordcount: config: not a JSON object: {}", t))?;
-    let mut format = "decimal".to_string();
     for part in inner.split(',') {
         let (k, v) = part.split_once(':').ok_or_else(|| format!("wordcount: config: cannot read {:?}", part))?;
-        let k = k.trim().trim_matches('"');
-        if k != "value_format" {
-            return Err(format!("wordcount: config: unknown field {:?} (known: value_format)", k));
+        let v = v.trim().trim_matches('"').to_string();
+        match k.trim().trim_matches('"') {
+            "value_format" => format = v,
+            "emit" => emit = v,
+            k => return Err(format!("wordcount: config: unknown field {:?} (known: emit, value_format)", k)),
         }
-        format = v.trim().trim_matches('"').to_string();
     }
-    Ok(format)
+    Ok((format, emit))
 }
 
 fn init() -> Result<()> {
     let c = wasmstream::config();
-    let format = value_format(&String::from_utf8_lossy(&c))?;
+    let (format, emit) = parse_config(&String::from_utf8_lossy(&c))?;
     if format != "decimal" && format != "int64" {
         return Err(format!("wordcount: config: \"value_format\": must be \"decimal\" or \"int64\"; got {:?}", format).into());
+    }
+    if emit != "update" && emit != "commit" {
+        return Err(format!("wordcount: config: \"emit\": must be \"update\" or \"commit\"; got {:?}", emit).into());
     }
     STORE.check().map_err(|e| format!("wordcount: {}", e))?;
     OUT.check().map_err(|e| format!("wordcount: {}", e))?;
     DECIMAL.with(|d| *d.borrow_mut() = format == "decimal");
+    AT_COMMIT.with(|a| *a.borrow_mut() = emit == "commit");
     Ok(())
 }
 
 pub fn process(r: &Record) -> Result<()> {
-    let decimal = DECIMAL.with(|d| *d.borrow());
+    let at_commit = AT_COMMIT.with(|a| *a.borrow());
     SCRATCH.with(|s| {
         let s = &mut *s.borrow_mut();
         s.words.split(r.value().unwrap_or(b""));
@@ -78,40 +91,76 @@ pub fn process(r: &Record) -> Result<()> {
                 None => s.distinct.push((start, end, 1)),
             }
         }
-        let mut stored = Vec::with_capacity(8);
         for i in 0..s.distinct.len() {
             let (a, b, n) = s.distinct[i];
             let key = &s.words.text().as_bytes()[a..b];
-            let total = match STORE.get_into(key, &mut stored)? {
-                false => n,
-                true if stored.len() == 8 => {
-                    let mut x = [0u8; 8];
-                    x.copy_from_slice(&stored);
-                    u64::from_be_bytes(x) + n
-                }
-                true => {
-                    return Err(format!(
-                        "wordcount: store \"counts\" holds {} bytes for word {:?}, want an 8-byte count",
-                        stored.len(),
-                        String::from_utf8_lossy(key)
-                    )
-                    .into())
-                }
-            };
+            let total = count(key, &mut s.stored)?.unwrap_or(0) + n;
             STORE.put(key, &total.to_be_bytes())?;
-            s.val.clear();
-            if decimal {
-                s.val.extend_from_slice(total.to_string().as_bytes());
-            } else {
-                s.val.extend_from_slice(&total.to_be_bytes());
+            if at_commit {
+                // Marks are staged like state writes: a record that fails
+                // after this leaves none.
+                match wasmstream::commit_mark(key) {
+                    Ok(_) => continue,
+                    // The window holds as many marked keys as the host
+                    // allows (limits.commit_marks): this word's count goes
+                    // out now instead, as in update mode.
+                    Err(e) if e.errno() == Some(Errno::LIMIT) => {}
+                    Err(e) => return Err(e),
+                }
             }
-            OUT.emit(&Out::new(Some(key), Some(&s.val)))?;
+            emit(key, total, &mut s.val)?;
         }
         Ok(())
     })
 }
 
-wasmstream::processor!(process, init);
+/// The commit function of emit: commit, once per word marked in the ending
+/// window, in key order: it emits the word's count as it stands at the end
+/// of the window, with the timestamp of the last record that changed it.
+pub fn committed(c: &Commit) -> Result<()> {
+    SCRATCH.with(|s| {
+        let s = &mut *s.borrow_mut();
+        // Not found: only a time to live on the store removes a count, and
+        // it expired after the record that marked it; nothing to emit.
+        match count(c.key(), &mut s.stored)? {
+            Some(total) => emit(c.key(), total, &mut s.val),
+            None => Ok(()),
+        }
+    })
+}
+
+/// The stored count of key (8-byte big-endian), read through buf.
+fn count(key: &[u8], buf: &mut Vec<u8>) -> Result<Option<u64>> {
+    if !STORE.get_into(key, buf)? {
+        return Ok(None);
+    }
+    if buf.len() != 8 {
+        return Err(format!(
+            "wordcount: store \"counts\" holds {} bytes for word {:?}, want an 8-byte count",
+            buf.len(),
+            String::from_utf8_lossy(key)
+        )
+        .into());
+    }
+    let mut x = [0u8; 8];
+    x.copy_from_slice(buf);
+    Ok(Some(u64::from_be_bytes(x)))
+}
+
+/// Emits word -> total in the configured format; the SDK stamps it with
+/// the record's timestamp, or in committed the one the host kept with the
+/// mark.
+fn emit(word: &[u8], total: u64, val: &mut Vec<u8>) -> Result<()> {
+    val.clear();
+    if DECIMAL.with(|d| *d.borrow()) {
+        val.extend_from_slice(total.to_string().as_bytes());
+    } else {
+        val.extend_from_slice(&total.to_be_bytes());
+    }
+    OUT.emit(&Out::new(Some(word), Some(val)))
+}
+
+wasmstream::processor!(process, init, on_commit = committed);
 
 #[cfg(test)]
 mod tests {
@@ -122,7 +171,8 @@ mod tests {
             .outputs(&["counts"])
             .stores(&["counts"])
             .config(cfg)
-            .init(super::init);
+            .init(super::init)
+            .on_commit(super::committed);
         h.start().unwrap();
         h
     }
@@ -182,5 +232,46 @@ mod tests {
             .config(r#"{"value_format":"hex"}"#)
             .init(super::init);
         assert!(h.start().unwrap_err().contains("must be \"decimal\" or \"int64\""));
+    }
+
+    #[test]
+    fn emit_commit_emits_each_changed_word_once_per_window() {
+        let mut h = host(r#"{"emit":"commit"}"#);
+        let mut rec = Input::kv("k", "b a b");
+        rec.timestamp = 5;
+        assert!(h.process(&rec).emitted.is_empty());
+        rec.value = Some(b"a".to_vec());
+        rec.timestamp = 9;
+        assert!(h.process(&rec).emitted.is_empty());
+        let calls = h.commit();
+        let got: Vec<String> = calls.iter().flat_map(|(_, o)| emitted(o)).collect();
+        assert_eq!(got, ["a=2", "b=2"]);
+        assert_eq!(calls[0].1.emitted[0].timestamp, 9, "a's last mark");
+        assert!(h.commit().is_empty());
+    }
+
+    #[test]
+    fn emit_commit_past_the_mark_limit_emits_at_once() {
+        let mut h = Host::new(super::process as fn(&wasmstream::Record) -> wasmstream::Result<()>)
+            .outputs(&["counts"])
+            .stores(&["counts"])
+            .config(r#"{"emit": "commit", "value_format": "decimal"}"#)
+            .init(super::init)
+            .on_commit(super::committed)
+            .commit_marks(1);
+        let res = h.process(&Input::kv("k", "x y"));
+        assert_eq!(emitted(&res), ["y=1"]);
+        let got: Vec<String> = h.commit().iter().flat_map(|(_, o)| emitted(o)).collect();
+        assert_eq!(got, ["x=1"]);
+    }
+
+    #[test]
+    fn bad_emit() {
+        let mut h = wasmstream::testing::Host::new(super::process)
+            .outputs(&["counts"])
+            .stores(&["counts"])
+            .config(r#"{"emit":"never"}"#)
+            .init(super::init);
+        assert!(h.start().unwrap_err().contains("\"emit\": must be \"update\" or \"commit\""));
     }
 }
