@@ -1011,9 +1011,6 @@ func (c *Config) StateDir() string {
 	return filepath.Join(c.State.Dir, c.AppID)
 }
 
-// kafkaClient is what every Kafka client of a host (or of a deploy) on
-// brokers starts from.
-
 // pluginLimits are the host-wide module limits, compiling through
 // runtime.cache_dir: validate, deploy and run share one cache, so a
 // validated plugin starts without compiling again.

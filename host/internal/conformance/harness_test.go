@@ -332,8 +332,7 @@ func (p *plugin) commit() []step {
 		p.sink.out = nil
 		trig := abi.Trigger{Timestamp: p.marks.marked[k], StreamTime: abi.NoTime, Kind: abi.TriggerCommit, Key: []byte(k)}
 		err := p.inst.OnCommit(context.Background(), &trig)
-		p.state.end(err == nil)
-		p.marks.end(false) // on_commit cannot mark
+		p.state.end(err == nil) // on_commit cannot mark (EPHASE): no marks to end
 		s := step{name: "commit " + k, err: err, logs: p.logs.take()}
 		if err == nil {
 			s.emits = p.sink.out

@@ -172,9 +172,6 @@ impl<'a> Record<'a> {
 /// this must give `processor!` a commit function (`on_commit = f`); the host
 /// refuses the module otherwise.
 pub fn commit_mark(key: &[u8]) -> Result<bool> {
-    if key.len() > abi::MAX_TIMER_KEY_SIZE {
-        return Err(Error::host("commit_mark", "", Errno::TOOLARGE));
-    }
     check("commit_mark", "", sys::commit_mark(key)).map(|n| n == 1)
 }
 

@@ -78,6 +78,7 @@ fn init() -> Result<()> {
 
 pub fn process(r: &Record) -> Result<()> {
     let at_commit = AT_COMMIT.with(|a| *a.borrow());
+    let decimal = DECIMAL.with(|d| *d.borrow());
     SCRATCH.with(|s| {
         let s = &mut *s.borrow_mut();
         s.words.split(r.value().unwrap_or(b""));
@@ -108,7 +109,7 @@ pub fn process(r: &Record) -> Result<()> {
                     Err(e) => return Err(e),
                 }
             }
-            emit(key, total, &mut s.val)?;
+            emit(key, total, decimal, &mut s.val)?;
         }
         Ok(())
     })
@@ -123,7 +124,7 @@ pub fn committed(c: &Commit) -> Result<()> {
         // Not found: only a time to live on the store removes a count, and
         // it expired after the record that marked it; nothing to emit.
         match count(c.key(), &mut s.stored)? {
-            Some(total) => emit(c.key(), total, &mut s.val),
+            Some(total) => emit(c.key(), total, DECIMAL.with(|d| *d.borrow()), &mut s.val),
             None => Ok(()),
         }
     })
@@ -147,12 +148,12 @@ fn count(key: &[u8], buf: &mut Vec<u8>) -> Result<Option<u64>> {
     Ok(Some(u64::from_be_bytes(x)))
 }
 
-/// Emits word -> total in the configured format; the SDK stamps it with
-/// the record's timestamp, or in committed the one the host kept with the
-/// mark.
-fn emit(word: &[u8], total: u64, val: &mut Vec<u8>) -> Result<()> {
+/// Emits word -> total as decimal text or 8 bytes (value_format); the SDK
+/// stamps it with the record's timestamp, or in committed the one the host
+/// kept with the mark.
+fn emit(word: &[u8], total: u64, decimal: bool, val: &mut Vec<u8>) -> Result<()> {
     val.clear();
-    if DECIMAL.with(|d| *d.borrow()) {
+    if decimal {
         val.extend_from_slice(total.to_string().as_bytes());
     } else {
         val.extend_from_slice(&total.to_be_bytes());
