@@ -194,6 +194,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			Name:            pc.Name,
 			Inputs:          cfg.runnerInputs(pc),
 			Outputs:         p.Topics,
+			Internal:        cfg.internalOutputs(pc, p.Topics),
 			OutputLimits:    h.outputLimits(p),
 			OnError:         enums.onError[i],
 			DeadLetterTopic: cfg.DeadLetterTopic(pc),

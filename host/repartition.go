@@ -82,6 +82,21 @@ func (c *Config) outputTopics(p *ProcessorConfig) map[string]string {
 	return out
 }
 
+// internalOutputs reports, for each of topics (p's output topics by output
+// index), whether it is one of p's repartition topics; nil when p has none.
+func (c *Config) internalOutputs(p *ProcessorConfig, topics []string) []bool {
+	if len(p.Repartition) == 0 {
+		return nil
+	}
+	internal := make([]bool, len(topics))
+	for i, t := range topics {
+		for _, name := range p.Repartition {
+			internal[i] = internal[i] || t == c.RepartitionTopic(p.Name, name)
+		}
+	}
+	return internal
+}
+
 // repartitionTopics maps each of p's repartition outputs to its topic;
 // nil when p has none.
 func (c *Config) repartitionTopics(p *ProcessorConfig) map[string]string {

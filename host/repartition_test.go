@@ -257,6 +257,41 @@ func TestRepartitionedWordCountIsExact(t *testing.T) {
 	}
 }
 
+// Records to a repartition topic carry no wasmstream-version header (only
+// the app reads them; the header would be most of their bytes), while
+// every output record still names the version that produced it.
+func TestRepartitionRecordsCarryNoVersionHeader(t *testing.T) {
+	c := newChain(t)
+	c.cfg.Kafka.RepartitionPurgeInterval = time.Hour // keep the records to read them
+	c.produce(t, 30)
+	stop := c.run(t)
+	c.waitExact(t)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	versionHeaders := func(recs []*kgo.Record) (n int) {
+		for _, r := range recs {
+			for _, h := range r.Headers {
+				if h.Key == "wasmstream-version" {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	internal := c.b.ReadCommitted(t, c.repartitionTopic(), 30*time.Second)
+	if len(internal) != c.total {
+		t.Fatalf("%s holds %d records, want one per word occurrence (%d)", c.repartitionTopic(), len(internal), c.total)
+	}
+	if n := versionHeaders(internal); n != 0 {
+		t.Errorf("%d of %d repartition records carry wasmstream-version, want none", n, len(internal))
+	}
+	outputs := c.b.ReadCommitted(t, c.out, 30*time.Second)
+	if n := versionHeaders(outputs); n != len(outputs) || n == 0 {
+		t.Errorf("%d of %d output records carry wasmstream-version, want all", n, len(outputs))
+	}
+}
+
 // The host deletes the records of a repartition topic that the reading
 // processor committed past: its log start moves up to the group's
 // committed offsets.

@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -44,6 +45,7 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var (
 		brokers    = fs.String("brokers", "127.0.0.1:19192", "the broker, host:port (comma-separated for several)")
+		brokerPID  = fs.String("broker-pid-file", "", "the pid file of the broker, on this machine, whose CPU time each run reports (default none)")
 		lines      = fs.Int("lines", 500000, "input lines (records)")
 		words      = fs.Int("words", 8, "words per line")
 		partitions = fs.Int("partitions", 4, "partitions of the input and output topics")
@@ -107,6 +109,11 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Keep:           *keep,
 	}
 	var err error
+	if *brokerPID != "" {
+		if o.BrokerPID, err = readPIDFile(*brokerPID); err != nil {
+			return fail("-broker-pid-file: %v", err)
+		}
+	}
 	if err := o.Spec.Validate(); err != nil {
 		return fail("%v", err)
 	}
@@ -246,8 +253,8 @@ func progressLine(r Result) string {
 	if r.Check != nil {
 		check = "FAIL: " + r.Check.Error()
 	}
-	return fmt.Sprintf("%s %.1fs, %.0f lines/s, %.1f CPU s, %.0f MiB peak RSS, %d outputs, %s",
-		head, r.Wall.Seconds(), r.LinesPerSec(), r.CPU.Seconds(), float64(r.PeakRSS)/(1<<20), r.Outputs, check)
+	return fmt.Sprintf("%s %.1fs, %.0f lines/s, %.1f CPU s (broker %.1f), %.0f MiB peak RSS, %d outputs, %s",
+		head, r.Wall.Seconds(), r.LinesPerSec(), r.CPU.Seconds(), r.BrokerCPU.Seconds(), float64(r.PeakRSS)/(1<<20), r.Outputs, check)
 }
 
 func usesSystem(cs []Config, s System) bool {
@@ -283,4 +290,21 @@ func kernel() string {
 		return runtime.GOOS
 	}
 	return "Linux " + strings.TrimSpace(string(b))
+}
+
+// readPIDFile reads a pid file and checks that its process's CPU time can be
+// read.
+func readPIDFile(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("%s: %q is not a pid", path, strings.TrimSpace(string(b)))
+	}
+	if _, err := ReadProcStats(pid); err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return pid, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +120,30 @@ func TestProcStopKillsWhatIgnoresSIGTERM(t *testing.T) {
 	}
 	if got := tail(log, 5); !strings.Contains(got, "ready") {
 		t.Fatalf("log %q does not hold the process's output", got)
+	}
+}
+
+// The broker's pid file must name a process whose CPU time is readable;
+// anything else is an error that names the file.
+func TestReadPIDFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if pid, err := readPIDFile(write("self.pid", strconv.Itoa(os.Getpid())+"\n")); err != nil || pid != os.Getpid() {
+		t.Fatalf("own pid: %d, %v", pid, err)
+	}
+	for name, body := range map[string]string{"garbage.pid": "kafka\n", "zero.pid": "0", "gone.pid": "2147483646"} {
+		p := write(name, body)
+		if _, err := readPIDFile(p); err == nil || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s (%q): %v, want an error naming the file", name, body, err)
+		}
+	}
+	if _, err := readPIDFile(filepath.Join(dir, "missing.pid")); err == nil {
+		t.Error("a missing pid file: no error")
 	}
 }

@@ -42,7 +42,7 @@ func reportGroup(w io.Writer, l Layout, g string, rs []Result, cfgs []Config) {
 	// Right-aligned figures; names padded here so they read left-aligned.
 	name := func(n string) string { return fmt.Sprintf("%-*s", width, n) }
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\tround\twall s\t1st commit s\tlines/s\tCPU s\tpeak RSS MiB\toutputs\tcheck\t\n", name("config"))
+	fmt.Fprintf(tw, "%s\tround\twall s\t1st commit s\tlines/s\tCPU s\tbroker CPU s\tpeak RSS MiB\toutputs\tcheck\t\n", name("config"))
 	var failures []string
 	med := map[string]Result{}
 	for _, c := range cfgs {
@@ -57,7 +57,7 @@ func reportGroup(w io.Writer, l Layout, g string, rs []Result, cfgs []Config) {
 				pending = r.Pending
 				continue
 			case r.Err != nil:
-				fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\t-\t-\tERROR\t\n", name(c.Name), r.Round)
+				fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\t-\t-\t-\tERROR\t\n", name(c.Name), r.Round)
 				failures = append(failures, fmt.Sprintf("%s round %d: %v", c.Name, r.Round, r.Err))
 				continue
 			}
@@ -76,7 +76,7 @@ func reportGroup(w io.Writer, l Layout, g string, rs []Result, cfgs []Config) {
 		if pending != "" {
 			// Every column a cell, so the row keeps the table's
 			// alignment; the reason trails, not a cell, so it widens none.
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t  not run: %s\n", name(c.Name), pending)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t  not run: %s\n", name(c.Name), pending)
 		}
 		if len(measured) > 0 {
 			m := median(measured)
@@ -94,8 +94,12 @@ func reportGroup(w io.Writer, l Layout, g string, rs []Result, cfgs []Config) {
 }
 
 func figures(r Result, check string) string {
-	return fmt.Sprintf("%.1f\t%.1f\t%.0f\t%.1f\t%.0f\t%d\t%s", r.Wall.Seconds(), r.FirstCommit.Seconds(), r.LinesPerSec(), r.CPU.Seconds(),
-		float64(r.PeakRSS)/(1<<20), r.Outputs, check)
+	broker := "-"
+	if r.BrokerCPU > 0 {
+		broker = fmt.Sprintf("%.1f", r.BrokerCPU.Seconds())
+	}
+	return fmt.Sprintf("%.1f\t%.1f\t%.0f\t%.1f\t%s\t%.0f\t%d\t%s", r.Wall.Seconds(), r.FirstCommit.Seconds(), r.LinesPerSec(), r.CPU.Seconds(),
+		broker, float64(r.PeakRSS)/(1<<20), r.Outputs, check)
 }
 
 // median is the median of each figure separately (over the rounds of one
@@ -124,6 +128,7 @@ func median(rs []Result) Result {
 	m.Wall = dur(func(r Result) time.Duration { return r.Wall })
 	m.FirstCommit = dur(func(r Result) time.Duration { return r.FirstCommit })
 	m.CPU = dur(func(r Result) time.Duration { return r.CPU })
+	m.BrokerCPU = dur(func(r Result) time.Duration { return r.BrokerCPU })
 	m.PeakRSS = num(func(r Result) int64 { return r.PeakRSS })
 	m.Outputs = num(func(r Result) int64 { return r.Outputs })
 	return m
@@ -157,17 +162,18 @@ func reportRatios(w io.Writer, med map[string]Result, cfgs []Config) {
 					note = "not matched: " + ws.Name + " emits the latest per word per commit, Kafka Streams without cache one record per update"
 				}
 			}
-			lines = append(lines, fmt.Sprintf("%s / %s\t%s\t%s\t%s\t%s\t%s", ws.Name, ks.Name,
+			lines = append(lines, fmt.Sprintf("%s / %s\t%s\t%s\t%s\t%s\t%s\t%s", ws.Name, ks.Name,
 				ratio(a.LinesPerSec(), b.LinesPerSec()), ratio(a.CPU.Seconds(), b.CPU.Seconds()),
+				ratio(a.BrokerCPU.Seconds(), b.BrokerCPU.Seconds()),
 				ratio(float64(a.PeakRSS), float64(b.PeakRSS)), ratio(float64(a.Outputs), float64(b.Outputs)), note))
 		}
 	}
 	if len(lines) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "ratios wasmstream / Kafka Streams (of the medians; lines/s above 1 and CPU s, peak RSS below 1 favour wasmstream):")
+	fmt.Fprintln(w, "ratios wasmstream / Kafka Streams (of the medians; lines/s above 1 and CPU s, broker CPU s, peak RSS below 1 favour wasmstream):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  pair\tlines/s\tCPU s\tpeak RSS\toutputs\tnote")
+	fmt.Fprintln(tw, "  pair\tlines/s\tCPU s\tbroker CPU s\tpeak RSS\toutputs\tnote")
 	for _, l := range lines {
 		fmt.Fprintln(tw, "  "+l)
 	}
@@ -196,7 +202,7 @@ func Header(o Options, extra []string) string {
 	fmt.Fprintf(&b, "wall: process start to done (input committed, nothing left in internal topics, no topic or offset of the app moved for %s; resolution %s)\n",
 		o.Quiet, o.Poll)
 	b.WriteString("1st commit: process start to the first input offset committed (start-up: JVM or Wasm load, group join, internal topics)\n")
-	b.WriteString("CPU s: utime+stime of the process; peak RSS: VmHWM; outputs: records in the output topic read with read_committed\n")
+	b.WriteString("CPU s: utime+stime of the process; broker CPU s: the broker's, process start to done (- when its pid is unknown); peak RSS: VmHWM; outputs: records in the output topic read with read_committed\n")
 	b.WriteString("check: PASS when the latest count of every word in the output equals its count in the generated input\n")
 	return b.String()
 }

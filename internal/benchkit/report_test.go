@@ -25,22 +25,23 @@ func config(t *testing.T, name string) Config {
 
 func TestReport(t *testing.T) {
 	ws, ksOff, ksOn, wsCommit := config(t, "wasmstream"), config(t, "ks-cache-off"), config(t, "ks-cache-on"), config(t, "wasmstream-general-commit")
-	res := func(c Config, round int, wall, cpu time.Duration, rss, outs int64) Result {
+	res := func(c Config, round int, wall, cpu, broker time.Duration, rss, outs int64) Result {
 		return Result{Layout: LayoutKeyed, Guarantee: ExactlyOnce, Config: c, Round: round, Lines: 1000,
-			Wall: wall, FirstCommit: time.Second, CPU: cpu, PeakRSS: rss << 20, Outputs: outs}
+			Wall: wall, FirstCommit: time.Second, CPU: cpu, BrokerCPU: broker, PeakRSS: rss << 20, Outputs: outs}
 	}
 	results := []Result{
-		res(ksOff, 1, 10*time.Second, 20*time.Second, 800, 8000),
-		res(ws, 1, 4*time.Second, 5*time.Second, 200, 7000),
-		res(ksOn, 1, 5*time.Second, 10*time.Second, 900, 500),
-		res(ksOff, 2, 12*time.Second, 22*time.Second, 820, 8000),
-		res(ws, 2, 6*time.Second, 7*time.Second, 220, 7000),
-		res(ksOn, 2, 5*time.Second, 10*time.Second, 900, 500),
-		res(wsCommit, 1, 4*time.Second, 5*time.Second, 250, 400),
+		res(ksOff, 1, 10*time.Second, 20*time.Second, 15*time.Second, 800, 8000),
+		res(ws, 1, 4*time.Second, 5*time.Second, 4*time.Second, 200, 7000),
+		res(ksOn, 1, 5*time.Second, 10*time.Second, 10*time.Second, 900, 500),
+		res(ksOff, 2, 12*time.Second, 22*time.Second, 17*time.Second, 820, 8000),
+		res(ws, 2, 6*time.Second, 7*time.Second, 6*time.Second, 220, 7000),
+		res(ksOn, 2, 5*time.Second, 10*time.Second, 10*time.Second, 900, 500),
+		res(wsCommit, 1, 4*time.Second, 5*time.Second, 4*time.Second, 250, 400),
 		{Layout: LayoutAny, Guarantee: ExactlyOnce, Config: ws, Round: 1, Pending: "needs repartitioning (not yet)"},
 		{Layout: LayoutAny, Guarantee: ExactlyOnce, Config: ksOff, Round: 1, Err: errors.New("not done within 10m")},
 	}
-	bad := res(ksOn, 1, 5*time.Second, 10*time.Second, 900, 500)
+	// A broker whose pid was unknown: its column says "-".
+	bad := res(ksOn, 1, 5*time.Second, 10*time.Second, 0, 900, 500)
 	bad.Layout, bad.Check = LayoutAny, errors.New("3 words with a wrong count")
 	results = append(results, bad)
 
@@ -52,18 +53,18 @@ func TestReport(t *testing.T) {
 	for _, want := range []string{
 		"== layout keyed (each word in one partition), exactly_once ==",
 		// Medians of two rounds: wall (10+12)/2 = 11 s, 1000/11 = 91 lines/s.
-		"ks-cache-off               median    11.0           1.0       91   21.0           810     8000  2 runs",
+		"ks-cache-off               median    11.0           1.0       91   21.0          16.0           810     8000  2 runs",
 		// wasmstream median wall 5 s: 200 lines/s; 200/91 = 2.20x; CPU 6/21;
-		// RSS 210/810; outputs 7000/8000.
-		"wasmstream / ks-cache-off                 2.20x    0.29x  0.26x     0.88x    matched: both emit one record per update",
-		"wasmstream / ks-cache-on                  1.00x    0.60x  0.23x     14.00x   not matched: wasmstream emits one record per update, Kafka Streams' cache the latest per word per commit",
+		// broker CPU 5/16; RSS 210/810; outputs 7000/8000.
+		"wasmstream / ks-cache-off                 2.20x    0.29x  0.31x         0.26x     0.88x    matched: both emit one record per update",
+		"wasmstream / ks-cache-on                  1.00x    0.60x  0.50x         0.23x     14.00x   not matched: wasmstream emits one record per update, Kafka Streams' cache the latest per word per commit",
 		// The emit-at-commit configuration is matched with the cache on:
-		// 250/200 lines/s, CPU 5/10, RSS 250/900, outputs 400/500.
-		"wasmstream-general-commit / ks-cache-off  2.75x    0.24x  0.31x     0.05x    not matched: wasmstream-general-commit emits the latest per word per commit, Kafka Streams without cache one record per update",
-		"wasmstream-general-commit / ks-cache-on   1.25x    0.50x  0.28x     0.80x    matched: both emit the latest count per word per commit",
+		// 250/200 lines/s, CPU 5/10, broker CPU 4/10, RSS 250/900, outputs 400/500.
+		"wasmstream-general-commit / ks-cache-off  2.75x    0.24x  0.25x         0.31x     0.05x    not matched: wasmstream-general-commit emits the latest per word per commit, Kafka Streams without cache one record per update",
+		"wasmstream-general-commit / ks-cache-on   1.25x    0.50x  0.40x         0.28x     0.80x    matched: both emit the latest count per word per commit",
 		"== layout any (any word on any partition), exactly_once ==",
-		"wasmstream                     -       -             -        -      -             -        -      -  not run: needs repartitioning (not yet)",
-		"ks-cache-on                    1     5.0           1.0      200   10.0           900      500   FAIL",
+		"wasmstream                     -       -             -        -      -             -             -        -      -  not run: needs repartitioning (not yet)",
+		"ks-cache-on                    1     5.0           1.0      200   10.0             -           900      500   FAIL",
 		"ERROR",
 		"ks-cache-off round 1: not done within 10m",
 		"FAIL",

@@ -41,6 +41,11 @@ type Options struct {
 	Templates  string   // directory of the pipeline templates (scripts/bench)
 	Work       string   // run directories, logs, the compiled-module cache
 	Keep       bool     // keep each run's topics and state (debugging)
+
+	// BrokerPID is the broker's process, on this machine, whose CPU time
+	// each run also reports (its share of the work: every record goes
+	// through it); 0 when unknown.
+	BrokerPID int
 }
 
 // Input is one layout's input, written once and read by every run.
@@ -68,10 +73,13 @@ type Result struct {
 	FirstCommit time.Duration
 	Lines       int
 	CPU         time.Duration
-	PeakRSS     int64
-	Outputs     int64 // records in the output topic, read_committed
-	Check       error // nil: the latest count of every word is its true count
-	Note        string
+	// BrokerCPU is the broker's CPU time from the process's start to done;
+	// 0 when Options.BrokerPID is unknown.
+	BrokerCPU time.Duration
+	PeakRSS   int64
+	Outputs   int64 // records in the output topic, read_committed
+	Check     error // nil: the latest count of every word is its true count
+	Note      string
 }
 
 // LinesPerSec is the run's throughput.
@@ -276,6 +284,11 @@ func (b *Bench) Run(ctx context.Context, in *Input, guarantee string, c Config, 
 		r.Err = err
 		return r
 	}
+	brokerFrom, err := b.brokerCPU()
+	if err != nil {
+		r.Err = err
+		return r
+	}
 	p, err := StartProc(argv, runDir, logPath, childEnv(os.Environ()))
 	if err != nil {
 		r.Err = err
@@ -299,6 +312,12 @@ func (b *Bench) Run(ctx context.Context, in *Input, guarantee string, c Config, 
 		r.Err = err
 		return r
 	}
+	brokerTo, err := b.brokerCPU()
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	r.BrokerCPU = brokerTo - brokerFrom
 	stop()
 	r.Wall, r.FirstCommit, r.CPU, r.PeakRSS = doneAt.Sub(p.Start), firstAt.Sub(p.Start), stats.CPU, stats.PeakRSS
 
@@ -371,6 +390,18 @@ func (b *Bench) waitDone(ctx context.Context, p *Proc, w *Watch, logPath string)
 			return at, firstAt, stats, nil
 		}
 	}
+}
+
+// brokerCPU is the broker's CPU time so far; 0 when its pid is unknown.
+func (b *Bench) brokerCPU() (time.Duration, error) {
+	if b.opt.BrokerPID == 0 {
+		return 0, nil
+	}
+	s, err := ReadProcStats(b.opt.BrokerPID)
+	if err != nil {
+		return 0, fmt.Errorf("the broker (-broker-pid-file): %w", err)
+	}
+	return s.CPU, nil
 }
 
 // command returns the argv of configuration c's process.

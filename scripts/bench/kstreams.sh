@@ -73,5 +73,5 @@ if [[ ${QUICK:-} == 1 ]]; then
 fi
 # No exec: the EXIT trap must run after the harness.
 status=0
-bin/benchkit -brokers "127.0.0.1:$PORT" "${args[@]}" "$@" || status=$?
+bin/benchkit -brokers "127.0.0.1:$PORT" -broker-pid-file "$KHOME/kafka.pid" "${args[@]}" "$@" || status=$?
 exit "$status"

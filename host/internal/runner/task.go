@@ -171,15 +171,25 @@ func (t *task) Emit(output int, rec *abi.Record) error {
 	if rec.Timestamp != 0 {
 		kr.Timestamp = time.UnixMilli(rec.Timestamp)
 	}
-	// The plugin's headers, then the version that produced the record.
-	if len(rec.Headers) == 0 {
+	// The plugin's headers, then the version that produced the record
+	// unless the topic is internal.
+	internal := output < len(t.proc.spec.Internal) && t.proc.spec.Internal[output]
+	switch {
+	case len(rec.Headers) == 0 && internal:
+	case len(rec.Headers) == 0:
 		kr.Headers = t.ver.headers
-	} else {
-		kr.Headers = make([]kgo.RecordHeader, len(rec.Headers)+1)
+	default:
+		n := len(rec.Headers)
+		if !internal {
+			n++
+		}
+		kr.Headers = make([]kgo.RecordHeader, n)
 		for i, h := range rec.Headers {
 			kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: append([]byte(nil), h.Value...)}
 		}
-		kr.Headers[len(rec.Headers)] = kgo.RecordHeader{Key: HeaderVersion, Value: t.ver.header}
+		if !internal {
+			kr.Headers[n-1] = kgo.RecordHeader{Key: HeaderVersion, Value: t.ver.header}
+		}
 	}
 	var lim OutputLimit
 	if lims := t.proc.spec.OutputLimits; output < len(lims) {
