@@ -67,8 +67,10 @@ type KafkaConfig struct {
 	// processed record waits before its offset is committed. Default 100ms.
 	CommitInterval time.Duration `koanf:"commit_interval"`
 	// CommitRecords is a second commit trigger: a commit point happens as
-	// soon as this many records were processed since the last one.
-	// Default 10000.
+	// soon as this many records were processed since the last one, a bound
+	// on a window's work for rates where CommitInterval alone would let it
+	// grow large. Default 100000 (1,000,000 records/s at the default
+	// interval): below that rate, commit points come every CommitInterval.
 	CommitRecords int `koanf:"commit_records"`
 	// StartOffset is where a partition with no committed offset starts:
 	// "earliest" or "latest". Default "earliest".
@@ -403,7 +405,7 @@ func (b ByteSize) String() string { return plugin.FormatSize(uint64(b)) }
 const (
 	DefaultClientID           = "wasmstream"
 	DefaultCommitInterval     = 100 * time.Millisecond
-	DefaultCommitRecords      = 10000
+	DefaultCommitRecords      = 100000
 	DefaultTopicPartitions    = 3
 	DefaultSessionTimeout     = 45 * time.Second
 	DefaultMaxModuleSize      = 64 << 20

@@ -22,7 +22,8 @@ import (
 // no more than 1.5x the plain count's CPU per input record.
 //
 // Configurations, each under exactly_once with the default commit
-// interval (100 ms) and commit_records (10,000):
+// interval (100 ms) and commit_records 10,000 (the default until the
+// figures of issue #13 were taken; set here so they stay comparable):
 //
 //   - plain: internal/testplugins/counter. Per record one Get and one Put of
 //     the key's count in store "counts" and one output record: the same
@@ -182,7 +183,7 @@ func runWindowBench(b *testing.B, br *testbroker.Broker, c windowBenchConfig, in
 	defer b.StartTimer()
 	cfg := &Config{
 		AppID:      br.Name(b, "wb-"+c.name),
-		Kafka:      KafkaConfig{Brokers: br.Addrs(), CreateTopics: true},
+		Kafka:      KafkaConfig{Brokers: br.Addrs(), CreateTopics: true, CommitRecords: 10_000},
 		State:      StateConfig{Dir: b.TempDir()},
 		Processors: []ProcessorConfig{c.proc},
 		Runtime:    RuntimeConfig{CacheDir: "off"},

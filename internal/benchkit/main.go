@@ -60,6 +60,7 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		poll       = fs.Duration("poll", 100*time.Millisecond, "progress sampling interval (the resolution of wall times)")
 		quiet      = fs.Duration("quiet", 2*time.Second, "a run is done once its input is committed and nothing of it moved for this long")
 		runTimeout = fs.Duration("run-timeout", 0, "bound of one run (default 10m, 3m with -quick)")
+		warmup     = fs.Int("warmup-lines", 50000, "lines of the unmeasured warm-up run of each system before round 1 (0: none; -quick: none unless given)")
 		quick      = fs.Bool("quick", false, fmt.Sprintf("%d lines unless -lines is given", quickLines))
 		ksJar      = fs.String("ks-jar", "scripts/bench/kstreams/target/wordcount-kstreams.jar", "the Kafka Streams word count jar")
 		java       = fs.String("java", "java", "the java binary")
@@ -87,6 +88,9 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *quick && !set["lines"] {
 		*lines = quickLines
 	}
+	if *quick && !set["warmup-lines"] {
+		*warmup = 0
+	}
 	if *runTimeout == 0 {
 		*runTimeout = 10 * time.Minute
 		if *quick {
@@ -107,6 +111,7 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		JavaOpts:       strings.Fields(*javaOpts),
 		KSThreads:      *ksThreads,
 		Keep:           *keep,
+		WarmupLines:    *warmup,
 	}
 	var err error
 	if *brokerPID != "" {
@@ -133,6 +138,8 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail("-commit-interval %s: want at least 1ms", o.CommitInterval)
 	case o.Poll <= 0 || o.Quiet < o.Poll:
 		return fail("-poll %s, -quiet %s: want 0 < poll <= quiet", o.Poll, o.Quiet)
+	case o.WarmupLines < 0:
+		return fail("-warmup-lines %d: want 0 or more", o.WarmupLines)
 	case o.KSThreads < 1:
 		return fail("-ks-threads %d: want at least 1", o.KSThreads)
 	}
@@ -196,6 +203,10 @@ func run(ctx context.Context, o Options, out string, extra []string, stdout, std
 			fmt.Fprintf(stderr, "benchkit: %v\n", err)
 			return 1
 		}
+	}
+	if err := b.Warmup(ctx); err != nil {
+		fmt.Fprintf(stderr, "benchkit: %v\n", err)
+		return 1
 	}
 	inputs := map[Layout]*Input{}
 	for _, l := range o.Layouts {
