@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host/internal/admin"
 	"github.com/wasmstream/wasmstream/host/internal/engine"
@@ -579,7 +580,7 @@ func (h *Host) loadPlugins(ctx context.Context) error {
 // ensureTopics makes sure the app's topics exist (package topics). An
 // unreachable cluster is an error after brokerTimeout.
 func (h *Host) ensureTopics(ctx context.Context, create bool) error {
-	cl, err := h.kafka.NewClient()
+	cl, err := h.kafka.NewClient(kgo.MetadataMinAge(topics.MetadataMinAge))
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
