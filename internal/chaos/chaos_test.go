@@ -509,7 +509,8 @@ func TestRestoreAfterAnAbandonedTransaction(t *testing.T) {
 			}
 		}
 		if second == nil && time.Since(frozenAt) > h.sessTimeout+30*time.Second {
-			t.Fatalf("the frozen member's partitions %v were not taken over and committed on within %v: group %s (err %v)", heldParts, time.Since(frozenAt).Round(time.Second), g, err)
+			t.Fatalf("the frozen member's partitions %v were not taken over and committed on within %v: group %s (err %v); committed %v, before the freeze %v (err %v)",
+				heldParts, time.Since(frozenAt).Round(time.Second), g, err, now, before, err2)
 		}
 		if second == nil {
 			h.sleep(200 * time.Millisecond)
