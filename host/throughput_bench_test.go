@@ -21,9 +21,10 @@ import (
 // the same run: the stateful counter plugin (store "counts", one output
 // record per input) over 200,000 pre-produced records of about 100 bytes
 // with 4,000 keys on 4 partitions, default commit interval (100 ms) and
-// commit_records 10,000 (the default when the figures were taken). One op runs each guarantee once, alternating, each
-// as a new application (own group, changelog and state directory) reading the
-// input from the start.
+// commit_records 10,000 (the default when the figures were taken).
+// One op runs each guarantee once, alternating, each as a new application
+// (own group, changelog and state directory) reading the input from the
+// start.
 //
 // A run is timed from Run until the group's committed offsets reach the
 // input's end (everything processed and committed): records/s of each

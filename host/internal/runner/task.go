@@ -173,22 +173,17 @@ func (t *task) Emit(output int, rec *abi.Record) error {
 	}
 	// The plugin's headers, then the version that produced the record
 	// unless the topic is internal.
-	internal := output < len(t.proc.spec.Internal) && t.proc.spec.Internal[output]
+	versioned := output >= len(t.proc.spec.Internal) || !t.proc.spec.Internal[output]
 	switch {
-	case len(rec.Headers) == 0 && internal:
-	case len(rec.Headers) == 0:
+	case len(rec.Headers) == 0 && versioned:
 		kr.Headers = t.ver.headers
-	default:
-		n := len(rec.Headers)
-		if !internal {
-			n++
-		}
-		kr.Headers = make([]kgo.RecordHeader, n)
+	case len(rec.Headers) > 0:
+		kr.Headers = make([]kgo.RecordHeader, len(rec.Headers), len(rec.Headers)+1)
 		for i, h := range rec.Headers {
 			kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: append([]byte(nil), h.Value...)}
 		}
-		if !internal {
-			kr.Headers[n-1] = kgo.RecordHeader{Key: HeaderVersion, Value: t.ver.header}
+		if versioned {
+			kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: HeaderVersion, Value: t.ver.header})
 		}
 	}
 	var lim OutputLimit

@@ -167,13 +167,19 @@ wasmstream::processor!(process, init, on_commit = committed);
 mod tests {
     use wasmstream::testing::{Host, Input};
 
-    fn host(cfg: &str) -> Host<fn(&wasmstream::Record) -> wasmstream::Result<()>> {
-        let mut h = Host::new(super::process as fn(&wasmstream::Record) -> wasmstream::Result<()>)
+    /// The fake host as the plugin is deployed, with config cfg, not
+    /// started.
+    fn unstarted(cfg: &str) -> Host<fn(&wasmstream::Record) -> wasmstream::Result<()>> {
+        Host::new(super::process as fn(&wasmstream::Record) -> wasmstream::Result<()>)
             .outputs(&["counts"])
             .stores(&["counts"])
             .config(cfg)
             .init(super::init)
-            .on_commit(super::committed);
+            .on_commit(super::committed)
+    }
+
+    fn host(cfg: &str) -> Host<fn(&wasmstream::Record) -> wasmstream::Result<()>> {
+        let mut h = unstarted(cfg);
         h.start().unwrap();
         h
     }
@@ -227,12 +233,8 @@ mod tests {
 
     #[test]
     fn bad_config() {
-        let mut h = wasmstream::testing::Host::new(super::process)
-            .outputs(&["counts"])
-            .stores(&["counts"])
-            .config(r#"{"value_format":"hex"}"#)
-            .init(super::init);
-        assert!(h.start().unwrap_err().contains("must be \"decimal\" or \"int64\""));
+        let err = unstarted(r#"{"value_format":"hex"}"#).start().unwrap_err();
+        assert!(err.contains("must be \"decimal\" or \"int64\""));
     }
 
     #[test]
@@ -253,13 +255,7 @@ mod tests {
 
     #[test]
     fn emit_commit_past_the_mark_limit_emits_at_once() {
-        let mut h = Host::new(super::process as fn(&wasmstream::Record) -> wasmstream::Result<()>)
-            .outputs(&["counts"])
-            .stores(&["counts"])
-            .config(r#"{"emit": "commit", "value_format": "decimal"}"#)
-            .init(super::init)
-            .on_commit(super::committed)
-            .commit_marks(1);
+        let mut h = unstarted(r#"{"emit": "commit", "value_format": "decimal"}"#).commit_marks(1);
         let res = h.process(&Input::kv("k", "x y"));
         assert_eq!(emitted(&res), ["y=1"]);
         let got: Vec<String> = h.commit().iter().flat_map(|(_, o)| emitted(o)).collect();
@@ -268,11 +264,7 @@ mod tests {
 
     #[test]
     fn bad_emit() {
-        let mut h = wasmstream::testing::Host::new(super::process)
-            .outputs(&["counts"])
-            .stores(&["counts"])
-            .config(r#"{"emit":"never"}"#)
-            .init(super::init);
-        assert!(h.start().unwrap_err().contains("\"emit\": must be \"update\" or \"commit\""));
+        let err = unstarted(r#"{"emit":"never"}"#).start().unwrap_err();
+        assert!(err.contains("\"emit\": must be \"update\" or \"commit\""));
     }
 }
