@@ -18,7 +18,6 @@ import (
 	"sync"
 	"time"
 
-
 	"github.com/wasmstream/wasmstream/host/internal/control"
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/plugin"
