@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"testing"
 	"time"
 
@@ -185,4 +186,52 @@ func TestWatchSample(t *testing.T) {
 			t.Fatalf("%s and %s still listed 30s after deleteTopics", out, rep)
 		}
 	}
+}
+
+// A topic the app creates during the run (a changelog, a repartition topic)
+// counts in the harness's samples within a few poll intervals, as the
+// records it holds are written, not seconds later all at once: a late
+// appearance moved Progress after the app had finished and added that
+// much to the run's wall time.
+func TestWatchSeesATopicCreatedDuringTheRun(t *testing.T) {
+	b := testbroker.New(t)
+	ctx := context.Background()
+	const poll = 100 * time.Millisecond
+	bench, err := NewBench(Options{Brokers: b.Addrs(), Poll: poll}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bench.Close()
+	app := b.Name(t, "app")
+	in, out := b.Name(t, "in"), b.Name(t, "out")
+	for _, tp := range []string{in, out} {
+		if err := createTopic(ctx, bench.adm, tp, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := &Watch{Adm: bench.adm, Group: app, Input: in, InputEnds: map[int32]int64{0: 0}, Output: out, Prefix: app + "-"}
+	sample := func() (Sample, error) {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return w.Sample(sctx)
+	}
+	// The first sample reads the metadata of every topic there is.
+	if _, err := sample(); err != nil {
+		t.Fatal(err)
+	}
+	changelog := app + "-counts-changelog"
+	if err := createTopic(ctx, b.Admin(t), changelog, 1); err != nil {
+		t.Fatal(err)
+	}
+	b.ProduceTo(t, 0, &kgo.Record{Topic: changelog, Value: []byte("a")}, &kgo.Record{Topic: changelog, Value: []byte("b")})
+	start := time.Now()
+	var s Sample
+	for time.Since(start) < 20*poll {
+		if s, err = sample(); err == nil && s.Progress == 2 {
+			return
+		}
+		time.Sleep(poll)
+	}
+	t.Fatalf("%s still not counted %s after its records were written: %s (err %v); want progress 2",
+		changelog, time.Since(start).Round(time.Millisecond), s, err)
 }

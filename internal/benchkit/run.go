@@ -110,7 +110,15 @@ type Bench struct {
 
 // NewBench connects to the broker.
 func NewBench(opt Options, log io.Writer) (*Bench, error) {
-	cl, err := newClient(opt.Brokers)
+	// Every sample lists the end offsets of all topics. franz-go routes a
+	// ListOffsets by its cached metadata and refreshes it at most every
+	// MetadataMinAge (5s by default), so a topic the app created during
+	// the run had no end offsets for up to 5s and then appeared with all
+	// of its records at once: Progress moved seconds after the app had
+	// stopped, and the run's wall time grew by that much (seen as 2.0s
+	// more in about half of the runs). At the poll interval the listing
+	// is at most one sample late.
+	cl, err := newClient(opt.Brokers, kgo.MetadataMinAge(opt.Poll))
 	if err != nil {
 		return nil, err
 	}

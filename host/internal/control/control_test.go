@@ -2,6 +2,7 @@ package control
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -566,15 +567,15 @@ func TestEnsureTopic(t *testing.T) {
 	deleteAtEnd(t, b, adm, topic)
 	var wg sync.WaitGroup
 	errs := make([]error, 3)
+	kafka := kclient.Config{Brokers: b.Addrs()}
 	for i := range errs {
-		a := kadm.NewClient(b.Client(t)) // one client per process
-		wg.Go(func() { errs[i] = EnsureTopic(ctx, a, topic) })
+		wg.Go(func() { errs[i] = EnsureTopic(ctx, kafka, topic) }) // a client each, as processes have
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	if err := EnsureTopic(ctx, adm, topic); err != nil {
+	if err := EnsureTopic(ctx, kafka, topic); err != nil {
 		t.Fatalf("EnsureTopic of an existing topic: %v", err)
 	}
 	details, err := adm.ListTopics(ctx, topic)
@@ -603,11 +604,49 @@ func TestEnsureTopic(t *testing.T) {
 	} {
 		name := b.Name(t, "bad")
 		b.CreateTopic(t, name, bad.partitions, bad.configs)
-		err := EnsureTopic(ctx, adm, name)
+		err := EnsureTopic(ctx, kafka, name)
 		if !errors.Is(err, ErrTopicShape) || !strings.Contains(err.Error(), bad.msg) {
 			t.Fatalf("EnsureTopic of a topic with %d partitions and %v: %v", bad.partitions, bad.configs, err)
 		}
 		t.Log(err)
+	}
+}
+
+// TestEnsureTopicListsAgainSoon: when the first listing after the create
+// does not show the topic yet (on Kafka, when the broker is slow to apply
+// the creation to its metadata), EnsureTopic asks the broker again within
+// a fraction of a second. franz-go answered the repeated listing from its
+// cache for 5 s, which held a process's start for 5 s; the deadline here is
+// well between the two.
+func TestEnsureTopicListsAgainSoon(t *testing.T) {
+	b := testbroker.New(t)
+	b.RequireFake(t, "makes the broker answer the create before the topic exists")
+	topic := b.Name(t, "plugins")
+	adm := b.Admin(t)
+	// The broker answers the create at once and creates the topic 500ms
+	// later, after EnsureTopic's first listing.
+	created := make(chan error, 1)
+	b.Fake().ControlKey(int16(kmsg.CreateTopics), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		creq := req.(*kmsg.CreateTopicsRequest)
+		resp := creq.ResponseKind().(*kmsg.CreateTopicsResponse)
+		for _, rt := range creq.Topics {
+			st := kmsg.NewCreateTopicsResponseTopic()
+			st.Topic = rt.Topic
+			resp.Topics = append(resp.Topics, st)
+		}
+		go func() {
+			time.Sleep(500 * time.Millisecond)
+			_, err := adm.CreateTopic(context.Background(), 1, -1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic)
+			created <- err
+		}()
+		return resp, nil, true
+	})
+	ctx := testCtx(t, 3*time.Second)
+	if err := EnsureTopic(ctx, kclient.Config{Brokers: b.Addrs()}, topic); err != nil {
+		t.Fatalf("EnsureTopic of a topic that shows in metadata 500ms after its create: %v", err)
+	}
+	if err := <-created; err != nil {
+		t.Fatal(err)
 	}
 }
 

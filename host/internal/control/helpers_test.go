@@ -26,7 +26,7 @@ func newTopic(t testing.TB, b *testbroker.Broker) Config {
 	t.Helper()
 	topic := b.Name(t, "plugins")
 	adm := kadm.NewClient(b.Client(t))
-	if err := EnsureTopic(testCtx(t, 30*time.Second), adm, topic); err != nil {
+	if err := EnsureTopic(testCtx(t, 30*time.Second), kclient.Config{Brokers: b.Addrs()}, topic); err != nil {
 		t.Fatal(err)
 	}
 	deleteAtEnd(t, b, adm, topic)

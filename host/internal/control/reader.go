@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -79,7 +78,7 @@ func newReader(cfg Config, extra []kgo.Opt) (*Reader, error) {
 		// process of an app): a metadata answer that does not know it yet
 		// is asked again after this, not after franz-go's default 5 s,
 		// which delayed startup by 5 s in about half the runs on Kafka.
-		kgo.MetadataMinAge(250*time.Millisecond),
+		kgo.MetadataMinAge(MetadataMinAge),
 		kgo.FetchMaxBytes(8<<20),
 	)
 	opts = append(opts, extra...)

@@ -14,7 +14,6 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/wasmstream/wasmstream/host/internal/control"
@@ -248,14 +247,9 @@ func openControl(ctx context.Context, app App, create bool) (*control.Publisher,
 	brokers := strings.Join(app.Kafka.Brokers, ",")
 	ccfg := control.Config{Kafka: app.Kafka, Topic: topic}
 	if create {
-		cl, err := app.Kafka.NewClient()
-		if err != nil {
-			return nil, nil, fmt.Errorf("kafka client: %w", err)
-		}
 		tctx, cancel := context.WithTimeout(ctx, app.Timeout)
-		err = control.EnsureTopic(tctx, kadm.NewClient(cl), topic)
+		err := control.EnsureTopic(tctx, app.Kafka, topic)
 		cancel()
-		cl.Close()
 		if err != nil {
 			return nil, nil, fmt.Errorf("kafka.brokers %s: %w", brokers, err)
 		}

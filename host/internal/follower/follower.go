@@ -14,12 +14,9 @@ package follower
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/wasmstream/wasmstream/host/internal/control"
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
@@ -62,16 +59,12 @@ type Follower struct {
 // the version it starts with. The caller closes the Follower.
 func Load(ctx context.Context, cfg Config) (*Follower, error) {
 	f := &Follower{cfg: cfg, topic: control.TopicName(cfg.AppID), log: cfg.Logger}
-	cl, err := cfg.Kafka.NewClient()
-	if err != nil {
-		return nil, fmt.Errorf("kafka client: %w", err)
-	}
-	defer cl.Close()
 	tctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	if err := control.EnsureTopic(tctx, kadm.NewClient(cl), f.topic); err != nil {
+	if err := control.EnsureTopic(tctx, cfg.Kafka, f.topic); err != nil {
 		return nil, err
 	}
+	var err error
 	f.reader, err = control.NewReader(control.Config{Kafka: cfg.Kafka, Topic: f.topic})
 	if err != nil {
 		return nil, err

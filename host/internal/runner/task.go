@@ -41,6 +41,7 @@ type task struct {
 
 	in     abi.Record // reused input record
 	staged []*kgo.Record
+	emits  arena // the staged records and their bytes
 
 	// ver is the plugin version inst runs. prep is an instance of the
 	// processor's newer version being made in the background; prevInst the
@@ -157,17 +158,9 @@ func (t *task) Emit(output int, rec *abi.Record) error {
 	if output < 0 || output >= len(outs) {
 		return abi.ErrnoNoOutput
 	}
-	// One allocation holds key and value; headers get their own.
-	buf := make([]byte, len(rec.Key)+len(rec.Value))
-	kr := &kgo.Record{Topic: outs[output], Partition: rec.Partition}
-	if rec.Key != nil {
-		kr.Key = buf[:len(rec.Key):len(rec.Key)]
-		copy(kr.Key, rec.Key)
-	}
-	if rec.Value != nil {
-		kr.Value = buf[len(rec.Key):]
-		copy(kr.Value, rec.Value)
-	}
+	kr := t.emits.record()
+	kr.Topic, kr.Partition = outs[output], rec.Partition
+	kr.Key, kr.Value = t.emits.copyOf(rec.Key), t.emits.copyOf(rec.Value)
 	if rec.Timestamp != 0 {
 		kr.Timestamp = time.UnixMilli(rec.Timestamp)
 	}
@@ -180,7 +173,10 @@ func (t *task) Emit(output int, rec *abi.Record) error {
 	case len(rec.Headers) > 0:
 		kr.Headers = make([]kgo.RecordHeader, len(rec.Headers), len(rec.Headers)+1)
 		for i, h := range rec.Headers {
-			kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: append([]byte(nil), h.Value...)}
+			kr.Headers[i] = kgo.RecordHeader{Key: h.Key}
+			if len(h.Value) > 0 { // an empty value goes out null, as it always has
+				kr.Headers[i].Value = t.emits.copyOf(h.Value)
+			}
 		}
 		if versioned {
 			kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: HeaderVersion, Value: t.ver.header})
