@@ -42,8 +42,8 @@ type store struct {
 
 	// The read path, top wins: overlay (the current record), pending (the
 	// commit window), cache (committed values, or absent markers), Pebble.
-	overlay map[string]entry
-	pending map[string]entry
+	overlay recordWrites
+	pending windowWrites
 	cache   map[string]entry
 	// sorted holds pending's keys in order once a Scan needed them; it is
 	// kept up to date from then on until the window ends, so processors
@@ -108,8 +108,6 @@ func newTask(db *DB, processor string, partition int32, names []string) *Task {
 			name:    n,
 			data:    storePrefix(t.prefix, kindData, n),
 			cpKey:   storePrefix(t.prefix, kindCheckpoint, n),
-			overlay: map[string]entry{},
-			pending: map[string]entry{},
 			cache:   map[string]entry{},
 		}
 		s.dataEnd = prefixEnd(s.data)
@@ -164,7 +162,7 @@ func (t *Task) Close() error {
 	}
 	t.db.release(t)
 	for _, s := range t.stores {
-		s.overlay, s.pending, s.cache, s.sorted = nil, nil, nil, nil
+		s.overlay, s.pending, s.cache, s.sorted = recordWrites{}, windowWrites{}, nil, nil
 	}
 	return nil
 }
@@ -225,12 +223,13 @@ func (t *Task) get(s *store, key []byte) (value []byte, found bool, err error) {
 	if err := t.checkKey(s, key); err != nil {
 		return nil, false, err
 	}
-	if len(s.overlay) > 0 {
-		if e, ok := s.overlay[string(key)]; ok {
+	if s.overlay.len() > 0 {
+		if i := s.overlay.find(key); i >= 0 {
+			e := s.overlay.ents[i]
 			return e.val, !e.del, nil
 		}
 	}
-	if e, ok := s.pending[string(key)]; ok {
+	if e, ok := s.pending.get(key); ok {
 		return e.val, !e.del, nil
 	}
 	if e, ok := s.cache[string(key)]; ok {
@@ -265,10 +264,10 @@ func (t *Task) Put(store int, key, value []byte) error {
 		return &SizeError{What: "value", Store: s.name, Size: len(value), Max: abi.MaxValueSize}
 	}
 	if s.expiry.TTL > 0 {
-		s.overlay[string(key)] = entry{val: t.stamp(s, value)}
+		s.overlay.set(key, entry{val: t.stamp(s, value)})
 		return nil
 	}
-	s.overlay[string(key)] = entry{val: append(make([]byte, 0, len(value)), value...)}
+	s.overlay.set(key, entry{val: append(make([]byte, 0, len(value)), value...)})
 	return nil
 }
 
@@ -281,7 +280,7 @@ func (t *Task) Delete(store int, key []byte) error {
 	if err := t.checkKey(s, key); err != nil {
 		return err
 	}
-	s.overlay[string(key)] = entry{del: true}
+	s.overlay.set(key, entry{del: true})
 	return nil
 }
 
@@ -292,17 +291,15 @@ func (t *Task) CommitRecord() {
 		return
 	}
 	for _, s := range t.stores {
-		if len(s.overlay) == 0 {
+		if s.overlay.len() == 0 {
 			continue
 		}
-		for k, e := range s.overlay {
-			if s.sorted != nil {
-				if _, ok := s.pending[k]; !ok {
-					i, _ := slices.BinarySearch(s.sorted, k)
-					s.sorted = slices.Insert(s.sorted, i, k)
-				}
+		for i, key := range s.overlay.keys {
+			k, added := s.pending.set(key, s.overlay.ents[i])
+			if added && s.sorted != nil {
+				j, _ := slices.BinarySearch(s.sorted, k)
+				s.sorted = slices.Insert(s.sorted, j, k)
 			}
-			s.pending[k] = e
 		}
 		s.clearOverlay()
 	}
@@ -319,13 +316,7 @@ func (t *Task) AbortRecord() {
 	}
 }
 
-func (s *store) clearOverlay() {
-	if len(s.overlay) > 1024 {
-		s.overlay = map[string]entry{} // do not keep a huge table around
-	} else {
-		clear(s.overlay)
-	}
-}
+func (s *store) clearOverlay() { s.overlay.reset() }
 
 // Dirty returns the commit window's changes: one per dirty key, in no
 // particular order. The record overlay is not included. Keys are fresh
@@ -337,8 +328,8 @@ func (t *Task) Dirty() []Change {
 	}
 	n, size := 0, 0
 	for _, s := range t.stores {
-		n += len(s.pending)
-		for k := range s.pending {
+		n += s.pending.len()
+		for k := range s.pending.idx {
 			size += len(k)
 		}
 	}
@@ -348,7 +339,8 @@ func (t *Task) Dirty() []Change {
 	changes := make([]Change, 0, n)
 	buf := make([]byte, 0, size)
 	for i, s := range t.stores {
-		for k, e := range s.pending {
+		for k, j := range s.pending.idx {
+			e := s.pending.ents[j]
 			off := len(buf)
 			buf = append(buf, k...)
 			changes = append(changes, Change{Store: i, Key: buf[off:len(buf):len(buf)], Value: e.val, Delete: e.del})
@@ -373,7 +365,7 @@ func (t *Task) Apply(checkpoints map[int]int64) error {
 		return err
 	}
 	for _, s := range t.stores {
-		if len(s.overlay) > 0 {
+		if s.overlay.len() > 0 {
 			return fmt.Errorf("%w: task %s: Apply with uncommitted writes of the current record in store %q", ErrRecordOpen, t, s.name)
 		}
 	}
@@ -384,11 +376,11 @@ func (t *Task) Apply(checkpoints map[int]int64) error {
 	}
 	dirty := false
 	for i, s := range t.stores {
-		dirty = dirty || len(s.pending) > 0
+		dirty = dirty || s.pending.len() > 0
 		cp, given := checkpoints[i]
 		if !given {
-			if len(s.pending) > 0 {
-				return fmt.Errorf("%w: task %s store %q has %d dirty keys", ErrCheckpointMissing, t, s.name, len(s.pending))
+			if s.pending.len() > 0 {
+				return fmt.Errorf("%w: task %s store %q has %d dirty keys", ErrCheckpointMissing, t, s.name, s.pending.len())
 			}
 			continue
 		}
@@ -398,8 +390,8 @@ func (t *Task) Apply(checkpoints map[int]int64) error {
 		if !s.cpOK {
 			return fmt.Errorf("%w: task %s store %q has no checkpoint, refusing %d", ErrNotRestored, t, s.name, cp)
 		}
-		if cp < s.cp || (len(s.pending) > 0 && cp == s.cp) {
-			return fmt.Errorf("%w: task %s store %q: %d after %d with %d dirty keys", ErrCheckpointRegress, t, s.name, cp, s.cp, len(s.pending))
+		if cp < s.cp || (s.pending.len() > 0 && cp == s.cp) {
+			return fmt.Errorf("%w: task %s store %q: %d after %d with %d dirty keys", ErrCheckpointRegress, t, s.name, cp, s.cp, s.pending.len())
 		}
 	}
 	if !dirty && len(checkpoints) == 0 {
@@ -417,14 +409,14 @@ func (t *Task) Apply(checkpoints map[int]int64) error {
 		keys := s.sorted
 		if keys == nil {
 			keys = t.keys[:0]
-			for k := range s.pending {
+			for k := range s.pending.idx {
 				keys = append(keys, k)
 			}
 			slices.Sort(keys)
 			t.keys = keys
 		}
 		for _, k := range keys {
-			e := s.pending[k]
+			e := s.pending.at(k)
 			t.kbuf = append(append(t.kbuf[:0], s.data...), k...)
 			var err error
 			if e.del {
@@ -448,8 +440,8 @@ func (t *Task) Apply(checkpoints map[int]int64) error {
 	t.db.wrote()
 
 	for _, s := range t.stores {
-		for k, e := range s.pending {
-			t.cachePut(s, k, e)
+		for k, j := range s.pending.idx {
+			t.cachePut(s, k, s.pending.ents[j])
 		}
 		s.clearPending()
 	}
@@ -472,11 +464,7 @@ func (t *Task) Discard() {
 }
 
 func (s *store) clearPending() {
-	if len(s.pending) > 1<<16 {
-		s.pending = map[string]entry{}
-	} else {
-		clear(s.pending)
-	}
+	s.pending.reset()
 	s.sorted = nil
 }
 
@@ -563,7 +551,7 @@ func (t *Task) ApplyRestored(store int, recs []Change, nextOffset int64) error {
 		return err
 	}
 	for _, o := range t.stores {
-		if len(o.overlay) > 0 || len(o.pending) > 0 {
+		if o.overlay.len() > 0 || o.pending.len() > 0 {
 			return fmt.Errorf("%w: task %s store %q", ErrPendingWrites, t, o.name)
 		}
 	}
