@@ -105,10 +105,10 @@ func newTask(db *DB, processor string, partition int32, names []string) *Task {
 		}
 		seen[n] = true
 		s := &store{
-			name:    n,
-			data:    storePrefix(t.prefix, kindData, n),
-			cpKey:   storePrefix(t.prefix, kindCheckpoint, n),
-			cache:   map[string]entry{},
+			name:  n,
+			data:  storePrefix(t.prefix, kindData, n),
+			cpKey: storePrefix(t.prefix, kindCheckpoint, n),
+			cache: map[string]entry{},
 		}
 		s.dataEnd = prefixEnd(s.data)
 		t.stores = append(t.stores, s)
