@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/keymap"
 	"github.com/wasmstream/wasmstream/host/internal/state"
 )
 
@@ -82,8 +83,9 @@ type timekeeper struct {
 	// did not fit in their commit point; they survive aborts until a
 	// commit point that called them commits. left are the keys the
 	// current commit point did not get to, taken the carried ones called.
-	marks, callMarks map[string]int64
-	carried, left    map[string]int64
+	marks         keymap.Window[int64]
+	callMarks     keymap.Scratch[int64]
+	carried, left map[string]int64
 	// markBytes is the bytes of the keys in marks and callMarks, bounded
 	// by maxMarkBytes.
 	markBytes int
@@ -114,7 +116,7 @@ type storeInfo struct {
 
 func newTimekeeper(st *state.Task, store int, lim TimeLimits) *timekeeper {
 	return &timekeeper{st: st, store: store, lim: lim.withDefaults(), stream: abi.NoTime, streamSaved: abi.NoTime,
-		minDue: [2]int64{math.MaxInt64, math.MaxInt64}, marks: map[string]int64{}, callMarks: map[string]int64{},
+		minDue:  [2]int64{math.MaxInt64, math.MaxInt64},
 		carried: map[string]int64{}}
 }
 
@@ -176,8 +178,8 @@ func (k *timekeeper) load() error {
 func (k *timekeeper) reset() {
 	k.loaded = false
 	k.staged = 0
-	clear(k.marks)
-	clear(k.callMarks)
+	k.marks.Reset()
+	k.callMarks.Reset()
 	k.markBytes = 0
 	// The aborted commit point's calls of carried keys are undone: they
 	// are carried again.
@@ -218,7 +220,7 @@ func (k *timekeeper) beginCall(now int64) {
 		k.wall = now
 	}
 	k.staged = 0
-	clear(k.callMarks)
+	k.callMarks.Reset()
 	if k.st != nil {
 		k.st.SetClocks(k.stream, k.wall)
 	}
@@ -229,18 +231,18 @@ func (k *timekeeper) beginCall(now int64) {
 func (k *timekeeper) endCall(ok bool) {
 	if ok {
 		k.pending += k.staged
-		for key, ts := range k.callMarks {
-			k.marks[key] = ts
+		for i, key := range k.callMarks.Keys() {
+			k.marks.Set(key, k.callMarks.Values()[i])
 		}
 	} else {
-		for key := range k.callMarks {
-			if _, marked := k.marks[key]; !marked {
+		for _, key := range k.callMarks.Keys() {
+			if !k.marks.Has(key) {
 				k.markBytes -= len(key)
 			}
 		}
 	}
 	k.staged = 0
-	clear(k.callMarks)
+	k.callMarks.Reset()
 }
 
 // Now implements Time.
@@ -296,15 +298,15 @@ func (k *timekeeper) remove(kind abi.TimerKind, ts int64, key []byte) (bool, err
 
 // Mark implements Time.
 func (k *timekeeper) Mark(key []byte, ts int64) (bool, error) {
-	if _, ok := k.callMarks[string(key)]; ok {
-		k.callMarks[string(key)] = ts
+	if k.callMarks.Find(key) >= 0 {
+		k.callMarks.Set(key, ts)
 		return false, nil
 	}
-	_, marked := k.marks[string(key)]
-	if !marked && (len(k.marks)+len(k.callMarks) >= k.lim.CommitMarks || k.markBytes+len(key) > maxMarkBytes) {
+	marked := k.marks.Has(key)
+	if !marked && (k.marks.Len()+k.callMarks.Len() >= k.lim.CommitMarks || k.markBytes+len(key) > maxMarkBytes) {
 		return false, ErrMarkLimit
 	}
-	k.callMarks[string(key)] = ts
+	k.callMarks.Set(key, ts)
 	if !marked {
 		k.markBytes += len(key)
 	}
@@ -409,19 +411,24 @@ func (k *timekeeper) takeMarks() []timer {
 		k.taken = map[string]int64{}
 	}
 	k.left = nil
-	if len(k.marks) == 0 && len(k.carried) == 0 {
+	if k.marks.Len() == 0 && len(k.carried) == 0 {
 		return nil
 	}
 	all := k.taken
-	if len(k.marks) > 0 {
+	if k.marks.Len() > 0 {
 		all = maps.Clone(k.carried)
-		maps.Copy(all, k.marks) // a newer mark's timestamp wins
+		if all == nil {
+			all = make(map[string]int64, k.marks.Len())
+		}
+		for key, ts := range k.marks.All() {
+			all[key] = ts // a newer mark's timestamp wins
+		}
 	}
 	out := make([]timer, 0, len(all))
 	for key, ts := range all {
 		out = append(out, timer{kind: abi.TriggerCommit, ts: ts, key: []byte(key)})
 	}
-	clear(k.marks)
+	k.marks.Reset()
 	k.markBytes = 0
 	slices.SortFunc(out, func(a, b timer) int { return bytes.Compare(a.key, b.key) })
 	return out
@@ -467,7 +474,7 @@ func (k *timekeeper) eventDue() bool {
 // task at wall time now: marked keys, a timer of either kind that may be
 // due, or a stream time to save.
 func (k *timekeeper) commitWork(now int64) bool {
-	if len(k.marks) > 0 || len(k.carried) > 0 {
+	if k.marks.Len() > 0 || len(k.carried) > 0 {
 		return true
 	}
 	if k.st != nil && k.sweepDue(now) {

@@ -101,10 +101,10 @@ func (s *store) staged(start, end []byte) []memEntry {
 		return k >= string(start) && (len(end) == 0 || k < string(end))
 	}
 	var out []memEntry
-	if len(s.pending) > 0 {
+	if s.pending.Len() > 0 {
 		if s.sorted == nil {
-			s.sorted = make([]string, 0, len(s.pending))
-			for k := range s.pending {
+			s.sorted = make([]string, 0, s.pending.Len())
+			for k := range s.pending.All() {
 				s.sorted = append(s.sorted, k)
 			}
 			slices.Sort(s.sorted)
@@ -112,17 +112,18 @@ func (s *store) staged(start, end []byte) []memEntry {
 		i, _ := slices.BinarySearch(s.sorted, string(start))
 		for ; i < len(s.sorted) && in(s.sorted[i]); i++ {
 			k := s.sorted[i]
-			if _, shadowed := s.overlay[k]; shadowed {
-				continue
+			if s.overlay.FindString(k) >= 0 {
+				continue // shadowed by the record's write
 			}
-			out = append(out, memEntry{key: []byte(k), entry: s.pending[k]})
+			out = append(out, memEntry{key: []byte(k), entry: s.pending.At(k)})
 		}
 	}
-	if len(s.overlay) > 0 {
+	if s.overlay.Len() > 0 {
 		n := len(out)
-		for k, e := range s.overlay {
-			if in(k) {
-				out = append(out, memEntry{key: []byte(k), entry: e})
+		for i, k := range s.overlay.Keys() {
+			if in(string(k)) {
+				// A copy: the record's key bytes are reused by the next.
+				out = append(out, memEntry{key: bytes.Clone(k), entry: s.overlay.Values()[i]})
 			}
 		}
 		if len(out) > n {

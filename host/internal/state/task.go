@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/keymap"
 )
 
 // Change is one dirty key of a commit window: its latest value, or a
@@ -42,8 +43,8 @@ type store struct {
 
 	// The read path, top wins: overlay (the current record), pending (the
 	// commit window), cache (committed values, or absent markers), Pebble.
-	overlay map[string]entry
-	pending map[string]entry
+	overlay keymap.Scratch[entry] // the current record's writes
+	pending keymap.Window[entry]  // the commit window's writes
 	cache   map[string]entry
 	// sorted holds pending's keys in order once a Scan needed them; it is
 	// kept up to date from then on until the window ends, so processors
@@ -105,12 +106,10 @@ func newTask(db *DB, processor string, partition int32, names []string) *Task {
 		}
 		seen[n] = true
 		s := &store{
-			name:    n,
-			data:    storePrefix(t.prefix, kindData, n),
-			cpKey:   storePrefix(t.prefix, kindCheckpoint, n),
-			overlay: map[string]entry{},
-			pending: map[string]entry{},
-			cache:   map[string]entry{},
+			name:  n,
+			data:  storePrefix(t.prefix, kindData, n),
+			cpKey: storePrefix(t.prefix, kindCheckpoint, n),
+			cache: map[string]entry{},
 		}
 		s.dataEnd = prefixEnd(s.data)
 		t.stores = append(t.stores, s)
@@ -164,7 +163,7 @@ func (t *Task) Close() error {
 	}
 	t.db.release(t)
 	for _, s := range t.stores {
-		s.overlay, s.pending, s.cache, s.sorted = nil, nil, nil, nil
+		s.overlay, s.pending, s.cache, s.sorted = keymap.Scratch[entry]{}, keymap.Window[entry]{}, nil, nil
 	}
 	return nil
 }
@@ -225,12 +224,13 @@ func (t *Task) get(s *store, key []byte) (value []byte, found bool, err error) {
 	if err := t.checkKey(s, key); err != nil {
 		return nil, false, err
 	}
-	if len(s.overlay) > 0 {
-		if e, ok := s.overlay[string(key)]; ok {
+	if s.overlay.Len() > 0 {
+		if i := s.overlay.Find(key); i >= 0 {
+			e := s.overlay.Values()[i]
 			return e.val, !e.del, nil
 		}
 	}
-	if e, ok := s.pending[string(key)]; ok {
+	if e, ok := s.pending.Get(key); ok {
 		return e.val, !e.del, nil
 	}
 	if e, ok := s.cache[string(key)]; ok {
@@ -265,10 +265,10 @@ func (t *Task) Put(store int, key, value []byte) error {
 		return &SizeError{What: "value", Store: s.name, Size: len(value), Max: abi.MaxValueSize}
 	}
 	if s.expiry.TTL > 0 {
-		s.overlay[string(key)] = entry{val: t.stamp(s, value)}
+		s.overlay.Set(key, entry{val: t.stamp(s, value)})
 		return nil
 	}
-	s.overlay[string(key)] = entry{val: append(make([]byte, 0, len(value)), value...)}
+	s.overlay.Set(key, entry{val: append(make([]byte, 0, len(value)), value...)})
 	return nil
 }
 
@@ -281,7 +281,7 @@ func (t *Task) Delete(store int, key []byte) error {
 	if err := t.checkKey(s, key); err != nil {
 		return err
 	}
-	s.overlay[string(key)] = entry{del: true}
+	s.overlay.Set(key, entry{del: true})
 	return nil
 }
 
@@ -292,17 +292,15 @@ func (t *Task) CommitRecord() {
 		return
 	}
 	for _, s := range t.stores {
-		if len(s.overlay) == 0 {
+		if s.overlay.Len() == 0 {
 			continue
 		}
-		for k, e := range s.overlay {
-			if s.sorted != nil {
-				if _, ok := s.pending[k]; !ok {
-					i, _ := slices.BinarySearch(s.sorted, k)
-					s.sorted = slices.Insert(s.sorted, i, k)
-				}
+		for i, key := range s.overlay.Keys() {
+			k, added := s.pending.Set(key, s.overlay.Values()[i])
+			if added && s.sorted != nil {
+				j, _ := slices.BinarySearch(s.sorted, k)
+				s.sorted = slices.Insert(s.sorted, j, k)
 			}
-			s.pending[k] = e
 		}
 		s.clearOverlay()
 	}
@@ -319,13 +317,7 @@ func (t *Task) AbortRecord() {
 	}
 }
 
-func (s *store) clearOverlay() {
-	if len(s.overlay) > 1024 {
-		s.overlay = map[string]entry{} // do not keep a huge table around
-	} else {
-		clear(s.overlay)
-	}
-}
+func (s *store) clearOverlay() { s.overlay.Reset() }
 
 // Dirty returns the commit window's changes: one per dirty key, in no
 // particular order. The record overlay is not included. Keys are fresh
@@ -337,8 +329,8 @@ func (t *Task) Dirty() []Change {
 	}
 	n, size := 0, 0
 	for _, s := range t.stores {
-		n += len(s.pending)
-		for k := range s.pending {
+		n += s.pending.Len()
+		for k := range s.pending.All() {
 			size += len(k)
 		}
 	}
@@ -348,7 +340,7 @@ func (t *Task) Dirty() []Change {
 	changes := make([]Change, 0, n)
 	buf := make([]byte, 0, size)
 	for i, s := range t.stores {
-		for k, e := range s.pending {
+		for k, e := range s.pending.All() {
 			off := len(buf)
 			buf = append(buf, k...)
 			changes = append(changes, Change{Store: i, Key: buf[off:len(buf):len(buf)], Value: e.val, Delete: e.del})
@@ -373,7 +365,7 @@ func (t *Task) Apply(checkpoints map[int]int64) error {
 		return err
 	}
 	for _, s := range t.stores {
-		if len(s.overlay) > 0 {
+		if s.overlay.Len() > 0 {
 			return fmt.Errorf("%w: task %s: Apply with uncommitted writes of the current record in store %q", ErrRecordOpen, t, s.name)
 		}
 	}
@@ -384,11 +376,11 @@ func (t *Task) Apply(checkpoints map[int]int64) error {
 	}
 	dirty := false
 	for i, s := range t.stores {
-		dirty = dirty || len(s.pending) > 0
+		dirty = dirty || s.pending.Len() > 0
 		cp, given := checkpoints[i]
 		if !given {
-			if len(s.pending) > 0 {
-				return fmt.Errorf("%w: task %s store %q has %d dirty keys", ErrCheckpointMissing, t, s.name, len(s.pending))
+			if s.pending.Len() > 0 {
+				return fmt.Errorf("%w: task %s store %q has %d dirty keys", ErrCheckpointMissing, t, s.name, s.pending.Len())
 			}
 			continue
 		}
@@ -398,8 +390,8 @@ func (t *Task) Apply(checkpoints map[int]int64) error {
 		if !s.cpOK {
 			return fmt.Errorf("%w: task %s store %q has no checkpoint, refusing %d", ErrNotRestored, t, s.name, cp)
 		}
-		if cp < s.cp || (len(s.pending) > 0 && cp == s.cp) {
-			return fmt.Errorf("%w: task %s store %q: %d after %d with %d dirty keys", ErrCheckpointRegress, t, s.name, cp, s.cp, len(s.pending))
+		if cp < s.cp || (s.pending.Len() > 0 && cp == s.cp) {
+			return fmt.Errorf("%w: task %s store %q: %d after %d with %d dirty keys", ErrCheckpointRegress, t, s.name, cp, s.cp, s.pending.Len())
 		}
 	}
 	if !dirty && len(checkpoints) == 0 {
@@ -417,14 +409,14 @@ func (t *Task) Apply(checkpoints map[int]int64) error {
 		keys := s.sorted
 		if keys == nil {
 			keys = t.keys[:0]
-			for k := range s.pending {
+			for k := range s.pending.All() {
 				keys = append(keys, k)
 			}
 			slices.Sort(keys)
 			t.keys = keys
 		}
 		for _, k := range keys {
-			e := s.pending[k]
+			e := s.pending.At(k)
 			t.kbuf = append(append(t.kbuf[:0], s.data...), k...)
 			var err error
 			if e.del {
@@ -448,7 +440,7 @@ func (t *Task) Apply(checkpoints map[int]int64) error {
 	t.db.wrote()
 
 	for _, s := range t.stores {
-		for k, e := range s.pending {
+		for k, e := range s.pending.All() {
 			t.cachePut(s, k, e)
 		}
 		s.clearPending()
@@ -472,11 +464,7 @@ func (t *Task) Discard() {
 }
 
 func (s *store) clearPending() {
-	if len(s.pending) > 1<<16 {
-		s.pending = map[string]entry{}
-	} else {
-		clear(s.pending)
-	}
+	s.pending.Reset()
 	s.sorted = nil
 }
 
@@ -563,7 +551,7 @@ func (t *Task) ApplyRestored(store int, recs []Change, nextOffset int64) error {
 		return err
 	}
 	for _, o := range t.stores {
-		if len(o.overlay) > 0 || len(o.pending) > 0 {
+		if o.overlay.Len() > 0 || o.pending.Len() > 0 {
 			return fmt.Errorf("%w: task %s store %q", ErrPendingWrites, t, o.name)
 		}
 	}
