@@ -580,7 +580,7 @@ func (h *Host) loadPlugins(ctx context.Context) error {
 // ensureTopics makes sure the app's topics exist (package topics). An
 // unreachable cluster is an error after brokerTimeout.
 func (h *Host) ensureTopics(ctx context.Context, create bool) error {
-	cl, err := h.kafka.NewClient(kgo.MetadataMinAge(topics.MetadataMinAge))
+	cl, err := h.kafka.NewClient(kgo.MetadataMinAge(kclient.MetadataMinAge))
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}

@@ -78,7 +78,7 @@ func newReader(cfg Config, extra []kgo.Opt) (*Reader, error) {
 		// process of an app): a metadata answer that does not know it yet
 		// is asked again after this, not after franz-go's default 5 s,
 		// which delayed startup by 5 s in about half the runs on Kafka.
-		kgo.MetadataMinAge(MetadataMinAge),
+		kgo.MetadataMinAge(kclient.MetadataMinAge),
 		kgo.FetchMaxBytes(8<<20),
 	)
 	opts = append(opts, extra...)

@@ -14,16 +14,6 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
 )
 
-// MetadataMinAge is how old franz-go's cached metadata may be before a
-// listing asks the broker again, for the clients of this package: the
-// control topic is often created just before it is listed and read (by the
-// first process of an app, or by deploy), and franz-go answers a listing
-// from a cached response younger than its default 5 s. A first listing
-// that came before the new topic reached the broker's metadata then held
-// EnsureTopic, and a process's start, for 5 s (seen as a 5.1 s gap in
-// about one start in ten on a busy Kafka broker).
-const MetadataMinAge = 250 * time.Millisecond
-
 // topicWait bounds how long EnsureTopic waits for a topic, created by this
 // call or by another process at the same moment, to show in metadata with
 // a leader and in the configs. The real broker creates topics
@@ -37,7 +27,7 @@ const topicWait = 30 * time.Second
 // creates the topic, every call waits until the topic is usable and
 // checks it. It returns once metadata shows the partition with a leader.
 func EnsureTopic(ctx context.Context, kafka kclient.Config, topic string) error {
-	cl, err := kafka.NewClient(kgo.MetadataMinAge(MetadataMinAge))
+	cl, err := kafka.NewClient(kgo.MetadataMinAge(kclient.MetadataMinAge))
 	if err != nil {
 		return fmt.Errorf("control topic %s: kafka client: %w", topic, err)
 	}

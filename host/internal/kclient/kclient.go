@@ -9,6 +9,7 @@ package kclient
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kslog"
@@ -26,6 +27,16 @@ type Config struct {
 	// kgo.SASL), given to every client. Empty: plaintext, no authentication.
 	Security []kgo.Opt
 }
+
+// MetadataMinAge is the kgo.MetadataMinAge of the clients that list a
+// topic created a moment before, by this process or another, and ask again
+// until the listing shows it: topics.Ensure's at startup, the control
+// topic's (EnsureTopic and its reader). franz-go answers a repeated listing
+// from a cached response younger than the age, 5 s by default, so a first
+// listing that came before the new topic reached the broker's metadata
+// held the caller for 5 s: TestEnsure took 5 s, and about one process
+// start in ten on a busy Kafka broker waited 5.1 s for the control topic.
+const MetadataMinAge = 250 * time.Millisecond
 
 // Opts returns the base options followed by extra (later options win, so
 // extra may override the client id, say).

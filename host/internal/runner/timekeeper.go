@@ -416,10 +416,7 @@ func (k *timekeeper) takeMarks() []timer {
 	}
 	all := k.taken
 	if k.marks.Len() > 0 {
-		all = maps.Clone(k.carried)
-		if all == nil {
-			all = make(map[string]int64, k.marks.Len())
-		}
+		all = maps.Clone(k.carried) // carried is never nil
 		for key, ts := range k.marks.All() {
 			all[key] = ts // a newer mark's timestamp wins
 		}

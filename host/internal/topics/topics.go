@@ -55,19 +55,13 @@ type Want struct {
 	Brokers string
 }
 
-// MetadataMinAge is the kgo.MetadataMinAge of the client Ensure is given.
-// Ensure lists topics that it or another member created a moment before,
-// and asks again while the listing shows no partitions; franz-go answers a
-// repeated listing from a cached response younger than the age (5 s by
-// default), so asking again learned nothing for 5 s (TestEnsure took 5 s
-// for it).
-const MetadataMinAge = 250 * time.Millisecond
-
 // Ensure checks that every input and output topic exists, creating
 // missing ones when w.Create is set, and creates the topics the host owns:
 // changelogs and dead-letter topics. adm answers within ctx's deadline or
 // the call fails. adm's client should refresh metadata after
-// MetadataMinAge.
+// kclient.MetadataMinAge: Ensure lists topics that it or another member
+// created a moment before, and asks again while the listing shows no
+// partitions.
 func Ensure(ctx context.Context, adm *kadm.Client, w Want, log *slog.Logger) error {
 	procs, create, partitions := w.Processors, w.Create, w.Partitions
 	internal := map[string]bool{} // repartition topics: the host's own

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 )
 
@@ -25,7 +26,7 @@ var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 // dead-letter topic (as wide as the widest input).
 func TestEnsure(t *testing.T) {
 	b := testbroker.New(t)
-	adm := kadm.NewClient(b.Client(t, kgo.MetadataMinAge(MetadataMinAge)))
+	adm := kadm.NewClient(b.Client(t, kgo.MetadataMinAge(kclient.MetadataMinAge)))
 	in, wide, out := b.Name(t, "in"), b.Name(t, "wide"), b.Name(t, "out")
 	b.CreateTopic(t, in, 2, nil)
 	b.CreateTopic(t, wide, 5, nil)
