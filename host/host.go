@@ -30,7 +30,6 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/state"
 	"github.com/wasmstream/wasmstream/host/internal/status"
 	"github.com/wasmstream/wasmstream/host/internal/topics"
-	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
 
 // Host runs the processors of one Config in this process.
@@ -170,7 +169,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	// Before the follower makes the plugins' factories: they copy the
 	// binding, whose TableState serves the tables.
 	h.makeTables()
-	h.vers = versions.New[runner.Plugin]()
+	h.vers = runner.NewVersions()
 	h.follower, err = follower.Load(ctx, follower.Config{
 		AppID:      cfg.AppID,
 		Kafka:      h.kafka,

@@ -148,6 +148,7 @@ func (r *Runtime) Compile(ctx context.Context, name string, wasm []byte) (*Modul
 		return nil, err
 	}
 	m := &Module{rt: r, name: name, compiled: compiled, info: info}
+	r.modules.Add(1)
 	if ins.hasStart {
 		m.initFuncs = append(m.initFuncs, exportStart)
 	}
@@ -188,7 +189,7 @@ func (m *Module) Close(ctx context.Context) error {
 	now := m.refs == 0
 	m.mu.Unlock()
 	if now {
-		return m.compiled.Close(ctx)
+		return m.closeCompiled(ctx)
 	}
 	return nil
 }
@@ -209,7 +210,7 @@ func (m *Module) release(ctx context.Context) {
 	now := m.closed && m.refs == 0
 	m.mu.Unlock()
 	if now {
-		_ = m.compiled.Close(ctx)
+		_ = m.closeCompiled(ctx)
 	}
 }
 

@@ -140,9 +140,44 @@ type Runtime struct {
 	// runtime under a running compilation panics.
 	compiles sync.WaitGroup
 
+	// modules counts the Modules compiled and not yet released (Counts).
+	modules atomic.Int64
+
 	mu        sync.Mutex
 	instances map[*Instance]struct{}
 	closed    bool
+}
+
+// Counts are what a Runtime holds open: Modules compiled whose code is
+// not yet released (a closed Module is released when its last Instance
+// closes), and Instances not yet closed (a discarded one, waiting to be
+// revived, counts). A process that swaps versions without a leak comes
+// back to the same counts after every swap (RATIONALE.md, "Versions
+// held").
+type Counts struct {
+	Modules, Instances int
+}
+
+// Counts returns the Runtime's open modules and instances. Safe for
+// concurrent use.
+func (r *Runtime) Counts() Counts {
+	r.mu.Lock()
+	n := len(r.instances)
+	r.mu.Unlock()
+	return Counts{Modules: int(r.modules.Load()), Instances: n}
+}
+
+// closeCompiled releases the module's compiled code, once (Close and
+// release call it when the module is both closed and unreferenced), and
+// drops the engine's reference to it: a Module value something still
+// points to then holds only its Info, not wazero's decoded module. No
+// Instance can start on it any more (acquire refuses a closed module, and
+// every Instance that acquired it has released it).
+func (m *Module) closeCompiled(ctx context.Context) error {
+	m.rt.modules.Add(-1)
+	c := m.compiled
+	m.compiled = nil
+	return c.Close(ctx)
 }
 
 // ErrClosed is the cause of InstanceLost failures on a closed Runtime,

@@ -54,9 +54,11 @@ type Follower struct {
 
 // Load makes sure the control topic exists, reads it to its end and
 // compiles the version it names for each processor, which the processor
-// then starts with instead of the config file's plugin (p.Module and
-// p.Version change). It registers every processor in cfg.Versions with
-// the version it starts with. The caller closes the Follower.
+// then starts with instead of the config file's plugin (p.Version and
+// p.StartInfo change, and the config's module is closed). It registers
+// every processor in cfg.Versions with the version it starts with, which
+// takes p.Module over (p.Module is nil afterwards). The caller closes the
+// Follower.
 func Load(ctx context.Context, cfg Config) (*Follower, error) {
 	f := &Follower{cfg: cfg, topic: control.TopicName(cfg.AppID), log: cfg.Logger}
 	tctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -78,7 +80,11 @@ func Load(ctx context.Context, cfg Config) (*Follower, error) {
 		// The registry starts each processor with the version chosen here;
 		// refusals are recorded once it has.
 		refused := f.fromControl(ctx, p, st)
-		cfg.Versions.Start(p.Spec.Name, plugin.Info(p.Version), p.Factory(p.Module, plugin.Info(p.Version).ID))
+		start := p.Factory(p.Module, plugin.Info(p.Version).ID)
+		if !cfg.Versions.Start(p.Spec.Name, plugin.Info(p.Version), start) {
+			_ = start.Close(ctx) // registered already: not the registry's
+		}
+		p.Module = nil
 		for _, r := range refused {
 			f.refuse(p.Spec.Name, r.v, r.err)
 		}
@@ -115,7 +121,8 @@ func (f *Follower) fromControl(ctx context.Context, p *plugin.Processor, st *con
 	if err != nil {
 		return []refusal{{m.Version, err}}
 	}
-	p.Module, p.Version = mod, m.Version
+	_ = p.Module.Close(ctx) // the config's version: not run
+	p.Module, p.StartInfo, p.Version = mod, mod.Info(), m.Version
 	f.log.Info("running the deployed plugin version from the control topic", "processor", p.Spec.Name,
 		"version", plugin.VersionID(m.Version), "deployed_by", m.DeployedBy, "deployed_at", m.DeployedAt)
 	return nil
@@ -172,22 +179,31 @@ func (f *Follower) onManifest(ctx context.Context, m control.Manifest, wasm []by
 	if target, _ := f.cfg.Versions.Target(name); target.Hash == m.Hash {
 		return // already running or headed for it (e.g. the rollback this process made)
 	}
+	canary := versions.Canary{}
+	if m.Reason == control.ReasonDeploy {
+		canary = f.cfg.Canary
+	}
+	// A version this process still holds compiled (the one before the
+	// active one, which a rollback returns to) is proposed again as it is.
+	if info, ok := f.cfg.Versions.ProposeHeld(name, m.Hash, canary); ok {
+		f.log.Info("plugin version from the control topic is held compiled; tasks switch at their next commit point",
+			"processor", name, "version", info.ID, "reason", m.Reason, "deployed_by", m.DeployedBy)
+		return
+	}
 	if err := f.cfg.Limits.CheckSize(wasm); err != nil {
 		f.refuse(name, m.Version, err)
 		return
 	}
+	start := time.Now()
 	mod, err := p.Compile(ctx, wasm)
 	if err != nil {
 		f.refuse(name, m.Version, err)
 		return
 	}
-	canary := versions.Canary{}
-	if m.Reason == control.ReasonDeploy {
-		canary = f.cfg.Canary
-	}
 	info := plugin.Info(m.Version)
 	f.log.Info("new plugin version from the control topic; tasks switch at their next commit point",
-		"processor", name, "version", info.ID, "reason", m.Reason, "deployed_by", m.DeployedBy)
+		"processor", name, "version", info.ID, "reason", m.Reason, "deployed_by", m.DeployedBy,
+		"compile_ms", time.Since(start).Milliseconds())
 	if err := f.cfg.Versions.Propose(name, info, p.Factory(mod, info.ID), canary); err != nil {
 		f.log.Error("swap", "processor", name, "err", err)
 	}

@@ -49,7 +49,7 @@ func newFollower(t *testing.T, maxSize uint64) (*Follower, *runner.Versions, []b
 		t.Fatal(err)
 	}
 	p.Version = control.NewVersion(wasm, "config")
-	reg := versions.New[runner.Plugin]()
+	reg := runner.NewVersions()
 	reg.Start("p", plugin.Info(p.Version), p.Factory(p.Module, plugin.Info(p.Version).ID))
 	f := &Follower{log: log, cfg: Config{Processors: []*plugin.Processor{p}, Limits: lim, Versions: reg,
 		Canary: versions.Canary{Window: time.Minute, MaxFailureRatio: 0.5, MinRecords: 3}, Logger: log}}
@@ -65,7 +65,7 @@ func TestOnManifestProposes(t *testing.T) {
 	v2 := variant(wasm, '2')
 	f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(v2, "v2"), Reason: control.ReasonDeploy}, v2, nil)
 	_, to := reg.TakePending("p")
-	if to == nil || to.Label != "v2" || to.Canary != f.cfg.Canary || to.Plugin == nil {
+	if to == nil || to.Label != "v2" || reg.Current("p").Canary != f.cfg.Canary || to.Plugin == nil {
 		s, _ := reg.Snapshot("p")
 		t.Fatalf("after a deploy: %+v (refused %+v)", to, s.Refused)
 	}
@@ -74,10 +74,35 @@ func TestOnManifestProposes(t *testing.T) {
 	if _, to := reg.TakePending("p"); to != nil {
 		t.Fatalf("the running version was proposed again: %+v", to)
 	}
+	// A rollback to the version before: held, proposed again without a
+	// compile and without a canary.
+	config := reg.Current("p").Back
+	rt := f.cfg.Processors[0].RT
+	compiled := rt.Counts().Modules
 	f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(wasm, "config"), Reason: control.ReasonRollback}, wasm, nil)
 	_, to = reg.TakePending("p")
-	if to == nil || to.Label != "config" || to.Canary != (versions.Canary{}) {
-		t.Fatalf("after a rollback: %+v, want the config version without a canary", to)
+	if to == nil || to != config || reg.Current("p").Canary != (versions.Canary{}) {
+		t.Fatalf("after a rollback: %+v, want the held config version without a canary", to)
+	}
+	if n := rt.Counts().Modules; n != compiled {
+		t.Fatalf("%d modules after rolling back to a held version, want %d (no compile)", n, compiled)
+	}
+	// Two more deploys release the config version; a rollback to it then
+	// compiles it again from the bytes the control topic holds.
+	for _, tag := range []byte{'3', '4'} {
+		v := variant(wasm, tag)
+		f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(v, "v"+string(tag)), Reason: control.ReasonDeploy}, v, nil)
+		reg.TakePending("p")
+	}
+	if n := rt.Counts().Modules; n != 2 {
+		t.Fatalf("%d modules open after 4 versions, want 2 (active and back)", n)
+	}
+	f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(wasm, "config"), Reason: control.ReasonRollback}, wasm, nil)
+	if _, to = reg.TakePending("p"); to == nil || to.Label != "config" || to == config {
+		t.Fatalf("rollback to a released version: %+v, want config compiled anew", to)
+	}
+	if n := rt.Counts().Modules; n != 2 {
+		t.Fatalf("%d modules open after the rollback, want 2", n)
 	}
 	// A processor this config does not have is ignored.
 	f.onManifest(ctx, control.Manifest{Processor: "other", Version: control.NewVersion(v2, "v2"), Reason: control.ReasonDeploy}, v2, nil)

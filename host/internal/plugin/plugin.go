@@ -111,10 +111,14 @@ type Processor struct {
 	RT      *engine.Runtime
 	Binding engine.Binding // Sink is set per task
 	Topics  []string       // output topics in output-index order
-	// Module is the version the host starts with, Version its identity;
-	// ConfigVersion is the config file's plugin's (the two differ when the
-	// control topic names another).
+	// Module is the version the host starts with, Version its identity,
+	// until the version registry takes it over (follower.Load): the
+	// registry then owns the module (it closes it once the version is
+	// released) and Module is nil. StartInfo describes it all along.
+	// ConfigVersion is the config file's plugin's (it differs from
+	// Version when the control topic names another).
 	Module        *engine.Module
+	StartInfo     engine.Info
 	Version       control.Version
 	ConfigVersion control.Version
 }
@@ -138,6 +142,7 @@ func Load(ctx context.Context, spec Spec, lim Limits, log *slog.Logger) (*Proces
 	if p.Module, err = p.Compile(ctx, wasm); err != nil {
 		return p, fmt.Errorf("plugin %s: %w", spec.Path, err)
 	}
+	p.StartInfo = p.Module.Info()
 	return p, nil
 }
 
@@ -291,6 +296,10 @@ type factory struct {
 	// last ones).
 	taskTables int
 }
+
+// Close closes the version's module (released once its last instance
+// closes).
+func (f *factory) Close(ctx context.Context) error { return f.module.Close(ctx) }
 
 func (f *factory) Instantiate(ctx context.Context, task runner.TaskID, env runner.Env) (runner.Processor, error) {
 	b := f.binding

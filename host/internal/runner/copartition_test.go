@@ -29,6 +29,8 @@ import (
 // kept it emits it twice.
 type joinPlugin struct{ processed atomic.Int64 }
 
+func (*joinPlugin) Close(context.Context) error { return nil }
+
 type joinInstance struct {
 	p   *joinPlugin
 	env Env
@@ -273,6 +275,8 @@ func TestCopartitionedTaskNeedsEveryPartition(t *testing.T) {
 type lookupPlugin struct{}
 
 type lookupInstance struct{ env Env }
+
+func (lookupPlugin) Close(context.Context) error { return nil }
 
 func (lookupPlugin) Instantiate(_ context.Context, _ TaskID, env Env) (Processor, error) {
 	return &lookupInstance{env: env}, nil

@@ -13,7 +13,7 @@ import (
 // list of its own (the baseline, same run).
 func BenchmarkEmit(b *testing.B) {
 	ps := &procState{spec: ProcessorSpec{Name: "p", Outputs: []string{"out"}}}
-	t := &task{proc: ps, ver: newVersion(&versions.Version[Plugin]{Info: versions.Info{ID: "v1@0123456789ab"}})}
+	t := &task{proc: ps, ver: newVersion(&versions.Version[Plugin]{Info: versions.Info{ID: "v1@0123456789ab"}}, versions.Canary{})}
 	for _, c := range []struct {
 		name    string
 		headers []abi.Header

@@ -38,9 +38,14 @@ type Sink interface {
 	Emit(output int, rec *abi.Record) error
 }
 
-// Plugin makes a Processor for a task.
+// Plugin is one version of a processor's plugin: it makes a Processor for
+// a task. Close releases what the version holds (its compiled module);
+// the version registry calls it once, when the version is in no role and
+// no task runs it (see package versions). Processors made before keep
+// working until they are closed.
 type Plugin interface {
 	Instantiate(ctx context.Context, task TaskID, env Env) (Processor, error)
+	Close(ctx context.Context) error
 }
 
 // Env is what a task gives the instances of its processor.
@@ -341,7 +346,7 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 		return nil, errors.New("runner: exactly_once needs a transactional id")
 	}
 	if opts.Versions == nil {
-		opts.Versions = versions.New[Plugin]()
+		opts.Versions = NewVersions()
 	}
 	r := &Runner{
 		opts:    opts,

@@ -30,6 +30,13 @@ type goPlugin struct {
 	fail  map[string]bool
 	delay time.Duration    // per record, to keep records buffered in the client
 	seen  [16]atomic.Int64 // records processed per input partition
+	// closed counts Close calls (the registry releasing the version).
+	closed atomic.Int64
+}
+
+func (p *goPlugin) Close(context.Context) error {
+	p.closed.Add(1)
+	return nil
 }
 
 type goInstance struct {

@@ -25,9 +25,24 @@ type RollbackEvent struct {
 	Reason    string
 }
 
+// NewVersions returns an empty version registry whose released versions
+// are closed (Plugin.Close): the registry of a host, shared with its
+// control-topic follower.
+func NewVersions() *Versions {
+	return versions.New(func(p Plugin) {
+		if p != nil {
+			_ = p.Close(context.Background())
+		}
+	})
+}
+
 // version is a registry version as a task runs it.
 type version struct {
 	*versions.Version[Plugin]
+	// canary is the watch the task runs it under: the registry's watch of
+	// the active version when the task switched to it; zero for a version
+	// a task started with or was rolled back to.
+	canary versions.Canary
 	header []byte // ID, the value of HeaderVersion
 	// headers is the header list of an emit without headers of its own,
 	// shared by all such records of the task (read-only; len = cap = 1, so
@@ -35,9 +50,9 @@ type version struct {
 	headers []kgo.RecordHeader
 }
 
-func newVersion(v *versions.Version[Plugin]) *version {
+func newVersion(v *versions.Version[Plugin], canary versions.Canary) *version {
 	h := []byte(v.ID)
-	return &version{Version: v, header: h, headers: []kgo.RecordHeader{{Key: HeaderVersion, Value: h}}}
+	return &version{Version: v, canary: canary, header: h, headers: []kgo.RecordHeader{{Key: HeaderVersion, Value: h}}}
 }
 
 // prepared is an instance of a task's next version made in the background,
@@ -76,10 +91,10 @@ func (r *Runner) wakeLoop() {
 // the task is gone).
 func (ps *procState) setTaskVersion(reg *Versions, id TaskID, v *version) {
 	if v == nil {
-		reg.SetTask(ps.spec.Name, id.String(), "")
+		reg.SetTask(ps.spec.Name, id.String(), nil)
 		return
 	}
-	reg.SetTask(ps.spec.Name, id.String(), v.ID)
+	reg.SetTask(ps.spec.Name, id.String(), v.Version)
 }
 
 // advanceSwaps moves tasks to their processor's wanted version. Called by
@@ -90,36 +105,43 @@ func (r *Runner) advanceSwaps(ctx context.Context) {
 	if r.committer.open() || r.sinceCommit != 0 {
 		return
 	}
-	active := make(map[*procState]*versions.Version[Plugin], len(r.procs))
+	cur := make(map[*procState]versions.Current[Plugin], len(r.procs))
 	for _, ps := range r.procs {
 		if from, to := r.vers.TakePending(ps.spec.Name); to != nil {
 			r.log.Info("swapping processor version", "processor", ps.spec.Name, "from", from.ID, "to", to.ID)
 		}
-		active[ps] = r.vers.Active(ps.spec.Name)
+		cur[ps] = r.vers.Current(ps.spec.Name)
 	}
 	now := time.Now()
 	for _, t := range r.tasks {
-		want := active[t.proc]
-		if t.ver.Version != want {
-			if t.prep == nil || t.prep.ver.Version != want {
+		c := cur[t.proc]
+		if t.ver.Version != c.Active {
+			if t.prep == nil || t.prep.ver.Version != c.Active {
 				t.discardPrepared(ctx)
-				t.prep = r.prepare(t, newVersion(want))
+				t.prep = r.prepare(t, newVersion(c.Active, c.Canary))
 			}
 			select {
 			case <-t.prep.done:
-				t.switchTo(ctx, now)
+				t.switchTo(ctx, now, c.Back)
 			default:
 			}
 		}
 		if t.stallFrom.IsZero() && !t.lastProcessed.IsZero() {
 			t.gapFrom = t.lastProcessed
 		}
-		if t.prevInst != nil && now.Sub(t.swappedAt) >= t.ver.Canary.Window {
+		if t.prevInst != nil && now.Sub(t.swappedAt) >= t.ver.canary.Window {
 			// The canary window is over: the version stays.
-			_ = t.prevInst.Close(ctx)
-			t.prevInst = nil
+			t.closePrev(ctx)
 		}
 	}
+}
+
+// closePrev closes the instance kept for an instant rollback.
+func (t *task) closePrev(ctx context.Context) {
+	if t.prevInst != nil {
+		_ = t.prevInst.Close(ctx)
+	}
+	t.prevInst, t.prevVer = nil, nil
 }
 
 // prepare instantiates v for t in the background and wakes the loop when
@@ -139,9 +161,10 @@ func (r *Runner) prepare(t *task, v *version) *prepared {
 }
 
 // switchTo makes the prepared instance the task's; the old one is kept
-// while the new version is in its canary window (for an instant rollback)
-// and closed otherwise.
-func (t *task) switchTo(ctx context.Context, now time.Time) {
+// while the new version is in its canary window, if its version is the
+// one a rollback returns to (back), for an instant rollback, and closed
+// otherwise.
+func (t *task) switchTo(ctx context.Context, now time.Time, back *versions.Version[Plugin]) {
 	p := t.prep
 	t.prep = nil
 	if p.err != nil {
@@ -154,12 +177,9 @@ func (t *task) switchTo(ctx context.Context, now time.Time) {
 	}
 	old, oldVer := t.inst, t.ver
 	t.inst, t.ver = p.inst, p.ver
-	if t.prevInst != nil {
-		_ = t.prevInst.Close(ctx)
-		t.prevInst = nil
-	}
-	if t.ver.Canary.Window > 0 && t.ver.Prev == oldVer.Version {
-		t.prevInst = old
+	t.closePrev(ctx)
+	if t.ver.canary.Window > 0 && oldVer.Version == back {
+		t.prevInst, t.prevVer = old, back
 	} else if old != nil {
 		_ = old.Close(ctx)
 	}
@@ -193,8 +213,8 @@ func (r *Runner) failedCanaries() []*task {
 	var bad []*task
 	now := time.Now()
 	for _, t := range r.tasks {
-		c := t.ver.Canary
-		if t.ver.Prev == nil || c.Window == 0 || now.Sub(t.swappedAt) > c.Window+r.opts.CommitInterval {
+		c := t.ver.canary
+		if c.Window == 0 || now.Sub(t.swappedAt) > c.Window+r.opts.CommitInterval {
 			continue
 		}
 		if t.canaryFailed == 0 || t.canaryIn < int64(max(c.MinRecords, 1)) {
@@ -212,6 +232,10 @@ func (r *Runner) failedCanaries() []*task {
 // aborted (exactly_once) or committed (at_least_once) the work since the
 // last commit point, so this is a commit point. Each rollback is reported
 // through Options.OnRollback so the fleet can follow.
+//
+// The previous version is the registry's (Current.Back). If a newer
+// version was taken in since the failing one, that one stays active: the
+// failing version's tasks are watched no longer and move on to it.
 func (r *Runner) rollBack(ctx context.Context, failed []*task) {
 	seen := map[*procState]bool{}
 	for _, ft := range failed {
@@ -221,10 +245,21 @@ func (r *Runner) rollBack(ctx context.Context, failed []*task) {
 		}
 		seen[ps] = true
 		bad := ft.ver
-		back := newVersion(bad.Prev)
-		r.vers.RollBack(ps.spec.Name, bad.Version)
 		reason := fmt.Sprintf("%d of %d records failed within %s of the swap (limit %.2f%%)",
-			ft.canaryFailed, ft.canaryIn, bad.Canary.Window, 100*bad.Canary.MaxFailureRatio)
+			ft.canaryFailed, ft.canaryIn, bad.canary.Window, 100*bad.canary.MaxFailureRatio)
+		backV := r.vers.RollBack(ps.spec.Name, bad.Version)
+		if backV == nil {
+			r.log.Warn("plugin version failed its canary, but a newer version has been taken in since; its tasks move on to that one",
+				"processor", ps.spec.Name, "version", bad.ID, "reason", reason)
+			unwatched := newVersion(bad.Version, versions.Canary{})
+			for _, t := range r.tasks {
+				if t.proc == ps && t.ver.Version == bad.Version {
+					t.ver = unwatched
+				}
+			}
+			continue
+		}
+		back := newVersion(backV, versions.Canary{})
 		r.log.Warn("new plugin version failed its canary; rolling back", "processor", ps.spec.Name,
 			"from", bad.ID, "to", back.ID, "reason", reason)
 		ps.Stats.Rollbacks.Add(1)
@@ -234,7 +269,11 @@ func (r *Runner) rollBack(ctx context.Context, failed []*task) {
 			}
 			t.discardPrepared(ctx)
 			inst := t.prevInst
-			t.prevInst = nil
+			if t.prevVer != backV {
+				t.closePrev(ctx)
+				inst = nil
+			}
+			t.prevInst, t.prevVer = nil, nil
 			if inst == nil {
 				var err error
 				if inst, err = back.Plugin.Instantiate(ctx, t.id, t.env()); err != nil {

@@ -216,6 +216,8 @@ func TestSwapToBrokenVersionKeepsTheOld(t *testing.T) {
 
 type brokenPlugin struct{}
 
+func (brokenPlugin) Close(context.Context) error { return nil }
+
 func (brokenPlugin) Instantiate(context.Context, TaskID, Env) (Processor, error) {
 	return nil, errors.New("init trapped")
 }

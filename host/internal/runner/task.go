@@ -11,6 +11,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/state"
+	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
 
 // task is one processor on one input partition, or, for a co-partitioned
@@ -45,10 +46,12 @@ type task struct {
 
 	// ver is the plugin version inst runs. prep is an instance of the
 	// processor's newer version being made in the background; prevInst the
-	// previous version's instance, kept during the canary window.
+	// previous version's instance (of prevVer, the registry's version to
+	// roll back to), kept during the canary window.
 	ver       *version
 	prep      *prepared
 	prevInst  Processor
+	prevVer   *versions.Version[Plugin]
 	swappedAt time.Time
 	// canaryIn and canaryFailed count the records the current version
 	// processed, and failed, since the task switched to it.
@@ -76,7 +79,7 @@ type task struct {
 
 func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, error) {
 	t := &task{id: id, r: r, proc: ps, topics: ps.taskTopics(id.Topic),
-		ver: newVersion(r.vers.Active(ps.spec.Name))}
+		ver: newVersion(r.vers.Active(ps.spec.Name), versions.Canary{})}
 	t.win = newWindow(len(t.topics), len(ps.spec.Stores))
 	for _, topic := range t.topics {
 		t.index = append(t.index, ps.inputIndex[topic])
@@ -128,10 +131,7 @@ func (t *task) close(ctx context.Context) {
 		t.proc.Stats.StoppedTasks.Add(-1) // no longer this process's
 	}
 	t.discardPrepared(ctx)
-	if t.prevInst != nil {
-		_ = t.prevInst.Close(ctx)
-		t.prevInst = nil
-	}
+	t.closePrev(ctx)
 	t.proc.setTaskVersion(t.r.vers, t.id, nil)
 	t.proc.mu.Lock()
 	for _, topic := range t.topics {

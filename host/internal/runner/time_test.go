@@ -27,6 +27,8 @@ type timePlugin struct {
 	noCommit bool // no on_commit export
 }
 
+func (*timePlugin) Close(context.Context) error { return nil }
+
 // timeBase is added to the test records' timestamps and taken from the
 // outputs': an hour ago, so that a real broker's retention does not delete
 // the records (1970 timestamps are past any retention).

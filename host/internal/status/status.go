@@ -155,7 +155,7 @@ func (s *Source) Processors() []admin.ProcessorInfo {
 // the control topic says of it (hash, size, label); a version swapped in
 // later is known by the latter only.
 func (h *Running) plugin(p *plugin.Processor, active versions.Info) admin.PluginInfo {
-	info := p.Module.Info()
+	info := p.StartInfo
 	out := admin.PluginInfo{
 		Path:       p.Spec.Path,
 		SHA256:     info.SHA256,
