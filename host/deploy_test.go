@@ -99,7 +99,7 @@ func TestDeployRecordsConfigVersionThenRollsBack(t *testing.T) {
 		!slices.Equal(m.History, []control.Version{v1}) {
 		t.Fatalf("the control topic holds %+v; want %s deployed by %s with history [%s]", m, v2, control.Deployer(), v1)
 	}
-	if b, err := st.Module(v2.Hash); err != nil || !bytes.Equal(b, mod) {
+	if b, err := st.Module(context.Background(), v2.Hash); err != nil || !bytes.Equal(b, mod) {
 		t.Fatalf("Module(v2): %d bytes, %v", len(b), err)
 	}
 

@@ -91,7 +91,7 @@ func TestDeployRoundTrip(t *testing.T) {
 	if err != nil || !equalManifest(got, m) {
 		t.Fatalf("Load: %+v, %v\nwant %+v", got, err, m)
 	}
-	back, err := st.Module(hash)
+	back, err := st.Module(testCtx(t, 30*time.Second), hash)
 	if err != nil || !bytes.Equal(back, mod) {
 		t.Fatalf("Module: %d bytes, %v", len(back), err)
 	}
@@ -130,7 +130,7 @@ func TestDeployRollback(t *testing.T) {
 		if err != nil || !equalManifest(got, m) {
 			t.Fatalf("%s: a new Reader sees %+v, %v\nwant %+v", what, got, err, m)
 		}
-		mod, err := st.Module(active.Hash)
+		mod, err := st.Module(testCtx(t, 30*time.Second), active.Hash)
 		if err != nil || !bytes.Equal(mod, mods[slices.Index(v, active)]) {
 			t.Fatalf("%s: Module of the active version: %d bytes, %v", what, len(mod), err)
 		}
@@ -205,8 +205,9 @@ func TestDeployRollback(t *testing.T) {
 }
 
 // TestHistoryBounded deploys more versions than MaxHistory: the history
-// keeps the latest, and a Reader keeps the chunks of referenced versions
-// plus at most maxUnreferenced others.
+// keeps the latest, and a Reader keeps the bytes of the active version
+// plus at most maxUnreferenced others; those only in the history it reads
+// again from the topic when asked for.
 func TestHistoryBounded(t *testing.T) {
 	b := testbroker.New(t)
 	cfg := newTopic(t, b)
@@ -236,14 +237,24 @@ func TestHistoryBounded(t *testing.T) {
 		t.Fatalf("active %s history %v, want %s %v", m.Version, m.History, vs[n-1], want)
 	}
 	for _, v := range append(want, m.Version) {
-		if _, err := st.Module(v.Hash); err != nil {
+		if _, err := st.Module(testCtx(t, 30*time.Second), v.Hash); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if len(r.st.chunks) > MaxHistory+1+maxUnreferenced {
-		t.Fatalf("the reader holds chunks of %d contents, want at most %d", len(r.st.chunks), MaxHistory+1+maxUnreferenced)
+	held := 0
+	for _, cs := range r.st.chunks {
+		for _, p := range cs.parts {
+			if p.data != nil {
+				held++
+				break
+			}
+		}
 	}
-	if _, err := st.Module(vs[0].Hash); !errors.Is(err, ErrNoManifest) {
+	if held > 1+maxUnreferenced || len(r.st.chunks) > MaxHistory+1+maxUnreferencedKnown {
+		t.Fatalf("the reader holds the bytes of %d contents and knows %d, want at most %d and %d",
+			held, len(r.st.chunks), 1+maxUnreferenced, MaxHistory+1+maxUnreferencedKnown)
+	}
+	if _, err := st.Module(testCtx(t, 30*time.Second), vs[0].Hash); !errors.Is(err, ErrNoManifest) {
 		t.Fatalf("Module of a version in no history: %v", err)
 	}
 
@@ -254,8 +265,45 @@ func TestHistoryBounded(t *testing.T) {
 	if err != nil || m.Version != vs[0] {
 		t.Fatalf("redeploy of version 0: %+v %v", m, err)
 	}
-	if _, err := load(t, cfg).Module(vs[0].Hash); err != nil {
+	if _, err := load(t, cfg).Module(testCtx(t, 30*time.Second), vs[0].Hash); err != nil {
 		t.Fatalf("a new Reader after the redeploy: %v", err)
+	}
+}
+
+// TestHistoryBytesGone: a version only in a history is read again from the
+// topic when asked for; once its chunks are deleted from the topic, asking
+// for it is an ErrCorrupt that says so, and a rollback skips it.
+func TestHistoryBytesGone(t *testing.T) {
+	b := testbroker.New(t)
+	cfg := newTopic(t, b)
+	ctx := testCtx(t, 30*time.Second)
+	pub := openPublisher(t, cfg)
+	old, err := pub.Deploy(ctx, "p", fakeModule(7, ChunkSize+100), "old", "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pub.Deploy(ctx, "p", fakeModule(8, 100), "mid", "bob"); err != nil {
+		t.Fatal(err)
+	}
+	cur, err := pub.Deploy(ctx, "p", fakeModule(9, 100), "new", "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := load(t, cfg)
+	if got, err := st.Module(ctx, old.Hash); err != nil || !bytes.Equal(got, fakeModule(7, ChunkSize+100)) {
+		t.Fatalf("a version in the history, read again: %d bytes, %v", len(got), err)
+	}
+	// Everything before the current version's chunks goes.
+	b.DeleteRecords(t, cfg.Topic, 0, cur.Offset-1)
+	_, err = st.Module(ctx, old.Hash)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "no longer in the topic") {
+		t.Fatalf("a version whose chunks were deleted: %v, want ErrCorrupt saying they are gone", err)
+	}
+	// A publisher that read the topic before the deletion skips both
+	// previous versions, whose bytes are gone, and so has none to roll
+	// back to.
+	if _, err := pub.Rollback(ctx, "p", "", "", "carol"); !errors.Is(err, ErrNoPrevious) {
+		t.Fatalf("rollback onto deleted versions: %v, want ErrNoPrevious", err)
 	}
 }
 
@@ -409,11 +457,11 @@ func TestCorruptRecords(t *testing.T) {
 		t.Fatalf("future: %v", err)
 	}
 	for _, v := range []Version{missing, mismatch} {
-		if _, err := st.Module(v.Hash); !errors.Is(err, ErrCorrupt) {
+		if _, err := st.Module(testCtx(t, 30*time.Second), v.Hash); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("Module(%s): %v", v, err)
 		}
 	}
-	if got, err := st.Module(gm2.Hash); err != nil || !bytes.Equal(got, good2) {
+	if got, err := st.Module(testCtx(t, 30*time.Second), gm2.Hash); err != nil || !bytes.Equal(got, good2) {
 		t.Fatalf("good: %v", err)
 	}
 

@@ -134,7 +134,13 @@ func follow(t testing.TB, r *Reader) <-chan event {
 	ch := make(chan event, 100)
 	done := make(chan error, 1)
 	go func() {
-		done <- r.Follow(ctx, func(m Manifest, module []byte, err error) { ch <- event{m, module, err} })
+		done <- r.Follow(ctx, func(m Manifest, load Load, err error) {
+			var module []byte
+			if err == nil {
+				module, err = load(ctx)
+			}
+			ch <- event{m, module, err}
+		})
 	}()
 	t.Cleanup(func() {
 		cancel()

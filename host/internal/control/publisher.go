@@ -102,7 +102,11 @@ func (p *Publisher) deploy(ctx context.Context, processor string, module []byte,
 			m.Reason = ReasonInitial
 		}
 		if ok { // with no readable manifest, there is no history to keep
-			m.History = st.runnableHistory(pushHistory(cur))
+			h, err := st.runnableHistory(ctx, pushHistory(cur))
+			if err != nil {
+				return Manifest{}, err
+			}
+			m.History = h
 		}
 		return m, nil
 	}
@@ -116,7 +120,7 @@ func (p *Publisher) deploy(ctx context.Context, processor string, module []byte,
 	// Chunks another deploy left are reused only if a manifest references
 	// them: every reader keeps those, while it may have dropped chunks no
 	// manifest wanted (see maxUnreferenced).
-	if _, err := st.module(v); err != nil || !st.refs[v.Hash] {
+	if !st.refs[v.Hash] || st.runnable(ctx, v, false) != nil {
 		recs := make([]*kgo.Record, v.Chunks)
 		for i := range recs {
 			recs[i] = &kgo.Record{Key: []byte(chunkKey(v.Hash, i)), Value: chunk(module, i)}
@@ -177,13 +181,22 @@ func (p *Publisher) Rollback(ctx context.Context, processor, reason, expectHash,
 	}
 	// The target is the most recent previous version whose bytes are in
 	// the topic, complete and matching its hash: a version written by
-	// another tool with chunks missing, or corrupted, could run nowhere,
-	// so it is skipped (and reported in Skipped), never rolled back to.
+	// another tool with chunks missing, or corrupted, or deleted from the
+	// topic since, could run nowhere, so it is skipped (and reported in
+	// Skipped), never rolled back to. The target is read again to be sure
+	// (the reader keeps only the active version's bytes).
 	var skipped []SkippedVersion
 	for i, prev := range cur.History {
-		if _, err := st.module(prev); err != nil {
+		if err := st.runnable(ctx, prev, true); err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				return Manifest{}, fmt.Errorf("control topic %s: cannot roll back processor %q: %w", p.r.topic, processor, err)
+			}
 			skipped = append(skipped, SkippedVersion{Version: prev, Why: err.Error()})
 			continue
+		}
+		h, err := st.runnableHistory(ctx, cur.History[i+1:])
+		if err != nil {
+			return Manifest{}, fmt.Errorf("control topic %s: cannot roll back processor %q: %w", p.r.topic, processor, err)
 		}
 		m := Manifest{
 			Format:     Format,
@@ -191,10 +204,10 @@ func (p *Publisher) Rollback(ctx context.Context, processor, reason, expectHash,
 			Version:    prev,
 			DeployedBy: by,
 			Reason:     reason,
-			History:    st.runnableHistory(cur.History[i+1:]),
+			History:    h,
 			Offset:     -1,
 		}
-		m, err := p.publish(ctx, m)
+		m, err = p.publish(ctx, m)
 		m.Skipped = skipped
 		return m, err
 	}
@@ -213,14 +226,19 @@ type SkippedVersion struct {
 // runnable now never becomes runnable later for a reader: its manifest
 // followed its chunks, so what is missing stays missing. Keeping it would
 // make it the "previous" version a deploy reports and a rollback target.
-func (s *store) runnableHistory(h []Version) []Version {
+// An error other than ErrCorrupt (the topic could not be read again to
+// check a version) is returned.
+func (s *store) runnableHistory(ctx context.Context, h []Version) ([]Version, error) {
 	out := make([]Version, 0, len(h))
 	for _, v := range h {
-		if _, err := s.module(v); err == nil {
+		switch err := s.runnable(ctx, v, false); {
+		case err == nil:
 			out = append(out, v)
+		case !errors.Is(err, ErrCorrupt):
+			return nil, err
 		}
 	}
-	return out
+	return out, nil
 }
 
 // pushHistory returns the history of a manifest replacing cur: cur's

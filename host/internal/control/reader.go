@@ -16,12 +16,21 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
 )
 
-// maxUnreferenced bounds how many contents a reader keeps chunks of without
-// a manifest referencing them. A manifest follows its chunks, so the chunks
-// being read belong to a deploy in flight; older unreferenced contents are
-// versions that fell off every history, or deploys that died before their
-// manifest, and are dropped (the least recently written first).
+// maxUnreferenced bounds how many contents a reader keeps the bytes of
+// without a manifest referencing them. A manifest follows its chunks, so
+// the chunks being read belong to a deploy in flight; older unreferenced
+// contents are versions that fell off every history, or deploys that died
+// before their manifest (or, in a compacted topic read from its start,
+// versions whose manifests compaction removed), and their bytes are
+// dropped (the least recently written first).
 const maxUnreferenced = 4
+
+// maxUnreferencedKnown bounds how many unreferenced contents a reader
+// remembers where the chunks are, bytes dropped: a compacted topic read
+// from its start shows every version's chunks before the one manifest
+// that references the latest of them, and those in its history are read
+// again when needed. Beyond it the oldest are forgotten.
+const maxUnreferencedKnown = 64
 
 // Config says where the control topic is.
 type Config struct {
@@ -39,9 +48,13 @@ type Config struct {
 // offsets (no consumer group), read_committed. Load and Follow must not run
 // at the same time on one Reader (the second returns an error).
 //
-// A Reader keeps in memory the latest manifest of every processor and the
-// chunks of every version a manifest references (active or history), plus
-// those of at most a few contents not referenced yet.
+// A Reader keeps in memory the latest manifest of every processor, the
+// bytes of each one's active version and of at most maxUnreferenced
+// contents no manifest references yet (a deploy in flight), and, for every
+// other version (those only in histories), where its chunks are in the
+// topic and whether they were complete and matched its hash: their bytes
+// are read again from the topic when asked for (a rollback, a deploy of
+// old bytes). So what it holds does not grow with the versions deployed.
 type Reader struct {
 	topic string
 	cl    *kgo.Client
@@ -86,7 +99,11 @@ func newReader(cfg Config, extra []kgo.Opt) (*Reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control topic %s: client: %w", cfg.Topic, err)
 	}
-	return &Reader{topic: cfg.Topic, cl: cl, adm: kadm.NewClient(cl), st: newStore(cfg.Topic)}, nil
+	r := &Reader{topic: cfg.Topic, cl: cl, adm: kadm.NewClient(cl), st: newStore(cfg.Topic)}
+	r.st.fetch = func(ctx context.Context, offsets map[int]int64) (map[int][]byte, error) {
+		return fetchChunks(ctx, cfg, offsets)
+	}
+	return r, nil
 }
 
 // Close closes the Reader's client.
@@ -112,22 +129,31 @@ func (r *Reader) Load(ctx context.Context) (*State, error) {
 	return r.st.snapshot(), nil
 }
 
+// Load returns the bytes of a version: reassembled from the chunks a
+// Reader holds, or read again from the topic for a version it keeps only
+// the place of, and verified against the version's hash and size (an
+// error wrapping ErrCorrupt when they are missing or do not match). It may
+// be called at any time, on any goroutine, and more than once (each call
+// of a version read again reads it again): a caller that has what it needs
+// (a version it holds compiled) does not call it at all.
+type Load func(ctx context.Context) ([]byte, error)
+
 // Follow tails the topic from where the last Load stopped (from the start
 // if Load was never called) until ctx ends, calling fn on this goroutine
 // for every manifest record, in topic order:
 //
-//   - fn(m, module, nil): a manifest whose version's bytes are complete and
-//     match its hash and size; module is the reassembled bytes.
-//   - fn(m, nil, err): a manifest that decodes but whose bytes are missing
-//     or do not match (err wraps ErrCorrupt); or, with only m.Processor and
-//     m.Offset set, a manifest record that does not decode (ErrCorrupt, or
-//     ErrFormat for a format this build does not know).
+//   - fn(m, load, nil): a manifest that decodes; load returns its
+//     version's bytes (see Load), or an error wrapping ErrCorrupt if they
+//     are missing or do not match its hash and size.
+//   - fn(m, nil, err): with only m.Processor and m.Offset set, a manifest
+//     record that does not decode (ErrCorrupt, or ErrFormat for a format
+//     this build does not know).
 //
 // A manifest tombstone (the processor removed from the topic) is not
 // reported. fn must return for reading to go on. Follow returns ctx.Err()
 // when ctx ends, or an error if the topic cannot be read (deleted,
 // truncated below the position, authorization).
-func (r *Reader) Follow(ctx context.Context, fn func(m Manifest, module []byte, err error)) error {
+func (r *Reader) Follow(ctx context.Context, fn func(m Manifest, load Load, err error)) error {
 	if !r.busy.CompareAndSwap(false, true) {
 		return fmt.Errorf("control topic %s: Follow while a Load or Follow runs on the same Reader", r.topic)
 	}
@@ -149,11 +175,14 @@ func (r *Reader) Follow(ctx context.Context, fn func(m Manifest, module []byte, 
 				fn(m, nil, err)
 				return
 			}
-			module, err := r.st.module(m.Version)
-			if err != nil {
-				err = fmt.Errorf("control topic %s: processor %q manifest at offset %d: %w", r.topic, m.Processor, m.Offset, err)
-			}
-			fn(m, module, err)
+			load := r.st.loader(m.Version)
+			fn(m, func(ctx context.Context) ([]byte, error) {
+				b, err := load(ctx)
+				if err != nil {
+					err = fmt.Errorf("control topic %s: processor %q manifest at offset %d: %w", r.topic, m.Processor, m.Offset, err)
+				}
+				return b, err
+			}, nil)
 		})
 	}
 }
@@ -229,12 +258,45 @@ type store struct {
 	errs      map[string]error     // processors whose latest manifest record does not decode
 	chunks    map[string]*chunkSet // by hash
 	refs      map[string]bool      // hashes some manifest references (active or history)
+	// fetch reads chunk records again, by offset (fetchChunks).
+	fetch func(ctx context.Context, offsets map[int]int64) (map[int][]byte, error)
 }
 
-// chunkSet holds the chunks read for one content hash.
+// chunkSet is what the store knows of one content's chunks.
 type chunkSet struct {
-	parts map[int][]byte
+	parts map[int]part
 	last  int64 // offset of the latest chunk record, for eviction
+	// checked is set once the content was reassembled from parts as they
+	// are now and verified against checkedAs: verdict nil if it matched,
+	// the ErrCorrupt otherwise. A chunk record clears it.
+	checked   bool
+	checkedAs Version
+	verdict   error
+}
+
+// part is one chunk record: where it is in the topic and, while the store
+// keeps the content's bytes, its value.
+type part struct {
+	offset int64
+	data   []byte // nil once dropped
+}
+
+// held reports whether the set has the bytes of every chunk of v.
+func (cs *chunkSet) held(v Version) bool {
+	for i := 0; i < v.Chunks; i++ {
+		if p, ok := cs.parts[i]; !ok || p.data == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// dropBytes forgets the chunks' values, keeping where they are.
+func (cs *chunkSet) dropBytes() {
+	for i, p := range cs.parts {
+		p.data = nil
+		cs.parts[i] = p
+	}
 }
 
 func newStore(topic string) store {
@@ -286,6 +348,7 @@ func (s *store) applyChunk(hash string, index int, rec *kgo.Record) {
 	if rec.Value == nil {
 		if cs != nil {
 			delete(cs.parts, index)
+			cs.checked = false
 			if len(cs.parts) == 0 {
 				delete(s.chunks, hash)
 			}
@@ -293,33 +356,59 @@ func (s *store) applyChunk(hash string, index int, rec *kgo.Record) {
 		return
 	}
 	if cs == nil {
-		cs = &chunkSet{parts: map[int][]byte{}}
+		cs = &chunkSet{parts: map[int]part{}}
 		s.chunks[hash] = cs
 	}
 	// A copy: the record's value may share the fetch's buffer, which a
 	// kept slice would hold whole.
-	cs.parts[index] = bytes.Clone(rec.Value)
+	cs.parts[index] = part{offset: rec.Offset, data: bytes.Clone(rec.Value)}
 	cs.last = rec.Offset
+	cs.checked = false
 	if !s.refs[hash] {
 		s.evict()
 	}
 }
 
-// reference recomputes the referenced hashes after a manifest changed and
-// evicts what no longer needs keeping.
+// reference recomputes the referenced hashes after a manifest changed,
+// checks the versions only in histories whose bytes it still holds and
+// drops those bytes, and evicts what no longer needs keeping.
 func (s *store) reference() {
 	clear(s.refs)
+	active := map[string]bool{}
+	history := map[string]Version{}
 	for _, m := range s.manifests {
 		s.refs[m.Hash] = true
+		active[m.Hash] = true
 		for _, v := range m.History {
 			s.refs[v.Hash] = true
+			history[v.Hash] = v
 		}
+	}
+	for h, v := range history {
+		cs := s.chunks[h]
+		if active[h] || cs == nil || !cs.held(v) {
+			continue
+		}
+		s.check(cs, v)
+		cs.dropBytes()
 	}
 	s.evict()
 }
 
-// evict drops the chunks of the least recently written unreferenced
-// contents beyond maxUnreferenced.
+// check verifies the bytes held of v and records the verdict.
+func (s *store) check(cs *chunkSet, v Version) error {
+	parts := make(map[int][]byte, len(cs.parts))
+	for i, p := range cs.parts {
+		parts[i] = p.data
+	}
+	_, err := assemble(v, parts)
+	cs.checked, cs.checkedAs, cs.verdict = true, v, err
+	return err
+}
+
+// evict drops the bytes of the least recently written unreferenced
+// contents beyond maxUnreferenced, and forgets those beyond
+// maxUnreferencedKnown.
 func (s *store) evict() {
 	var unref []string
 	for h := range s.chunks {
@@ -331,18 +420,75 @@ func (s *store) evict() {
 		return
 	}
 	sort.Slice(unref, func(i, j int) bool { return s.chunks[unref[i]].last < s.chunks[unref[j]].last })
-	for _, h := range unref[:len(unref)-maxUnreferenced] {
-		delete(s.chunks, h)
+	old := unref[:len(unref)-maxUnreferenced]
+	forget := max(len(unref)-maxUnreferencedKnown, 0)
+	for i, h := range old {
+		if i < forget {
+			delete(s.chunks, h)
+		} else {
+			s.chunks[h].dropBytes()
+		}
 	}
 }
 
-// module reassembles and verifies v from the chunks held.
-func (s *store) module(v Version) ([]byte, error) {
-	var parts map[int][]byte
-	if cs := s.chunks[v.Hash]; cs != nil {
-		parts = cs.parts
+// loader returns what reads v's bytes: the bytes held, copied out now, or
+// the places of its chunks, read again when called. Either way it does
+// not use the store afterwards.
+func (s *store) loader(v Version) Load {
+	cs := s.chunks[v.Hash]
+	if cs == nil || cs.held(v) {
+		parts := map[int][]byte{}
+		if cs != nil {
+			for i, p := range cs.parts {
+				parts[i] = p.data
+			}
+		}
+		b, err := assemble(v, parts)
+		return func(context.Context) ([]byte, error) { return b, err }
 	}
-	return assemble(v, parts)
+	offsets := map[int]int64{}
+	for i, p := range cs.parts {
+		if i < v.Chunks {
+			offsets[i] = p.offset
+		}
+	}
+	if len(offsets) < v.Chunks {
+		present := map[int][]byte{}
+		for i := range offsets {
+			present[i] = []byte{}
+		}
+		_, err := assemble(v, present) // names the missing chunks
+		return func(context.Context) ([]byte, error) { return nil, err }
+	}
+	fetch := s.fetch
+	return func(ctx context.Context) ([]byte, error) {
+		parts, err := fetch(ctx, offsets)
+		if err != nil {
+			return nil, err
+		}
+		return assemble(v, parts)
+	}
+}
+
+// runnable reports whether v's bytes are in the topic, complete and
+// matching: from the verdict recorded (unless fresh), else by reassembling
+// them (read again from the topic if the store keeps only their places:
+// with fresh, a version deleted from the topic since it was checked is
+// found out).
+func (s *store) runnable(ctx context.Context, v Version, fresh bool) error {
+	cs := s.chunks[v.Hash]
+	if !fresh && cs != nil && cs.checked && cs.checkedAs == v {
+		return cs.verdict
+	}
+	if cs != nil && cs.held(v) {
+		return s.check(cs, v)
+	}
+	_, err := s.loader(v)(ctx)
+	if cs != nil && (err == nil || errors.Is(err, ErrCorrupt)) {
+		// A verdict; a broker that did not answer is not one.
+		cs.checked, cs.checkedAs, cs.verdict = true, v, err
+	}
+	return err
 }
 
 // current returns processor's manifest: ok false if it has none; err (the
@@ -355,15 +501,14 @@ func (s *store) current(processor string) (m Manifest, ok bool, err error) {
 	return m, ok, nil
 }
 
-// snapshot copies what a State needs: manifests, decode errors, and the
-// chunks of referenced contents (chunk slices are never written after they
-// are stored, so they are shared).
+// snapshot copies what a State needs: manifests, decode errors, and a
+// loader of every referenced version (see loader).
 func (s *store) snapshot() *State {
 	st := &State{
 		topic:     s.topic,
 		manifests: make(map[string]Manifest, len(s.manifests)),
 		errs:      make(map[string]error, len(s.errs)),
-		chunks:    map[string]map[int][]byte{},
+		loads:     map[Version]Load{},
 	}
 	for k, v := range s.manifests {
 		st.manifests[k] = v
@@ -371,16 +516,76 @@ func (s *store) snapshot() *State {
 	for k, v := range s.errs {
 		st.errs[k] = v
 	}
-	for h := range s.refs {
-		if cs := s.chunks[h]; cs != nil {
-			parts := make(map[int][]byte, len(cs.parts))
-			for i, p := range cs.parts {
-				parts[i] = p
+	for _, m := range s.manifests {
+		for _, v := range append([]Version{m.Version}, m.History...) {
+			if _, ok := st.loads[v]; !ok {
+				st.loads[v] = s.loader(v)
 			}
-			st.chunks[h] = parts
 		}
 	}
 	return st
+}
+
+// fetchChunks reads the chunk records at offsets (by chunk index) again
+// from cfg's topic, with a client of its own, and returns their values by
+// index. A record that is no longer there (the topic was truncated or
+// recreated) is an error wrapping ErrCorrupt.
+func fetchChunks(ctx context.Context, cfg Config, offsets map[int]int64) (map[int][]byte, error) {
+	want := make(map[int64]int, len(offsets))
+	lo, hi := int64(-1), int64(-1)
+	for i, o := range offsets {
+		want[o] = i
+		if lo < 0 || o < lo {
+			lo = o
+		}
+		hi = max(hi, o)
+	}
+	out := make(map[int][]byte, len(offsets))
+	if len(want) == 0 {
+		return out, nil
+	}
+	cl, err := kgo.NewClient(cfg.Kafka.Opts(
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: {0: kgo.NewOffset().At(lo)}}),
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxPartitionBytes(4<<20),
+		kgo.FetchMaxBytes(8<<20),
+	)...)
+	if err != nil {
+		return nil, fmt.Errorf("control topic %s: client to read chunks again: %w", cfg.Topic, err)
+	}
+	defer cl.Close()
+	for pos := lo; pos <= hi; {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("control topic %s: reading chunks again at offsets %d to %d: %w", cfg.Topic, lo, hi, ctx.Err())
+		}
+		if errs := fetches.Errors(); len(errs) > 0 {
+			if errors.Is(errs[0].Err, kerr.OffsetOutOfRange) {
+				// Deleted below us (DeleteRecords), or the topic recreated.
+				return nil, fmt.Errorf("%w: control topic %s: the chunks at offsets %d to %d are no longer in the topic: %w", ErrCorrupt, cfg.Topic, lo, hi, errs[0].Err)
+			}
+			return nil, fmt.Errorf("control topic %s: reading chunks again at offset %d: %w", cfg.Topic, pos, errs[0].Err)
+		}
+		fetches.EachRecord(func(rec *kgo.Record) {
+			pos = rec.Offset + 1
+			if i, ok := want[rec.Offset]; ok && rec.Value != nil {
+				out[i] = bytes.Clone(rec.Value)
+			}
+		})
+	}
+	if len(out) < len(offsets) {
+		var gone []int
+		for i := range offsets {
+			if _, ok := out[i]; !ok {
+				gone = append(gone, i)
+			}
+		}
+		sort.Ints(gone)
+		return nil, fmt.Errorf("%w: control topic %s: chunk(s) %s no longer in the topic at the offsets read before", ErrCorrupt, cfg.Topic, listInts(gone, 5))
+	}
+	return out, nil
 }
 
 // State is the control topic as a Load saw it. Safe for concurrent use.
@@ -388,7 +593,7 @@ type State struct {
 	topic     string
 	manifests map[string]Manifest
 	errs      map[string]error
-	chunks    map[string]map[int][]byte
+	loads     map[Version]Load // every version a manifest references
 }
 
 // Processors returns the processors that have a manifest record (decodable
@@ -421,10 +626,12 @@ func (s *State) Manifest(processor string) (Manifest, error) {
 }
 
 // Module returns the bytes of the version with hash, active or in a
-// history, reassembled from its chunks and verified against the hash and
-// size of the manifest. The error wraps ErrCorrupt if chunks are missing or
-// the bytes do not match, ErrNoManifest if no manifest references hash.
-func (s *State) Module(hash string) ([]byte, error) {
+// history, reassembled from its chunks (read again from the topic for a
+// version only in histories: ctx bounds that) and verified against the
+// hash and size of the manifest. The error wraps ErrCorrupt if chunks are
+// missing or the bytes do not match, ErrNoManifest if no manifest
+// references hash.
+func (s *State) Module(ctx context.Context, hash string) ([]byte, error) {
 	names := make([]string, 0, len(s.manifests))
 	for n := range s.manifests {
 		names = append(names, n)
@@ -434,7 +641,7 @@ func (s *State) Module(hash string) ([]byte, error) {
 		m := s.manifests[n]
 		for _, v := range append([]Version{m.Version}, m.History...) {
 			if v.Hash == hash {
-				b, err := assemble(v, s.chunks[hash])
+				b, err := s.loads[v](ctx)
 				if err != nil {
 					return nil, fmt.Errorf("control topic %s: processor %q: %w", s.topic, n, err)
 				}

@@ -110,7 +110,9 @@ func (f *Follower) fromControl(ctx context.Context, p *plugin.Processor, st *con
 		p.Version = m.Version // the same bytes, under the deployed label
 		return nil
 	}
-	wasm, err := st.Module(m.Hash)
+	mctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	defer cancel()
+	wasm, err := st.Module(mctx, m.Hash)
 	if err == nil {
 		err = f.cfg.Limits.CheckSize(wasm)
 	}
@@ -142,8 +144,8 @@ func (f *Follower) refuse(processor string, v control.Version, err error) {
 // after a pause: processing goes on with the running versions meanwhile.
 func (f *Follower) Run(ctx context.Context) {
 	for {
-		err := f.reader.Follow(ctx, func(m control.Manifest, wasm []byte, err error) {
-			f.onManifest(ctx, m, wasm, err)
+		err := f.reader.Follow(ctx, func(m control.Manifest, load control.Load, err error) {
+			f.onManifest(ctx, m, load, err)
 		})
 		if ctx.Err() != nil {
 			return
@@ -157,10 +159,12 @@ func (f *Follower) Run(ctx context.Context) {
 	}
 }
 
-// onManifest takes in one manifest of the control topic: it compiles the
-// version (on the follower's goroutine, off the record path) and proposes
-// it to the registry.
-func (f *Follower) onManifest(ctx context.Context, m control.Manifest, wasm []byte, err error) {
+// onManifest takes in one manifest of the control topic: it proposes the
+// version to the registry, as it is if the registry still holds it
+// compiled, else compiled from its bytes (read from the topic again for a
+// version only in histories; compiled on the follower's goroutine, off the
+// record path).
+func (f *Follower) onManifest(ctx context.Context, m control.Manifest, load control.Load, err error) {
 	var p *plugin.Processor
 	for _, q := range f.cfg.Processors {
 		if q.Spec.Name == m.Processor {
@@ -190,11 +194,22 @@ func (f *Follower) onManifest(ctx context.Context, m control.Manifest, wasm []by
 			"processor", name, "version", info.ID, "reason", m.Reason, "deployed_by", m.DeployedBy)
 		return
 	}
-	if err := f.cfg.Limits.CheckSize(wasm); err != nil {
+	if err := f.cfg.Limits.CheckSizeOf(m.Size); err != nil {
 		f.refuse(name, m.Version, err)
 		return
 	}
 	start := time.Now()
+	lctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	wasm, err := load(lctx)
+	cancel()
+	if err == nil {
+		err = f.cfg.Limits.CheckSize(wasm)
+	}
+	if err != nil {
+		f.refuse(name, m.Version, err)
+		return
+	}
+	loaded := time.Since(start)
 	mod, err := p.Compile(ctx, wasm)
 	if err != nil {
 		f.refuse(name, m.Version, err)
@@ -203,7 +218,7 @@ func (f *Follower) onManifest(ctx context.Context, m control.Manifest, wasm []by
 	info := plugin.Info(m.Version)
 	f.log.Info("new plugin version from the control topic; tasks switch at their next commit point",
 		"processor", name, "version", info.ID, "reason", m.Reason, "deployed_by", m.DeployedBy,
-		"compile_ms", time.Since(start).Milliseconds())
+		"load_ms", loaded.Milliseconds(), "compile_ms", (time.Since(start) - loaded).Milliseconds())
 	if err := f.cfg.Versions.Propose(name, info, p.Factory(mod, info.ID), canary); err != nil {
 		f.log.Error("swap", "processor", name, "err", err)
 	}

@@ -31,6 +31,11 @@ func variant(wasm []byte, tag byte) []byte {
 	return append(append([]byte(nil), wasm...), 0x00, 0x03, 0x01, tag, 0x00)
 }
 
+// bytesOf is a control.Load of b.
+func bytesOf(b []byte) control.Load {
+	return func(context.Context) ([]byte, error) { return b, nil }
+}
+
 // newFollower is a follower of one processor "p" running the passthrough
 // plugin, without Kafka: onManifest is fed by hand.
 func newFollower(t *testing.T, maxSize uint64) (*Follower, *runner.Versions, []byte) {
@@ -52,7 +57,7 @@ func newFollower(t *testing.T, maxSize uint64) (*Follower, *runner.Versions, []b
 	reg := runner.NewVersions()
 	reg.Start("p", plugin.Info(p.Version), p.Factory(p.Module, plugin.Info(p.Version).ID))
 	f := &Follower{log: log, cfg: Config{Processors: []*plugin.Processor{p}, Limits: lim, Versions: reg,
-		Canary: versions.Canary{Window: time.Minute, MaxFailureRatio: 0.5, MinRecords: 3}, Logger: log}}
+		Canary: versions.Canary{Window: time.Minute, MaxFailureRatio: 0.5, MinRecords: 3}, Logger: log, Timeout: 10 * time.Second}}
 	return f, reg, wasm
 }
 
@@ -63,14 +68,14 @@ func TestOnManifestProposes(t *testing.T) {
 	f, reg, wasm := newFollower(t, 1<<20)
 	ctx := context.Background()
 	v2 := variant(wasm, '2')
-	f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(v2, "v2"), Reason: control.ReasonDeploy}, v2, nil)
+	f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(v2, "v2"), Reason: control.ReasonDeploy}, bytesOf(v2), nil)
 	_, to := reg.TakePending("p")
 	if to == nil || to.Label != "v2" || reg.Current("p").Canary != f.cfg.Canary || to.Plugin == nil {
 		s, _ := reg.Snapshot("p")
 		t.Fatalf("after a deploy: %+v (refused %+v)", to, s.Refused)
 	}
 	// The same version again: already running.
-	f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(v2, "v2"), Reason: control.ReasonDeploy}, v2, nil)
+	f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(v2, "v2"), Reason: control.ReasonDeploy}, bytesOf(v2), nil)
 	if _, to := reg.TakePending("p"); to != nil {
 		t.Fatalf("the running version was proposed again: %+v", to)
 	}
@@ -79,7 +84,7 @@ func TestOnManifestProposes(t *testing.T) {
 	config := reg.Current("p").Back
 	rt := f.cfg.Processors[0].RT
 	compiled := rt.Counts().Modules
-	f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(wasm, "config"), Reason: control.ReasonRollback}, wasm, nil)
+	f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(wasm, "config"), Reason: control.ReasonRollback}, bytesOf(wasm), nil)
 	_, to = reg.TakePending("p")
 	if to == nil || to != config || reg.Current("p").Canary != (versions.Canary{}) {
 		t.Fatalf("after a rollback: %+v, want the held config version without a canary", to)
@@ -91,13 +96,13 @@ func TestOnManifestProposes(t *testing.T) {
 	// compiles it again from the bytes the control topic holds.
 	for _, tag := range []byte{'3', '4'} {
 		v := variant(wasm, tag)
-		f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(v, "v"+string(tag)), Reason: control.ReasonDeploy}, v, nil)
+		f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(v, "v"+string(tag)), Reason: control.ReasonDeploy}, bytesOf(v), nil)
 		reg.TakePending("p")
 	}
 	if n := rt.Counts().Modules; n != 2 {
 		t.Fatalf("%d modules open after 4 versions, want 2 (active and back)", n)
 	}
-	f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(wasm, "config"), Reason: control.ReasonRollback}, wasm, nil)
+	f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(wasm, "config"), Reason: control.ReasonRollback}, bytesOf(wasm), nil)
 	if _, to = reg.TakePending("p"); to == nil || to.Label != "config" || to == config {
 		t.Fatalf("rollback to a released version: %+v, want config compiled anew", to)
 	}
@@ -105,7 +110,7 @@ func TestOnManifestProposes(t *testing.T) {
 		t.Fatalf("%d modules open after the rollback, want 2", n)
 	}
 	// A processor this config does not have is ignored.
-	f.onManifest(ctx, control.Manifest{Processor: "other", Version: control.NewVersion(v2, "v2"), Reason: control.ReasonDeploy}, v2, nil)
+	f.onManifest(ctx, control.Manifest{Processor: "other", Version: control.NewVersion(v2, "v2"), Reason: control.ReasonDeploy}, bytesOf(v2), nil)
 	if s, _ := reg.Snapshot("p"); s.Refusals != 0 {
 		t.Fatalf("refusals %d, want none", s.Refusals)
 	}
@@ -120,8 +125,8 @@ func TestOnManifestRefuses(t *testing.T) {
 	ctx := context.Background()
 	big := variant(variant(wasm, 'b'), 'c')
 	garbage := []byte("\x00asm\x01\x00\x00\x00garbage")
-	f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(big, "big"), Reason: control.ReasonDeploy}, big, nil)
-	f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(garbage, "bad"), Reason: control.ReasonDeploy}, garbage, nil)
+	f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(big, "big"), Reason: control.ReasonDeploy}, bytesOf(big), nil)
+	f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.NewVersion(garbage, "bad"), Reason: control.ReasonDeploy}, bytesOf(garbage), nil)
 	f.onManifest(ctx, control.Manifest{Processor: "p", Version: control.Version{}}, nil, control.ErrCorrupt)
 	s, _ := reg.Snapshot("p")
 	if s.Refusals != 3 || s.Refused[0].Label != "big" || s.Refused[1].Label != "bad" || s.Refused[2].ID != "(unreadable)" {

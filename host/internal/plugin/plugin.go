@@ -68,9 +68,13 @@ type Limits struct {
 // CheckSize refuses a module over the size limit: the one check every
 // path that compiles a module (startup, the control topic, deploy) makes
 // first.
-func (l Limits) CheckSize(wasm []byte) error {
-	if uint64(len(wasm)) > l.MaxModuleSize {
-		return fmt.Errorf("the module is %d bytes, over runtime.max_module_size (%s)", len(wasm), FormatSize(l.MaxModuleSize))
+func (l Limits) CheckSize(wasm []byte) error { return l.CheckSizeOf(int64(len(wasm))) }
+
+// CheckSizeOf is CheckSize of a module of n bytes, before its bytes are
+// read (the size a control-topic manifest gives).
+func (l Limits) CheckSizeOf(n int64) error {
+	if n < 0 || uint64(n) > l.MaxModuleSize {
+		return fmt.Errorf("the module is %d bytes, over runtime.max_module_size (%s)", n, FormatSize(l.MaxModuleSize))
 	}
 	return nil
 }
