@@ -354,6 +354,13 @@ type SwapConfig struct {
 type AdminConfig struct {
 	// Listen is host:port of the admin endpoint. Default "" (off).
 	Listen string `koanf:"listen"`
+	// Debug also serves Go's profiler (/debug/pprof/) and a snapshot of
+	// the process's memory, goroutines, threads, file descriptors and
+	// open plugin modules (/debug/snapshot) on the admin endpoint, for
+	// finding a leak (docs/operations.md). There is no admin token:
+	// enable it only where the listener is reachable by operators alone.
+	// Needs Listen. Default false.
+	Debug bool `koanf:"debug"`
 }
 
 // LogConfig sets host logging.
@@ -810,6 +817,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Swap.CanaryWindow < 0 {
 		bad("swap.canary_window", "must not be negative")
+	}
+	if c.Admin.Debug && c.Admin.Listen == "" {
+		bad("admin.debug", "the debug endpoints are served on the admin endpoint: set admin.listen too")
 	}
 	if c.Swap.MaxFailureRatio < 0 || c.Swap.MaxFailureRatio > 1 {
 		bad("swap.max_failure_ratio", "%v must be between 0 and 1", c.Swap.MaxFailureRatio)

@@ -87,6 +87,7 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 		{"fetch below partition", strings.Replace(goodConfig, "commit_interval: 250ms", "commit_interval: 250ms\n  fetch_max_partition_bytes: 8MiB\n  fetch_max_bytes: 1MiB", 1), "kafka.fetch_max_bytes: 1MiB is below kafka.fetch_max_partition_bytes (8MiB)"},
 		{"expire unknown store", strings.Replace(goodConfig, "limits:", "expire: {nope: {after: 1h}}\n    limits:", 1), "processors[0].expire.nope: \"nope\" is not one of the processor's stores"},
 		{"reserved store name", strings.Replace(goodConfig, "limits:", "stores: [_x]\n    limits:", 1), "store names starting with _ are the host's"},
+		{"debug without admin", "admin: {debug: true}\n" + goodConfig, "admin.debug: the debug endpoints are served on the admin endpoint: set admin.listen too"},
 		{"no processors", "app_id: x\n", "processors: at least one"},
 		{"not yaml", "app_id: [", "config file"},
 	}

@@ -130,7 +130,11 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	// The admin endpoint first: a taken address fails before plugins
 	// compile and Kafka is contacted, and /healthz answers during both.
 	if cfg.Admin.Listen != "" {
-		if h.admin, err = admin.New(cfg.Admin.Listen, &h.status, h.log); err != nil {
+		var opts []admin.Option
+		if cfg.Admin.Debug {
+			opts = append(opts, admin.Debug())
+		}
+		if h.admin, err = admin.New(cfg.Admin.Listen, &h.status, h.log, opts...); err != nil {
 			return nil, err
 		}
 	}
@@ -325,7 +329,7 @@ func (h *Host) publishStatus() {
 	for i, m := range h.members {
 		rs[i] = m.runner()
 	}
-	h.status.Start(&status.Running{Processors: h.procs, Runners: rs, Versions: h.vers, TablesLoading: h.tablesLoading})
+	h.status.Start(&status.Running{Processors: h.procs, Runners: rs, Versions: h.vers, State: h.state, TablesLoading: h.tablesLoading})
 }
 
 // AdminAddr is the admin endpoint's address, or "" when it is off.

@@ -5,6 +5,7 @@
 //	GET /readyz          200 "ok" once every assigned task is restored, else 503 "restoring N tasks"
 //	GET /metrics         Prometheus text format 0.0.4
 //	GET /v1/processors   JSON: each processor, its plugin versions and its counters
+//	GET /debug/...       with Debug only: Go's profiler and a snapshot of what the process holds (debug.go)
 //
 // Every endpoint is read-only (HEAD is served like GET; other methods get
 // 405). The package knows neither the runner nor the engine: it reads
@@ -28,7 +29,8 @@ import (
 
 // Server is a running admin endpoint.
 type Server struct {
-	src  Source
+	src   Source
+	debug bool // the /debug/ routes are served
 	log  *slog.Logger
 	ln   net.Listener
 	srv  *http.Server
@@ -66,10 +68,22 @@ func ListenAddress(listen string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
+// Option changes how New makes a Server.
+type Option func(*Server)
+
+// Debug serves the debug endpoints too (debug.go): Go's net/http/pprof
+// and /debug/snapshot. Off by default (admin.debug).
+func Debug() Option { return func(s *Server) { s.debug = true } }
+
+// debugWriteTimeout is how long a response may take to write when the
+// debug endpoints are on: a CPU profile or an execution trace lasts the
+// seconds it is asked for (pprof refuses one longer than this).
+const debugWriteTimeout = 2 * time.Minute
+
 // New binds listen (see ListenAddress) and serves the admin endpoint from
 // src until Close. It fails, saying so, when the address is taken. A nil
 // logger is slog.Default().
-func New(listen string, src Source, logger *slog.Logger) (*Server, error) {
+func New(listen string, src Source, logger *slog.Logger, opts ...Option) (*Server, error) {
 	if src == nil {
 		return nil, errors.New("admin: nil Source")
 	}
@@ -88,11 +102,18 @@ func New(listen string, src Source, logger *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("admin.listen %s: cannot listen: %w", addr, err)
 	}
 	s := &Server{src: src, log: logger, ln: ln, done: make(chan struct{}), fresh: map[net.Conn]struct{}{}}
+	for _, o := range opts {
+		o(s)
+	}
+	writeTimeout := 30 * time.Second
+	if s.debug {
+		writeTimeout = debugWriteTimeout
+	}
 	s.srv = &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
+		WriteTimeout:      writeTimeout,
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
@@ -105,7 +126,7 @@ func New(listen string, src Source, logger *slog.Logger) (*Server, error) {
 			s.log.Error("admin endpoint stopped serving", "addr", s.Addr(), "err", err)
 		}
 	}()
-	logger.Info("admin endpoint listening", "addr", s.Addr())
+	logger.Info("admin endpoint listening", "addr", s.Addr(), "debug", s.debug)
 	return s, nil
 }
 
@@ -169,6 +190,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /metrics", s.metrics)
 	mux.HandleFunc("GET /v1/processors", s.processors)
+	if s.debug {
+		s.registerDebug(mux)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("X-Content-Type-Options", "nosniff")

@@ -47,6 +47,11 @@ const (
 	mSwapFailures  = "wasmstream_plugin_swap_failures_total"
 	mRollbacks     = "wasmstream_plugin_rollbacks_total"
 	mRefusals      = "wasmstream_plugin_refusals_total"
+	mHeld          = "wasmstream_plugin_versions_held"
+	mModules       = "wasmstream_plugin_modules"
+	mInstances     = "wasmstream_plugin_instances"
+	mStateTasks    = "wasmstream_state_task_handles"
+	mStateIters    = "wasmstream_state_iterators"
 	mRestoring     = "wasmstream_restoring_tasks"
 	mRestored      = "wasmstream_restore_records"
 	mRestoreTarget = "wasmstream_restore_target_offset"
@@ -89,6 +94,9 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 	// and none that come and go with every rebalance. /v1/processors
 	// lists each task's version.
 	tasks := gauge(mTasks, "Tasks assigned to this process, by the plugin version they run.")
+	held := gauge(mHeld, "Plugin versions the processor holds compiled: the active one, the one a rollback returns to, a proposal not yet taken in, and any a task still runs.")
+	modules := gauge(mModules, "Compiled plugin modules open for the processor (a released version's closes with its last instance).")
+	instances := gauge(mInstances, "Plugin instances open for the processor: one per task, plus a swap's in the making and the previous version's during a canary window.")
 
 	firings := counter(mTimerFirings, "Timers fired (wasmstream_on_timer calls).")
 	commitCalls := counter(mCommitCalls, "Commit-point calls for marked keys (wasmstream_on_commit).")
@@ -122,6 +130,9 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 			rollbacks.add(l, float64(lc.Rollbacks))
 			refusals.add(l, float64(lc.Refusals))
 			addTaskCounts(tasks, p.Name, activeVersion(procs, p.Name), lc.Tasks)
+			held.add(l, float64(lc.Held))
+			modules.add(l, float64(lc.Modules))
+			instances.add(l, float64(lc.Instances))
 		}
 	}
 
@@ -143,6 +154,13 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 			{"abi_version", abi},
 			{"version", p.Plugin.Version},
 		}, 1)
+	}
+
+	stateTasks := gauge(mStateTasks, "Task handles the state database has open.")
+	stateIters := gauge(mStateIters, "Scans of state stores and tables not yet closed.")
+	if snap.State != nil {
+		stateTasks.add(nil, float64(snap.State.Tasks))
+		stateIters.add(nil, float64(snap.State.Iterators))
 	}
 
 	restoring := gauge(mRestoring, "Tasks restoring their state now; the process is ready when 0.")
@@ -183,7 +201,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 	}
 
 	fams := []family{*in, *out, *skipped, *dead, *failures, *failedTasks, *commits, *aborts, *latency, *commitSecs,
-		*info, *tasks, *swaps, *swapFailures, *rollbacks, *refusals,
+		*info, *tasks, *swaps, *swapFailures, *rollbacks, *refusals, *held, *modules, *instances, *stateTasks, *stateIters,
 		*restoring, *restored, *target, *pos, *rate, *wipes, *done,
 		*lag, *firings, *commitCalls, *timersDropped, *marksDropped, *pending, *streamLag}
 	seen := map[string]bool{}

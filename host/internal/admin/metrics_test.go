@@ -107,7 +107,7 @@ func TestWriteTextExactVersions(t *testing.T) {
 		Processors: []ProcessorMetrics{{
 			Name: "p",
 			Lifecycle: &Lifecycle{
-				Swaps: 5, SwapFailures: 1, Rollbacks: 2, Refusals: 3,
+				Swaps: 5, SwapFailures: 1, Rollbacks: 2, Refusals: 3, Held: 2, Modules: 2, Instances: 4,
 				Tasks: []TaskVersion{
 					{Task: "p/in/0", Version: "v2@bbbbbbbbbbbb"},
 					{Task: "p/in/1", Version: "config@aaaaaaaaaaaa"},
@@ -119,6 +119,7 @@ func TestWriteTextExactVersions(t *testing.T) {
 			Lifecycle: &Lifecycle{},
 		}},
 		CommitLatency: &Histogram{Bounds: []float64{0.005, 0.1}, Counts: []uint64{7, 4, 1}, Sum: 0.5},
+		State:         &StateCounts{Tasks: 3, Iterators: 1},
 	}
 	procs := []ProcessorInfo{
 		{Name: "p", Plugin: PluginInfo{SHA256: "bb", ABIVersion: 1, Version: "v2@bbbbbbbbbbbb", Label: "v2"}},
@@ -166,6 +167,24 @@ wasmstream_plugin_rollbacks_total{processor="idle"} 0
 # TYPE wasmstream_plugin_refusals_total counter
 wasmstream_plugin_refusals_total{processor="p"} 3
 wasmstream_plugin_refusals_total{processor="idle"} 0
+# HELP wasmstream_plugin_versions_held Plugin versions the processor holds compiled: the active one, the one a rollback returns to, a proposal not yet taken in, and any a task still runs.
+# TYPE wasmstream_plugin_versions_held gauge
+wasmstream_plugin_versions_held{processor="p"} 2
+wasmstream_plugin_versions_held{processor="idle"} 0
+# HELP wasmstream_plugin_modules Compiled plugin modules open for the processor (a released version's closes with its last instance).
+# TYPE wasmstream_plugin_modules gauge
+wasmstream_plugin_modules{processor="p"} 2
+wasmstream_plugin_modules{processor="idle"} 0
+# HELP wasmstream_plugin_instances Plugin instances open for the processor: one per task, plus a swap's in the making and the previous version's during a canary window.
+# TYPE wasmstream_plugin_instances gauge
+wasmstream_plugin_instances{processor="p"} 4
+wasmstream_plugin_instances{processor="idle"} 0
+# HELP wasmstream_state_task_handles Task handles the state database has open.
+# TYPE wasmstream_state_task_handles gauge
+wasmstream_state_task_handles 3
+# HELP wasmstream_state_iterators Scans of state stores and tables not yet closed.
+# TYPE wasmstream_state_iterators gauge
+wasmstream_state_iterators 1
 `
 	if got := got[begin:end]; got != want {
 		t.Errorf("exposition:\n%s\nwant:\n%s", got, want)

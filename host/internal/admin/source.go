@@ -79,6 +79,9 @@ type Snapshot struct {
 	// Now is the wall time the stream-time lag is measured against, in ms
 	// since the epoch (0: the time of writing).
 	Now int64
+	// State is the state database's open task handles and scans; nil
+	// without a state database.
+	State *StateCounts
 	// Extra are further metric families for metrics this package has no
 	// field for yet. A family whose name is invalid, or is the name of a
 	// built-in family, is not written (and logged once).
@@ -140,14 +143,24 @@ type RestoreProgress struct {
 	Done      bool
 }
 
+// StateCounts are what the state database has open (state.DB.Open).
+type StateCounts struct {
+	Tasks     int `json:"tasks"`     // task handles
+	Iterators int `json:"iterators"` // scans not yet closed
+}
+
 // Lifecycle is where a processor's plugin versions stand in this process:
-// the version each task runs, the versions refused, and the swap counters
-// (which only grow).
+// the version each task runs, the versions refused, the swap counters
+// (which only grow), and what its versions hold now.
 type Lifecycle struct {
 	Swaps        int64 // task switches to a new plugin version
 	SwapFailures int64 // task switches that failed (the task kept its version)
 	Rollbacks    int64 // automatic rollbacks of a version that failed its canary
 	Refusals     int64 // versions from the control topic this process refused to run
+	// Held is how many versions the processor holds compiled (package
+	// versions: active, back, pending, and those tasks still run); Modules
+	// and Instances are its runtime's open modules and plugin instances.
+	Held, Modules, Instances int
 	// Tasks is the version each assigned task runs, sorted by task.
 	Tasks []TaskVersion
 	// Refused is the latest refusals, oldest first (the host keeps a few).

@@ -90,6 +90,7 @@ func (t *Task) scan(s *store, start, end []byte) (*iterator, error) {
 		return nil, fmt.Errorf("state: task %s store %q: scan: %w", t, s.name, err)
 	}
 	it.it = pit
+	t.db.iters.Add(1)
 	t.iters[it] = struct{}{}
 	return it, nil
 }
@@ -197,6 +198,7 @@ func (i *iterator) Close() error {
 	i.closed = true
 	delete(i.t.iters, i)
 	if i.it != nil {
+		i.t.db.iters.Add(-1)
 		if err := i.it.Close(); err != nil {
 			return fmt.Errorf("state: task %s store %q: closing scan: %w", i.t, i.store, err)
 		}

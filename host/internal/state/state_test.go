@@ -754,3 +754,42 @@ func testApplyRestoredOrder(t *testing.T, ingestBytes int) {
 	}
 	wantCheckpoint(t, tk, 0, off, true)
 }
+
+// Open counts task handles and scans until they are closed: a task's
+// handle replaced by a newer one leaves the count, and closing a task
+// closes the scans it left open.
+func TestOpenCounts(t *testing.T) {
+	db := openMem(t, Options{})
+	check := func(wantTasks, wantIters int) {
+		t.Helper()
+		if tasks, iters := db.Open(); tasks != wantTasks || iters != wantIters {
+			t.Fatalf("Open() = %d tasks, %d iterators; want %d, %d", tasks, iters, wantTasks, wantIters)
+		}
+	}
+	check(0, 0)
+	a := db.Task("p", 0, []string{"s"})
+	b := db.Task("p", 1, []string{"s"})
+	mustPut(t, a, 0, "k", "v")
+	scanAll(t, a, 0, "", "")
+	check(2, 0)
+	it, err := a.Scan(0, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tit, err := db.Table("topic").Scan(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(2, 2)
+	if err := tit.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = tit.Close() // idempotent
+	check(2, 1)
+	db.Task("p", 1, []string{"s"}) // replaces b's handle
+	_ = b.Close()
+	check(2, 1)
+	_ = a.Close() // closes it
+	_ = it.Close()
+	check(1, 0)
+}

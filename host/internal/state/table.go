@@ -174,10 +174,12 @@ func (t *Table) Scan(start, end []byte) (Iterator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state: table %s: scan: %w", t.topic, err)
 	}
-	return &tableIter{it: it, skip: len(t.data)}, nil
+	t.db.iters.Add(1)
+	return &tableIter{db: t.db, it: it, skip: len(t.data)}, nil
 }
 
 type tableIter struct {
+	db      *DB
 	it      *pebble.Iterator
 	skip    int // the data prefix's length
 	started bool
@@ -204,5 +206,6 @@ func (i *tableIter) Close() error {
 		return nil
 	}
 	i.closed = true
+	i.db.iters.Add(-1)
 	return i.it.Close()
 }

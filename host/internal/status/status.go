@@ -17,6 +17,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/plugin"
 	"github.com/wasmstream/wasmstream/host/internal/restore"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
+	"github.com/wasmstream/wasmstream/host/internal/state"
 	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
 
@@ -29,6 +30,9 @@ type Running struct {
 	// processor, or one for all); each processor is in exactly one.
 	Runners  []*runner.Runner
 	Versions *runner.Versions
+	// State is the state database, nil without one (its open handles
+	// and scans are reported).
+	State *state.DB
 	// TablesLoading, if set, is how many global tables are still loading
 	// (the process is not ready until none is).
 	TablesLoading func() int
@@ -220,6 +224,8 @@ func (s *Source) Metrics() admin.Snapshot {
 		}
 		if v, ok := h.Versions.Snapshot(p.Spec.Name); ok {
 			m.Lifecycle = lifecycle(st, v)
+			c := p.RT.Counts()
+			m.Lifecycle.Modules, m.Lifecycle.Instances = c.Modules, c.Instances
 		}
 		snap.Processors = append(snap.Processors, m)
 	}
@@ -230,6 +236,10 @@ func (s *Source) Metrics() admin.Snapshot {
 	}
 	snap.CommitLatency = &commits
 	snap.RestoringTasks = h.restoring()
+	if h.State != nil {
+		tasks, iters := h.State.Open()
+		snap.State = &admin.StateCounts{Tasks: tasks, Iterators: iters}
+	}
 	for _, p := range h.Processors {
 		for id, lag := range h.lag(p.Spec.Name) {
 			snap.Lag = append(snap.Lag, admin.PartitionLag{Processor: id.Processor, Topic: id.Topic, Partition: id.Partition, Lag: lag})
@@ -295,6 +305,7 @@ func lifecycle(st *runner.Stats, v versions.Snapshot) *admin.Lifecycle {
 		SwapFailures: st.SwapFailures.Load(),
 		Rollbacks:    st.Rollbacks.Load(),
 		Refusals:     v.Refusals,
+		Held:         v.Held,
 		Tasks:        make([]admin.TaskVersion, 0, len(v.Tasks)),
 	}
 	for task, id := range v.Tasks {
