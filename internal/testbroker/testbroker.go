@@ -25,6 +25,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -89,8 +90,21 @@ type Broker struct {
 type Option func(*options)
 
 type options struct {
-	kfakeOpts   []kfake.Opt
-	restartable bool
+	kfakeOpts    []kfake.Opt
+	restartable  bool
+	outOfProcess bool
+}
+
+// OutOfProcess runs kfake in a process of its own (internal/testbroker/
+// kfakeserver, built on first use) instead of in the test's: for tests
+// that measure the test process's heap, goroutines or file descriptors,
+// which an in-process kfake (it keeps every record in memory, and serves
+// every connection with goroutines of the test's process) would blur.
+// Such a broker is reached only through the Kafka protocol: Fake returns
+// nil, Restart and KfakeOpts are not supported. No effect on the real
+// broker.
+func OutOfProcess() Option {
+	return func(o *options) { o.outOfProcess = true }
 }
 
 // KfakeOpts passes extra options to kfake.NewCluster (for example
@@ -140,10 +154,20 @@ func New(t testing.TB, opts ...Option) *Broker {
 	// member hears of a rebalance within half a second, and a dead member
 	// is expired after 10 s (the broker defaults, 5 s and 45 s, would make
 	// every rebalance test wait).
-	b.fakeOpts = append([]kfake.Opt{kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{
+	groupTimings := map[string]string{
 		"group.consumer.heartbeat.interval.ms": "500",
 		"group.consumer.session.timeout.ms":    "10000",
-	})}, o.kfakeOpts...)
+	}
+	if o.outOfProcess {
+		if len(o.kfakeOpts) > 0 || o.restartable {
+			t.Fatal("testbroker: OutOfProcess takes neither KfakeOpts nor Restartable")
+		}
+		b.addrs = startServer(t, groupTimings)
+		t.Cleanup(b.closeClients)
+		t.Logf("testbroker: kfake in a process of its own at %s (set %s to use a real broker)", strings.Join(b.addrs, ","), EnvBrokers)
+		return b
+	}
+	b.fakeOpts = append([]kfake.Opt{kfake.NumBrokers(1), kfake.BrokerConfigs(groupTimings)}, o.kfakeOpts...)
 	if o.restartable {
 		b.dataDir = t.TempDir()
 		b.fakeOpts = append(b.fakeOpts, kfake.DataDir(b.dataDir))
@@ -778,6 +802,92 @@ func (b *Broker) restartReal(t testing.TB) {
 		t.Fatalf("testbroker: %s restart: %v\n%s", script, err, out)
 	}
 	t.Logf("testbroker: real broker restarted in %v: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(string(out)))
+}
+
+// serverBuild is the kfakeserver binary, built once per test process.
+var serverBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// startServer builds (once) and starts a kfakeserver with the broker
+// configs, and returns its addresses. The server ends when t ends: its
+// stdin is closed (and it is killed if it has not exited 10 s later); it
+// also ends by itself if the test process dies.
+func startServer(t testing.TB, configs map[string]string) []string {
+	t.Helper()
+	serverBuild.once.Do(func() {
+		root, err := repoRoot()
+		if err != nil {
+			serverBuild.err = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "wasmstream-kfakeserver-")
+		if err != nil {
+			serverBuild.err = err
+			return
+		}
+		serverBuild.path = filepath.Join(dir, "kfakeserver")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", serverBuild.path, "./internal/testbroker/kfakeserver")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			serverBuild.err = fmt.Errorf("go build ./internal/testbroker/kfakeserver: %v\n%s", err, out)
+		}
+	})
+	if serverBuild.err != nil {
+		t.Fatalf("testbroker: %v", serverBuild.err)
+	}
+	var args []string
+	for k, v := range configs {
+		args = append(args, "-broker-config", k+"="+v)
+	}
+	cmd := exec.Command(serverBuild.path, args...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("testbroker: starting kfakeserver: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	line := make(chan string, 1)
+	go func() {
+		var buf [4096]byte
+		n, _ := stdout.Read(buf[:])
+		line <- string(buf[:n])
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case l := <-line:
+		addrs, ok := strings.CutPrefix(strings.TrimSpace(l), "listening ")
+		if !ok || addrs == "" {
+			t.Fatalf("testbroker: kfakeserver said %q, want \"listening <addrs>\"", l)
+		}
+		return strings.Split(addrs, ",")
+	case <-exited:
+		t.Fatal("testbroker: kfakeserver exited before it listened")
+	case <-time.After(30 * time.Second):
+		t.Fatal("testbroker: kfakeserver did not listen within 30 s")
+	}
+	return nil
 }
 
 // repoRoot walks up from the working directory (a package directory under go

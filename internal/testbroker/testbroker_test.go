@@ -399,3 +399,37 @@ func TestGroupConsume(t *testing.T) {
 		})
 	}
 }
+
+// An out-of-process kfake serves like the in-process one, from another
+// process, and stops when its test ends.
+func TestOutOfProcess(t *testing.T) {
+	var addrs []string
+	real := false
+	t.Run("serve", func(t *testing.T) {
+		b := testbroker.New(t, testbroker.OutOfProcess())
+		addrs, real = b.Addrs(), b.Real()
+		if !b.Real() && b.Fake() != nil {
+			t.Fatal("an out-of-process kfake has no in-process cluster")
+		}
+		topic := b.Name(t, "oop")
+		b.CreateTopic(t, topic, 2, nil)
+		b.Produce(t, &kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte("v")})
+		if recs := b.ReadCommitted(t, topic, readTimeout); len(recs) != 1 || string(recs[0].Value) != "v" {
+			t.Fatalf("read back %d records", len(recs))
+		}
+	})
+	if real {
+		return
+	}
+	// Gone once its test ended.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DialTimeout(time.Second), kgo.RequestRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := cl.Ping(ctx); err == nil {
+		t.Fatalf("the kfake server at %v still answers after its test ended", addrs)
+	}
+}
