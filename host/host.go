@@ -55,8 +55,10 @@ type Host struct {
 	// memberOf indexes members by processor name.
 	memberOf map[string]*member
 	restarts atomic.Int64 // runners replaced after an error, all members
-	status   status.Source
-	admin    *admin.Server // nil when admin.listen is empty
+	// firstBackoff is the first wait before a failed runner is replaced.
+	firstBackoff time.Duration
+	status       status.Source
+	admin        *admin.Server // nil when admin.listen is empty
 }
 
 // member is one consumer group member of this process: a runner for one
@@ -88,6 +90,9 @@ type options struct {
 	embeddedPort int
 	onRestore    func(RestoreProgress)
 	restore      restore.Config // tests tune fetch and batch sizes
+	// restartBackoff, when set, is the first wait before a failed runner
+	// is replaced (tests that replace many; default restartFirstBackoff).
+	restartBackoff time.Duration
 }
 
 // WithRestoreProgress calls fn with the progress of every state restore
@@ -121,7 +126,10 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Host{cfg: cfg, log: o.logger}
+	h := &Host{cfg: cfg, log: o.logger, firstBackoff: restartFirstBackoff}
+	if o.restartBackoff > 0 {
+		h.firstBackoff = o.restartBackoff
+	}
 	defer func() {
 		if err != nil {
 			h.Close()
@@ -423,7 +431,7 @@ const (
 // from the committed offsets on the local state, which holds only
 // committed changes (I2). It returns nil when ctx ends.
 func (h *Host) runLoop(ctx context.Context, m *member) error {
-	backoff := restartFirstBackoff
+	backoff := h.firstBackoff
 	r := m.runner()
 	for {
 		started := time.Now()
@@ -432,7 +440,7 @@ func (h *Host) runLoop(ctx context.Context, m *member) error {
 			return err
 		}
 		if time.Since(started) > restartResetAfter {
-			backoff = restartFirstBackoff
+			backoff = h.firstBackoff
 		}
 		for {
 			h.log.Error("runner stopped; rejoining the group with a new client and producer", "err", err, "retry_in", backoff)

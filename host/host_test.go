@@ -42,7 +42,11 @@ type pipeline struct {
 // newPipeline makes a one-processor config on the test broker with fresh
 // topics (3 partitions).
 func newPipeline(t testing.TB, plugin string, onError string) *pipeline {
-	b := testbroker.New(t)
+	return newPipelineOn(t, testbroker.New(t), plugin, onError)
+}
+
+// newPipelineOn is newPipeline on broker b.
+func newPipelineOn(t testing.TB, b *testbroker.Broker, plugin string, onError string) *pipeline {
 	p := &pipeline{b: b, in: b.Name(t, "in"), out: b.Name(t, "out")}
 	b.CreateTopic(t, p.in, 3, nil)
 	b.CreateTopic(t, p.out, 3, nil)

@@ -31,10 +31,10 @@ import (
 type Server struct {
 	src   Source
 	debug bool // the /debug/ routes are served
-	log  *slog.Logger
-	ln   net.Listener
-	srv  *http.Server
-	done chan struct{} // closed when Serve returned
+	log   *slog.Logger
+	ln    net.Listener
+	srv   *http.Server
+	done  chan struct{} // closed when Serve returned
 
 	closeOnce sync.Once
 	closeErr  error

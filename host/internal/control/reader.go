@@ -17,12 +17,13 @@ import (
 )
 
 // maxUnreferenced bounds how many contents a reader keeps the bytes of
-// without a manifest referencing them. A manifest follows its chunks, so
-// the chunks being read belong to a deploy in flight; older unreferenced
-// contents are versions that fell off every history, or deploys that died
-// before their manifest (or, in a compacted topic read from its start,
-// versions whose manifests compaction removed), and their bytes are
-// dropped (the least recently written first).
+// without a manifest referencing them: chunks read since the latest
+// manifest record, which belong to deploys in flight (a manifest follows
+// its chunks). Older ones are deploys that died before their manifest, or,
+// in a compacted topic read from its start, versions whose manifests
+// compaction removed; their bytes are dropped (the least recently written
+// first), as every manifest record drops those of all but the active
+// versions.
 const maxUnreferenced = 4
 
 // maxUnreferencedKnown bounds how many unreferenced contents a reader
@@ -49,12 +50,12 @@ type Config struct {
 // at the same time on one Reader (the second returns an error).
 //
 // A Reader keeps in memory the latest manifest of every processor, the
-// bytes of each one's active version and of at most maxUnreferenced
-// contents no manifest references yet (a deploy in flight), and, for every
-// other version (those only in histories), where its chunks are in the
-// topic and whether they were complete and matched its hash: their bytes
-// are read again from the topic when asked for (a rollback, a deploy of
-// old bytes). So what it holds does not grow with the versions deployed.
+// bytes of each one's active version and of the chunks read since the
+// latest manifest (a deploy in flight, at most maxUnreferenced contents),
+// and, for every other version, where its chunks are in the topic and
+// whether they were complete and matched its hash: their bytes are read
+// again from the topic when asked for (a rollback, a deploy of old bytes).
+// So what it holds does not grow with the versions deployed.
 type Reader struct {
 	topic string
 	cl    *kgo.Client
@@ -370,8 +371,11 @@ func (s *store) applyChunk(hash string, index int, rec *kgo.Record) {
 }
 
 // reference recomputes the referenced hashes after a manifest changed,
-// checks the versions only in histories whose bytes it still holds and
-// drops those bytes, and evicts what no longer needs keeping.
+// checks the versions only in histories whose bytes it still holds, and
+// drops the bytes of every content that is no manifest's active version:
+// versions now only in histories, versions no manifest references any
+// more (rolled back from), and chunks of a deploy still in flight (its
+// manifest, when it comes, finds them in the topic).
 func (s *store) reference() {
 	clear(s.refs)
 	active := map[string]bool{}
@@ -384,12 +388,13 @@ func (s *store) reference() {
 			history[v.Hash] = v
 		}
 	}
-	for h, v := range history {
-		cs := s.chunks[h]
-		if active[h] || cs == nil || !cs.held(v) {
+	for h, cs := range s.chunks {
+		if active[h] {
 			continue
 		}
-		s.check(cs, v)
+		if v, ok := history[h]; ok && cs.held(v) {
+			s.check(cs, v)
+		}
 		cs.dropBytes()
 	}
 	s.evict()

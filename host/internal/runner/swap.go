@@ -125,6 +125,10 @@ func (r *Runner) advanceSwaps(ctx context.Context) {
 				t.switchTo(ctx, now, c.Back)
 			default:
 			}
+		} else if t.prep != nil {
+			// Made for a version the processor no longer goes to (rolled
+			// back, or kept back, before this task switched).
+			t.discardPrepared(ctx)
 		}
 		if t.stallFrom.IsZero() && !t.lastProcessed.IsZero() {
 			t.gapFrom = t.lastProcessed
