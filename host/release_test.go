@@ -155,7 +155,9 @@ func feedKeys(t *testing.T, p *pipeline, key string) {
 
 // releasePublisher is a publisher to p's control topic, which it gives
 // the config's plugin as the initial version (as wasmstream deploy does).
-func releasePublisher(t *testing.T, p *pipeline) *control.Publisher {
+func releasePublisher(t *testing.T, p *pipeline) *control.Publisher { return releasePublisherB(t, p) }
+
+func releasePublisherB(t testing.TB, p *pipeline) *control.Publisher {
 	t.Helper()
 	pub, err := control.NewPublisher(control.Config{Kafka: kclient.Config{Brokers: p.b.Addrs()}, Topic: control.TopicName(p.cfg.AppID)})
 	if err != nil {

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"os"
 	"slices"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/host/internal/plugin"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
@@ -116,6 +118,94 @@ func BenchmarkSwapStall(b *testing.B) {
 			b.ReportMetric(ms(percentile(gaps, 0.5)), "commitgap-p50-ms")
 			b.ReportMetric(ms(percentile(gaps, 0.99)), "commitgap-p99-ms")
 			b.ReportMetric(float64(len(stalls)), "stalls")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// BenchmarkRollback measures how long a rollback through the control topic
+// (wasmstream rollback) takes, from the publish until every task runs the
+// previous version, in its two cases (RATIONALE.md, "Versions held"): to
+// the version before the active one, which the process holds compiled
+// (held), and to one before that, released long ago, which it reads again
+// from the control topic and compiles (compiled), without and with the
+// file compilation cache (runtime.cache_dir). One op deploys three new
+// versions (each a new content hash) and rolls back twice, alternating the
+// two cases in the same run, under a steady 2,000 records/s.
+func BenchmarkRollback(b *testing.B) {
+	for _, c := range []struct {
+		name, plugin string
+		cache        bool
+	}{
+		{"module=wat/cache=off", engineTestdata("passthrough"), false},
+		{"module=go-sdk/cache=off", wasmbuild.Build(b, "./plugins/passthrough"), false},
+		{"module=go-sdk/cache=file", wasmbuild.Build(b, "./plugins/passthrough"), true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			base, err := os.ReadFile(c.plugin)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p := newPipeline(b, c.plugin, OnErrorFail)
+			if c.cache {
+				p.cfg.Runtime.CacheDir = b.TempDir()
+			}
+			p.cfg.Swap.CanaryWindow = 100 * time.Millisecond
+			h, stop := p.run(b)
+			defer stop()
+			stopFeed := make(chan struct{})
+			fed := make(chan struct{})
+			go func() {
+				defer close(fed)
+				tick := time.NewTicker(10 * time.Millisecond)
+				defer tick.Stop()
+				for n := 0; ; n++ {
+					recs := make([]*kgo.Record, 20)
+					for i := range recs {
+						recs[i] = &kgo.Record{Topic: p.in, Key: []byte("k" + strconv.Itoa(n*20+i)), Value: make([]byte, 100)}
+					}
+					p.b.Produce(b, recs...)
+					select {
+					case <-stopFeed:
+						return
+					case <-tick.C:
+					}
+				}
+			}()
+			defer func() { close(stopFeed); <-fed }()
+			pub := releasePublisherB(b, p)
+			var held, compiled []time.Duration
+			rollback := func() time.Duration {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				start := time.Now()
+				m, err := pub.Rollback(ctx, "proc", "", "", "bench")
+				if err != nil {
+					b.Fatal(err)
+				}
+				waitVersion(b, h, plugin.VersionID(m.Version))
+				return time.Since(start)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for s := 0; s < 3; s++ {
+					wasm := withCustomSection(base, "rollback-"+strconv.Itoa(i)+"-"+strconv.Itoa(s))
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					m, err := pub.Deploy(ctx, "proc", wasm, "v"+strconv.Itoa(s), "bench")
+					cancel()
+					if err != nil {
+						b.Fatal(err)
+					}
+					waitVersion(b, h, plugin.VersionID(m.Version))
+				}
+				held = append(held, rollback())         // to v1: held compiled
+				compiled = append(compiled, rollback()) // to v0: released two deploys ago
+			}
+			b.StopTimer()
+			ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+			b.ReportMetric(ms(percentile(held, 0.5)), "held-p50-ms")
+			b.ReportMetric(ms(percentile(compiled, 0.5)), "compiled-p50-ms")
+			b.ReportMetric(float64(percentile(compiled, 0.5))/float64(percentile(held, 0.5)), "compiled/held")
 			b.ReportMetric(0, "ns/op")
 		})
 	}
