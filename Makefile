@@ -19,6 +19,9 @@
 #   make chaos       only the process-level crash, fencing and rebalance-storm tests
 #                    (internal/chaos; make test runs them too, after the rest)
 #   make kafka-up / kafka-down   a real broker on 127.0.0.1:19092 for local development
+#   make soak        30 minutes of load, hot swaps, rollbacks and a second process
+#                    joining and leaving, on a broker of its own; fails when memory
+#                    grows with time or swaps (internal/soak). Not part of make test.
 
 SHELL := /bin/bash
 GO ?= go
@@ -202,3 +205,14 @@ bench-kstreams: build plugins rust-plugins
 	timeout 900 mvn -q -B -f scripts/bench/kstreams/pom.xml package
 	$(GO) build -o bin/benchkit ./internal/benchkit
 	QUICK=$(QUICK) scripts/bench/kstreams.sh $(BENCH_ARGS)
+
+# ---- Soak: a process under load and hot swaps for 30 minutes (internal/soak,
+# scripts/soak.sh, which starts and stops a broker of its own on 19392).
+#   make soak                                    the default: a new distinct build every 2 minutes
+#   make soak SOAK_ARGS='-duration 12m -builds alternate'
+.PHONY: soak
+soak: build
+	@mkdir -p bin/plugins
+	for p in wordcount passthrough; do GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o bin/plugins/$$p.wasm ./plugins/$$p || exit 1; done
+	$(GO) build -o bin/soak ./internal/soak
+	scripts/soak.sh $(SOAK_ARGS)

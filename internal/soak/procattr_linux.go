@@ -1,0 +1,11 @@
+//go:build linux
+
+package main
+
+import "syscall"
+
+// sysProcAttr makes the kernel SIGKILL a wasmstream process when the
+// driver dies, so none outlives a driver that was killed.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
