@@ -18,8 +18,13 @@ type Sample struct {
 	Goroutines int
 	FDs        int
 	Threads    int
-	// Summed over the process's processors.
+	// Summed over the process's processors. PluginMemory is the linear
+	// memory of the plugin instances (part of HeapLive): the plugins' own
+	// memory, which grows with an instance's work and starts small again
+	// in a new one, so it differs from one swap to the next by how old
+	// the instances are when measured.
 	Tasks, Instances, Modules, Versions int
+	PluginMemory                        int64
 	// StateBytes is the size of the process's state directory.
 	StateBytes int64
 	// Lag is the group's lag over both inputs, in records (the same for
@@ -89,14 +94,20 @@ func LinearFit(xs, ys []float64) Fit {
 	return f
 }
 
+// hostHeap is the live heap without the plugins' linear memory: what the
+// host itself keeps.
+func (s Sample) hostHeap() float64 { return float64(s.HeapLive) - float64(s.PluginMemory) }
+
 // Bounds are what the soak fails above. Growth is in bytes (heap, RSS,
-// state) or counts per minute after the warm-up, or per swap.
+// state) or counts per minute after the warm-up, or per swap. The host
+// heap is the live heap without the plugins' linear memory.
 type Bounds struct {
-	HeapPerMinute float64
-	RSSPerMinute  float64
-	HeapPerSwap   float64
-	RSSPerSwap    float64
-	// AfterSwap bounds how far the live heap after each swap's canary
+	HostHeapPerMinute float64
+	HostHeapPerSwap   float64
+	HeapPerSwap       float64 // the whole live heap, plugins' memory included
+	RSSPerMinute      float64
+	RSSPerSwap        float64
+	// AfterSwap bounds how far the host heap after each swap's canary
 	// window may be above its level after the second swap.
 	AfterSwap float64
 	// GoroutinesPerSwap, FDsPerSwap and ThreadsPerSwap bound the fitted
@@ -109,9 +120,10 @@ type Bounds struct {
 // and 9.3 MiB of RSS per swap, 2.1 MiB of heap per minute) is far above
 // each; a flat one is well below, whatever a busy shared machine adds.
 var DefaultBounds = Bounds{
-	HeapPerMinute:     128 << 10,
+	HostHeapPerMinute: 128 << 10,
+	HostHeapPerSwap:   256 << 10,
+	HeapPerSwap:       1 << 20,
 	RSSPerMinute:      1 << 20,
-	HeapPerSwap:       256 << 10,
 	RSSPerSwap:        2 << 20,
 	AfterSwap:         1 << 20,
 	GoroutinesPerSwap: 0.5,
@@ -130,8 +142,8 @@ type SwapPoint struct {
 // Report is the soak's verdict.
 type Report struct {
 	Warmup    time.Duration
-	PerMinute map[string]Fit // heap, rss, goroutines, fds, threads, state (main, settled samples after the warm-up; state: every main sample)
-	PerSwap   map[string]Fit // heap, rss, goroutines, fds, threads (after-swap points after the warm-up)
+	PerMinute map[string]Fit // host, heap, plugins, rss, goroutines, fds, threads, state (main, settled samples after the warm-up; state: every main sample)
+	PerSwap   map[string]Fit // the same but state (after-swap points after the warm-up)
 	Points    []SwapPoint
 	Failures  []string
 }
@@ -175,6 +187,8 @@ func Analyze(samples []Sample, events []Event, warmup, canary time.Duration, b B
 	}
 
 	measures := map[string]func(Sample) float64{
+		"host":       Sample.hostHeap,
+		"plugins":    func(s Sample) float64 { return float64(s.PluginMemory) },
 		"heap":       func(s Sample) float64 { return float64(s.HeapLive) },
 		"rss":        func(s Sample) float64 { return float64(s.RSS) },
 		"goroutines": func(s Sample) float64 { return float64(s.Goroutines) },
@@ -212,8 +226,9 @@ func Analyze(samples []Sample, events []Event, warmup, canary time.Duration, b B
 		bound float64
 		unit  string
 	}{
-		{"live heap per minute", r.PerMinute["heap"], b.HeapPerMinute, "bytes"},
+		{"host heap per minute", r.PerMinute["host"], b.HostHeapPerMinute, "bytes"},
 		{"RSS per minute", r.PerMinute["rss"], b.RSSPerMinute, "bytes"},
+		{"host heap per swap", r.PerSwap["host"], b.HostHeapPerSwap, "bytes"},
 		{"live heap per swap", r.PerSwap["heap"], b.HeapPerSwap, "bytes"},
 		{"RSS per swap", r.PerSwap["rss"], b.RSSPerSwap, "bytes"},
 		{"goroutines per swap", r.PerSwap["goroutines"], b.GoroutinesPerSwap, ""},
@@ -242,9 +257,9 @@ func Analyze(samples []Sample, events []Event, warmup, canary time.Duration, b B
 			fail("swap %d (%s at %s): %d instances for %d tasks, %d modules for %d versions held", p.Swap, p.Event.Kind, clock(p.Event.At),
 				s.Instances, s.Tasks, s.Modules, s.Versions)
 		}
-		if ref != nil && p.Swap > 2 && float64(s.HeapLive) > float64(ref.HeapLive)+b.AfterSwap {
-			fail("swap %d (%s at %s): live heap %s, more than %s above its level after swap 2 (%s)", p.Swap, p.Event.Kind, clock(p.Event.At),
-				amount(float64(s.HeapLive), "bytes"), amount(b.AfterSwap, "bytes"), amount(float64(ref.HeapLive), "bytes"))
+		if ref != nil && p.Swap > 2 && s.hostHeap() > ref.hostHeap()+b.AfterSwap {
+			fail("swap %d (%s at %s): host heap %s, more than %s above its level after swap 2 (%s)", p.Swap, p.Event.Kind, clock(p.Event.At),
+				amount(s.hostHeap(), "bytes"), amount(b.AfterSwap, "bytes"), amount(ref.hostHeap(), "bytes"))
 		}
 	}
 	if len(r.Points) < 3 {

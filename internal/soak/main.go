@@ -19,9 +19,12 @@
 // processes, and checks the counts exactly: the word count's store against
 // the words the brokers acknowledged, and the passthrough's committed
 // output against its input. It then fits the main process's growth per
-// minute and per swap after the warm-up (analyze.go), draws the live heap
-// and RSS, and fails when a bound of DefaultBounds is exceeded, a count is
-// off, or a process failed.
+// minute and per swap after the warm-up (analyze.go), draws the host heap
+// (the live heap without the plugins' linear memory, which the engine
+// counts: it grows with each instance's work and starts small in a new
+// one, so it differs between two swaps by how old the instances are), the
+// live heap and RSS, and fails when a bound of DefaultBounds is exceeded,
+// a count is off, or a process failed.
 package main
 
 import (

@@ -121,6 +121,7 @@ type snapshot struct {
 		Versions  int    `json:"versions_held"`
 		Modules   int    `json:"modules"`
 		Instances int    `json:"instances"`
+		Memory    int64  `json:"memory_bytes"`
 		Tasks     int    `json:"tasks"`
 	} `json:"processors"`
 }
@@ -145,6 +146,7 @@ func (p *proc) sample(at time.Duration, allTasks int) (Sample, error) {
 		s.Instances += pr.Instances
 		s.Modules += pr.Modules
 		s.Versions += pr.Versions
+		s.PluginMemory += pr.Memory
 	}
 	ready, _ := httpGet("http://"+p.admin+"/readyz", 5*time.Second)
 	s.Settled = ready == 200 && s.Tasks == allTasks && s.Instances == s.Tasks

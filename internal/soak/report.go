@@ -46,7 +46,7 @@ func (s *soakRun) writeReport(w io.Writer, r Report, end time.Duration, lines, w
 
 	fmt.Fprintf(w, "\ngrowth of the main process after the %s warm-up (least squares; settled samples):\n", r.Warmup)
 	fmt.Fprintf(w, "  %-11s %16s %6s %5s   %16s %6s %5s\n", "measure", "per minute", "R²", "n", "per swap", "R²", "n")
-	for _, m := range []struct{ name, unit string }{{"heap", "bytes"}, {"rss", "bytes"}, {"goroutines", ""}, {"fds", ""}, {"threads", ""}, {"state", "bytes"}} {
+	for _, m := range []struct{ name, unit string }{{"host", "bytes"}, {"heap", "bytes"}, {"plugins", "bytes"}, {"rss", "bytes"}, {"goroutines", ""}, {"fds", ""}, {"threads", ""}, {"state", "bytes"}} {
 		pm := r.PerMinute[m.name]
 		ps, ok := r.PerSwap[m.name]
 		swap := fmt.Sprintf("%16s %6s %5s", "-", "", "")
@@ -57,24 +57,26 @@ func (s *soakRun) writeReport(w io.Writer, r Report, end time.Duration, lines, w
 	}
 
 	fmt.Fprintf(w, "\nthe main process after each swap's canary window (the last settled sample before the next swap):\n")
-	fmt.Fprintf(w, "  %4s %-8s %6s %7s %12s %12s %5s %4s %7s %5s %9s %9s\n", "swap", "kind", "at", "sample", "live heap", "RSS", "gorts", "fds", "threads", "mods", "instances", "versions")
+	fmt.Fprintf(w, "  %4s %-8s %6s %7s %11s %11s %11s %11s %5s %4s %7s %4s %5s %8s\n", "swap", "kind", "at", "sample", "host heap", "live heap", "plugins", "RSS", "gorts", "fds", "threads", "mods", "insts", "versions")
 	for _, p := range r.Points {
 		if p.Sample == nil {
 			fmt.Fprintf(w, "  %4d %-8s %6s %7s (no settled sample)\n", p.Swap, p.Event.Kind, clock(p.Event.At), "-")
 			continue
 		}
 		x := p.Sample
-		fmt.Fprintf(w, "  %4d %-8s %6s %7s %12s %12s %5d %4d %7d %5d %9d %9d\n", p.Swap, p.Event.Kind, clock(p.Event.At), clock(x.At),
-			amount(float64(x.HeapLive), "bytes"), amount(float64(x.RSS), "bytes"), x.Goroutines, x.FDs, x.Threads, x.Modules, x.Instances, x.Versions)
+		fmt.Fprintf(w, "  %4d %-8s %6s %7s %11s %11s %11s %11s %5d %4d %7d %4d %5d %8d\n", p.Swap, p.Event.Kind, clock(p.Event.At), clock(x.At),
+			amount(x.hostHeap(), "bytes"), amount(float64(x.HeapLive), "bytes"), amount(float64(x.PluginMemory), "bytes"), amount(float64(x.RSS), "bytes"),
+			x.Goroutines, x.FDs, x.Threads, x.Modules, x.Instances, x.Versions)
 	}
 
-	var xs, heap, rss, lag []float64
+	var xs, host, heap, rss, lag []float64
 	var marks []float64
 	for _, smp := range s.samples {
 		if smp.Proc != "main" {
 			continue
 		}
 		xs = append(xs, smp.At.Minutes())
+		host = append(host, smp.hostHeap())
 		heap = append(heap, float64(smp.HeapLive))
 		rss = append(rss, float64(smp.RSS))
 		lag = append(lag, float64(smp.Lag))
@@ -85,7 +87,9 @@ func (s *soakRun) writeReport(w io.Writer, r Report, end time.Duration, lines, w
 		}
 	}
 	fmt.Fprintln(w)
-	Chart(w, "live heap of the main process after a GC (| under the axis: a swap)", xs, heap, marks, 72, 10, "bytes")
+	Chart(w, "host heap of the main process after a GC: the live heap without the plugins' memory (| under the axis: a swap)", xs, host, marks, 72, 10, "bytes")
+	fmt.Fprintln(w)
+	Chart(w, "live heap of the main process after a GC", xs, heap, marks, 72, 8, "bytes")
 	fmt.Fprintln(w)
 	Chart(w, "RSS of the main process", xs, rss, marks, 72, 8, "bytes")
 	fmt.Fprintln(w)
@@ -104,9 +108,9 @@ func (s *soakRun) writeReport(w io.Writer, r Report, end time.Duration, lines, w
 
 func boundsText() string {
 	b := DefaultBounds
-	return fmt.Sprintf("heap %s/min and %s/swap, RSS %s/min and %s/swap, each swap's heap within %s of swap 2's, goroutines, fds and threads %.1f/swap",
-		amount(b.HeapPerMinute, "bytes"), amount(b.HeapPerSwap, "bytes"), amount(b.RSSPerMinute, "bytes"), amount(b.RSSPerSwap, "bytes"),
-		amount(b.AfterSwap, "bytes"), b.GoroutinesPerSwap)
+	return fmt.Sprintf("host heap %s/min and %s/swap, live heap %s/swap, RSS %s/min and %s/swap, each swap's host heap within %s of swap 2's, goroutines, fds and threads %.1f/swap",
+		amount(b.HostHeapPerMinute, "bytes"), amount(b.HostHeapPerSwap, "bytes"), amount(b.HeapPerSwap, "bytes"), amount(b.RSSPerMinute, "bytes"),
+		amount(b.RSSPerSwap, "bytes"), amount(b.AfterSwap, "bytes"), b.GoroutinesPerSwap)
 }
 
 func (s *soakRun) writeSamples(path string) error {
@@ -116,11 +120,11 @@ func (s *soakRun) writeSamples(path string) error {
 	}
 	defer f.Close()
 	bw := bufio.NewWriter(f)
-	fmt.Fprintln(bw, "seconds,process,heap_live,rss,goroutines,fds,threads,tasks,instances,modules,versions,state_bytes,lag,settled")
+	fmt.Fprintln(bw, "seconds,process,heap_live,plugin_memory,rss,goroutines,fds,threads,tasks,instances,modules,versions,state_bytes,lag,settled")
 	samples := append([]Sample(nil), s.samples...)
 	sort.SliceStable(samples, func(i, j int) bool { return samples[i].At < samples[j].At })
 	for _, x := range samples {
-		fmt.Fprintf(bw, "%.1f,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%t\n", x.At.Seconds(), x.Proc, x.HeapLive, x.RSS, x.Goroutines,
+		fmt.Fprintf(bw, "%.1f,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%t\n", x.At.Seconds(), x.Proc, x.HeapLive, x.PluginMemory, x.RSS, x.Goroutines,
 			x.FDs, x.Threads, x.Tasks, x.Instances, x.Modules, x.Versions, x.StateBytes, x.Lag, x.Settled)
 	}
 	return bw.Flush()

@@ -80,7 +80,11 @@ type DebugProcessor struct {
 	Versions  int    `json:"versions_held"`
 	Modules   int    `json:"modules"`
 	Instances int    `json:"instances"`
-	Tasks     int    `json:"tasks"`
+	// MemoryBytes is the instances' linear memory (part of the heap): the
+	// plugins' own memory, which grows with each instance's work and
+	// starts small in a new one.
+	MemoryBytes int64 `json:"memory_bytes"`
+	Tasks       int   `json:"tasks"`
 }
 
 func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) {
@@ -137,6 +141,7 @@ func TakeDebugSnapshot(m Snapshot) DebugSnapshot {
 		dp := DebugProcessor{Name: p.Name}
 		if lc := p.Lifecycle; lc != nil {
 			dp.Versions, dp.Modules, dp.Instances, dp.Tasks = lc.Held, lc.Modules, lc.Instances, len(lc.Tasks)
+			dp.MemoryBytes = lc.MemoryBytes
 		}
 		d.Processors = append(d.Processors, dp)
 	}

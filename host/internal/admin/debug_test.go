@@ -28,7 +28,7 @@ func TestDebugOffByDefault(t *testing.T) {
 // holds. The debug routes are read-only like the rest.
 func TestDebugEndpoints(t *testing.T) {
 	src := newFake()
-	src.snap.Processors[1].Lifecycle = &Lifecycle{Held: 2, Modules: 2, Instances: 3,
+	src.snap.Processors[1].Lifecycle = &Lifecycle{Held: 2, Modules: 2, Instances: 3, MemoryBytes: 3 << 20,
 		Tasks: []TaskVersion{{Task: "counts/words/0", Version: "v2"}, {Task: "counts/words/1", Version: "v2"}}}
 	src.snap.State = &StateCounts{Tasks: 2, Iterators: 0}
 	s, err := New("127.0.0.1:0", src, quietLogger(), Debug())
@@ -77,7 +77,7 @@ func TestDebugEndpoints(t *testing.T) {
 	if snap.RSSBytes <= 0 || snap.Threads <= 0 || snap.OpenFDs <= 0 {
 		t.Errorf("/proc part of the snapshot: rss %d, threads %d, fds %d", snap.RSSBytes, snap.Threads, snap.OpenFDs)
 	}
-	want := []DebugProcessor{{Name: "nl-orders"}, {Name: "counts", Versions: 2, Modules: 2, Instances: 3, Tasks: 2}}
+	want := []DebugProcessor{{Name: "nl-orders"}, {Name: "counts", Versions: 2, Modules: 2, Instances: 3, MemoryBytes: 3 << 20, Tasks: 2}}
 	if len(snap.Processors) != 2 || snap.Processors[0] != want[0] || snap.Processors[1] != want[1] {
 		t.Errorf("processors %+v, want %+v", snap.Processors, want)
 	}

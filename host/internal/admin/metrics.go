@@ -50,6 +50,7 @@ const (
 	mHeld          = "wasmstream_plugin_versions_held"
 	mModules       = "wasmstream_plugin_modules"
 	mInstances     = "wasmstream_plugin_instances"
+	mMemory        = "wasmstream_plugin_memory_bytes"
 	mStateTasks    = "wasmstream_state_task_handles"
 	mStateIters    = "wasmstream_state_iterators"
 	mRestoring     = "wasmstream_restoring_tasks"
@@ -97,6 +98,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 	held := gauge(mHeld, "Plugin versions the processor holds compiled: the active one, the one a rollback returns to, a proposal not yet taken in, and any a task still runs.")
 	modules := gauge(mModules, "Compiled plugin modules open for the processor (a released version's closes with its last instance).")
 	instances := gauge(mInstances, "Plugin instances open for the processor: one per task, plus a swap's in the making and the previous version's during a canary window.")
+	memory := gauge(mMemory, "Bytes of the linear memory of the processor's plugin instances (in the process's heap).")
 
 	firings := counter(mTimerFirings, "Timers fired (wasmstream_on_timer calls).")
 	commitCalls := counter(mCommitCalls, "Commit-point calls for marked keys (wasmstream_on_commit).")
@@ -133,6 +135,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 			held.add(l, float64(lc.Held))
 			modules.add(l, float64(lc.Modules))
 			instances.add(l, float64(lc.Instances))
+			memory.add(l, float64(lc.MemoryBytes))
 		}
 	}
 
@@ -201,7 +204,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 	}
 
 	fams := []family{*in, *out, *skipped, *dead, *failures, *failedTasks, *commits, *aborts, *latency, *commitSecs,
-		*info, *tasks, *swaps, *swapFailures, *rollbacks, *refusals, *held, *modules, *instances, *stateTasks, *stateIters,
+		*info, *tasks, *swaps, *swapFailures, *rollbacks, *refusals, *held, *modules, *instances, *memory, *stateTasks, *stateIters,
 		*restoring, *restored, *target, *pos, *rate, *wipes, *done,
 		*lag, *firings, *commitCalls, *timersDropped, *marksDropped, *pending, *streamLag}
 	seen := map[string]bool{}

@@ -107,7 +107,7 @@ func TestWriteTextExactVersions(t *testing.T) {
 		Processors: []ProcessorMetrics{{
 			Name: "p",
 			Lifecycle: &Lifecycle{
-				Swaps: 5, SwapFailures: 1, Rollbacks: 2, Refusals: 3, Held: 2, Modules: 2, Instances: 4,
+				Swaps: 5, SwapFailures: 1, Rollbacks: 2, Refusals: 3, Held: 2, Modules: 2, Instances: 4, MemoryBytes: 1 << 20,
 				Tasks: []TaskVersion{
 					{Task: "p/in/0", Version: "v2@bbbbbbbbbbbb"},
 					{Task: "p/in/1", Version: "config@aaaaaaaaaaaa"},
@@ -179,6 +179,10 @@ wasmstream_plugin_modules{processor="idle"} 0
 # TYPE wasmstream_plugin_instances gauge
 wasmstream_plugin_instances{processor="p"} 4
 wasmstream_plugin_instances{processor="idle"} 0
+# HELP wasmstream_plugin_memory_bytes Bytes of the linear memory of the processor's plugin instances (in the process's heap).
+# TYPE wasmstream_plugin_memory_bytes gauge
+wasmstream_plugin_memory_bytes{processor="p"} 1048576
+wasmstream_plugin_memory_bytes{processor="idle"} 0
 # HELP wasmstream_state_task_handles Task handles the state database has open.
 # TYPE wasmstream_state_task_handles gauge
 wasmstream_state_task_handles 3

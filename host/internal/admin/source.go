@@ -159,8 +159,10 @@ type Lifecycle struct {
 	Refusals     int64 // versions from the control topic this process refused to run
 	// Held is how many versions the processor holds compiled (package
 	// versions: active, back, pending, and those tasks still run); Modules
-	// and Instances are its runtime's open modules and plugin instances.
+	// and Instances are its runtime's open modules and plugin instances,
+	// MemoryBytes their linear memories' bytes.
 	Held, Modules, Instances int
+	MemoryBytes              int64
 	// Tasks is the version each assigned task runs, sorted by task.
 	Tasks []TaskVersion
 	// Refused is the latest refusals, oldest first (the host keeps a few).

@@ -503,7 +503,7 @@ func (i *Instance) start(ctx context.Context) error {
 		i.deadline.Store(0)
 		return fmt.Errorf("engine: instantiate %q: %w", m.name, ErrClosed)
 	}
-	lm := newLinearMemory(i.rt.limitBytes)
+	lm := newLinearMemory(i.rt.limitBytes, &i.rt.linear)
 	mod, err := i.rt.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, lm), m.compiled, sandboxConfig(i.stdout, i.stderr))
 	i.deadline.Store(0)
 	if err != nil {

@@ -1,6 +1,10 @@
 package engine
 
-import "github.com/tetratelabs/wazero/experimental"
+import (
+	"sync/atomic"
+
+	"github.com/tetratelabs/wazero/experimental"
+)
 
 // linearMemory backs one instance's Wasm memory (experimental.LinearMemory)
 // and enforces the memory cap. wazero's own cap (WithMemoryLimitPages) is
@@ -14,15 +18,27 @@ type linearMemory struct {
 	buf        []byte
 	limit      uint64 // bytes
 	growFailed bool   // a grow past limit was refused since the last reset
+	// total is the runtime's count of the bytes its linear memories hold
+	// (Counts.MemoryBytes): buf's capacity is added and taken off as it
+	// changes.
+	total *atomic.Int64
 }
 
-func newLinearMemory(limit uint64) *linearMemory { return &linearMemory{limit: limit} }
+func newLinearMemory(limit uint64, total *atomic.Int64) *linearMemory {
+	return &linearMemory{limit: limit, total: total}
+}
 
 // Allocate implements experimental.MemoryAllocator; one linearMemory backs
 // exactly one memory.
 func (l *linearMemory) Allocate(capacity, _ uint64) experimental.LinearMemory {
-	l.buf = make([]byte, 0, min(capacity, l.limit))
+	l.setBuf(make([]byte, 0, min(capacity, l.limit)))
 	return l
+}
+
+// setBuf makes b the memory's buffer and counts the change in capacity.
+func (l *linearMemory) setBuf(b []byte) {
+	l.total.Add(int64(cap(b)) - int64(cap(l.buf)))
+	l.buf = b
 }
 
 // Reallocate grows the memory to size bytes, or returns nil (memory.grow
@@ -39,10 +55,10 @@ func (l *linearMemory) Reallocate(size uint64) []byte {
 	}
 	grown := make([]byte, size, min(max(size, 2*uint64(cap(l.buf))), l.limit))
 	copy(grown, l.buf)
-	l.buf = grown
+	l.setBuf(grown)
 	return l.buf
 }
 
 // Free drops the buffer; wazero calls it when the module is closed, which
 // the engine only does when no call is running.
-func (l *linearMemory) Free() { l.buf = nil }
+func (l *linearMemory) Free() { l.setBuf(nil) }

@@ -140,8 +140,10 @@ type Runtime struct {
 	// runtime under a running compilation panics.
 	compiles sync.WaitGroup
 
-	// modules counts the Modules compiled and not yet released (Counts).
+	// modules counts the Modules compiled and not yet released, linear
+	// the bytes of the instances' linear memories (Counts).
 	modules atomic.Int64
+	linear  atomic.Int64
 
 	mu        sync.Mutex
 	instances map[*Instance]struct{}
@@ -153,9 +155,12 @@ type Runtime struct {
 // closes), and Instances not yet closed (a discarded one, waiting to be
 // revived, counts). A process that swaps versions without a leak comes
 // back to the same counts after every swap (RATIONALE.md, "Versions
-// held").
+// held"). MemoryBytes is what the instances' linear memories hold, in
+// bytes (capacity, in the Go heap): the plugins' own memory, which grows
+// with what each instance has done and starts small again in a new one.
 type Counts struct {
 	Modules, Instances int
+	MemoryBytes        int64
 }
 
 // Counts returns the Runtime's open modules and instances. Safe for
@@ -164,7 +169,7 @@ func (r *Runtime) Counts() Counts {
 	r.mu.Lock()
 	n := len(r.instances)
 	r.mu.Unlock()
-	return Counts{Modules: int(r.modules.Load()), Instances: n}
+	return Counts{Modules: int(r.modules.Load()), Instances: n, MemoryBytes: r.linear.Load()}
 }
 
 // closeCompiled releases the module's compiled code, once (Close and

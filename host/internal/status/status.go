@@ -225,7 +225,7 @@ func (s *Source) Metrics() admin.Snapshot {
 		if v, ok := h.Versions.Snapshot(p.Spec.Name); ok {
 			m.Lifecycle = lifecycle(st, v)
 			c := p.RT.Counts()
-			m.Lifecycle.Modules, m.Lifecycle.Instances = c.Modules, c.Instances
+			m.Lifecycle.Modules, m.Lifecycle.Instances, m.Lifecycle.MemoryBytes = c.Modules, c.Instances, c.MemoryBytes
 		}
 		snap.Processors = append(snap.Processors, m)
 	}
