@@ -131,6 +131,10 @@ var DefaultBounds = Bounds{
 	ThreadsPerSwap:    0.5,
 }
 
+// minR2 is how much of the samples' variance a fitted growth over its
+// bound must explain to fail the soak (unless it is 4 times the bound).
+const minR2 = 0.3
+
 // SwapPoint is the main process after one swap's canary window: the last
 // settled sample before the next swap.
 type SwapPoint struct {
@@ -239,7 +243,11 @@ func Analyze(samples []Sample, events []Event, warmup, canary time.Duration, b B
 			fail("%s: %d points after the warm-up, too few to fit (run longer, or with a shorter warm-up)", c.name, c.fit.N)
 			continue
 		}
-		if c.fit.Slope > c.bound {
+		// A leak grows steadily: its line explains the samples. A steep
+		// line that explains nothing (R² near 0) is noise, which a short
+		// or disturbed run has (RSS jumps as the runtime returns memory
+		// and takes it again); only far over the bound does it fail.
+		if c.fit.Slope > c.bound && (c.fit.R2 >= minR2 || c.fit.Slope > 4*c.bound) {
 			fail("%s: %s, over the bound of %s (fit over %d points, R² %.2f)", c.name, amount(c.fit.Slope, c.unit), amount(c.bound, c.unit), c.fit.N, c.fit.R2)
 		}
 	}

@@ -265,3 +265,29 @@ func TestSchedule(t *testing.T) {
 		t.Fatalf("a deploy interval too short to measure after the canary window: %v", err)
 	}
 }
+
+// Noise is not growth: RSS jumping up and down around a level fits a line
+// over the bound that explains nothing (R² near 0), and passes; a steady
+// climb at the same slope fails.
+func TestAnalyzeNoiseIsNotGrowth(t *testing.T) {
+	samples, events := soak(0, 0)
+	for i := range samples {
+		if samples[i].Proc == "main" && samples[i].At > 20*time.Minute && int(samples[i].At/(10*time.Second))%4 == 0 {
+			samples[i].RSS += 90 << 20 // a spike now and then, late in the run
+		}
+	}
+	r := Analyze(samples, events, 8*time.Minute, time.Minute, DefaultBounds)
+	f := r.PerMinute["rss"]
+	if f.Slope <= DefaultBounds.RSSPerMinute || f.R2 >= minR2 || !r.OK() {
+		t.Fatalf("spiky RSS: fit %+v, failures %v; want a slope over the bound with a low R², passing", f, r.Failures)
+	}
+	for i := range samples {
+		if samples[i].Proc == "main" {
+			samples[i].RSS = 200<<20 + int64(samples[i].At.Minutes()*f.Slope)
+		}
+	}
+	r = Analyze(samples, events, 8*time.Minute, time.Minute, DefaultBounds)
+	if r.OK() {
+		t.Fatalf("a steady RSS climb of %.0f bytes/min passed", f.Slope)
+	}
+}
