@@ -20,7 +20,6 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/plugin"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 	"github.com/wasmstream/wasmstream/internal/testutil"
-	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 	"github.com/wasmstream/wasmstream/internal/wasmvariant"
 )
 
@@ -176,6 +175,24 @@ func releasePublisherB(t testing.TB, p *pipeline) *control.Publisher {
 	return pub
 }
 
+// deployVariant deploys build n of orig (internal/wasmvariant: 16 KiB of
+// code and data bytes of data of its own) as processor "proc", labelled
+// label+n.
+func deployVariant(t *testing.T, pub *control.Publisher, orig []byte, n, data int, label string) control.Manifest {
+	t.Helper()
+	wasm, err := wasmvariant.Make(orig, uint64(n), wasmvariant.Options{CodeBytes: 16 << 10, DataBytes: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m, err := pub.Deploy(ctx, "proc", wasm, label+strconv.Itoa(n), "release-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // 50 distinct builds (code and data differ, so wazero shares nothing
 // between them) deployed one after the other into a running host: after
 // the last one it holds what it held after the second.
@@ -192,16 +209,7 @@ func TestReleaseDistinctBuilds(t *testing.T) {
 	const builds = 50
 	var base footprint
 	for i := 1; i <= builds; i++ {
-		wasm, err := wasmvariant.Make(orig, uint64(i), wasmvariant.Options{CodeBytes: 16 << 10, DataBytes: 256 << 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		m, err := pub.Deploy(ctx, "proc", wasm, "build"+strconv.Itoa(i), "release-test")
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := deployVariant(t, pub, orig, i, 256<<10, "build")
 		waitVersion(t, h, plugin.VersionID(m.Version))
 		waitSettled(t, h, 3)
 		if i == 2 {
@@ -223,12 +231,9 @@ func TestReleaseDistinctBuilds(t *testing.T) {
 // group (taking tasks, their instances, state handles and scans away from
 // the first) and leaves (giving them back, restored).
 func TestReleaseTaskReassigned(t *testing.T) {
-	p := newPipelineOn(t, testbroker.New(t, testbroker.OutOfProcess()), wasmbuild.Build(t, "./internal/testplugins/counter"), OnErrorSkip)
-	p.cfg.Processors[0].Stores = []string{"counts"}
-	p.cfg.State.Dir = t.TempDir()
+	p := counterPipelineOn(t, testbroker.New(t, testbroker.OutOfProcess()))
 	h, _ := p.run(t)
-	f := feed(t, p, 20, 20*time.Millisecond)
-	defer f.end()
+	defer feed(t, p, 20, 20*time.Millisecond).end()
 	waitSettled(t, h, 3)
 	const rounds = 8
 	var base footprint
@@ -268,9 +273,7 @@ func TestReleaseTaskReassigned(t *testing.T) {
 // producer took its transactional id): each new runner rejoins with a new
 // client and producer, and the old ones are closed.
 func TestReleaseRunnerRestart(t *testing.T) {
-	p := newPipelineOn(t, testbroker.New(t, testbroker.OutOfProcess()), wasmbuild.Build(t, "./internal/testplugins/counter"), OnErrorSkip)
-	p.cfg.Processors[0].Stores = []string{"counts"}
-	p.cfg.State.Dir = t.TempDir()
+	p := counterPipelineOn(t, testbroker.New(t, testbroker.OutOfProcess()))
 	h, err := New(context.Background(), p.cfg, WithLogger(testLogger(t)),
 		func(o *options) { o.restartBackoff = 50 * time.Millisecond })
 	if err != nil {
@@ -284,8 +287,7 @@ func TestReleaseRunnerRestart(t *testing.T) {
 		<-done
 		h.Close()
 	})
-	f := feed(t, p, 20, 20*time.Millisecond)
-	defer f.end()
+	defer feed(t, p, 20, 20*time.Millisecond).end()
 	waitSettled(t, h, 3)
 	const rounds = 8
 	var base footprint
@@ -342,15 +344,7 @@ func TestReleaseCanaryRollback(t *testing.T) {
 	const rounds = 8
 	var base footprint
 	for i := 1; i <= rounds; i++ {
-		wasm, err := wasmvariant.Make(bad, uint64(i), wasmvariant.Options{CodeBytes: 16 << 10, DataBytes: 1 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		if _, err := pub.Deploy(ctx, "proc", wasm, "bad"+strconv.Itoa(i), "release-test"); err != nil {
-			t.Fatal(err)
-		}
-		cancel()
+		deployVariant(t, pub, bad, i, 1<<20, "bad")
 		testutil.Eventually(t, time.Minute, func() error {
 			st, _ := h.Stats("proc")
 			if st.Rollbacks < int64(i) {

@@ -41,6 +41,31 @@ func appendULEB(b []byte, v uint32) []byte {
 	}
 }
 
+// steadyFeed produces batch records (distinct keys, 100-byte values) to
+// p's input every period until the returned function is called.
+func steadyFeed(b testing.TB, p *pipeline, batch int, period time.Duration) (stop func()) {
+	stopFeed := make(chan struct{})
+	fed := make(chan struct{})
+	go func() {
+		defer close(fed)
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for n := 0; ; n++ {
+			recs := make([]*kgo.Record, batch)
+			for i := range recs {
+				recs[i] = &kgo.Record{Topic: p.in, Key: []byte("k" + strconv.Itoa(n*batch+i)), Value: make([]byte, 100)}
+			}
+			p.b.Produce(b, recs...)
+			select {
+			case <-stopFeed:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() { close(stopFeed); <-fed }
+}
+
 func percentile(ds []time.Duration, p float64) time.Duration {
 	if len(ds) == 0 {
 		return 0
@@ -80,26 +105,7 @@ func BenchmarkSwapStall(b *testing.B) {
 			// Steady input the host keeps up with (20,000 records/s), so
 			// that every task always has a next record and a pause shows
 			// as a gap between two records, not as idle time.
-			stopFeed := make(chan struct{})
-			fed := make(chan struct{})
-			go func() {
-				defer close(fed)
-				tick := time.NewTicker(2 * time.Millisecond)
-				defer tick.Stop()
-				for n := 0; ; n++ {
-					recs := make([]*kgo.Record, 40)
-					for i := range recs {
-						recs[i] = &kgo.Record{Topic: p.in, Key: []byte("k" + strconv.Itoa(n*40+i)), Value: make([]byte, 100)}
-					}
-					p.b.Produce(b, recs...)
-					select {
-					case <-stopFeed:
-						return
-					case <-tick.C:
-					}
-				}
-			}()
-			defer func() { close(stopFeed); <-fed }()
+			defer steadyFeed(b, p, 40, 2*time.Millisecond)()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				for s := 0; s < swapsPerOp; s++ {
@@ -153,26 +159,7 @@ func BenchmarkRollback(b *testing.B) {
 			p.cfg.Swap.CanaryWindow = 100 * time.Millisecond
 			h, stop := p.run(b)
 			defer stop()
-			stopFeed := make(chan struct{})
-			fed := make(chan struct{})
-			go func() {
-				defer close(fed)
-				tick := time.NewTicker(10 * time.Millisecond)
-				defer tick.Stop()
-				for n := 0; ; n++ {
-					recs := make([]*kgo.Record, 20)
-					for i := range recs {
-						recs[i] = &kgo.Record{Topic: p.in, Key: []byte("k" + strconv.Itoa(n*20+i)), Value: make([]byte, 100)}
-					}
-					p.b.Produce(b, recs...)
-					select {
-					case <-stopFeed:
-						return
-					case <-tick.C:
-					}
-				}
-			}()
-			defer func() { close(stopFeed); <-fed }()
+			defer steadyFeed(b, p, 20, 10*time.Millisecond)()
 			pub := releasePublisherB(b, p)
 			var held, compiled []time.Duration
 			rollback := func() time.Duration {

@@ -16,13 +16,17 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/plugin"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
+	"github.com/wasmstream/wasmstream/internal/testbroker"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
 // counterPipeline is a stateful pipeline running internal/testplugins/counter
 // (store "counts"), whose outputs show per key the exact sequence of counts.
-func counterPipeline(t *testing.T) *pipeline {
-	p := newPipeline(t, wasmbuild.Build(t, "./internal/testplugins/counter"), OnErrorSkip)
+func counterPipeline(t *testing.T) *pipeline { return counterPipelineOn(t, testbroker.New(t)) }
+
+// counterPipelineOn is counterPipeline on broker b.
+func counterPipelineOn(t *testing.T, b *testbroker.Broker) *pipeline {
+	p := newPipelineOn(t, b, wasmbuild.Build(t, "./internal/testplugins/counter"), OnErrorSkip)
 	p.cfg.Processors[0].Stores = []string{"counts"}
 	p.cfg.State.Dir = t.TempDir()
 	return p

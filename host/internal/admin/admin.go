@@ -358,8 +358,14 @@ func (s *Server) processors(w http.ResponseWriter, _ *http.Request) {
 		}
 		doc.Processors = append(doc.Processors, d)
 	}
-	body, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil { // plain structs of strings and numbers: cannot happen
+	writeJSON(w, doc)
+}
+
+// writeJSON answers with v, indented. v is plain structs of strings and
+// numbers, which always encode.
+func writeJSON(w http.ResponseWriter, v any) {
+	body, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}

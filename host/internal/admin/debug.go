@@ -3,7 +3,6 @@ package admin
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"net/http"
 	"net/http/pprof"
 	"os"
@@ -94,13 +93,7 @@ func (s *Server) snapshot(w http.ResponseWriter, r *http.Request) {
 	}
 	snap := TakeDebugSnapshot(s.src.Metrics())
 	snap.GC = gc
-	body, err := json.MarshalIndent(snap, "", "  ")
-	if err != nil { // plain structs of strings and numbers: cannot happen
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(append(body, '\n'))
+	writeJSON(w, snap)
 }
 
 // TakeDebugSnapshot reads the runtime and /proc/self now, and what each
