@@ -135,8 +135,11 @@ var DefaultBounds = Bounds{
 // bound must explain to fail the soak (unless it is 4 times the bound).
 const minR2 = 0.3
 
-// SwapPoint is the main process after one swap's canary window: the last
-// settled sample before the next swap.
+// SwapPoint is the main process after one swap's canary window: of its
+// settled samples from then until the next swap, the one with the median
+// host heap (a garbage collection at a random point of a commit window
+// finds a MiB or two more or less in flight; the median of a few is
+// steadier than any one).
 type SwapPoint struct {
 	Swap   int // 1 for the first swap
 	Event  Event
@@ -156,8 +159,9 @@ type Report struct {
 func (r Report) OK() bool { return len(r.Failures) == 0 }
 
 // Analyze measures the main process's growth after warmup, per minute and
-// per swap, and checks it against b. A swap's point is the last settled
-// main sample at least canary+settle after it and before the next swap.
+// per swap, and checks it against b. A swap's point is the median (by host
+// heap) of the settled main samples at least canary+settle after it and
+// before the next swap.
 func Analyze(samples []Sample, events []Event, warmup, canary time.Duration, b Bounds) Report {
 	const settle = 10 * time.Second
 	r := Report{Warmup: warmup, PerMinute: map[string]Fit{}, PerSwap: map[string]Fit{}}
@@ -181,11 +185,16 @@ func Analyze(samples []Sample, events []Event, warmup, canary time.Duration, b B
 		if i+1 < len(swaps) {
 			end = swaps[i+1].At
 		}
+		var window []*Sample
 		for j := range main {
 			s := &main[j]
 			if s.Settled && s.At >= e.At+canary+settle && s.At < end {
-				p.Sample = s
+				window = append(window, s)
 			}
+		}
+		if len(window) > 0 {
+			sort.SliceStable(window, func(a, b int) bool { return window[a].hostHeap() < window[b].hostHeap() })
+			p.Sample = window[(len(window)-1)/2]
 		}
 		r.Points = append(r.Points, p)
 	}

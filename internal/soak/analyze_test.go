@@ -85,7 +85,7 @@ func TestAnalyzeFlatPasses(t *testing.T) {
 		}
 	}
 	// The swap at minute 10 falls while the second process is there: its
-	// point is the last settled sample before minute 12.
+	// point is among the settled samples after it left, before minute 12.
 	if p := r.Points[3]; p.Sample.At < 11*time.Minute+20*time.Second || p.Sample.At >= 12*time.Minute {
 		t.Fatalf("swap 4's point at %v", p.Sample.At)
 	}

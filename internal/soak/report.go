@@ -43,6 +43,13 @@ func (s *soakRun) writeReport(w io.Writer, r Report, end time.Duration, lines, w
 	fmt.Fprintf(w, "\n=== soak %s: %s of load, %s builds ===\n", s.app, clock(end), s.o.Builds)
 	fmt.Fprintf(w, "input: %d lines (%d words), %d passthrough records; %d deploys, %d rollbacks, %d joins of a second process\n",
 		lines, words, records, kinds[EventDeploy], kinds[EventRollback], kinds[EventJoin])
+	var maxLag Sample
+	for _, x := range s.samples {
+		if x.Proc == "main" && x.Lag > maxLag.Lag {
+			maxLag = x
+		}
+	}
+	fmt.Fprintf(w, "lag: at most %d records (at %s); the samples are in samples.csv\n", maxLag.Lag, clock(maxLag.At))
 
 	fmt.Fprintf(w, "\ngrowth of the main process after the %s warm-up (least squares; settled samples):\n", r.Warmup)
 	fmt.Fprintf(w, "  %-11s %16s %6s %5s   %16s %6s %5s\n", "measure", "per minute", "R²", "n", "per swap", "R²", "n")
@@ -56,7 +63,7 @@ func (s *soakRun) writeReport(w io.Writer, r Report, end time.Duration, lines, w
 		fmt.Fprintf(w, "  %-11s %16s %6.2f %5d   %s\n", m.name, amount(pm.Slope, m.unit), pm.R2, pm.N, swap)
 	}
 
-	fmt.Fprintf(w, "\nthe main process after each swap's canary window (the last settled sample before the next swap):\n")
+	fmt.Fprintf(w, "\nthe main process after each swap's canary window (of its settled samples before the next swap, the one of median host heap):\n")
 	fmt.Fprintf(w, "  %4s %-8s %6s %7s %11s %11s %11s %11s %5s %4s %7s %4s %5s %8s\n", "swap", "kind", "at", "sample", "host heap", "live heap", "plugins", "RSS", "gorts", "fds", "threads", "mods", "insts", "versions")
 	for _, p := range r.Points {
 		if p.Sample == nil {

@@ -22,8 +22,7 @@ import (
 // its chunks). Older ones are deploys that died before their manifest, or,
 // in a compacted topic read from its start, versions whose manifests
 // compaction removed; their bytes are dropped (the least recently written
-// first), as every manifest record drops those of all but the active
-// versions.
+// first), as every manifest record drops them all.
 const maxUnreferenced = 4
 
 // maxUnreferencedKnown bounds how many unreferenced contents a reader
@@ -50,12 +49,13 @@ type Config struct {
 // at the same time on one Reader (the second returns an error).
 //
 // A Reader keeps in memory the latest manifest of every processor, the
-// bytes of each one's active version and of the chunks read since the
-// latest manifest (a deploy in flight, at most maxUnreferenced contents),
-// and, for every other version, where its chunks are in the topic and
-// whether they were complete and matched its hash: their bytes are read
-// again from the topic when asked for (a rollback, a deploy of old bytes).
-// So what it holds does not grow with the versions deployed.
+// bytes of the chunks read since the latest manifest record (a deploy in
+// flight, at most maxUnreferenced contents, handed to Follow's callback
+// with their manifest), and, for every version, where its chunks are in
+// the topic and whether they were complete and matched its hash: other
+// bytes are read again from the topic when asked for (a process starting,
+// a rollback, a deploy of old bytes). So what it holds does not grow with
+// the versions deployed, and between deploys it holds no module.
 type Reader struct {
 	topic string
 	cl    *kgo.Client
@@ -168,7 +168,7 @@ func (r *Reader) Follow(ctx context.Context, fn func(m Manifest, load Load, err 
 			return err
 		}
 		fetches.EachRecord(func(rec *kgo.Record) {
-			m, ok, err := r.st.apply(rec)
+			m, load, ok, err := r.st.apply(rec)
 			if !ok {
 				return
 			}
@@ -176,7 +176,6 @@ func (r *Reader) Follow(ctx context.Context, fn func(m Manifest, load Load, err 
 				fn(m, nil, err)
 				return
 			}
-			load := r.st.loader(m.Version)
 			fn(m, func(ctx context.Context) ([]byte, error) {
 				b, err := load(ctx)
 				if err != nil {
@@ -221,7 +220,7 @@ func (r *Reader) catchUp(ctx context.Context) error {
 		if err := r.fetchErr(ctx, fetches); err != nil {
 			return err
 		}
-		fetches.EachRecord(func(rec *kgo.Record) { r.st.apply(rec) })
+		fetches.EachRecord(func(rec *kgo.Record) { _, _, _, _ = r.st.apply(rec) })
 	}
 	return nil
 }
@@ -311,37 +310,39 @@ func newStore(topic string) store {
 }
 
 // apply takes one record. For a manifest record (not a tombstone) it
-// returns ok and the manifest, or, for one that does not decode, a
-// Manifest with only Processor and Offset set and the error.
-func (s *store) apply(rec *kgo.Record) (m Manifest, ok bool, err error) {
+// returns ok and the manifest with the loader of its version (made before
+// the record drops the bytes held: a deploy's chunks, just read, are
+// handed over), or, for one that does not decode, a Manifest with only
+// Processor and Offset set and the error.
+func (s *store) apply(rec *kgo.Record) (m Manifest, load Load, ok bool, err error) {
 	s.pos = rec.Offset + 1
 	if rec.Attrs.IsControl() {
-		return Manifest{}, false, nil
+		return Manifest{}, nil, false, nil
 	}
 	key := string(rec.Key)
 	if hash, index, isChunk := parseChunkKey(key); isChunk {
 		s.applyChunk(hash, index, rec)
-		return Manifest{}, false, nil
+		return Manifest{}, nil, false, nil
 	}
 	name, isManifest := strings.CutPrefix(key, manifestPrefix)
 	if !isManifest || name == "" {
-		return Manifest{}, false, nil // another tool's record
+		return Manifest{}, nil, false, nil // another tool's record
 	}
 	delete(s.manifests, name)
 	delete(s.errs, name)
 	defer s.reference()
 	if rec.Value == nil {
-		return Manifest{}, false, nil
+		return Manifest{}, nil, false, nil
 	}
 	m, err = decodeManifest(name, rec.Value)
 	if err != nil {
 		err = fmt.Errorf("control topic %s: manifest %q at offset %d: %w", s.topic, key, rec.Offset, err)
 		s.errs[name] = err
-		return Manifest{Processor: name, Offset: rec.Offset}, true, err
+		return Manifest{Processor: name, Offset: rec.Offset}, nil, true, err
 	}
 	m.Offset = rec.Offset
 	s.manifests[name] = m
-	return m, true, nil
+	return m, s.loader(m.Version), true, nil
 }
 
 func (s *store) applyChunk(hash string, index int, rec *kgo.Record) {
@@ -371,28 +372,23 @@ func (s *store) applyChunk(hash string, index int, rec *kgo.Record) {
 }
 
 // reference recomputes the referenced hashes after a manifest changed,
-// checks the versions only in histories whose bytes it still holds, and
-// drops the bytes of every content that is no manifest's active version:
-// versions now only in histories, versions no manifest references any
-// more (rolled back from), and chunks of a deploy still in flight (its
-// manifest, when it comes, finds them in the topic).
+// checks every referenced version whose bytes it holds (the verdict is
+// kept: a publisher asks whether a version is runnable), and drops all the
+// bytes it holds. Any version's bytes are read again from the topic when
+// they are needed (Load); between deploys a reader holds none.
 func (s *store) reference() {
 	clear(s.refs)
-	active := map[string]bool{}
-	history := map[string]Version{}
+	versions := map[string]Version{}
 	for _, m := range s.manifests {
 		s.refs[m.Hash] = true
-		active[m.Hash] = true
+		versions[m.Hash] = m.Version
 		for _, v := range m.History {
 			s.refs[v.Hash] = true
-			history[v.Hash] = v
+			versions[v.Hash] = v
 		}
 	}
 	for h, cs := range s.chunks {
-		if active[h] {
-			continue
-		}
-		if v, ok := history[h]; ok && cs.held(v) {
+		if v, ok := versions[h]; ok && cs.held(v) {
 			s.check(cs, v)
 		}
 		cs.dropBytes()
