@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
 	"os"
 	"sort"
@@ -17,6 +18,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/plugin"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
@@ -299,10 +301,15 @@ func TestAutoRollbackFleet(t *testing.T) {
 	}
 	rollbacks := rollbacks(hosts[0]) + rollbacks(hosts[1])
 
-	m := activeManifest(t, p)
-	if plugin.VersionID(m.Version) != old || !strings.HasPrefix(m.Reason, "auto-rollback") {
-		t.Fatalf("control topic names %s (%s), want %s after an auto-rollback", plugin.VersionID(m.Version), m.Reason, old)
-	}
+	// The rollback is published on its own goroutine (reading the target's
+	// bytes again from the topic first): wait for it.
+	var m control.Manifest
+	testutil.Eventually(t, time.Minute, func() error {
+		if m = activeManifest(t, p); plugin.VersionID(m.Version) != old || !strings.HasPrefix(m.Reason, "auto-rollback") {
+			return fmt.Errorf("control topic names %s (%s), want %s after an auto-rollback", plugin.VersionID(m.Version), m.Reason, old)
+		}
+		return nil
+	})
 	p.cfg.State.Dir = dirs[2]
 	late, _ := p.run(t)
 	if got := late.Versions()[0].Active.ID; got != old {
