@@ -101,8 +101,8 @@ func newReader(cfg Config, extra []kgo.Opt) (*Reader, error) {
 		return nil, fmt.Errorf("control topic %s: client: %w", cfg.Topic, err)
 	}
 	r := &Reader{topic: cfg.Topic, cl: cl, adm: kadm.NewClient(cl), st: newStore(cfg.Topic)}
-	r.st.fetch = func(ctx context.Context, offsets map[int]int64) (map[int][]byte, error) {
-		return fetchChunks(ctx, cfg, offsets)
+	r.st.fetch = func(ctx context.Context, hash string, offsets map[int]int64) (map[int][]byte, error) {
+		return fetchChunks(ctx, cfg, hash, offsets)
 	}
 	return r, nil
 }
@@ -259,7 +259,7 @@ type store struct {
 	chunks    map[string]*chunkSet // by hash
 	refs      map[string]bool      // hashes some manifest references (active or history)
 	// fetch reads chunk records again, by offset (fetchChunks).
-	fetch func(ctx context.Context, offsets map[int]int64) (map[int][]byte, error)
+	fetch func(ctx context.Context, hash string, offsets map[int]int64) (map[int][]byte, error)
 }
 
 // chunkSet is what the store knows of one content's chunks.
@@ -463,7 +463,7 @@ func (s *store) loader(v Version) Load {
 	}
 	fetch := s.fetch
 	return func(ctx context.Context) ([]byte, error) {
-		parts, err := fetch(ctx, offsets)
+		parts, err := fetch(ctx, v.Hash, offsets)
 		if err != nil {
 			return nil, err
 		}
@@ -527,11 +527,12 @@ func (s *store) snapshot() *State {
 	return st
 }
 
-// fetchChunks reads the chunk records at offsets (by chunk index) again
-// from cfg's topic, with a client of its own, and returns their values by
-// index. A record that is no longer there (the topic was truncated or
-// recreated) is an error wrapping ErrCorrupt.
-func fetchChunks(ctx context.Context, cfg Config, offsets map[int]int64) (map[int][]byte, error) {
+// fetchChunks reads the chunk records of the content hash at offsets (by
+// chunk index) again from cfg's topic, with a client of its own, and
+// returns their values by index. A record that is no longer there, or has
+// another key (the topic was truncated, or deleted and created again), is
+// an error wrapping ErrCorrupt.
+func fetchChunks(ctx context.Context, cfg Config, hash string, offsets map[int]int64) (map[int][]byte, error) {
 	want := make(map[int64]int, len(offsets))
 	lo, hi := int64(-1), int64(-1)
 	for i, o := range offsets {
@@ -571,7 +572,7 @@ func fetchChunks(ctx context.Context, cfg Config, offsets map[int]int64) (map[in
 		}
 		fetches.EachRecord(func(rec *kgo.Record) {
 			pos = rec.Offset + 1
-			if i, ok := want[rec.Offset]; ok && rec.Value != nil {
+			if i, ok := want[rec.Offset]; ok && rec.Value != nil && string(rec.Key) == chunkKey(hash, i) {
 				out[i] = bytes.Clone(rec.Value)
 			}
 		})
