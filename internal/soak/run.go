@@ -372,14 +372,25 @@ func (o Options) schedule() []action {
 	return acts
 }
 
-// actions runs the schedule until ctx ends.
+// actions runs the schedule until ctx ends. A join waits, if it must,
+// until the swap before it has had its canary window and two samples
+// after it (a deploy under load can take seconds), and its leave follows
+// it by JoinFor.
 func (s *soakRun) actions(ctx context.Context) {
 	builds := 0
+	var lastSwap, joined time.Duration
 	for _, a := range s.o.schedule() {
+		due := a.at
+		switch a.kind {
+		case EventJoin:
+			due = max(due, lastSwap+s.o.Canary+10*time.Second+2*s.o.SampleEvery)
+		case EventLeave:
+			due = max(due, joined+s.o.JoinFor)
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(a.at - s.at()):
+		case <-time.After(due - s.at()):
 		}
 		switch a.kind {
 		case EventDeploy:
@@ -391,17 +402,20 @@ func (s *soakRun) actions(ctx context.Context) {
 			if err := s.deploy(ctx, n); err != nil {
 				s.problem("deploy of build %d: %v", n, err)
 			}
+			lastSwap = s.at()
 		case EventRollback:
 			if out, err := s.cli(ctx, "rollback", "-c", s.procs[0].config, "wordcount"); err != nil {
 				s.problem("rollback: %v: %s", err, out)
 			} else {
 				s.event(EventRollback, firstLine(out))
 			}
+			lastSwap = s.at()
 		case EventJoin:
 			if err := s.procs[1].start(s.o.Wasmstream, filepath.Join(s.o.Work, "logs", "second.log"), 2*time.Minute); err != nil {
 				s.problem("second process: %v", err)
 				continue
 			}
+			joined = s.at()
 			s.event(EventJoin, "second process")
 		case EventLeave:
 			if !s.procs[1].running() {
