@@ -272,7 +272,7 @@ func TestReleaseTaskReassigned(t *testing.T) {
 // A runner replaced eight times after its producer was fenced (another
 // producer took its transactional id): each new runner rejoins with a new
 // client and producer, and the old ones are closed.
-func TestReleaseRunnerRestart(t *testing.T) {
+func TestReleaseRunnerReplaced(t *testing.T) {
 	p := counterPipelineOn(t, testbroker.New(t, testbroker.OutOfProcess()))
 	h, err := New(context.Background(), p.cfg, WithLogger(testLogger(t)),
 		func(o *options) { o.restartBackoff = 50 * time.Millisecond })
