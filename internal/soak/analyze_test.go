@@ -161,7 +161,7 @@ func TestAnalyzeCountsAndMissingPoints(t *testing.T) {
 		}
 	}
 	r = Analyze(samples[:30], events[:1], time.Minute, time.Minute, DefaultBounds)
-	if !strings.Contains(strings.Join(r.Failures, "\n"), "too few to fit") {
+	if !strings.Contains(strings.Join(r.Failures, "\n"), "too few to judge") {
 		t.Errorf("a 5-minute soak: %v", r.Failures)
 	}
 }
