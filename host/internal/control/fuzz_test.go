@@ -56,7 +56,9 @@ func FuzzStoreApply(f *testing.F) {
 	f.Add([]byte("chunk/zz/0"), []byte("x"), []byte("processor/"), []byte(nil))
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 []byte) {
 		s := newStore("topic")
-		s.fetch = func(context.Context, string, map[int]int64) (map[int][]byte, error) { return nil, errors.New("no broker here") }
+		s.fetch = func(context.Context, string, map[int]int64) (map[int][]byte, error) {
+			return nil, errors.New("no broker here")
+		}
 		for i, kv := range [][2][]byte{{k1, v1}, {k2, v2}, {k1, nil}} {
 			_, _, _, _ = s.apply(&kgo.Record{Key: kv[0], Value: kv[1], Offset: int64(i)})
 		}
