@@ -209,7 +209,7 @@ bench-kstreams: build plugins rust-plugins
 # ---- Soak: a process under load and hot swaps for 30 minutes (internal/soak,
 # scripts/soak.sh, which starts and stops a broker of its own on 19392).
 #   make soak                                    the default: a new distinct build every 2 minutes
-#   make soak SOAK_ARGS='-duration 12m -builds alternate'
+#   make soak SOAK_ARGS='-duration 20m -first-deploy 2m -warmup 3m -builds alternate'
 .PHONY: soak
 soak: build
 	@mkdir -p bin/plugins

@@ -4,8 +4,8 @@
 # of its own. Run it through `make soak` (which builds what it needs first):
 #
 #   make soak                                        30 minutes, a new distinct build on every deploy
-#   make soak SOAK_ARGS='-duration 12m -builds alternate'     two builds in turn
-#   make soak SOAK_ARGS='-duration 10m -first-deploy 2m -deploy-every 90s -warmup 4m -join-first 3m25s'
+#   make soak SOAK_ARGS='-duration 20m -first-deploy 2m -warmup 3m -builds alternate'     two builds in turn
+#   make soak SOAK_ARGS='-duration 20m -first-deploy 2m -warmup 3m -join-first 3m25s'   a short run: 9 swaps, 8 judged
 #
 # Arguments go to the driver (go run ./internal/soak -h lists them). The
 # broker (scripts/kafka.sh, its own data dir and ports, never the shared

@@ -264,6 +264,15 @@ func TestSchedule(t *testing.T) {
 	if err := bad.validate(); err == nil || !strings.Contains(err.Error(), "-deploy-every") {
 		t.Fatalf("a deploy interval too short to measure after the canary window: %v", err)
 	}
+	short := o
+	short.Duration, short.Warmup = 18*time.Minute, 8*time.Minute // swaps at 8, 10, 12, 14 and 16 minutes: 5
+	if err := short.validate(); err != nil {
+		t.Fatalf("five swaps after the warm-up: %v", err)
+	}
+	short.Duration = 17 * time.Minute // the swap at 16 minutes has no room before the end
+	if err := short.validate(); err == nil || !strings.Contains(err.Error(), "4 swaps after the warm-up") {
+		t.Fatalf("four swaps after the warm-up: %v", err)
+	}
 }
 
 // Noise is not growth: RSS jumping up and down around a level fits a line

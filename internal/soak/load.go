@@ -76,7 +76,11 @@ type Load struct {
 }
 
 // Run produces linesPerSec lines and recordsPerSec records per second, in
-// ticks of 50 ms, until ctx ends, then waits for the acknowledgements.
+// ticks of 50 ms, until ctx ends, then waits (a minute at most) for the
+// acknowledgements. It never blocks on a full buffer: TryProduce fails a
+// record the client has no room for (a stalled or lost broker), which
+// counts as a failure, so the soak stops on time whatever the broker does.
+// The client should have a RecordDeliveryTimeout for the same reason.
 func (l *Load) Run(ctx context.Context, linesPerSec, recordsPerSec int) {
 	const tick = 50 * time.Millisecond
 	perTick := func(rate int) float64 { return float64(rate) * tick.Seconds() }
@@ -92,13 +96,13 @@ func (l *Load) Run(ctx context.Context, linesPerSec, recordsPerSec int) {
 			p := rng.IntN(l.partitions)
 			line := l.vocab.Line(rng, p, l.words)
 			r := &kgo.Record{Topic: l.linesTopic, Partition: int32(p), Value: []byte(strings.Join(line, " "))}
-			l.cl.Produce(context.Background(), r, func(_ *kgo.Record, err error) { l.ackLine(line, err) })
+			l.cl.TryProduce(context.Background(), r, func(_ *kgo.Record, err error) { l.ackLine(line, err) })
 		}
 		for ; recDebt >= 1; recDebt-- {
 			key := "p" + strconv.FormatInt(next, 10)
 			next++
 			r := &kgo.Record{Topic: l.recsTopic, Partition: int32(next % int64(l.partitions)), Key: []byte(key), Value: make([]byte, 100)}
-			l.cl.Produce(context.Background(), r, func(_ *kgo.Record, err error) { l.ackRecord(err) })
+			l.cl.TryProduce(context.Background(), r, func(_ *kgo.Record, err error) { l.ackRecord(err) })
 		}
 		select {
 		case <-ctx.Done():

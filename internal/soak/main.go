@@ -138,5 +138,17 @@ func (o Options) validate() error {
 	case o.Partitions < 1 || o.LinesPerSec < 1 || o.Words < 1 || o.RecordsPerSec < 1 || o.SampleEvery <= 0:
 		return fmt.Errorf("-partitions, -lines-per-sec, -words, -records-per-sec and -sample-every must be positive")
 	}
+	// Fail now, not at the end, when too few swaps come after the warm-up
+	// to judge a growth per swap by (analyze.go).
+	judged := 0
+	for _, a := range o.schedule() {
+		if (a.kind == EventDeploy || a.kind == EventRollback) && a.at >= o.Warmup {
+			judged++
+		}
+	}
+	if need := minPoints("per swap"); judged < need {
+		return fmt.Errorf("-duration %s, -first-deploy %s, -deploy-every %s and -warmup %s leave %d swaps after the warm-up, want %d to judge a growth per swap by: run longer or warm up shorter",
+			o.Duration, o.FirstDeploy, o.DeployEvery, o.Warmup, judged, need)
+	}
 	return nil
 }

@@ -78,8 +78,10 @@ func run(ctx context.Context, o Options, out io.Writer) (ok bool, err error) {
 	if s.base, err = os.ReadFile(filepath.Join(o.Plugins, "wordcount.wasm")); err != nil {
 		return false, fmt.Errorf("%w (make plugins builds it)", err)
 	}
+	// The load's client: a record not acknowledged within 2 minutes fails
+	// (and fails the soak) rather than waiting for a broker forever.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(o.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(1_000_000))
+		kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(1_000_000), kgo.RecordDeliveryTimeout(2*time.Minute))
 	if err != nil {
 		return false, err
 	}
