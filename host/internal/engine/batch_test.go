@@ -221,15 +221,15 @@ func compare(t *testing.T, calls []Call, stopAt ...int) *driver {
 func TestBatchLikeSingleCalls(t *testing.T) {
 	calls := []Call{
 		progRec("a", bop{bopPut, 1}, bop{bopEmit, 10}),
-		progRec("a", bop{bopGet, 0}, bop{bopPut, 2}, bop{bopGet, 0}), // reads the previous call's write
+		progRec("a", bop{bopGet, 0}, bop{bopPut, 2}, bop{bopGet, 0}),        // reads the previous call's write
 		progRec("b", bop{bopEmitTo, 0}, bop{bopEmit, 11}, bop{bopEmit, 12}), // the emit import's emits come first
-		progRec("c", bop{bopPut, 3}, bop{bopEmit, 13}, bop{bopFail, 0}), // fails: its put and emit are dropped
+		progRec("c", bop{bopPut, 3}, bop{bopEmit, 13}, bop{bopFail, 0}),     // fails: its put and emit are dropped
 		progRec("c", bop{bopGet, 0}),
 		progRec("d"),
 		progRec("a", bop{bopPut, 4}, bop{bopTrap, 0}), // traps: a fresh instance goes on
 		progRec("a", bop{bopGet, 0}, bop{bopEmit, 14}),
 		progRec("e", bop{bopEmit, 15}, bop{bopStatus, 9}), // unknown status: ABI misuse
-		progRec("e", bop{bopEmit, 16}, bop{bopEmitTo, 5}),  // undeclared output: ABI misuse
+		progRec("e", bop{bopEmit, 16}, bop{bopEmitTo, 5}), // undeclared output: ABI misuse
 		progRec("f", bop{bopGet, 0}, bop{bopEmit, 17}),
 	}
 	d := compare(t, calls)
