@@ -224,7 +224,9 @@ func (i *Instance) runBatch(ctx context.Context, calls []Call, h BatchHooks) (in
 		b.slots = append(b.slots, l.inPtr+uint32(off))
 		off += abi.SlotSize(p)
 	}
-	w := &batchWatch{lm: l.lm, off: l.inPtr + abi.BatchDone}
+	w := &i.bwatch
+	w.lm, w.off = l.lm, l.inPtr+abi.BatchDone
+	w.last.Store(0)
 	i.watch.Store(w)
 
 	i.beginCall(phaseNone)
@@ -507,3 +509,6 @@ func (i *Instance) outcome(ctx context.Context, name string, st abi.Status) erro
 	}
 	return nil
 }
+
+// Info describes the instance's module.
+func (i *Instance) Info() Info { return i.m.info }

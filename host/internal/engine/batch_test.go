@@ -444,3 +444,113 @@ func TestBatchMixedKinds(t *testing.T) {
 		t.Errorf("ended %d, want the 2 records", n)
 	}
 }
+
+// nopHooks are BatchHooks that keep nothing.
+type nopHooks struct{ ended int }
+
+func (*nopHooks) Begin(int) {}
+func (h *nopHooks) End(_ int, err error) bool {
+	if err != nil {
+		panic(err)
+	}
+	h.ended++
+	return false
+}
+
+// TestBatchPassthrough: the WAT and the Go SDK passthroughs in batches
+// emit every record as a single call would, with no allocation in the
+// engine per batch.
+func TestBatchPassthrough(t *testing.T) {
+	r, _ := newRuntime(t, Options{})
+	mods := map[string]*Module{"wat": compileFile(t, r, "passthrough2")}
+	if !testing.Short() {
+		mods["go"] = goSDKPassthrough(t, r)
+	}
+	for name, m := range mods {
+		t.Run(name, func(t *testing.T) {
+			if !m.Info().Batch {
+				t.Fatalf("%s does not speak version 2", name)
+			}
+			i, sink := instantiate(t, m, Binding{Config: []byte("{}")})
+			var calls []Call
+			for k := range 50 {
+				r := rec(fmt.Sprint("k", k), fmt.Sprint("value ", k))
+				r.Offset = int64(k)
+				if k%7 == 3 {
+					r.Headers = []abi.Header{{Key: "h", Value: []byte{byte(k)}}}
+				}
+				if k%11 == 5 {
+					r.Key = nil
+				}
+				calls = append(calls, Call{Record: r})
+			}
+			h := &nopHooks{}
+			if n := i.ProcessBatch(bg, calls, h); n != len(calls) || h.ended != len(calls) {
+				t.Fatalf("ended %d (%d), want %d", n, h.ended, len(calls))
+			}
+			got := sink.take()
+			if len(got) != len(calls) {
+				t.Fatalf("%d emits for %d records", len(got), len(calls))
+			}
+			for k, e := range got {
+				want := *calls[k].Record
+				want.Offset = -1
+				want.Index = 0
+				want.Partition = -1
+				if name == "wat" {
+					want.Partition = calls[k].Record.Partition // the WAT leaves it
+				}
+				if e.output != 0 || !bytes.Equal(e.rec.Key, want.Key) || (e.rec.Key == nil) != (want.Key == nil) ||
+					!bytes.Equal(e.rec.Value, want.Value) || e.rec.Timestamp != want.Timestamp ||
+					e.rec.Offset != -1 || len(e.rec.Headers) != len(want.Headers) || e.rec.Partition != want.Partition {
+					t.Errorf("emit %d: %+v, want %+v", k, e.rec, want)
+				}
+			}
+			j, _ := instantiate(t, m, Binding{Config: []byte("{}"), Sink: &countSink{}})
+			big := make([]Call, 100)
+			for k := range big {
+				big[k] = Call{Record: benchRecord()}
+			}
+			j.ProcessBatch(bg, big, h)
+			if n := testing.AllocsPerRun(50, func() { j.ProcessBatch(bg, big, h) }); n != 0 {
+				t.Errorf("ProcessBatch allocates %v times per batch of 100", n)
+			}
+		})
+	}
+}
+
+// BenchmarkBatch is the per-record cost of the passthroughs, WAT and Go
+// SDK, one call per record (Process) and in batches of 100 (ProcessBatch),
+// side by side:
+//
+//	go test -run '^$' -bench Batch -count 6 ./host/internal/engine/
+func BenchmarkBatch(b *testing.B) {
+	r, _ := newRuntime(b, Options{CacheDir: benchCacheDir(b)})
+	mods := []struct {
+		name string
+		m    *Module
+	}{{"wat", compileFile(b, r, "passthrough2")}, {"go", goSDKPassthrough(b, r)}}
+	for _, c := range mods {
+		b.Run(c.name+"/single", func(b *testing.B) {
+			benchModule(b, c.m, Binding{Config: []byte("{}")}, nil)
+		})
+		b.Run(c.name+"/batch100", func(b *testing.B) {
+			i, err := c.m.Instantiate(bg, Binding{Name: "bench", Outputs: []string{"out"}, Config: []byte("{}"), Sink: &countSink{}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer i.Close(bg)
+			calls := make([]Call, 100)
+			for k := range calls {
+				calls[k] = Call{Record: benchRecord()}
+			}
+			h := &nopHooks{}
+			i.ProcessBatch(bg, calls, h)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for n := 0; n < b.N; n += len(calls) {
+				i.ProcessBatch(bg, calls, h)
+			}
+		})
+	}
+}

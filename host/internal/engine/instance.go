@@ -154,8 +154,9 @@ type Instance struct {
 
 	// bat is the batch being run (batch.go); watch shows its progress to
 	// the watchdog while the batch call runs (nil otherwise).
-	bat   batchState
-	watch atomic.Pointer[batchWatch]
+	bat    batchState
+	watch  atomic.Pointer[batchWatch]
+	bwatch batchWatch // what watch points to during a batch
 }
 
 // live is one wazero instantiation of the plugin.
