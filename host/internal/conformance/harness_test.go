@@ -378,7 +378,7 @@ func (p *plugin) processBatch(names []string, recs []abi.Record) (steps []step, 
 	}
 	h := &stepHooks{p: p, names: names}
 	for h.base < len(calls) {
-		n := p.inst.ProcessBatch(context.Background(), calls[h.base:], h)
+		n := p.inst.ProcessBatch(context.Background(), calls[h.base:], h, time.Time{})
 		if n == 0 {
 			panic("ProcessBatch ended no record")
 		}

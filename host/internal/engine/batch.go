@@ -66,14 +66,18 @@ const (
 // ProcessBatch runs calls in order, as Process, OnTimer and OnCommit would
 // one by one, with the same outcome, limits and time budget per call, and
 // returns how many calls ended (each through one Begin and one End): the
-// calls from there on did not run, and the caller hands them again. A
+// calls from there on did not run, and the caller hands them again. From
+// yieldAt on (never when zero) the plugin is asked to return once the call
+// in progress ends: the first call always runs, and a batch returns at
+// most a call's time, or a watchdog tick for calls without host calls,
+// after yieldAt. A
 // trigger gets the clocks of Binding.Time.Now as OnTimer and OnCommit do;
 // since records move the stream time, calls must be all records or all
 // triggers (a mixed batch runs only its first run of one kind). A
 // version-1 module gets the calls one at a time (wasmstream_process and
 // the callbacks); a version-2 module one wasmstream_batch call for as
 // many as fit (maxBatchCalls, maxBatchBytes, its input buffer).
-func (i *Instance) ProcessBatch(ctx context.Context, calls []Call, h BatchHooks) int {
+func (i *Instance) ProcessBatch(ctx context.Context, calls []Call, h BatchHooks, yieldAt time.Time) int {
 	if n := len(calls); n > 1 {
 		trigger := calls[0].Trigger != nil
 		for k := 1; k < n; k++ {
@@ -87,12 +91,12 @@ func (i *Instance) ProcessBatch(ctx context.Context, calls []Call, h BatchHooks)
 		return 0
 	}
 	if i.m.info.Batch && len(calls) > 1 {
-		if n, ok := i.runBatch(ctx, calls, h); ok {
+		if n, ok := i.runBatch(ctx, calls, h, yieldAt); ok {
 			return n
 		}
 	}
 	for k := range calls {
-		if k > 0 && ctx.Err() != nil {
+		if k > 0 && (ctx.Err() != nil || !yieldAt.IsZero() && !time.Now().Before(yieldAt)) {
 			return k
 		}
 		h.Begin(k)
@@ -136,15 +140,31 @@ type batchState struct {
 	// trigStream and trigWall are the clocks written into every trigger
 	// of the batch (read once, as a call reads them once).
 	trigStream, trigWall int64
+	// yieldAt is ProcessBatch's; yielded is set once the plugin was asked
+	// to return.
+	yieldAt time.Time
+	yielded bool
 }
 
 // batchWatch lets the watchdog see a batch's progress: the guest address
 // of its done count, and the value last seen (by the watchdog or by sync).
 // A call's time budget starts when the previous call's end shows in done.
+// It also asks the plugin to return at yieldTick (0: never), which calls
+// without host calls give the host no other chance to do.
 type batchWatch struct {
-	lm   *linearMemory
-	off  uint32 // address of done
-	last atomic.Uint32
+	lm        *linearMemory
+	off       uint32 // address of done
+	last      atomic.Uint32
+	yieldTick atomic.Int64
+}
+
+// requestStop sets the batch's stop word from the watchdog goroutine (an
+// atomic store on an aligned address the plugin only reads).
+func (w *batchWatch) requestStop() {
+	base, size := w.lm.view()
+	if stop := w.off - abi.BatchDone + abi.BatchStop; base != nil && uint64(stop)+4 <= size {
+		atomic.StoreUint32((*uint32)(unsafe.Add(base, stop)), 1)
+	}
 }
 
 // progress reads done from guest memory, for the watchdog goroutine. The
@@ -167,7 +187,7 @@ func (w *batchWatch) progress() (uint32, bool) {
 // runBatch runs a prefix of calls through wasmstream_batch. ok is false
 // when it ran nothing and the calls should go one at a time (the plugin
 // has no buffer for two calls, or one that is not 8-byte aligned).
-func (i *Instance) runBatch(ctx context.Context, calls []Call, h BatchHooks) (int, bool) {
+func (i *Instance) runBatch(ctx context.Context, calls []Call, h BatchHooks, yieldAt time.Time) (int, bool) {
 	if i.cur == nil {
 		if err := i.revive(ctx); err != nil {
 			h.Begin(0)
@@ -205,7 +225,7 @@ func (i *Instance) runBatch(ctx context.Context, calls []Call, h BatchHooks) (in
 		return 0, false
 	}
 	b := &i.bat
-	*b = batchState{active: true, calls: calls[:n], hooks: h, base: l.inPtr, n: n, cut: n, slots: b.slots[:0]}
+	*b = batchState{active: true, calls: calls[:n], hooks: h, base: l.inPtr, n: n, cut: n, slots: b.slots[:0], yieldAt: yieldAt}
 	if i.b.Time != nil {
 		b.trigStream, b.trigWall = i.b.Time.Now()
 	}
@@ -227,6 +247,16 @@ func (i *Instance) runBatch(ctx context.Context, calls []Call, h BatchHooks) (in
 	w := &i.bwatch
 	w.lm, w.off = l.lm, l.inPtr+abi.BatchDone
 	w.last.Store(0)
+	w.yieldTick.Store(0)
+	if !yieldAt.IsZero() {
+		left := time.Until(yieldAt)
+		if left <= 0 {
+			b.yielded = true
+			binary.LittleEndian.PutUint32(buf[abi.BatchStop:], 1)
+		} else {
+			w.yieldTick.Store(i.rt.tick.Load() + ticksFor(left, i.rt.tickEvery))
+		}
+	}
 	i.watch.Store(w)
 
 	i.beginCall(phaseNone)
@@ -370,6 +400,10 @@ func (i *Instance) syncEnds() bool {
 		i.endSlot(b.seen)
 		b.seen++
 		b.began = false
+	}
+	if int(done) > 0 && !b.yieldAt.IsZero() && !b.yielded && !time.Now().Before(b.yieldAt) {
+		b.yielded = true
+		binary.LittleEndian.PutUint32(buf[abi.BatchStop:], 1)
 	}
 	return true
 }

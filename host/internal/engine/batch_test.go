@@ -162,7 +162,7 @@ func (d *driver) run(i *Instance, calls []Call, single bool) int {
 			d.End(0, i.callOne(context.Background(), &calls[d.base]))
 			ended = 1
 		} else {
-			ended = i.ProcessBatch(context.Background(), calls[d.base:], d)
+			ended = i.ProcessBatch(context.Background(), calls[d.base:], d, time.Time{})
 		}
 		if ended == 0 {
 			d.t.Fatalf("ProcessBatch ended no call at %d", d.base)
@@ -440,7 +440,7 @@ func TestBatchMixedKinds(t *testing.T) {
 	i := batchInstance(t, Options{}, d)
 	calls := []Call{progRec("a", bop{bopEmit, 1}), progRec("b", bop{bopEmit, 2}),
 		{Trigger: &abi.Trigger{Kind: abi.TriggerCommit, Key: []byte("t")}}}
-	if n := i.ProcessBatch(context.Background(), calls, d); n != 2 {
+	if n := i.ProcessBatch(context.Background(), calls, d, time.Time{}); n != 2 {
 		t.Errorf("ended %d, want the 2 records", n)
 	}
 }
@@ -485,7 +485,7 @@ func TestBatchPassthrough(t *testing.T) {
 				calls = append(calls, Call{Record: r})
 			}
 			h := &nopHooks{}
-			if n := i.ProcessBatch(bg, calls, h); n != len(calls) || h.ended != len(calls) {
+			if n := i.ProcessBatch(bg, calls, h, time.Time{}); n != len(calls) || h.ended != len(calls) {
 				t.Fatalf("ended %d (%d), want %d", n, h.ended, len(calls))
 			}
 			got := sink.take()
@@ -511,8 +511,8 @@ func TestBatchPassthrough(t *testing.T) {
 			for k := range big {
 				big[k] = Call{Record: benchRecord()}
 			}
-			j.ProcessBatch(bg, big, h)
-			if n := testing.AllocsPerRun(50, func() { j.ProcessBatch(bg, big, h) }); n != 0 {
+			j.ProcessBatch(bg, big, h, time.Time{})
+			if n := testing.AllocsPerRun(50, func() { j.ProcessBatch(bg, big, h, time.Time{}) }); n != 0 {
 				t.Errorf("ProcessBatch allocates %v times per batch of 100", n)
 			}
 		})
@@ -545,11 +545,47 @@ func BenchmarkBatch(b *testing.B) {
 				calls[k] = Call{Record: benchRecord()}
 			}
 			h := &nopHooks{}
-			i.ProcessBatch(bg, calls, h)
+			i.ProcessBatch(bg, calls, h, time.Time{})
 			b.ReportAllocs()
 			b.ResetTimer()
 			for n := 0; n < b.N; n += len(calls) {
-				i.ProcessBatch(bg, calls, h)
+				i.ProcessBatch(bg, calls, h, time.Time{})
+			}
+		})
+	}
+}
+
+// TestBatchYield: from yieldAt on the plugin is asked to return after the
+// call in progress; what it finished stands and the rest is left. The
+// first call always runs.
+func TestBatchYield(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		op   bop
+		emits int
+	}{{"host calls", bop{bopGet, 0}, 2}, {"no host calls", bop{bopBusy, 1}, 1}} {
+		t.Run(c.name, func(t *testing.T) {
+			d := newDriver(t)
+			// A short record timeout: the watchdog ticks at an eighth of it.
+			i := batchInstance(t, Options{RecordTimeout: 400 * time.Millisecond}, d)
+			var calls []Call
+			for k := range 200 {
+				calls = append(calls, progRec(fmt.Sprint("k", k), c.op, bop{bopBusy, 5}, bop{bopEmit, uint32(k)}))
+			}
+			// In the past: one call.
+			if n := i.ProcessBatch(context.Background(), calls, d, time.Now().Add(-time.Second)); n != 1 {
+				t.Errorf("yieldAt in the past: %d calls ended, want 1", n)
+			}
+			d.base = 1
+			start := time.Now()
+			n := i.ProcessBatch(context.Background(), calls[1:], d, start.Add(30*time.Millisecond))
+			took := time.Since(start)
+			t.Logf("%d calls in %v", n, took)
+			if n == 0 || n >= len(calls)-1 {
+				t.Errorf("%d of %d calls ended: the batch did not yield", n, len(calls)-1)
+			}
+			if len(d.out) != c.emits*(n+1) || len(d.results) != n+1 {
+				t.Errorf("%d emits and %d results for %d calls", len(d.out), len(d.results), n+1)
 			}
 		})
 	}

@@ -373,6 +373,11 @@ func (i *Instance) clearInterrupt() bool {
 }
 
 func (i *Instance) interruptIfDue(now int64) {
+	if w := i.watch.Load(); w != nil {
+		if y := w.yieldTick.Load(); y > 0 && now >= y && w.yieldTick.CompareAndSwap(y, 0) {
+			w.requestStop()
+		}
+	}
 	d := i.deadline.Load()
 	if d <= 0 || now <= d {
 		return
