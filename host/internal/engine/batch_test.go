@@ -560,8 +560,8 @@ func BenchmarkBatch(b *testing.B) {
 // first call always runs.
 func TestBatchYield(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		op   bop
+		name  string
+		op    bop
 		emits int
 	}{{"host calls", bop{bopGet, 0}, 2}, {"no host calls", bop{bopBusy, 1}, 1}} {
 		t.Run(c.name, func(t *testing.T) {
