@@ -467,6 +467,13 @@ func (k *timekeeper) eventDue() bool {
 	return k.st != nil && k.loaded && k.minDue[abi.TimerEventTime] <= k.stream
 }
 
+// eventDueAt reports whether an event-time timer may be due once a record
+// with timestamp ts has moved the stream time (a batch of records ends
+// there, so the check runs right after it).
+func (k *timekeeper) eventDueAt(ts int64) bool {
+	return k.st != nil && k.loaded && k.minDue[abi.TimerEventTime] <= max(k.stream, ts)
+}
+
 // commitWork reports whether the commit point has calls to make for the
 // task at wall time now: marked keys, a timer of either kind that may be
 // due, or a stream time to save.
