@@ -66,7 +66,10 @@ const (
 // ProcessBatch runs calls in order, as Process, OnTimer and OnCommit would
 // one by one, with the same outcome, limits and time budget per call, and
 // returns how many calls ended (each through one Begin and one End): the
-// calls from there on did not run, and the caller hands them again. From
+// calls from there on did not run, and the caller hands them again. A
+// trigger of a batch keeps the clocks it carries (its StreamTime and
+// WallTime are what time_now returns during its call), where OnTimer and
+// OnCommit read them from Binding.Time.Now. From
 // yieldAt on (never when zero) the plugin is asked to return once the call
 // in progress ends: the first call always runs, and a batch returns at
 // most a call's time, or a watchdog tick for calls without host calls,
@@ -137,9 +140,6 @@ type batchState struct {
 	// misuse: the instance is discarded once the batch call returned.
 	broken  string
 	discard bool
-	// trigStream and trigWall are the clocks written into every trigger
-	// of the batch (read once, as a call reads them once).
-	trigStream, trigWall int64
 	// yieldAt is ProcessBatch's; yielded is set once the plugin was asked
 	// to return.
 	yieldAt time.Time
@@ -226,9 +226,6 @@ func (i *Instance) runBatch(ctx context.Context, calls []Call, h BatchHooks, yie
 	}
 	b := &i.bat
 	*b = batchState{active: true, calls: calls[:n], hooks: h, base: l.inPtr, n: n, cut: n, slots: b.slots[:0], yieldAt: yieldAt}
-	if i.b.Time != nil {
-		b.trigStream, b.trigWall = i.b.Time.Now()
-	}
 	abi.PutBatchHeader(buf, n)
 	off := abi.BatchHeaderSize
 	for k := range b.calls {
@@ -239,7 +236,7 @@ func (i *Instance) runBatch(ctx context.Context, calls []Call, h BatchHooks, yie
 			c.Record.EncodeTo(buf[off+abi.SlotHeaderSize:])
 		} else {
 			abi.PutSlotHeader(buf[off:], abi.SlotTrigger, p)
-			encodeTrigger(buf[off+abi.SlotHeaderSize:off+abi.SlotHeaderSize+p], c.Trigger, b.trigStream, b.trigWall)
+			c.Trigger.EncodeTo(buf[off+abi.SlotHeaderSize:])
 		}
 		b.slots = append(b.slots, l.inPtr+uint32(off))
 		off += abi.SlotSize(p)
@@ -436,7 +433,7 @@ func (i *Instance) ensureBegun(k int) {
 			p = phaseCommit
 		}
 		i.beginCall(p)
-		i.streamNow, i.wallNow = b.trigStream, b.trigWall
+		i.streamNow, i.wallNow = c.Trigger.StreamTime, c.Trigger.WallTime
 		i.markTS = c.Trigger.Timestamp
 	}
 }

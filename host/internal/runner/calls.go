@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -162,4 +163,107 @@ func fillRecord(r *abi.Record, kr *kgo.Record, index uint32) {
 	for _, h := range kr.Headers {
 		r.Headers = append(r.Headers, abi.Header{Key: h.Key, Value: h.Value})
 	}
+}
+
+// triggerCalls is a task's batch of timer firings or commit-point calls
+// (ABI.md section 8.3), and the hooks that end each one as a callback
+// alone would end (timers.go: callback): atomic, its failure through the
+// processor's on_error. Used by the task's goroutine only.
+type triggerCalls struct {
+	t      *task
+	calls  []Call
+	trigs  []abi.Trigger
+	timers []timer // a firing's timer, by call; empty for commit calls
+	now    int64   // the wall time of the check or commit point (ms)
+	// fatal is a store failure while staging a fired timer's removal: the
+	// runner stops (the batch stops there).
+	fatal error
+}
+
+// reset empties the batch for calls at wall time now.
+func (c *triggerCalls) reset(t *task, now int64) {
+	c.t, c.now, c.fatal = t, now, nil
+	c.calls, c.trigs, c.timers = c.calls[:0], c.trigs[:0], c.timers[:0]
+}
+
+// add appends a call with trigger trig (and, for a firing, its timer).
+func (c *triggerCalls) add(trig abi.Trigger, tm *timer) {
+	c.trigs = append(c.trigs, trig)
+	if tm != nil {
+		c.timers = append(c.timers, *tm)
+	}
+}
+
+// run runs the batch on the task's instance (the calls point into trigs,
+// which no longer grows) and returns how many calls ended.
+func (c *triggerCalls) run(ctx context.Context, yieldAt time.Time) int {
+	t := c.t
+	for k := range c.trigs {
+		c.calls = append(c.calls, Call{Trigger: &c.trigs[k]})
+	}
+	start := time.Now()
+	var n int
+	if bp, ok := t.inst.(BatchProcessor); ok {
+		n = bp.ProcessBatch(ctx, c.calls, c, yieldAt)
+	} else {
+		tp := t.inst.(TimeProcessor)
+		for k := range c.calls {
+			if k > 0 && (ctx.Err() != nil || !yieldAt.IsZero() && !time.Now().Before(yieldAt)) {
+				break
+			}
+			c.Begin(k)
+			call := tp.OnTimer
+			if c.trigs[k].Kind == abi.TriggerCommit {
+				call = tp.OnCommit
+			}
+			n++
+			if c.End(k, call(ctx, &c.trigs[k])) {
+				break
+			}
+		}
+	}
+	if n > 0 {
+		t.proc.Stats.observeLatencyN(time.Since(start)/time.Duration(n), n)
+	}
+	return n
+}
+
+// Begin implements CallHooks: the call's staging starts; a firing stages
+// the removal of its timer first.
+func (c *triggerCalls) Begin(k int) {
+	t := c.t
+	t.staged = t.staged[:0]
+	t.tk.beginCall(c.now)
+	if len(c.timers) == 0 {
+		t.proc.Stats.CommitCalls.Add(1)
+		return
+	}
+	t.proc.Stats.TimerFirings.Add(1)
+	tm := &c.timers[k]
+	if _, err := t.tk.remove(tm.kind, tm.ts, tm.key); err != nil && c.fatal == nil {
+		c.fatal = fmt.Errorf("task %s: removing a fired timer: %w", t.id, err)
+	}
+}
+
+// End implements CallHooks. The batch stops when the task stopped
+// (on_error: fail), when a store failed, and after a firing that canceled
+// a timer (a later firing of the batch may be that timer: the next batch
+// is built from what is pending).
+func (c *triggerCalls) End(k int, err error) bool {
+	t := c.t
+	if c.fatal != nil {
+		t.endCall(false)
+		return true
+	}
+	t.endCall(err == nil)
+	if err != nil {
+		var dropped func()
+		if len(c.timers) > 0 {
+			tm := c.timers[k]
+			dropped = func() { t.dropFired(tm, c.now) }
+		}
+		t.callbackFailed(&c.trigs[k], err, dropped)
+		return t.failed != nil
+	}
+	return len(c.timers) > 0 && t.tk.canceled
 }

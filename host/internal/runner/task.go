@@ -39,9 +39,10 @@ type task struct {
 	// holds the offset it stopped at.
 	failed error
 
-	calls  taskCalls // the batch of record calls being run (calls.go)
-	staged []*kgo.Record
-	emits  arena // the staged records and their bytes
+	calls    taskCalls    // the batch of record calls being run (calls.go)
+	triggers triggerCalls // the batch of timer or commit calls being run
+	staged   []*kgo.Record
+	emits    arena // the staged records and their bytes
 
 	// ver is the plugin version inst runs. prep is an instance of the
 	// processor's newer version being made in the background; prevInst the
