@@ -84,7 +84,7 @@ func (t *task) check(ctx context.Context, processing bool, deadline time.Time) e
 			return nil
 		}
 		ran := c.run(ctx, deadline) // its first firing runs whatever the time
-		
+
 		t.tk.firings += ran
 		if c.fatal != nil {
 			return c.fatal
