@@ -18,7 +18,6 @@ import (
 // applied state: at-least-once.
 type atLeastOnce struct{ r *Runner }
 
-func (*atLeastOnce) begin(kgo.Fetches) error                             { return nil }
 func (*atLeastOnce) openNow() error                                      { return nil }
 func (*atLeastOnce) open() bool                                          { return false }
 func (*atLeastOnce) wantsCommit() bool                                   { return false }
@@ -59,19 +58,7 @@ func (c *atLeastOnce) commit(ctx context.Context) error {
 			return err
 		}
 	}
-	offsets := map[string]map[int32]kgo.EpochOffset{}
-	for _, t := range r.tasks {
-		for i, topic := range t.topics {
-			off, ok := t.win.in(i).commitOffset()
-			if !ok {
-				continue
-			}
-			if offsets[topic] == nil {
-				offsets[topic] = map[int32]kgo.EpochOffset{}
-			}
-			offsets[topic][t.id.Partition] = off
-		}
-	}
+	offsets := r.commitOffsets()
 	if len(offsets) > 0 {
 		var cerr error
 		r.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {

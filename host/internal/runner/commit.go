@@ -12,12 +12,9 @@ import (
 // (atLeastOnce in alo.go, exactlyOnce in eos.go). Every method but
 // deferCallback runs under r.mu, on the loop or in a group callback.
 type committer interface {
-	// begin prepares for a poll's records before they are processed
-	// (exactly_once opens a transaction).
-	begin(fetches kgo.Fetches) error
 	// openNow makes sure work done now joins the next commit point
-	// (exactly_once opens a transaction if none is): the commit point's
-	// timer and commit calls of a window without records.
+	// (exactly_once opens a transaction if none is): before records are
+	// processed, and before a commit point's timer and commit calls.
 	openNow() error
 	// commit is a commit point: every task's window is committed, or
 	// dropped and rewound. r.broken is nil when it is called.
@@ -97,6 +94,27 @@ func (r *Runner) commitDue() bool {
 		return time.Since(r.lastCommit) >= r.opts.CommitInterval && r.timeDue()
 	}
 	return r.sinceCommit >= r.opts.CommitRecords || time.Since(r.lastCommit) >= r.opts.CommitInterval
+}
+
+// commitOffsets is, for every input partition whose window moved since the
+// last commit point, the offset to commit: its cursor's (window.go), the
+// one source of committed offsets under both guarantees (I1). A partition
+// whose records are held but not processed is not in it.
+func (r *Runner) commitOffsets() map[string]map[int32]kgo.EpochOffset {
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	for _, t := range r.tasks {
+		for i, topic := range t.topics {
+			off, ok := t.win.in(i).commitOffset()
+			if !ok {
+				continue
+			}
+			if offsets[topic] == nil {
+				offsets[topic] = map[int32]kgo.EpochOffset{}
+			}
+			offsets[topic][t.id.Partition] = off
+		}
+	}
+	return offsets
 }
 
 // windowsClosed restarts the commit schedule: no processed record waits.

@@ -48,11 +48,13 @@ package runner
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // maxProduceAborts is how many transactions in a row may be aborted because
@@ -150,21 +152,9 @@ func (c *exactlyOnce) rearm(ctx context.Context) {
 	c.runQueued(ctx)
 }
 
-// begin opens a transaction before a poll's records are processed: every
-// output, changelog record and dead letter is produced inside one.
-func (c *exactlyOnce) begin(fetches kgo.Fetches) error {
-	if c.inTxn || fetches.NumRecords() == 0 {
-		return nil
-	}
-	if err := c.sess.Begin(); err != nil {
-		return fmt.Errorf("beginning a transaction: %w", err)
-	}
-	c.inTxn = true
-	return nil
-}
-
-// openNow opens a transaction for work done outside a poll's records (a
-// commit point's timer and commit calls).
+// openNow opens a transaction for work about to be done: records, or a
+// commit point's timer and commit calls. Every output, changelog record
+// and dead letter is produced inside one.
 func (c *exactlyOnce) openNow() error {
 	if c.inTxn {
 		return nil
@@ -218,7 +208,14 @@ func (c *exactlyOnce) commit(ctx context.Context) error {
 			try = kgo.TryAbort
 		}
 	}
-	committed, err := c.end(ctx, try)
+	// The transaction commits the windows' offsets, not the client's own
+	// record of what was polled: records held in a window (a batch cut at
+	// the deadline) were polled but not processed.
+	offsets := r.commitOffsets()
+	committed, err := c.end(kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
+		setTxnOffsets(req, offsets)
+		return nil
+	}), try)
 	c.disarmed = false // End reset the session's revoke and loss flags
 	// Every record of the transaction has its answer by now (End flushes
 	// or aborts them all); an abort fails the buffered ones with "client is
@@ -253,6 +250,48 @@ func (c *exactlyOnce) commit(ctx context.Context) error {
 		p.Stats.Commits.Add(1)
 	}
 	return nil
+}
+
+// setTxnOffsets makes req commit offsets and nothing else: the client
+// fills it with the offset after every record it polled, a window knows
+// the offset after every record it processed.
+func setTxnOffsets(req *kmsg.TxnOffsetCommitRequest, offsets map[string]map[int32]kgo.EpochOffset) {
+	left := map[string]map[int32]kgo.EpochOffset{}
+	for topic, ps := range offsets {
+		left[topic] = maps.Clone(ps)
+	}
+	topics := req.Topics[:0]
+	for _, t := range req.Topics {
+		ps := t.Partitions[:0]
+		for _, p := range t.Partitions {
+			off, ok := left[t.Topic][p.Partition]
+			if !ok {
+				continue // nothing processed since the last commit point
+			}
+			delete(left[t.Topic], p.Partition)
+			p.Offset, p.LeaderEpoch = off.Offset, off.Epoch
+			ps = append(ps, p)
+		}
+		if t.Partitions = ps; len(ps) > 0 {
+			topics = append(topics, t)
+		}
+	}
+	// A processed partition the client did not list (it always does: its
+	// records were polled) is added, by name.
+	for topic, ps := range left {
+		if len(ps) == 0 {
+			continue
+		}
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = topic
+		for p, off := range ps {
+			rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = p, off.Offset, off.Epoch, &req.MemberID
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		topics = append(topics, rt)
+	}
+	req.Topics = topics
 }
 
 // aborted finishes a commit point whose transaction aborted: the windows

@@ -653,11 +653,18 @@ func (r *Runner) iterate(ctx context.Context) (done bool, err error) {
 	r.committer.rearm(ctx)
 	r.finishRestores()
 	r.advanceSwaps(ctx)
-	pollCtx, cancel := r.pollContext(ctx)
-	r.mu.Unlock()
-
-	fetches := r.cl.PollRecords(pollCtx, r.opts.MaxPoll)
-	cancel()
+	var fetches kgo.Fetches
+	if r.holdsWork() {
+		// Records wait in the tasks' windows: take what the client has
+		// buffered, without waiting for more.
+		r.mu.Unlock()
+		fetches = r.cl.PollRecords(nil, r.opts.MaxPoll)
+	} else {
+		pollCtx, cancel := r.pollContext(ctx)
+		r.mu.Unlock()
+		fetches = r.cl.PollRecords(pollCtx, r.opts.MaxPoll)
+		cancel()
+	}
 	if fetches.IsClientClosed() {
 		return true, nil
 	}
@@ -679,9 +686,6 @@ func (r *Runner) process(ctx context.Context, fetches kgo.Fetches) error {
 		}
 		r.log.Warn("fetch error", "topic", topic, "partition", p, "err", ferr)
 	})
-	if err := r.committer.begin(fetches); err != nil {
-		return err
-	}
 	return r.processFetches(ctx, fetches)
 }
 
@@ -716,14 +720,9 @@ func (r *Runner) pollContext(ctx context.Context) (context.Context, context.Canc
 	return pctx, func() { close(stop); cancel() }
 }
 
-// processFetches runs every task's share of the poll, tasks in parallel.
+// processFetches hands a poll's records to their tasks, which hold them
+// (window.go), and runs every task that holds records, tasks in parallel.
 func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error {
-	type work struct {
-		t     *task
-		batch [][]*kgo.Record // by the task's input
-	}
-	var batch []*work
-	byTask := map[*task]*work{}
 	fetches.EachPartition(func(ftp kgo.FetchTopicPartition) {
 		if len(ftp.Records) == 0 {
 			if t := r.tasks[r.taskID(ftp.Topic, ftp.Partition)]; t != nil {
@@ -749,67 +748,88 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 			return
 		}
 		i := t.inputOf(ftp.Topic)
-		t.win.in(i).sawRecords()
-		t.win.in(i).sawEnd(ftp.LastStableOffset)
-		w := byTask[t]
-		if w == nil {
-			w = &work{t: t, batch: make([][]*kgo.Record, len(t.topics))}
-			byTask[t] = w
-			batch = append(batch, w)
+		c := t.win.in(i)
+		c.sawRecords()
+		c.sawEnd(ftp.LastStableOffset)
+		c.hold(ftp.Records)
+		t.waitingInput = false
+		if len(c.held) >= maxHeld && !c.heldFull {
+			// The task is slower than its input: stop fetching the
+			// partition until it has worked through what it holds.
+			c.heldFull = true
+			r.cl.PauseFetchPartitions(map[string][]int32{ftp.Topic: {ftp.Partition}})
 		}
-		w.batch[i] = ftp.Records
 	})
+	var batch []*task
+	for _, t := range r.tasks {
+		if t.restoring == nil && t.failed == nil && t.win.holding() {
+			batch = append(batch, t)
+		}
+	}
 	if len(batch) == 0 {
 		return nil
 	}
+	if err := r.committer.openNow(); err != nil {
+		return err
+	}
 	// Time isolation (I9): the work of one poll ends by the commit point it
 	// is due at, whatever a plugin does. Each task stops at the first record
-	// boundary past the deadline (its rest is fetched again after the
-	// commit point), so a commit point comes at most one record's time
-	// (limits.record_timeout) late and a transaction never nears its
-	// timeout. The cheapest tasks take the processing slots first, so a
-	// slow or looping processor delays the others by at most one of its
-	// records.
+	// boundary past the deadline (the records it did not reach wait in its
+	// window for the next one), so a commit point comes at most one
+	// record's time (limits.record_timeout) late and a transaction never
+	// nears its timeout. The cheapest tasks take the processing slots
+	// first, so a slow or looping processor delays the others by at most
+	// one of its records.
 	deadline := r.commitDeadline()
-	sort.SliceStable(batch, func(i, j int) bool { return batch[i].t.recordCost < batch[j].t.recordCost })
+	sort.SliceStable(batch, func(i, j int) bool { return batch[i].recordCost < batch[j].recordCost })
 	errs := make([]error, len(batch))
 	processed := make([]int, len(batch))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
-	for i, w := range batch {
-		for in, recs := range w.batch {
-			if len(recs) > 0 {
-				w.t.win.in(in).fetched(recs[len(recs)-1].Offset)
-			}
-		}
-		recs := slices.Clone(w.batch) // processBatch consumes its slices
+	for i, t := range batch {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			processed[i], errs[i] = w.t.processBatch(ctx, recs, deadline)
+			processed[i], errs[i] = t.processBatch(ctx, deadline)
 		}()
 	}
 	wg.Wait()
 	for i, n := range processed {
 		r.sinceCommit += n
-		w := batch[i]
-		for in, recs := range w.batch {
-			if len(recs) == 0 {
-				continue
-			}
-			c := w.t.win.in(in)
-			w.t.setLag(in, -1, c.fetchedEnd())
-			// A task that stopped before the end of its records (failed
-			// under on_error: fail, cut at the deadline, or shutting down)
-			// must not have the rest counted as consumed: fetch them again
-			// from where it stopped.
+		t := batch[i]
+		for in := range t.topics {
+			c := t.win.in(in)
+			t.setLag(in, -1, c.fetchedEnd())
+			// A task that stopped at a failure (on_error: fail) must not
+			// have the records after it counted as consumed: fetch them
+			// again from where it stopped.
 			if at, stopped := c.takeStop(); stopped {
-				r.rewind(w.t, in, at)
+				r.rewind(t, in, at)
+			}
+			if c.heldFull && len(c.held) < maxHeld/2 && t.failed == nil && t.restoring == nil {
+				c.heldFull = false
+				r.cl.ResumeFetchPartitions(map[string][]int32{t.topics[in]: {t.id.Partition}})
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// maxHeld is how many fetched records a task's input partition may hold
+// unprocessed (window.go) before it is paused (Kafka Streams' default
+// buffered.records.per.partition is the same); it is resumed at half.
+const maxHeld = 1000
+
+// holdsWork reports whether a task holds records it can process now, so
+// the next poll must not wait for new ones.
+func (r *Runner) holdsWork() bool {
+	for _, t := range r.tasks {
+		if t.restoring == nil && t.failed == nil && !t.waitingInput && t.win.holding() {
+			return true
+		}
+	}
+	return false
 }
 
 // taskID names the task of an input partition (an empty processor for a

@@ -71,8 +71,11 @@ type task struct {
 	// when the spec has one) and commit marks.
 	tk *timekeeper
 	// waitingSince is when the task began to wait for a lagging input
-	// (zero: it is not waiting); see lagging.
+	// (zero: it is not waiting); see lagging. waitingInput is set when its
+	// last batch stopped to wait, and cleared when a fetch brings any of
+	// its inputs: a waiting task is not a reason to poll without waiting.
 	waitingSince time.Time
+	waitingInput bool
 }
 
 func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, error) {
@@ -207,8 +210,18 @@ func (t *task) Emit(output int, rec *abi.Record) error {
 // the first record boundary after deadline once it has finished a record
 // (so every task moves on every poll): records not reached are not counted
 // and are fetched again from where each input stopped.
-func (t *task) processBatch(ctx context.Context, batch [][]*kgo.Record, deadline time.Time) (int, error) {
+func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error) {
 	done := 0
+	// batch[i] is what input i holds; what is left of it stays held.
+	batch := make([][]*kgo.Record, len(t.topics))
+	for i := range batch {
+		batch[i] = t.win.in(i).held
+	}
+	defer func() {
+		for i := range batch {
+			t.win.in(i).held = batch[i]
+		}
+	}()
 	// stopAll marks the first record not reached on every input.
 	stopAll := func() {
 		for i, recs := range batch {
@@ -220,8 +233,7 @@ func (t *task) processBatch(ctx context.Context, batch [][]*kgo.Record, deadline
 	if t.restoring != nil {
 		// Fetching is paused while the task restores, so records can only
 		// be here if they were fetched before the pause took effect. They
-		// are not processed on incomplete state: fetch them again later.
-		stopAll()
+		// are not processed on incomplete state: they wait, held.
 		return 0, nil
 	}
 	// The time store is read once the state is restored: the stream time
@@ -266,9 +278,9 @@ func (t *task) processBatch(ctx context.Context, batch [][]*kgo.Record, deadline
 				if t.lagging(batch) {
 					// An input with records on the broker that this poll
 					// did not bring: its next record may be older than
-					// any here. Stop, to be fetched again with it
-					// (bounded by maxInputWait).
-					stopAll()
+					// any here. Wait for it, the records held (bounded by
+					// maxInputWait).
+					t.waitingInput = true
 					return done, nil
 				}
 				if t.failed != nil {
@@ -278,13 +290,12 @@ func (t *task) processBatch(ctx context.Context, batch [][]*kgo.Record, deadline
 					return done, nil
 				}
 				if ctx.Err() != nil {
-					stopAll()
 					return done, nil
 				}
 				// lastProcessed is when the previous batch of this poll
-				// ended (done > 0): every task moves on every poll.
+				// ended (done > 0): every task moves on every poll. The
+				// records not reached stay held for the next window.
 				if done > 0 && !t.lastProcessed.Before(deadline) {
-					stopAll()
 					t.proc.Stats.Cuts.Add(1)
 					return done, nil
 				}
@@ -348,8 +359,7 @@ func (t *task) processBatch(ctx context.Context, batch [][]*kgo.Record, deadline
 			}
 		}
 		if n == 0 {
-			stopAll() // canceled before the first call
-			return done, nil
+			return done, nil // canceled before the first call
 		}
 	}
 }
