@@ -641,6 +641,7 @@ pub fn __init(handles: &[&dyn Handle], init: fn() -> Result<()>) -> i32 {
 /// processor!(process);
 /// processor!(process, init);
 /// processor!(process, init, handles = [OUT, SEEN], on_timer = fired, on_commit = committed);
+/// processor!(process, handles = [OUT, SEEN]);   // the clauses without an init function
 /// ```
 ///
 /// `process: fn(&Record) -> Result<()>` runs once per record; `init: fn() ->
@@ -663,6 +664,16 @@ pub fn __init(handles: &[&dyn Handle], init: fn() -> Result<()>) -> i32 {
 macro_rules! processor {
     ($process:path) => {
         $crate::processor!($process, $crate::__rt::no_init);
+    };
+    // Clauses without an init function.
+    ($process:path, handles = $($rest:tt)*) => {
+        $crate::__processor!(@munch $process, $crate::__rt::no_init, [] [] [] handles = $($rest)*);
+    };
+    ($process:path, on_timer = $($rest:tt)*) => {
+        $crate::__processor!(@munch $process, $crate::__rt::no_init, [] [] [] on_timer = $($rest)*);
+    };
+    ($process:path, on_commit = $($rest:tt)*) => {
+        $crate::__processor!(@munch $process, $crate::__rt::no_init, [] [] [] on_commit = $($rest)*);
     };
     ($process:path, $init:path $(, $($rest:tt)*)?) => {
         $crate::__processor!(@munch $process, $init, [] [] [] $($($rest)*)?);
