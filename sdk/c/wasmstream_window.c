@@ -170,6 +170,34 @@ static int timer_cancel(int64_t ts, ws_bytes key) {
     return e < 0 ? ws_fail_call("timer_cancel", NULL, e) : WS_OK;
 }
 
+/* name, 0, tag, u32 key length, key, with room for tail more bytes, which
+ * the caller adds: the start of a window's or a buffered record's key; an
+ * error naming what ("window", "join") and the noun ("window key") when it
+ * would be over WS_MAX_KEY_SIZE. */
+static int record_key(const char *what, const char *noun, const char *name, ws_buf *k, uint8_t tag, ws_bytes key,
+                      size_t tail) {
+    size_t nl = strlen(name), kl = ws_len(key), n = nl + 1 + 1 + 4 + kl + tail;
+    if (n > WS_MAX_KEY_SIZE) {
+        msg m = {.n = 0};
+        m_str(&m, what);
+        m_str(&m, ": ");
+        m_qstr(&m, name);
+        m_str(&m, ": a record key of ");
+        m_i64(&m, (int64_t)kl);
+        m_str(&m, " bytes makes a ");
+        m_str(&m, noun);
+        m_str(&m, " over ");
+        m_i64(&m, WS_MAX_KEY_SIZE);
+        m_str(&m, " bytes");
+        return m_fail(&m);
+    }
+    uint8_t len[4] = {(uint8_t)(kl >> 24), (uint8_t)(kl >> 16), (uint8_t)(kl >> 8), (uint8_t)kl};
+    k->len = 0;
+    if (!grow(k, n) || !add(k, name, nl + 1) || !add(k, &tag, 1) || !add(k, len, 4) || !add(k, key.ptr, kl))
+        return oom();
+    return WS_OK;
+}
+
 /* The late-record count key: name, 0, 'c', "late". */
 static int late_key(const char *name, ws_buf *k) {
     k->len = 0;
@@ -271,25 +299,8 @@ int ws_windows_check(const ws_windows *w) {
 
 /* name, 0, tag, u32 key length, key, start (sortable). */
 static int state_key(const ws_windows *w, ws_buf *k, uint8_t tag, ws_bytes key, int64_t start) {
-    size_t nl = strlen(w->name), n = nl + 1 + 1 + 4 + ws_len(key) + 8;
-    if (n > WS_MAX_KEY_SIZE) {
-        msg m = {.n = 0};
-        m_str(&m, "window: ");
-        m_qstr(&m, w->name);
-        m_str(&m, ": a record key of ");
-        m_i64(&m, (int64_t)ws_len(key));
-        m_str(&m, " bytes makes a window key over ");
-        m_i64(&m, WS_MAX_KEY_SIZE);
-        m_str(&m, " bytes");
-        return m_fail(&m);
-    }
-    uint8_t len[4] = {(uint8_t)(ws_len(key) >> 24), (uint8_t)(ws_len(key) >> 16), (uint8_t)(ws_len(key) >> 8),
-                      (uint8_t)ws_len(key)};
-    k->len = 0;
-    if (!add(k, w->name, nl + 1) || !add(k, &tag, 1) || !add(k, len, 4) || !add(k, key.ptr, ws_len(key)) ||
-        !add64(k, (uint64_t)start ^ ((uint64_t)1 << 63)))
-        return oom();
-    return WS_OK;
+    if (record_key("window", "window key", w->name, k, tag, key, 8) != WS_OK) return WS_FAILED;
+    return add64(k, (uint64_t)start ^ ((uint64_t)1 << 63)) ? WS_OK : oom();
 }
 
 /* Splits a key made by state_key: 1, or 0 for any other key. */
@@ -648,23 +659,8 @@ int ws_join_check(const ws_join *j) {
 /* name, 0, side tag, u32 key length, key, timestamp (sortable), offset
  * (sortable). */
 static int buffer_key(const ws_join *j, ws_buf *k, uint8_t tag, ws_bytes key, int64_t ts, int64_t offset) {
-    size_t nl = strlen(j->name), n = nl + 1 + 1 + 4 + ws_len(key) + 16;
-    if (n > WS_MAX_KEY_SIZE) {
-        msg m = {.n = 0};
-        m_str(&m, "join: ");
-        m_qstr(&m, j->name);
-        m_str(&m, ": a record key of ");
-        m_i64(&m, (int64_t)ws_len(key));
-        m_str(&m, " bytes makes a buffer key over ");
-        m_i64(&m, WS_MAX_KEY_SIZE);
-        m_str(&m, " bytes");
-        return m_fail(&m);
-    }
-    uint8_t len[4] = {(uint8_t)(ws_len(key) >> 24), (uint8_t)(ws_len(key) >> 16), (uint8_t)(ws_len(key) >> 8),
-                      (uint8_t)ws_len(key)};
-    k->len = 0;
-    if (!add(k, j->name, nl + 1) || !add(k, &tag, 1) || !add(k, len, 4) || !add(k, key.ptr, ws_len(key)) ||
-        !add64(k, (uint64_t)ts ^ ((uint64_t)1 << 63)) || !add64(k, (uint64_t)offset ^ ((uint64_t)1 << 63)))
+    if (record_key("join", "buffer key", j->name, k, tag, key, 16) != WS_OK) return WS_FAILED;
+    if (!add64(k, (uint64_t)ts ^ ((uint64_t)1 << 63)) || !add64(k, (uint64_t)offset ^ ((uint64_t)1 << 63)))
         return oom();
     return WS_OK;
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "wasmstream_fake.h"
 #include "wasmstream_time.h"
 
@@ -70,16 +71,6 @@ int ws_on_timer(const ws_trigger *t) {
 
 /* ---- its test ---- */
 
-static int failures;
-#define CHECK(cond, ...)                                                    \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                   \
-            fputc('\n', stderr);                                            \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
 
 int main(void) {
     const char *outs[] = {"payments", "alerts"}, *stores[] = {"recent"};

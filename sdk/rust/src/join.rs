@@ -38,8 +38,9 @@
 //! and the name (at most `abi::MAX_KEY_SIZE`). The buffer keeps each
 //! record's key, value and timestamp, not its headers.
 
+use crate::layout::{self, from_sortable};
 use crate::timer::{self, Firing};
-use crate::{abi, Error, Header, Out, Output, Record, Result, Store};
+use crate::{Error, Output, Record, Result, Store};
 
 /// Which unmatched records a join emits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,7 +133,6 @@ pub struct Join {
 
 const TAG_LEFT: u8 = b'L';
 const TAG_RIGHT: u8 = b'R';
-const TAG_COUNT: u8 = b'c';
 
 /// Joined at least one record of the other side.
 const FLAG_MATCHED: u8 = 1 << 0;
@@ -145,12 +145,6 @@ struct Buffered {
     ts: i64,
     flags: u8,
     value: Vec<u8>,
-}
-
-fn be64(b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[..8]);
-    u64::from_be_bytes(a)
 }
 
 impl Join {
@@ -178,18 +172,6 @@ impl Join {
             return Ok(());
         };
         Err(self.bad(msg))
-    }
-
-    fn prefix_len(&self) -> usize {
-        self.s.name.len() + 1
-    }
-
-    fn late_key(&self) -> Vec<u8> {
-        let mut k = self.s.name.as_bytes().to_vec();
-        k.push(0);
-        k.push(TAG_COUNT);
-        k.extend_from_slice(b"late");
-        k
     }
 
     fn emits_unmatched(&self, tag: u8) -> bool {
@@ -306,66 +288,29 @@ impl Join {
     /// The number of late records this join has seen in this task (kept in
     /// the store, so it survives restarts and moves).
     pub fn late_count(&self) -> Result<u64> {
-        let k = self.late_key();
-        match self.s.store.get(&k)? {
-            None => Ok(0),
-            Some(v) if v.len() == 8 => Ok(be64(&v)),
-            Some(_) => Err(self.corrupt(&k)),
-        }
+        layout::late_count(self.s.store, self.s.name, |k| self.corrupt(k))
     }
 
     fn late_record(&self, r: &Record<'_>) -> Result<()> {
         let n = self.late_count()?;
-        self.s.store.put(&self.late_key(), &(n + 1).to_be_bytes())?;
-        let out = match self.s.late_output {
-            Some(o) => o,
-            None => return Ok(()),
-        };
-        let mut hs: Vec<Header<'_>> = r.headers().collect();
-        hs.push(Header { name: LATE_HEADER.as_bytes(), value: Some(self.s.name.as_bytes()) });
-        out.emit(&Out { key: r.key(), value: r.value(), headers: &hs, timestamp: r.timestamp() })
+        layout::late_record(self.s.store, self.s.name, n, self.s.late_output, LATE_HEADER, r, r.key())
     }
 
-    /// prefix, side tag, u32 key length, key, timestamp (sortable), offset
+    /// name, 0, side tag, u32 key length, key, timestamp (sortable), offset
     /// (sortable): one buffered record. The offset tells apart records of
     /// one key with one timestamp, and makes a record processed again after
     /// an abort land on the same key.
     fn buffer_key(&self, tag: u8, key: &[u8], ts: i64, offset: i64) -> Result<Vec<u8>> {
-        let n = self.prefix_len() + 1 + 4 + key.len() + 16;
-        if n > abi::MAX_KEY_SIZE {
-            return Err(self.bad(&format!(
-                "a record key of {} bytes makes a buffer key over {} bytes",
-                key.len(),
-                abi::MAX_KEY_SIZE
-            )));
-        }
-        let mut k = Vec::with_capacity(n);
-        k.extend_from_slice(self.s.name.as_bytes());
-        k.push(0);
-        k.push(tag);
-        k.extend_from_slice(&(key.len() as u32).to_be_bytes());
-        k.extend_from_slice(key);
-        k.extend_from_slice(&(ts as u64 ^ (1 << 63)).to_be_bytes());
-        k.extend_from_slice(&(offset as u64 ^ (1 << 63)).to_be_bytes());
+        let mut k = layout::record_key("join", self.s.name, tag, key, "buffer key", 16)?;
+        k.extend_from_slice(&layout::sortable(ts));
+        k.extend_from_slice(&layout::sortable(offset));
         Ok(k)
     }
 
     /// Splits a key made by buffer_key; `None` for any other key.
     fn parse_key<'a>(&self, k: &'a [u8]) -> Option<(u8, &'a [u8], i64)> {
-        let p = self.prefix_len();
-        if k.len() < p + 1 + 4 + 16 || &k[..p - 1] != self.s.name.as_bytes() || k[p - 1] != 0 {
-            return None;
-        }
-        let tag = k[p];
-        if tag != TAG_LEFT && tag != TAG_RIGHT {
-            return None;
-        }
-        let n = u32::from_be_bytes([k[p + 1], k[p + 2], k[p + 3], k[p + 4]]) as usize;
-        if k.len() != p + 1 + 4 + n + 16 {
-            return None;
-        }
-        let ts = (be64(&k[p + 5 + n..]) ^ (1 << 63)) as i64;
-        Some((tag, &k[p + 5..p + 5 + n], ts))
+        let (tag, key, tail) = layout::parse_key(self.s.name, k, [TAG_LEFT, TAG_RIGHT], 16)?;
+        Some((tag, key, from_sortable(tail)))
     }
 
     fn corrupt(&self, key: &[u8]) -> Error {

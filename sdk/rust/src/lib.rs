@@ -34,6 +34,7 @@
 
 pub mod abi;
 pub mod join;
+mod layout;
 pub mod sys;
 pub mod timer;
 pub mod window;

@@ -41,8 +41,9 @@
 //! and 14 bytes, at most `abi::MAX_KEY_SIZE`: a record with a longer key
 //! fails.
 
+use crate::layout::{self, be64, from_sortable};
 use crate::timer::{self, Firing};
-use crate::{abi, Commit, Errno, Error, Header, Out, Output, Record, Result, Store};
+use crate::{Commit, Errno, Error, Output, Record, Result, Store};
 
 /// When a window's result is emitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,7 +161,6 @@ pub struct Windows {
 
 const TAG_WINDOW: u8 = b'w';
 const TAG_SESSION: u8 = b's';
-const TAG_COUNT: u8 = b'c';
 
 /// Changed since its result was last emitted (Emit::OnCommit).
 const FLAG_DIRTY: u8 = 1 << 0;
@@ -177,16 +177,6 @@ struct Stored {
 }
 
 const STORED_HEADER: usize = 17;
-
-fn be64(b: &[u8]) -> i64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[..8]);
-    i64::from_be_bytes(a)
-}
-
-fn from_sortable(b: &[u8]) -> i64 {
-    (be64(b) as u64 ^ (1 << 63)) as i64
-}
 
 impl Windows {
     /// The windows `spec` describes; `check` reports what is wrong with it.
@@ -230,19 +220,6 @@ impl Windows {
         } else {
             self.s.advance
         }
-    }
-
-    fn prefix(&self) -> Vec<u8> {
-        let mut p = self.s.name.as_bytes().to_vec();
-        p.push(0);
-        p
-    }
-
-    fn late_key(&self) -> Vec<u8> {
-        let mut k = self.prefix();
-        k.push(TAG_COUNT);
-        k.extend_from_slice(b"late");
-        k
     }
 
     /// Adds a record to its key's windows and emits what the mode says. A
@@ -466,69 +443,38 @@ impl Windows {
     /// The number of late records these windows have seen in this task
     /// (kept in the store, so it survives restarts and moves).
     pub fn late_count(&self) -> Result<u64> {
-        let k = self.late_key();
-        match self.s.store.get(&k)? {
-            None => Ok(0),
-            Some(v) if v.len() == 8 => Ok(be64(&v) as u64),
-            Some(_) => Err(self.corrupt(&k, "late count is not 8 bytes")),
-        }
+        layout::late_count(self.s.store, self.s.name, |k| self.corrupt(k, "late count is not 8 bytes"))
     }
 
     fn late_record(&self, r: &Record<'_>, key: Option<&[u8]>) -> Result<()> {
         let n = self.late_count()?;
-        self.s.store.put(&self.late_key(), &(n + 1).to_be_bytes())?;
-        let out = match self.s.late_output {
-            Some(o) => o,
-            None => return Ok(()),
-        };
-        let mut hs: Vec<Header<'_>> = r.headers().collect();
-        hs.push(Header { name: LATE_HEADER.as_bytes(), value: Some(self.s.name.as_bytes()) });
-        out.emit(&Out { key, value: r.value(), headers: &hs, timestamp: r.timestamp() })
+        layout::late_record(self.s.store, self.s.name, n, self.s.late_output, LATE_HEADER, r, key)
     }
 
-    /// prefix, tag, u32 key length, key, start (sortable): the state key of
-    /// a window, and its timer and commit-mark key.
+    /// name, 0, tag, u32 key length, key, start (sortable): the state key
+    /// of a window, and its timer and commit-mark key.
     fn state_key(&self, tag: u8, key: &[u8], start: i64) -> Result<Vec<u8>> {
-        let n = self.s.name.len() + 1 + 1 + 4 + key.len() + 8;
-        if n > abi::MAX_KEY_SIZE {
-            return Err(self.bad(&format!(
-                "a record key of {} bytes makes a window key over {} bytes",
-                key.len(),
-                abi::MAX_KEY_SIZE
-            )));
-        }
-        let mut k = Vec::with_capacity(n);
-        k.extend_from_slice(self.s.name.as_bytes());
-        k.push(0);
-        k.push(tag);
-        k.extend_from_slice(&(key.len() as u32).to_be_bytes());
-        k.extend_from_slice(key);
-        k.extend_from_slice(&(start as u64 ^ (1 << 63)).to_be_bytes());
+        let mut k = layout::record_key("window", self.s.name, tag, key, "window key", 8)?;
+        k.extend_from_slice(&layout::sortable(start));
         Ok(k)
     }
 
     /// Splits a key made by state_key; `None` for any other key.
     fn parse_key<'a>(&self, k: &'a [u8]) -> Option<(u8, &'a [u8], i64)> {
-        let p = self.s.name.len() + 1;
-        if k.len() < p + 1 + 4 + 8 || &k[..p - 1] != self.s.name.as_bytes() || k[p - 1] != 0 {
-            return None;
-        }
-        let tag = k[p];
-        if tag != TAG_WINDOW && tag != TAG_SESSION {
-            return None;
-        }
-        let n = u32::from_be_bytes([k[p + 1], k[p + 2], k[p + 3], k[p + 4]]) as usize;
-        if k.len() != p + 1 + 4 + n + 8 {
-            return None;
-        }
-        Some((tag, &k[p + 5..p + 5 + n], from_sortable(&k[p + 5 + n..])))
+        let (tag, key, tail) = layout::parse_key(self.s.name, k, [TAG_WINDOW, TAG_SESSION], 8)?;
+        Some((tag, key, from_sortable(tail)))
     }
 
     fn decode(&self, key: &[u8], v: &[u8]) -> Result<Stored> {
         if v.len() < STORED_HEADER {
             return Err(self.corrupt(key, &format!("window value of {} bytes", v.len())));
         }
-        Ok(Stored { flags: v[0], end: be64(&v[1..]), max_ts: be64(&v[9..]), agg: Some(v[STORED_HEADER..].to_vec()) })
+        Ok(Stored {
+            flags: v[0],
+            end: be64(&v[1..]) as i64,
+            max_ts: be64(&v[9..]) as i64,
+            agg: Some(v[STORED_HEADER..].to_vec()),
+        })
     }
 
     fn put(&self, key: &[u8], st: &Stored) -> Result<()> {
@@ -569,7 +515,7 @@ pub fn merge_counts(a: &[u8], b: &[u8]) -> Result<Vec<u8>> {
 pub fn count_of(agg: Option<&[u8]>) -> Result<u64> {
     match agg {
         None => Ok(0),
-        Some(a) if a.len() == 8 => Ok(be64(a) as u64),
+        Some(a) if a.len() == 8 => Ok(be64(a)),
         Some(a) => Err(Error::msg(format!("window: a count aggregate of {} bytes, want 8", a.len()))),
     }
 }

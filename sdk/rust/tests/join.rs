@@ -1,6 +1,9 @@
 //! The join helpers against the fake host: the Go SDK's sdk/join tests, in
 //! Rust, including the out-of-order runs against a brute-force join.
 
+mod common;
+
+use common::Rng;
 use std::cell::RefCell;
 use wasmstream::join::{Join, JoinResult, Kind, Side, Spec};
 use wasmstream::testing::{Host, Input, Outcome};
@@ -173,20 +176,6 @@ fn check_spec() {
     Join::new(spec()).check().unwrap();
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: i64) -> i64 {
-        (self.next() % n as u64) as i64
-    }
-}
 
 // Random out-of-order streams of both sides against a brute-force join of
 // the records that were not late: every pair once, every unmatched record

@@ -1,6 +1,9 @@
 //! The window helpers against the fake host: the Go SDK's sdk/window tests,
 //! in Rust, including the out-of-order runs against a reference model.
 
+mod common;
+
+use common::Rng;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use wasmstream::testing::{Host, Input, Outcome};
@@ -291,21 +294,6 @@ fn count() {
     assert!(window::count_of(Some(&[])).is_err());
 }
 
-/// A small deterministic generator (splitmix64) for the random runs.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: i64) -> i64 {
-        (self.next() % n as u64) as i64
-    }
-}
 
 // Out-of-order input against a reference computed independently: every
 // window that received a record is emitted exactly once, after it closed,
