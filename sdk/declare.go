@@ -2,9 +2,6 @@ package sdk
 
 import (
 	"errors"
-	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/wasmstream/wasmstream/abi"
 )
@@ -43,27 +40,51 @@ func declare(r *ref) {
 // with one message that names them all (outputs first, then stores, each
 // by name; the Rust and C SDKs say the same).
 func resolveDeclared() error {
+	// Kept in order as they are found, without duplicates; "output " sorts
+	// before "store ". (No package sort or strings: every plugin links
+	// this, and each package costs module bytes.)
 	var missing []string
 	for _, r := range declared {
 		if r.declGen != 0 && r.declGen != generation {
 			continue
 		}
 		if _, err := r.index(); err != nil {
-			if !errors.Is(err, abi.ErrnoNoName) {
+			// A type assertion, not errors.Is, which links reflection.
+			if he, ok := err.(*HostError); !ok || he.Errno != abi.ErrnoNoName {
 				return err
 			}
 			kind := "output "
 			if r.call == abi.ImportStoreIndex {
 				kind = "store "
 			}
-			missing = append(missing, kind+strconv.Quote(r.name))
+			// Quoted as the C SDK does (strconv.Quote links unicode's tables).
+			missing = insertSorted(missing, kind+`"`+r.name+`"`)
 		}
 	}
 	if len(missing) == 0 {
 		return nil
 	}
-	slices.Sort(missing) // "output " < "store "
-	missing = slices.Compact(missing)
-	return errors.New("sdk: not declared by the processor (add to its outputs or stores in the pipeline config): " +
-		strings.Join(missing, ", "))
+	msg := "sdk: not declared by the processor (add to its outputs or stores in the pipeline config): "
+	for i, m := range missing {
+		if i > 0 {
+			msg += ", "
+		}
+		msg += m
+	}
+	return errors.New(msg)
+}
+
+// insertSorted inserts s into the sorted list, unless it is there.
+func insertSorted(list []string, s string) []string {
+	i := len(list)
+	for i > 0 && list[i-1] > s {
+		i--
+	}
+	if i > 0 && list[i-1] == s {
+		return list
+	}
+	list = append(list, "")
+	copy(list[i+1:], list[i:])
+	list[i] = s
+	return list
 }

@@ -204,7 +204,15 @@ static struct declared {
 } *declared;
 static size_t n_declared, cap_declared;
 
+/* ws_sdk_init calls it, and only ws_declare sets it: a processor that
+ * declares nothing does not link the resolution and its message. Not
+ * static, so that the compiler cannot see that its one value is
+ * resolve_declared and call that directly (which would link it). */
+int (*ws_sdk_resolve_hook)(void);
+static int resolve_declared(void);
+
 void ws_declare(ws_output *h, int is_store) {
+    ws_sdk_resolve_hook = resolve_declared;
     if (n_declared == cap_declared) {
         size_t n = cap_declared ? 2 * cap_declared : 8;
         struct declared *d = realloc(declared, n * sizeof *d);
@@ -470,7 +478,7 @@ int32_t ws_sdk_process(uint32_t len) {
 }
 
 int32_t ws_sdk_init(void) {
-    int st = resolve_declared();
+    int st = ws_sdk_resolve_hook ? ws_sdk_resolve_hook() : WS_OK;
     return st != WS_OK ? st : ws_init();
 }
 
