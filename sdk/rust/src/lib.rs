@@ -30,7 +30,10 @@
 //! are unit-tested with plain `cargo test`.
 //!
 //! The crate has no dependencies and mirrors the Go SDK (package `sdk`):
-//! the same host semantics, the same error texts.
+//! the same host semantics, the same error texts. Time (timers, the
+//! clocks, commit marks) is in [`timer`], windowed aggregation in
+//! [`window`], stream-stream joins in [`join`], with the Go packages'
+//! semantics and state layout.
 
 pub mod abi;
 pub mod join;
