@@ -571,10 +571,30 @@ func (h *Host) loadPlugins(ctx context.Context) error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("processors[%d] (%s): %w", i, pc.Name, err)
+			return loadError(i, pc, err)
 		}
 	}
 	return nil
+}
+
+// loadError is the error of processors[i]'s plugin, with the fix when its
+// start failed asking for outputs or stores the processor does not declare
+// (engine.ModuleError.Undeclared): the config field to add each to.
+func loadError(i int, pc *ProcessorConfig, err error) error {
+	err = fmt.Errorf("processors[%d] (%s): %w", i, pc.Name, err)
+	var me *engine.ModuleError
+	if !errors.As(err, &me) || len(me.Undeclared) == 0 {
+		return err
+	}
+	var fixes []string
+	for _, u := range me.Undeclared {
+		if u.Kind == "output" {
+			fixes = append(fixes, fmt.Sprintf("add output %q to processors[%d].outputs (%s: <topic>)", u.Name, i, u.Name))
+		} else {
+			fixes = append(fixes, fmt.Sprintf("add store %q to processors[%d].stores", u.Name, i))
+		}
+	}
+	return fmt.Errorf("%w\nfix: %s", err, strings.Join(fixes, "; "))
 }
 
 // ensureTopics makes sure the app's topics exist (package topics). An
@@ -680,7 +700,7 @@ func Validate(ctx context.Context, cfg *Config, log *slog.Logger) error {
 			_ = p.RT.Close(ctx)
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("processors[%d] (%s): %w", i, pc.Name, err))
+			errs = append(errs, loadError(i, pc, err))
 		}
 	}
 	return errors.Join(errs...)

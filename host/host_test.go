@@ -250,6 +250,9 @@ func TestBadPluginsAreRefusedAtStart(t *testing.T) {
 		"forbiddenimport": "env",
 		"initfail":        "init",
 		"inittrap":        "init",
+		// The first mistakes get the fix in the message.
+		"command":        "-buildmode=c-shared",
+		"undeclaredinit": `fix: add output "alerts" to processors[0].outputs (alerts: <topic>); add store "cards" to processors[0].stores`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := &Config{

@@ -81,6 +81,15 @@ func hostScanNext(cursor uint32, out []byte) int32 {
 
 func hostScanClose(cursor uint32) int32 { return abiScanClose(cursor) }
 
+// started is set when the instance has started (wasmstream_init
+// succeeded): handles made before are declared (declare.go). A Wasm module
+// is one instance, so there is nothing between package initialization
+// (_initialize) and wasmstream_init.
+var started bool
+
+func inPackageInit() bool { return !started }
+func initDone()           { started = true }
+
 // The exports. //go:wasmexport works from this non-main package: a
 // c-shared build exports every such function of every linked package, and
 // the toolchain adds _initialize, which runs the package init functions

@@ -16,11 +16,15 @@ type OutputHandle struct {
 }
 
 // Output returns the handle of the output called name. It does not call the
-// host: the name is resolved to an index (output_index) on first use and
-// cached for the instance's life. Call Check from OnInit to fail at start if
-// the processor does not declare it.
+// host. A handle made while the plugin starts (a package variable, or in
+// the OnInit hook) is resolved when the instance starts, so a processor
+// that does not declare it fails to start (and `wasmstream validate`
+// says so); one made later is resolved (output_index) on first use. The
+// index is cached for the instance's life.
 func Output(name string) *OutputHandle {
-	return &OutputHandle{ref{name: name, call: abi.ImportOutputIndex}}
+	h := &OutputHandle{ref{name: name, call: abi.ImportOutputIndex}}
+	declare(&h.ref)
+	return h
 }
 
 // Name is the output's name.
@@ -58,6 +62,17 @@ func (o *OutputHandle) Emit(r Out) error {
 	// Small enough to be inlined, and passing the fields rather than &r, so
 	// that the caller's Out literal need not be built in memory (see "The
 	// per-record path" in sdk.go).
+	return o.emit(r.Key, r.Value, r.Headers, r.Timestamp, abi.AnyPartition)
+}
+
+// Forward emits the input record r as it came (key, value, headers and
+// timestamp) to this output, the host picking the partition by key. For
+// the record being processed it is the cheapest emit there is: the SDK
+// hands the host its own input buffer with the fields an emit sets
+// rewritten, without encoding or copying anything (see emit), as the Rust
+// SDK's forward and the C SDK's ws_forward do. A record with timestamp 0
+// gets the current call's timestamp, as Emit gives it.
+func (o *OutputHandle) Forward(r *Record) error {
 	return o.emit(r.Key, r.Value, r.Headers, r.Timestamp, abi.AnyPartition)
 }
 
@@ -287,6 +302,9 @@ type ref struct {
 	err  error  // a resolution that failed for good (ENONAME)
 	gen  uint32 // generation idx or err belongs to; 0 = unresolved
 	ok   uint32 // gen when idx is valid (err is nil), for emit's one check
+	// declGen is the generation whose start resolves the handle, 0 for
+	// every start (a package variable); see declare.go.
+	declGen uint32
 }
 
 func (r *ref) index() (uint32, error) {

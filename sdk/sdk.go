@@ -59,9 +59,10 @@ func Handle(fn func(r *Record) error) {
 
 // OnInit registers fn to run once per instance, after the package init
 // functions and before the first record (the wasmstream_init export). It is
-// the place to read and check Config and to Check outputs and stores, so a
-// bad deployment fails at start with a clear message instead of on every
-// record. An error fails the instance's start; its text is the reason the
+// the place to read and check Config, so a bad deployment fails at start
+// with a clear message instead of on every record. (Outputs and stores
+// that are package variables, or that fn makes, are resolved at start
+// without a Check.) An error fails the instance's start; its text is the reason the
 // host reports. Emitting and state access are not allowed during init
 // (abi.ErrnoPhase). A later call replaces the hook.
 func OnInit(fn func() error) { initHook = fn }
@@ -350,6 +351,7 @@ func field(src []byte, p int, n int32) ([]byte, int, bool) {
 // initialize is the body of the wasmstream_init export.
 func initialize() (status abi.Status) {
 	defer func() {
+		inInit = false
 		if p := recover(); p != nil {
 			status = failPanic(p)
 		}
@@ -357,11 +359,24 @@ func initialize() (status abi.Status) {
 	if handler == nil {
 		return fail("sdk: no handler: call sdk.Handle from an init function of package main")
 	}
+	// The package variables' handles first, so that a hook that Checks
+	// one does not fail first with a message about that one alone; then
+	// those the hook made.
+	if err := resolveDeclared(); err != nil {
+		return failErr(err)
+	}
 	if initHook != nil {
-		if err := initHook(); err != nil {
+		inInit = true
+		err := initHook()
+		inInit = false
+		if err != nil {
+			return failErr(err)
+		}
+		if err := resolveDeclared(); err != nil {
 			return failErr(err)
 		}
 	}
+	initDone()
 	return abi.StatusOK
 }
 

@@ -196,6 +196,81 @@ static int32_t resolve(ws_output *o, int32_t (*f)(const void *, uint32_t)) {
     return i;
 }
 
+/* The declared handles (WS_DECLARE_OUTPUT, WS_DECLARE_STORE), resolved by
+ * ws_sdk_init before ws_init. */
+static struct declared {
+    ws_output *h;
+    int is_store;
+} *declared;
+static size_t n_declared, cap_declared;
+
+/* ws_sdk_init calls it, and only ws_declare sets it: a processor that
+ * declares nothing does not link the resolution and its message. Not
+ * static, so that the compiler cannot see that its one value is
+ * resolve_declared and call that directly (which would link it). */
+int (*ws_sdk_resolve_hook)(void);
+static int resolve_declared(void);
+
+void ws_declare(ws_output *h, int is_store) {
+    ws_sdk_resolve_hook = resolve_declared;
+    if (n_declared == cap_declared) {
+        size_t n = cap_declared ? 2 * cap_declared : 8;
+        struct declared *d = realloc(declared, n * sizeof *d);
+        if (!d) return; /* then it is resolved on first use */
+        declared = d;
+        cap_declared = n;
+    }
+    declared[n_declared].h = h;
+    declared[n_declared++].is_store = is_store;
+}
+
+/* Orders missing handles as the other SDKs list them: outputs first, then
+ * stores, each by name. */
+static int declared_less(const struct declared *a, const struct declared *b) {
+    if (a->is_store != b->is_store) return a->is_store < b->is_store;
+    return strcmp(a->h->name, b->h->name) < 0;
+}
+
+static void append(char *m, size_t cap, size_t *n, const char *s) {
+    for (; *s && *n < cap; s++) m[(*n)++] = *s;
+}
+
+/* Resolves the declared handles: WS_OK, or WS_FAILED with the reason. */
+static int resolve_declared(void) {
+    struct declared *missing = NULL;
+    size_t n_missing = 0;
+    for (size_t i = 0; i < n_declared; i++) {
+        ws_output *h = declared[i].h;
+        int32_t e = resolve(h, declared[i].is_store ? ws_host_store_index : ws_host_output_index);
+        if (e >= 0) continue;
+        if (e != -WS_ENONAME) {
+            free(missing);
+            return ws_fail_call(declared[i].is_store ? "store_index" : "output_index", h->name, e);
+        }
+        if (!missing && !(missing = malloc(n_declared * sizeof *missing))) return ws_fail("sdk: out of memory");
+        /* insertion in order, without duplicates */
+        size_t j = n_missing;
+        while (j > 0 && declared_less(&declared[i], &missing[j - 1])) j--;
+        if (j > 0 && missing[j - 1].is_store == declared[i].is_store && !strcmp(missing[j - 1].h->name, h->name))
+            continue;
+        memmove(&missing[j + 1], &missing[j], (n_missing - j) * sizeof *missing);
+        missing[j] = declared[i];
+        n_missing++;
+    }
+    if (!n_missing) return WS_OK;
+    char m[WS_MAX_LOG_SIZE];
+    size_t n = 0;
+    append(m, sizeof m, &n, "sdk: not declared by the processor (add to its outputs or stores in the pipeline config): ");
+    for (size_t i = 0; i < n_missing; i++) {
+        append(m, sizeof m, &n, i ? ", " : "");
+        append(m, sizeof m, &n, missing[i].is_store ? "store \"" : "output \"");
+        append(m, sizeof m, &n, missing[i].h->name);
+        append(m, sizeof m, &n, "\"");
+    }
+    free(missing);
+    return ws_fail_n(m, n);
+}
+
 int32_t ws_output_check(ws_output *o) {
     int32_t i = resolve(o, ws_host_output_index);
     return i < 0 ? i : 0;
@@ -402,7 +477,14 @@ int32_t ws_sdk_process(uint32_t len) {
     return st;
 }
 
-int32_t ws_sdk_init(void) { return ws_init(); }
+int32_t ws_sdk_init(void) {
+    int st = ws_sdk_resolve_hook ? ws_sdk_resolve_hook() : WS_OK;
+    return st != WS_OK ? st : ws_init();
+}
+
+void ws_sdk_set_timestamp(int64_t ts) { cur_ts = ts; }
+
+const uint8_t *ws_sdk_input_bytes(uint32_t len) { return len <= in_cap ? in_buf : NULL; }
 
 __attribute__((weak)) int ws_init(void) { return WS_OK; }
 

@@ -81,6 +81,8 @@ typedef struct {
 } ws_bytes;
 
 #define WS_NULL ((ws_bytes){NULL, -1})
+/* The length of a byte string, 0 for null. */
+static inline size_t ws_len(ws_bytes b) { return b.len < 0 ? 0 : (size_t)b.len; }
 /* A byte string over a C string (not null). */
 ws_bytes ws_str(const char *s);
 
@@ -128,6 +130,29 @@ typedef struct {
 
 #define WS_OUTPUT(n) {(n), -1, 0}
 #define WS_STORE(n) {(n), -1, 0}
+
+/* Declares a handle the instance resolves when it starts, before ws_init:
+ * a deployment whose config lacks it fails to start (and `wasmstream
+ * validate` says so), with a message naming every missing name, instead
+ * of failing records. The preferred way to declare a processor's outputs
+ * and stores:
+ *
+ *     WS_DECLARE_OUTPUT(out, "out");      // static ws_output out
+ *     WS_DECLARE_STORE(seen, "seen");     // static ws_store seen
+ *
+ * (A static constructor registers it; in Wasm the reactor's _initialize
+ * runs them.) A WS_OUTPUT / WS_STORE handle is resolved on first use. */
+#define WS_DECLARE_OUTPUT(var, n)        \
+    static ws_output var = WS_OUTPUT(n); \
+    WS_DECLARE_(var, 0)
+#define WS_DECLARE_STORE(var, n)       \
+    static ws_store var = WS_STORE(n); \
+    WS_DECLARE_(var, 1)
+#define WS_DECLARE_(var, is_store)                                                           \
+    __attribute__((constructor)) static void ws_declare_##var(void) { ws_declare(&var, is_store); } \
+    struct ws_declare_##var
+/* Registers h (a store if is_store) for resolution at start. */
+void ws_declare(ws_output *h, int is_store);
 
 /* Resolve now: 0, or -WS_ENONAME if the processor does not declare it. */
 int32_t ws_output_check(ws_output *o);
@@ -228,6 +253,10 @@ int32_t ws_sdk_process(uint32_t len);
 int32_t ws_sdk_init(void);
 /* A fresh instance (fake host only): forget cached indices. */
 void ws_sdk_reset(void);
+/* For the callbacks (wasmstream_time.c): the timestamp emits default to,
+ * and the first len bytes of the input buffer (NULL if it is shorter). */
+void ws_sdk_set_timestamp(int64_t ts);
+const uint8_t *ws_sdk_input_bytes(uint32_t len);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/abi/abitest"
+	"github.com/wasmstream/wasmstream/host/internal/engine"
 	"github.com/wasmstream/wasmstream/internal/polybuild"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
@@ -22,7 +24,19 @@ type guest struct {
 var guests = []guest{
 	{"go", func(t testing.TB) string { return wasmbuild.Build(t, "./host/internal/conformance/guest/go") }},
 	{"rust", func(t testing.TB) string { return polybuild.Rust(t, "host/internal/conformance/guest/rust") }},
-	{"c", func(t testing.TB) string { return polybuild.C(t, "host/internal/conformance/guest/c/conformance.c") }},
+	{"c", func(t testing.TB) string {
+		return polybuild.C(t, "host/internal/conformance/guest/c/conformance.c", "sdk/c/wasmstream_time.c")
+	}},
+}
+
+// wasm builds the guest and reads its module.
+func (g guest) wasm(t testing.TB) []byte {
+	t.Helper()
+	wasm, err := os.ReadFile(g.build(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wasm
 }
 
 // conformanceBinding is what the script declares (README.md): the config
@@ -45,11 +59,7 @@ var commands = []string{"names", "config", "log", "state", "state", "scan", "hea
 // end.
 func run(t *testing.T, g guest, batched bool) ([]step, []string) {
 	t.Helper()
-	wasm, err := os.ReadFile(g.build(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := start(t, "conformance-"+g.lang, wasm, conformanceBinding)
+	p := start(t, "conformance-"+g.lang, g.wasm(t), conformanceBinding)
 	steps := []step{{name: "init", logs: p.initLogs}}
 	vectors, _, err := abitest.Load(abitest.Path())
 	if err != nil {
@@ -120,7 +130,8 @@ func checkSemantics(t *testing.T, steps []step, state []string) {
 		by[s.name] = append(by[s.name], s)
 	}
 	// init: emit and state refused; the config read whole.
-	wantInit := []string{"INFO init config " + itoa(len(conformanceBinding.config)), "INFO init emit EPHASE get EPHASE"}
+	wantInit := []string{"INFO init config " + itoa(len(conformanceBinding.config)), "INFO init emit EPHASE get EPHASE",
+		"INFO init time set EPHASE cancel EPHASE stream EPHASE wall EPHASE mark EPHASE"}
 	if got := by["init"][0].logs; strings.Join(got, "|") != strings.Join(wantInit, "|") {
 		t.Errorf("init logs %q, want %q", got, wantInit)
 	}
@@ -257,3 +268,22 @@ func checkSemantics(t *testing.T, steps []step, state []string) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestConformanceUndeclared starts every language's processor with a
+// config that lacks one of its outputs and one of its stores: each
+// resolves its declared handles when it starts, so the start fails, with
+// the same message naming both (abi/ABI.md section 9).
+func TestConformanceUndeclared(t *testing.T) {
+	const want = `sdk: not declared by the processor (add to its outputs or stores in the pipeline config): output "side", store "kv"`
+	b := binding{outputs: []string{"out"}, stores: []string{"aux"}, config: "{}"}
+	for _, g := range guests {
+		t.Run(g.lang, func(t *testing.T) {
+			m, _ := module(t, "conformance-"+g.lang, g.wasm(t))
+			_, err := m.Instantiate(context.Background(), engine.Binding{Name: "undeclared-" + g.lang, Outputs: b.outputs,
+				Stores: b.stores, Config: []byte(b.config), Sink: &sink{}, State: newMemState(1), Time: noTime{}})
+			if err == nil || !strings.HasSuffix(err.Error(), want) {
+				t.Fatalf("start: %v\nwant the message %s", err, want)
+			}
+		})
+	}
+}

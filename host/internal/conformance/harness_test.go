@@ -27,6 +27,8 @@ type binding struct {
 	// marks serves commit_mark (markTime) instead of failing every time
 	// call (noTime), for the modes that mark keys.
 	marks bool
+	// timed serves every time call (scriptTime, time_test.go).
+	timed bool
 }
 
 // emitted is one record a plugin emitted: the output's index and the
@@ -212,6 +214,8 @@ type plugin struct {
 	logs  *logCapture
 	// marks is the Time of a binding with marks, else nil.
 	marks *markTime
+	// clock is the Time of a timed binding, else nil.
+	clock *scriptTime
 	// initLogs are the lines logged while the instance started.
 	initLogs []string
 }
@@ -272,6 +276,10 @@ func start(t testing.TB, name string, wasm []byte, b binding) *plugin {
 	if b.marks {
 		p.marks = &markTime{marked: map[string]int64{}, staged: map[string]int64{}}
 		tm = p.marks
+	}
+	if b.timed {
+		p.clock = newScriptTime()
+		tm = p.clock
 	}
 	var err error
 	p.inst, err = m.Instantiate(context.Background(), engine.Binding{Name: name, Outputs: b.outputs, Stores: b.stores,
@@ -359,6 +367,9 @@ func (p *plugin) process(name string, rec abi.Record) step {
 	p.state.end(err == nil)
 	if p.marks != nil {
 		p.marks.end(err == nil)
+	}
+	if p.clock != nil {
+		p.clock.end(err == nil)
 	}
 	s := step{name: name, err: err, logs: p.logs.take()}
 	if err == nil {

@@ -29,3 +29,27 @@ func TestCSDKNative(t *testing.T) {
 		t.Fatalf("%s: %v\n%s", bin, err, out)
 	}
 }
+
+// TestCSDKTimeNative runs the C SDK's time tests natively (under
+// AddressSanitizer and UBSan): timers, clocks, commit marks, callbacks,
+// store expiry and the window and join helpers against the fake host, and
+// the shared trigger vectors.
+func TestCSDKTimeNative(t *testing.T) {
+	bin := polybuild.CNative(t, "sdk/c/test/time_test.c", "sdk/c/wasmstream_time.c", "sdk/c/wasmstream_window.c")
+	triggers, err := filepath.Abs(abitest.TriggersPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, triggers).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", bin, err, out)
+	}
+}
+
+// TestCSDKVelocityNative runs the velocity processor written with the C
+// SDK's time helpers (sdk/c/test/velocity_test.c) against the fake host.
+func TestCSDKVelocityNative(t *testing.T) {
+	bin := polybuild.CNative(t, "sdk/c/test/velocity_test.c", "sdk/c/wasmstream_time.c")
+	if out, err := exec.Command(bin).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", bin, err, out)
+	}
+}

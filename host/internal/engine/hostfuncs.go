@@ -44,7 +44,7 @@ var hostFuncs = []hostFunc{
 	}},
 	{abi.ImportOutputIndex, i32s(2), i32, func(ctx context.Context, _ api.Module, s []uint64) {
 		i := instanceOf(ctx)
-		ret(s, i.nameIndex(abi.ImportOutputIndex, i.b.Outputs, u32(s[0]), u32(s[1])))
+		ret(s, i.outputIndex(u32(s[0]), u32(s[1])))
 	}},
 	{abi.ImportStoreIndex, i32s(2), i32, func(ctx context.Context, _ api.Module, s []uint64) {
 		i := instanceOf(ctx)
@@ -357,6 +357,15 @@ func (i *Instance) setError(ptr, n uint32) int32 {
 	return 0
 }
 
+// outputIndex is output_index.
+func (i *Instance) outputIndex(ptr, n uint32) int32 {
+	r := i.nameIndex(abi.ImportOutputIndex, i.b.Outputs, ptr, n)
+	if r == abi.ErrnoNoName.Result() {
+		i.undeclaredName("output", ptr, n)
+	}
+	return r
+}
+
 // storeIndex is store_index: the processor's stores, then its tables.
 func (i *Instance) storeIndex(ptr, n uint32) int32 {
 	r := i.nameIndex(abi.ImportStoreIndex, i.b.Stores, ptr, n)
@@ -366,8 +375,21 @@ func (i *Instance) storeIndex(ptr, n uint32) int32 {
 	r = i.nameIndex(abi.ImportStoreIndex, i.b.Tables, ptr, n)
 	if r >= 0 {
 		r += int32(len(i.b.Stores))
+	} else if r == abi.ErrnoNoName.Result() {
+		i.undeclaredName("store", ptr, n)
 	}
 	return r
+}
+
+// undeclaredName remembers a name that got ENONAME during the start
+// (noteUndeclared); nameIndex has read it already, so it is in memory.
+func (i *Instance) undeclaredName(kind string, ptr, n uint32) {
+	if i.phase != phaseInit {
+		return
+	}
+	if b, ok := i.read(abi.ImportOutputIndex, ptr, n); ok {
+		i.noteUndeclared(kind, b)
+	}
 }
 
 // checkStore validates the phase and the store index of a state call.

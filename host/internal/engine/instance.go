@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"math/bits"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -129,6 +130,11 @@ type Instance struct {
 	// has fired, math.MaxInt64 while instantiating (busy, never due).
 	deadline atomic.Int64
 	imu      sync.Mutex // held by the watchdog while it interrupts
+
+	// undeclared are the names the plugin asked for during its start and
+	// the processor does not declare (noteUndeclared), for the error of a
+	// start that fails.
+	undeclared []Undeclared
 
 	// Per-call state, owned by the calling goroutine.
 	phase     phase
@@ -540,6 +546,7 @@ func (i *Instance) start(ctx context.Context) error {
 	i.cur = l
 	i.imu.Unlock()
 
+	i.undeclared = i.undeclared[:0]
 	for _, name := range m.initFuncs {
 		i.beginCall(phaseInit)
 		intr, err := i.call(mod.ExportedFunction(name), i.rt.initTicks)
@@ -551,11 +558,11 @@ func (i *Instance) start(ctx context.Context) error {
 			}
 			kind, msg := i.classify(err, intr, i.rt.opts.InitTimeout)
 			i.discard(ctx)
-			return m.err(InitTrapped, fmt.Sprintf("%s: %s: %s", displayName(name), kind, msg), err)
+			return i.initErr(InitTrapped, fmt.Sprintf("%s: %s: %s", displayName(name), kind, msg), err)
 		}
 		if i.misuseMsg != "" {
 			i.discard(ctx)
-			return m.err(InitFailed, fmt.Sprintf("%s: ABI misuse: %s", displayName(name), i.misuseMsg), nil)
+			return i.initErr(InitFailed, fmt.Sprintf("%s: ABI misuse: %s", displayName(name), i.misuseMsg), nil)
 		}
 		if name == abi.ExportInit {
 			switch st := abi.Status(int32(i.stack[0])); st {
@@ -563,10 +570,10 @@ func (i *Instance) start(ctx context.Context) error {
 			case abi.StatusFailed:
 				msg := i.reason()
 				i.discard(ctx)
-				return m.err(InitFailed, abi.ExportInit+" returned StatusFailed: "+msg, nil)
+				return i.initErr(InitFailed, abi.ExportInit+" returned StatusFailed: "+msg, nil)
 			default:
 				i.discard(ctx)
-				return m.err(InitFailed, fmt.Sprintf("%s returned unknown status %d", abi.ExportInit, st), nil)
+				return i.initErr(InitFailed, fmt.Sprintf("%s returned unknown status %d", abi.ExportInit, st), nil)
 			}
 		}
 	}
@@ -578,15 +585,47 @@ func (i *Instance) start(ctx context.Context) error {
 		}
 		if kind == ABIMisuse {
 			i.discard(ctx)
-			return m.err(InitFailed, msg, err)
+			return i.initErr(InitFailed, msg, err)
 		}
-		return m.err(InitTrapped, msg, err)
+		return i.initErr(InitTrapped, msg, err)
 	}
 	l.inPtr, l.inCap = ptr, 0
 	if ptr != 0 {
 		l.inCap = defaultInputSize
 	}
 	return nil
+}
+
+// initErr is the error of an instance whose start failed: with the
+// names the plugin asked for and the processor does not declare, and, for
+// a trap of a WASI command module, what to build instead.
+func (i *Instance) initErr(kind ModuleErrorKind, msg string, err error) error {
+	if kind == InitTrapped && i.m.command {
+		msg += commandHint
+	}
+	return &ModuleError{Module: i.m.name, Kind: kind, Msg: msg, Err: err, Undeclared: slices.Clone(i.undeclared)}
+}
+
+// maxUndeclared bounds the names an instance's start remembers (and each
+// name's length), so a plugin asking for a million names during init
+// costs the host nothing more.
+const (
+	maxUndeclared     = 16
+	maxUndeclaredName = 256
+)
+
+// noteUndeclared remembers, during init, a name the plugin asked for
+// (output_index, store_index) that the processor does not declare.
+func (i *Instance) noteUndeclared(kind string, name []byte) {
+	if i.phase != phaseInit || len(i.undeclared) >= maxUndeclared || len(name) > maxUndeclaredName {
+		return
+	}
+	for _, u := range i.undeclared {
+		if u.Kind == kind && u.Name == string(name) {
+			return
+		}
+	}
+	i.undeclared = append(i.undeclared, Undeclared{Kind: kind, Name: string(name)})
 }
 
 // displayName names an init function for messages.

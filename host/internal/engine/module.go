@@ -118,6 +118,10 @@ type Module struct {
 	compiled  wazero.CompiledModule
 	info      Info
 	initFuncs []string // exports to call after instantiation, in order
+	// command is a WASI command module (it exports _start and no
+	// _initialize), whose language runtime the host never starts: a Go
+	// plugin built without -buildmode=c-shared traps in its first export.
+	command bool
 
 	mu     sync.Mutex
 	refs   int // live Instances
@@ -152,7 +156,7 @@ func (r *Runtime) Compile(ctx context.Context, name string, wasm []byte) (*Modul
 	if err != nil {
 		return nil, err
 	}
-	m := &Module{rt: r, name: name, compiled: compiled, info: info}
+	m := &Module{rt: r, name: name, compiled: compiled, info: info, command: isCommand(info)}
 	if ins.hasStart {
 		m.initFuncs = append(m.initFuncs, exportStart)
 	}
@@ -164,6 +168,22 @@ func (r *Runtime) Compile(ctx context.Context, name string, wasm []byte) (*Modul
 	}
 	return m, nil
 }
+
+// isCommand reports whether a module is a WASI command: it exports _start
+// (which the host does not call) and not _initialize.
+func isCommand(info Info) bool {
+	start := false
+	for _, e := range info.Exports {
+		start = start || (e.Name == "_start" && e.Kind == "func")
+	}
+	return start && !info.HasInitialize
+}
+
+// commandHint follows the failure of a command module's initializer: the
+// reason, and the fix.
+const commandHint = "; the module is a WASI command (it exports _start, not _initialize), so its language runtime " +
+	"never started: build a Go plugin with `GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared`, a C plugin with " +
+	"`-mexec-model=reactor`, a Rust plugin as a cdylib"
 
 // Inspect validates wasm exactly as Compile does (against the default memory
 // limit, ModuleLimits and CompileTimeout) without a Runtime and without
@@ -348,7 +368,9 @@ func validate(name string, c wazero.CompiledModule, ins *instrumented, wasm []by
 	}
 	slices.Sort(info.ABIVersions)
 	if len(info.ABIVersions) == 0 {
-		return fail(NoABIMarker, "no %sN export; a version %d plugin exports %s: func %s",
+		return fail(NoABIMarker, "no %sN export; a version %d plugin exports %s: func %s, which the SDK "+
+			"provides: link sdk/c/wasmstream.c into a C plugin, use wasmstream::processor! in a Rust one, import "+
+			"github.com/wasmstream/wasmstream/sdk in a Go one",
 			abi.VersionMarkerPrefix, abi.Version, abi.VersionMarker, sigMarker)
 	}
 	for _, v := range info.ABIVersions {

@@ -176,7 +176,7 @@ pub fn no_init() -> Result<()> {
     Ok(())
 }
 
-fn fail_err(e: &Error) -> i32 {
+pub(crate) fn fail_err(e: &Error) -> i32 {
     let msg = e.to_string();
     if msg.is_empty() {
         return fail("record rejected (the processor returned an error with no text)");
@@ -184,7 +184,7 @@ fn fail_err(e: &Error) -> i32 {
     fail(&msg)
 }
 
-fn fail(msg: &str) -> i32 {
+pub(crate) fn fail(msg: &str) -> i32 {
     sys::set_error(msg.as_bytes());
     abi::STATUS_FAILED
 }
@@ -193,6 +193,22 @@ fn fail(msg: &str) -> i32 {
 /// on_commit call (0 outside both).
 pub(crate) fn input_timestamp() -> i64 {
     unsafe { (*rt()).cur_ts }
+}
+
+/// Sets the timestamp emits default to (a callback's trigger's; 0 after).
+pub(crate) fn set_input_timestamp(ts: i64) {
+    unsafe { (*rt()).cur_ts = ts }
+}
+
+/// The first `len` bytes of the input buffer, where the host wrote a
+/// callback's trigger; `None` if the buffer is shorter.
+pub(crate) fn input_bytes<'a>(len: u32) -> Option<&'a [u8]> {
+    let r = rt();
+    let (ptr, cap) = unsafe { ((*r).buf.as_ptr(), (*r).buf.len()) };
+    if len as usize > cap {
+        return None;
+    }
+    Some(unsafe { core::slice::from_raw_parts(ptr, len as usize) })
 }
 
 /// Runs f with the get buffer, GET_BUF bytes long.

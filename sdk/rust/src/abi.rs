@@ -241,6 +241,34 @@ pub const TRIGGER_COMMIT: u32 = 2;
 pub const NO_TIME: i64 = i64::MIN;
 /// The host's default limits.commit_marks: distinct keys one window marks.
 pub const DEFAULT_MAX_COMMIT_MARKS: usize = 100_000;
+/// The host's default limits.timers: timers one task may have pending.
+pub const DEFAULT_MAX_TIMERS: usize = 1_000_000;
+/// The host's default limits.timer_firings: timers that fire in one commit
+/// window; the rest wait, in order, for the next.
+pub const DEFAULT_MAX_FIRINGS_PER_COMMIT: usize = 10_000;
+/// Clocks of `time_now`: the task's stream time, the host's wall clock.
+pub const CLOCK_STREAM: u32 = 0;
+pub const CLOCK_WALL: u32 = 1;
+
+/// The argument check of timer_set and timer_cancel, in the ABI's order
+/// (abi/ABI.md section 8.2, Go's abi.CheckTimer): a kind other than event
+/// or processing time, or a negative ts, is EINVAL; a key over
+/// MAX_TIMER_KEY_SIZE is ETOOLARGE. `None` for valid arguments.
+pub fn check_timer(kind: u32, ts: i64, key_len: usize) -> Option<Errno> {
+    if (kind != TIMER_EVENT_TIME && kind != TIMER_PROCESSING_TIME) || ts < 0 {
+        Some(Errno::INVAL)
+    } else if key_len > MAX_TIMER_KEY_SIZE {
+        Some(Errno::TOOLARGE)
+    } else {
+        None
+    }
+}
+
+/// The order in which due timers fire (Go's abi.TimerLess): by time, then
+/// kind (event time first), then key bytes.
+pub fn timer_order(a: (u32, i64, &[u8]), b: (u32, i64, &[u8])) -> core::cmp::Ordering {
+    (a.1, a.0, a.2).cmp(&(b.1, b.0, b.2))
+}
 
 /// What an on_timer or on_commit call is about, decoded from the input
 /// buffer; `key` borrows it.

@@ -20,20 +20,47 @@
 //! ENOSTORE), no emit or state during init (EPHASE), the size limits
 //! (ETOOLARGE), null distinct from empty, reads that see the record's staged
 //! writes, scans in byte order with "written only when it fits", at most
-//! MAX_OPEN_CURSORS cursors (ELIMIT), and a failed record's emits and state
-//! writes discarded as a whole. Commit marks are kept per window: `commit`
-//! ends the window with one call of the commit function per marked key, in
-//! key order (abi/ABI.md section 8.3).
+//! MAX_OPEN_CURSORS cursors (ELIMIT), and a failed call's emits, state
+//! writes, timer changes and marks discarded as a whole.
+//!
+//! **Time** (abi/ABI.md section 8) is faked as the Go SDK's sdktest does.
+//! The stream time moves with the records (the largest non-negative
+//! timestamp, including the record being processed); the wall clock moves
+//! only when the test says (`set_wall_time`, `advance_wall_time`) and starts
+//! at `DEFAULT_WALL_TIME` (`with_wall_time`). After every record the due event-time timers
+//! fire; at a commit point (`commit`, `advance_wall_time`, or every n
+//! records with `commit_every`) the due timers of both kinds fire, then the
+//! commit function runs once per marked key in key order, then expired
+//! entries of stores with a TTL are deleted. Processing-time timers never
+//! fire between records here, which the host may do but need not: a
+//! processor whose tests pass here does not depend on it. Timers fire in
+//! `abi::timer_order`; a timer a callback sets that is already due waits for
+//! the next check; at most the firings limit fire per commit window and the
+//! rest wait, in order. Each callback is one call, like a record: a failed
+//! one's emits, state writes, timer changes and marks are discarded, and,
+//! as under the host's "skip" policy, a timer whose callback failed stays
+//! removed. A test sees each callback in `Outcome::callbacks`.
+//!
+//! **Store expiry** (abi/ABI.md section 8.7): `ttl` gives a store a time to
+//! live on the stream or wall clock; each write stamps the entry with the
+//! clock at that call (a stream time of NO_TIME stamps 0), the processor
+//! stops reading an entry once the clock is at its stamp plus the TTL, and
+//! commit points delete it.
 //!
 //! Each Host is a fresh instance on the calling thread; tests on different
 //! threads (cargo test's default) do not share anything.
 
 use crate::abi::{self, Errno};
-use crate::{Commit, Record, Result};
+use crate::timer::Firing;
+use crate::{Commit, Handle, Record, Result};
 use std::cell::RefCell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The fake wall clock at start, ms since the Unix epoch:
+/// 2024-01-01T00:00:00Z (as the Go SDK's sdktest).
+pub const DEFAULT_WALL_TIME: i64 = 1_704_067_200_000;
 
 /// An input record. `None` is null.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -87,16 +114,78 @@ pub struct Emitted {
     pub raw: Vec<u8>,
 }
 
-/// The outcome of one record or commit call.
+/// One timer or commit callback a step ran.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Callback {
+    /// `abi::TIMER_EVENT_TIME`, `abi::TIMER_PROCESSING_TIME` or
+    /// `abi::TRIGGER_COMMIT`.
+    pub kind: u32,
+    /// The timer's time, or for a commit the timestamp of the call that
+    /// marked the key last.
+    pub time: i64,
+    pub key: Vec<u8>,
+    /// `None` if the callback succeeded, else its error.
+    pub error: Option<String>,
+    /// What the callback emitted; empty if it failed.
+    pub emitted: Vec<Emitted>,
+}
+
+/// The outcome of one step: a record (and the callbacks after it), or a
+/// commit point.
 #[derive(Clone, Debug, Default)]
 pub struct Outcome {
-    /// What wasmstream_process returned.
+    /// What wasmstream_process returned (0 for a commit point).
     pub status: i32,
     /// `None` when the record succeeded; else the processor's set_error
-    /// text, or why the host failed the record.
+    /// text, or why the host failed the record. The record's alone: each
+    /// callback has its own.
     pub error: Option<String>,
-    /// The emitted records in emit order; empty when the record failed.
+    /// The emitted records of every call of the step that succeeded, in
+    /// emit order: the record's, then those of the callbacks. A failed
+    /// call's are discarded, as the host does.
     pub emitted: Vec<Emitted>,
+    /// The timer and commit callbacks the step ran, in order.
+    pub callbacks: Vec<Callback>,
+}
+
+impl Outcome {
+    /// The first error of the step: the record's, or else the first failed
+    /// callback's; `None` if every call succeeded.
+    pub fn failed(&self) -> Option<String> {
+        if let Some(e) = &self.error {
+            return Some(e.clone());
+        }
+        self.callbacks.iter().find_map(|c| {
+            c.error.as_ref().map(|e| {
+                format!(
+                    "{} callback for key {:?} at {}: {}",
+                    kind_name(c.kind),
+                    String::from_utf8_lossy(&c.key),
+                    c.time,
+                    e
+                )
+            })
+        })
+    }
+
+    /// The emitted records of one output, in emit order.
+    pub fn to(&self, output: &str) -> Vec<&Emitted> {
+        self.emitted.iter().filter(|e| e.output == output).collect()
+    }
+
+    fn add(&mut self, o: Outcome) {
+        self.emitted.extend(o.emitted);
+        self.callbacks.extend(o.callbacks);
+    }
+}
+
+fn kind_name(kind: u32) -> &'static str {
+    match kind {
+        abi::TIMER_EVENT_TIME => "event",
+        abi::TIMER_PROCESSING_TIME => "processing",
+        abi::TRIGGER_COMMIT => "commit",
+        _ => "unknown",
+    }
 }
 
 /// One line the processor logged.
@@ -106,11 +195,20 @@ pub struct Log {
     pub msg: String,
 }
 
+/// A pending timer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Timer {
+    pub kind: u32,
+    pub time: i64,
+    pub key: Vec<u8>,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Idle,
     Init,
     Record,
+    Timer,
     Commit,
 }
 
@@ -119,11 +217,34 @@ struct Cursor {
     pos: usize,
 }
 
+/// A stored value and the stamp of the write that set it (the store's
+/// clock then; used only with a TTL).
+#[derive(Clone)]
+struct Entry {
+    value: Vec<u8>,
+    stamp: i64,
+}
+
+type Data = BTreeMap<Vec<u8>, Entry>;
+
+/// A timer as the fake keeps it: its order is abi::timer_order.
+type TimerId = (i64, u32, Vec<u8>);
+
+/// What a call changes that a failure discards.
+#[derive(Clone)]
+struct Staged {
+    data: Vec<Data>,
+    timers: BTreeSet<TimerId>,
+    marks: BTreeMap<Vec<u8>, i64>,
+}
+
 #[derive(Default)]
 struct Fake {
     outputs: Vec<String>,
     stores: Vec<String>,
-    data: Vec<BTreeMap<Vec<u8>, Vec<u8>>>,
+    data: Vec<Data>,
+    /// Per store: its TTL in ms (0: none) and its clock.
+    ttl: Vec<(i64, u32)>,
     config: Vec<u8>,
     logs: Vec<Log>,
     phase: Option<Phase>,
@@ -133,16 +254,76 @@ struct Fake {
     cursors: BTreeMap<u32, Cursor>,
     next_cursor: u32,
     fault: Option<fn(&str) -> Option<Errno>>,
-    /// The keys marked in the window, with the timestamp of their last
-    /// mark; staged holds the current record's until it succeeds.
-    marks: BTreeMap<Vec<u8>, i64>,
-    staged_marks: BTreeMap<Vec<u8>, i64>,
-    /// limits.commit_marks; 0 until set means abi::DEFAULT_MAX_COMMIT_MARKS.
-    max_marks: usize,
-    /// The timestamp of the record being processed.
-    cur_ts: i64,
+
     /// The largest record timestamp seen (>= 0), or abi::NO_TIME.
     stream_time: i64,
+    wall_time: i64,
+    /// Pending timers, in firing order.
+    timers: BTreeSet<TimerId>,
+    /// The keys marked in the window, with the timestamp of their last mark.
+    marks: BTreeMap<Vec<u8>, i64>,
+    /// The timestamp a mark made now remembers (the record's, the timer's).
+    call_ts: i64,
+    /// limits.timers, limits.timer_firings, limits.commit_marks; 0 until
+    /// set means the abi defaults.
+    max_timers: usize,
+    max_firings: usize,
+    max_marks: usize,
+    /// Timers fired in this commit window; records since the last commit
+    /// point, and how many make one (0: only when the test says).
+    fired: usize,
+    records: usize,
+    commit_every: usize,
+}
+
+impl Fake {
+    fn limit(n: usize, default: usize) -> usize {
+        if n == 0 {
+            default
+        } else {
+            n
+        }
+    }
+
+    fn in_call(&self) -> bool {
+        matches!(self.phase, Some(Phase::Record) | Some(Phase::Timer) | Some(Phase::Commit))
+    }
+
+    /// The clock store i's TTL is measured on, now.
+    fn clock(&self, i: usize) -> i64 {
+        if self.ttl[i].1 == abi::CLOCK_WALL {
+            self.wall_time
+        } else {
+            self.stream_time.max(0)
+        }
+    }
+
+    fn expired(&self, i: usize, e: &Entry) -> bool {
+        let ttl = self.ttl[i].0;
+        ttl > 0 && self.clock(i) >= e.stamp.saturating_add(ttl)
+    }
+
+    fn read(&self, i: usize, key: &[u8]) -> Option<&Vec<u8>> {
+        match self.data[i].get(key) {
+            Some(e) if !self.expired(i, e) => Some(&e.value),
+            _ => None,
+        }
+    }
+
+    fn write(&mut self, i: usize, key: &[u8], value: &[u8]) {
+        let stamp = self.clock(i);
+        self.data[i].insert(key.to_vec(), Entry { value: value.to_vec(), stamp });
+    }
+
+    fn staged(&self) -> Staged {
+        Staged { data: self.data.clone(), timers: self.timers.clone(), marks: self.marks.clone() }
+    }
+
+    fn restore(&mut self, s: Staged) {
+        self.data = s.data;
+        self.timers = s.timers;
+        self.marks = s.marks;
+    }
 }
 
 thread_local! {
@@ -155,6 +336,8 @@ static GENERATIONS: AtomicU32 = AtomicU32::new(1);
 pub struct Host<F: Fn(&Record<'_>) -> Result<()>> {
     process: F,
     init: fn() -> Result<()>,
+    handles: Vec<&'static dyn Handle>,
+    on_timer: Option<fn(&Firing<'_>) -> Result<()>>,
     on_commit: Option<fn(&Commit<'_>) -> Result<()>>,
     fake: Rc<RefCell<Fake>>,
     gen: u32,
@@ -168,8 +351,14 @@ impl<F: Fn(&Record<'_>) -> Result<()>> Host<F> {
         Host {
             process,
             init: crate::__rt::no_init,
+            handles: Vec::new(),
+            on_timer: None,
             on_commit: None,
-            fake: Rc::new(RefCell::new(Fake { stream_time: abi::NO_TIME, ..Fake::default() })),
+            fake: Rc::new(RefCell::new(Fake {
+                stream_time: abi::NO_TIME,
+                wall_time: DEFAULT_WALL_TIME,
+                ..Fake::default()
+            })),
             gen: GENERATIONS.fetch_add(1, Ordering::Relaxed) + 1,
             started: false,
         }
@@ -191,6 +380,21 @@ impl<F: Fn(&Record<'_>) -> Result<()>> Host<F> {
             let mut f = self.fake.borrow_mut();
             f.stores = sorted(names);
             f.data = f.stores.iter().map(|_| BTreeMap::new()).collect();
+            f.ttl = f.stores.iter().map(|_| (0, abi::CLOCK_STREAM)).collect();
+        }
+        self
+    }
+
+    /// Gives the store `name` (declared with `stores` first) a time to live
+    /// of `ms` on `clock` (`abi::CLOCK_STREAM` or `abi::CLOCK_WALL`), as a
+    /// processor's `expire` config does (abi/ABI.md section 8.7).
+    pub fn ttl(self, name: &str, ms: i64, clock: u32) -> Self {
+        {
+            let mut f = self.fake.borrow_mut();
+            let i = f.stores.iter().position(|s| s == name).unwrap_or_else(|| {
+                panic!("wasmstream::testing: ttl for {:?}, which is not declared with stores", name)
+            });
+            f.ttl[i] = (ms, clock);
         }
         self
     }
@@ -207,6 +411,19 @@ impl<F: Fn(&Record<'_>) -> Result<()>> Host<F> {
         self
     }
 
+    /// Sets the handles resolved at start (`handles = [..]` of
+    /// `processor!`).
+    pub fn handles(mut self, handles: &[&'static dyn Handle]) -> Self {
+        self.handles = handles.to_vec();
+        self
+    }
+
+    /// Sets the timer function (`on_timer = f` of `processor!`).
+    pub fn on_timer(mut self, f: fn(&Firing<'_>) -> Result<()>) -> Self {
+        self.on_timer = Some(f);
+        self
+    }
+
     /// Sets the commit function (`on_commit = f` of `processor!`).
     pub fn on_commit(mut self, f: fn(&Commit<'_>) -> Result<()>) -> Self {
         self.on_commit = Some(f);
@@ -217,6 +434,42 @@ impl<F: Fn(&Record<'_>) -> Result<()>> Host<F> {
     /// (default abi::DEFAULT_MAX_COMMIT_MARKS).
     pub fn commit_marks(self, n: usize) -> Self {
         self.fake.borrow_mut().max_marks = n;
+        self
+    }
+
+    /// Sets the time limits of abi/ABI.md section 8.6: pending timers per
+    /// task, timer firings per commit window, marked keys per commit
+    /// window. 0 keeps a limit's default.
+    pub fn timer_limits(self, timers: usize, firings_per_commit: usize, commit_marks: usize) -> Self {
+        {
+            let mut f = self.fake.borrow_mut();
+            f.max_timers = timers;
+            f.max_firings = firings_per_commit;
+            f.max_marks = commit_marks;
+        }
+        self
+    }
+
+    /// Runs a commit point after every n records, as the host does at its
+    /// commit interval; its callbacks join that record's outcome. Default
+    /// 0: commit points run only when the test calls `commit` or
+    /// `advance_wall_time`.
+    pub fn commit_every(self, n: usize) -> Self {
+        self.fake.borrow_mut().commit_every = n;
+        self
+    }
+
+    /// Sets the wall clock at start, ms since the epoch (default
+    /// `DEFAULT_WALL_TIME`).
+    pub fn with_wall_time(self, ms: i64) -> Self {
+        self.fake.borrow_mut().wall_time = ms;
+        self
+    }
+
+    /// Starts the task with a stream time, as a task restored from a
+    /// changelog would (default: none, `abi::NO_TIME`).
+    pub fn with_stream_time(self, ms: i64) -> Self {
+        self.fake.borrow_mut().stream_time = ms;
         self
     }
 
@@ -233,12 +486,13 @@ impl<F: Fn(&Record<'_>) -> Result<()>> Host<F> {
         crate::__rt::new_instance(self.gen);
     }
 
-    /// Starts the instance: runs the init function, then asks for the
-    /// input buffer (abi/ABI.md section 3). The error is init's set_error text.
+    /// Starts the instance: resolves the handles, runs the init function,
+    /// then asks for the input buffer (abi/ABI.md section 3). The error is
+    /// init's set_error text.
     pub fn start(&mut self) -> core::result::Result<(), String> {
         self.activate();
         self.begin(Phase::Init);
-        let st = crate::__rt::init(self.init);
+        let st = crate::__init(&self.handles, self.init);
         let (err, _) = self.end(st);
         if let Some(e) = err {
             return Err(e);
@@ -248,82 +502,201 @@ impl<F: Fn(&Record<'_>) -> Result<()>> Host<F> {
         Ok(())
     }
 
-    /// Processes one record (starting the instance first if needed; a
-    /// failing init panics).
-    pub fn process(&mut self, rec: &Input) -> Outcome {
+    fn ensure_started(&mut self) {
         if !self.started {
             if let Err(e) = self.start() {
                 panic!("wasmstream::testing: init failed: {}", e);
             }
         }
         self.activate();
-        let enc = rec.encode();
+    }
+
+    /// Processes one record (starting the instance first if needed; a
+    /// failing init panics) after moving the stream time to its timestamp;
+    /// then the event-time timers it made due fire and, with
+    /// `commit_every`, a commit point runs. Their callbacks are part of the
+    /// outcome.
+    pub fn process(&mut self, rec: &Input) -> Outcome {
+        self.process_raw(&rec.encode())
+    }
+
+    /// Processes the raw bytes `raw` as a record (for malformed input), as
+    /// `process` does.
+    pub fn process_raw(&mut self, raw: &[u8]) -> Outcome {
+        self.ensure_started();
+        let ptr = crate::__rt::input(raw.len() as u32);
+        assert!(!ptr.is_null(), "wasmstream::testing: the SDK refused a {}-byte input buffer", raw.len());
+        unsafe { core::ptr::copy_nonoverlapping(raw.as_ptr(), ptr, raw.len()) };
+        let ts = if raw.len() >= 8 {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&raw[..8]);
+            i64::from_le_bytes(b)
+        } else {
+            0
+        };
+        {
+            let mut f = self.fake.borrow_mut();
+            if ts >= 0 && ts > f.stream_time {
+                f.stream_time = ts;
+            }
+            f.call_ts = ts;
+        }
+        let saved = self.fake.borrow().staged();
+        self.begin(Phase::Record);
+        let st = crate::__rt::process(raw.len() as u32, &self.process);
+        let (error, emitted) = self.end(st);
+        if error.is_some() {
+            self.fake.borrow_mut().restore(saved);
+        }
+        let mut out = Outcome { status: st, error, emitted, callbacks: Vec::new() };
+        self.after_record(&mut out);
+        out
+    }
+
+    /// The check after a record, and the commit point if one is due.
+    fn after_record(&mut self, out: &mut Outcome) {
+        self.fire_due(out, false);
+        let due = {
+            let mut f = self.fake.borrow_mut();
+            f.records += 1;
+            f.commit_every > 0 && f.records >= f.commit_every
+        };
+        if due {
+            let c = self.commit();
+            out.add(c);
+        }
+    }
+
+    /// A check: the timers due at its start fire, event-time ones always,
+    /// processing-time ones at a commit point.
+    fn fire_due(&mut self, out: &mut Outcome, commit_point: bool) {
+        let due: Vec<TimerId> = {
+            let f = self.fake.borrow();
+            f.timers
+                .iter()
+                .filter(|(ts, kind, _)| {
+                    (*kind == abi::TIMER_EVENT_TIME && *ts <= f.stream_time)
+                        || (commit_point && *kind == abi::TIMER_PROCESSING_TIME && *ts <= f.wall_time)
+                })
+                .cloned()
+                .collect()
+        };
+        for id in due {
+            {
+                let mut f = self.fake.borrow_mut();
+                if f.fired >= Fake::limit(f.max_firings, abi::DEFAULT_MAX_FIRINGS_PER_COMMIT) {
+                    return; // the rest fire in the next window
+                }
+                if !f.timers.remove(&id) {
+                    continue; // cancelled by an earlier callback of this check
+                }
+                f.fired += 1; // removed whatever the callback does
+            }
+            let (ts, kind, key) = id;
+            self.callback(out, kind, ts, key);
+        }
+    }
+
+    /// Runs one on_timer or on_commit call and adds it to out.
+    fn callback(&mut self, out: &mut Outcome, kind: u32, ts: i64, key: Vec<u8>) {
+        let mut enc = Vec::new();
+        {
+            let mut f = self.fake.borrow_mut();
+            let t = abi::Trigger { timestamp: ts, stream_time: f.stream_time, wall_time: f.wall_time, kind, key: &key };
+            abi::encode_trigger(&mut enc, &t);
+            f.call_ts = ts;
+        }
         let ptr = crate::__rt::input(enc.len() as u32);
         assert!(!ptr.is_null(), "wasmstream::testing: the SDK refused a {}-byte input buffer", enc.len());
         unsafe { core::ptr::copy_nonoverlapping(enc.as_ptr(), ptr, enc.len()) };
-        let saved = self.fake.borrow().data.clone();
-        self.begin(Phase::Record);
-        {
-            let mut f = self.fake.borrow_mut();
-            f.cur_ts = rec.timestamp;
-            if rec.timestamp >= 0 && rec.timestamp > f.stream_time {
-                f.stream_time = rec.timestamp;
-            }
-        }
-        let st = crate::__rt::process(enc.len() as u32, &self.process);
-        let (error, emitted) = self.end(st);
-        let mut f = self.fake.borrow_mut();
-        let staged = std::mem::take(&mut f.staged_marks);
-        if error.is_some() {
-            f.data = saved; // staged writes discarded
+        let saved = self.fake.borrow().staged();
+        let st = if kind == abi::TRIGGER_COMMIT {
+            let f = self.on_commit.unwrap_or_else(|| {
+                panic!("wasmstream::testing: a key was marked but the Host has no on_commit (processor!'s on_commit = f)")
+            });
+            self.begin(Phase::Commit);
+            crate::__rt::on_commit(enc.len() as u32, f)
         } else {
-            f.marks.extend(staged);
+            let f = self.on_timer.unwrap_or_else(|| {
+                panic!("wasmstream::testing: a timer is due but the Host has no on_timer (processor!'s on_timer = f)")
+            });
+            self.begin(Phase::Timer);
+            crate::timer::__on_timer(enc.len() as u32, f)
+        };
+        let (error, emitted) = self.end(st);
+        if error.is_some() {
+            self.fake.borrow_mut().restore(saved);
         }
-        Outcome { status: st, error, emitted }
+        out.emitted.extend(emitted.iter().cloned());
+        out.callbacks.push(Callback { kind, time: ts, key, error, emitted });
     }
 
-    /// Ends the commit window: one call of the commit function per key
-    /// marked in it, in key order, each with its own outcome (a failed
-    /// call's emits and state writes are discarded); the marks are then
-    /// cleared. Panics if keys are marked and no commit function was set.
-    pub fn commit(&mut self) -> Vec<(Vec<u8>, Outcome)> {
-        self.activate();
+    /// Runs a commit point: the due timers of both kinds fire (up to the
+    /// firings limit of the window), then the commit function runs for
+    /// every key marked in the window, in key byte order; then expired
+    /// entries are deleted and a new window starts.
+    pub fn commit(&mut self) -> Outcome {
+        self.ensure_started();
+        let mut out = Outcome::default();
+        self.fire_due(&mut out, true);
         let marks = std::mem::take(&mut self.fake.borrow_mut().marks);
-        let mut out = Vec::new();
         for (key, ts) in marks {
-            let f = self.on_commit.expect("wasmstream::testing: keys were marked but the Host has no on_commit");
-            let mut enc = Vec::new();
-            let stream_time = self.fake.borrow().stream_time;
-            abi::encode_trigger(
-                &mut enc,
-                &abi::Trigger { timestamp: ts, stream_time, wall_time: 0, kind: abi::TRIGGER_COMMIT, key: &key },
-            );
-            let ptr = crate::__rt::input(enc.len() as u32);
-            unsafe { core::ptr::copy_nonoverlapping(enc.as_ptr(), ptr, enc.len()) };
-            let saved = self.fake.borrow().data.clone();
-            self.begin(Phase::Commit);
-            let st = crate::__rt::on_commit(enc.len() as u32, f);
-            let (error, emitted) = self.end(st);
-            if error.is_some() {
-                self.fake.borrow_mut().data = saved;
-            }
-            out.push((key, Outcome { status: st, error, emitted }));
+            self.callback(&mut out, abi::TRIGGER_COMMIT, ts, key);
+        }
+        let mut f = self.fake.borrow_mut();
+        f.fired = 0;
+        f.records = 0;
+        for i in 0..f.data.len() {
+            let data = std::mem::take(&mut f.data[i]);
+            let kept = data.into_iter().filter(|(_, e)| !f.expired(i, e)).collect();
+            f.data[i] = kept;
         }
         out
     }
 
-    /// Processes the raw bytes `raw` as a record (for malformed input).
-    pub fn process_raw(&mut self, raw: &[u8]) -> Outcome {
-        if !self.started {
-            self.start().expect("wasmstream::testing: init failed");
-        }
-        self.activate();
-        let ptr = crate::__rt::input(raw.len() as u32);
-        unsafe { core::ptr::copy_nonoverlapping(raw.as_ptr(), ptr, raw.len()) };
-        self.begin(Phase::Record);
-        let st = crate::__rt::process(raw.len() as u32, &self.process);
-        let (error, emitted) = self.end(st);
-        Outcome { status: st, error, emitted }
+    /// The task's stream time: the largest non-negative record timestamp
+    /// processed so far, or `abi::NO_TIME`.
+    pub fn stream_time(&self) -> i64 {
+        self.fake.borrow().stream_time
+    }
+
+    /// The fake wall clock, ms since the epoch.
+    pub fn wall_time(&self) -> i64 {
+        self.fake.borrow().wall_time
+    }
+
+    /// Sets the wall clock without running a check: due processing-time
+    /// timers fire at the next commit point. It may not go back (the
+    /// host's does not): that panics.
+    pub fn set_wall_time(&mut self, ms: i64) {
+        let mut f = self.fake.borrow_mut();
+        assert!(
+            ms >= f.wall_time,
+            "wasmstream::testing: set_wall_time({}) would move the wall clock back from {}",
+            ms,
+            f.wall_time
+        );
+        f.wall_time = ms;
+    }
+
+    /// Moves the wall clock forward by `ms` and runs a commit point, as the
+    /// host does at least once per commit interval, so that the
+    /// processing-time timers due by then fire.
+    pub fn advance_wall_time(&mut self, ms: i64) -> Outcome {
+        let now = self.wall_time();
+        self.set_wall_time(now + ms);
+        self.commit()
+    }
+
+    /// The pending timers, in firing order.
+    pub fn timers(&self) -> Vec<Timer> {
+        self.fake.borrow().timers.iter().map(|(time, kind, key)| Timer { kind: *kind, time: *time, key: key.clone() }).collect()
+    }
+
+    /// The keys marked in the current commit window, in the order their
+    /// commit calls will run.
+    pub fn marked(&self) -> Vec<Vec<u8>> {
+        self.fake.borrow().marks.keys().cloned().collect()
     }
 
     fn begin(&self, p: Phase) {
@@ -355,25 +728,34 @@ impl<F: Fn(&Record<'_>) -> Result<()>> Host<F> {
         (None, emitted)
     }
 
-    /// The committed value of `key` in `store`.
-    pub fn get(&self, store: &str, key: &[u8]) -> Option<Vec<u8>> {
-        let f = self.fake.borrow();
-        let i = f.stores.iter().position(|s| s == store).expect("wasmstream::testing: undeclared store");
-        f.data[i].get(key).cloned()
+    fn store_index(f: &Fake, store: &str) -> usize {
+        f.stores.iter().position(|s| s == store).unwrap_or_else(|| {
+            panic!("wasmstream::testing: no store {:?} declared (declared: {:?})", store, f.stores)
+        })
     }
 
-    /// Sets a committed value, as if an earlier record had written it.
+    /// The committed value of `key` in `store`. With a TTL, an expired
+    /// entry that no commit point has deleted yet is still returned (it is
+    /// in the store), though the processor no longer reads it.
+    pub fn get(&self, store: &str, key: &[u8]) -> Option<Vec<u8>> {
+        let f = self.fake.borrow();
+        let i = Self::store_index(&f, store);
+        f.data[i].get(key).map(|e| e.value.clone())
+    }
+
+    /// Sets a committed value, as if an earlier record had written it
+    /// (stamped with the store's clock now).
     pub fn put(&self, store: &str, key: &[u8], value: &[u8]) {
         let mut f = self.fake.borrow_mut();
-        let i = f.stores.iter().position(|s| s == store).expect("wasmstream::testing: undeclared store");
-        f.data[i].insert(key.to_vec(), value.to_vec());
+        let i = Self::store_index(&f, store);
+        f.write(i, key, value);
     }
 
     /// Every committed entry of `store`, in key order.
     pub fn entries(&self, store: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
         let f = self.fake.borrow();
-        let i = f.stores.iter().position(|s| s == store).expect("wasmstream::testing: undeclared store");
-        f.data[i].iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        let i = Self::store_index(&f, store);
+        f.data[i].iter().map(|(k, e)| (k.clone(), e.value.clone())).collect()
     }
 
     /// The lines logged so far.
@@ -419,9 +801,9 @@ pub(crate) mod fake {
         b.len() as i32
     }
 
-    /// Emits and state calls: in a record or a commit call.
+    /// Emits and state calls: in a record or a callback.
     fn in_record(f: &Fake) -> Option<i32> {
-        if f.phase != Some(Phase::Record) && f.phase != Some(Phase::Commit) {
+        if !f.in_call() {
             return Some(err(Errno::PHASE));
         }
         None
@@ -491,7 +873,7 @@ pub(crate) mod fake {
         with(
             "log",
             |f| {
-                if level > abi_log_error() {
+                if level > 3 {
                     return err(Errno::INVAL);
                 }
                 let m = &msg[..msg.len().min(abi::MAX_LOG_SIZE)];
@@ -500,10 +882,6 @@ pub(crate) mod fake {
             },
             err,
         )
-    }
-
-    fn abi_log_error() -> u32 {
-        3
     }
 
     pub fn set_error(msg: &[u8]) -> i32 {
@@ -528,7 +906,7 @@ pub(crate) mod fake {
                 if key.len() > abi::MAX_KEY_SIZE {
                     return err(Errno::TOOLARGE);
                 }
-                match f.data[st as usize].get(key) {
+                match f.read(st as usize, key) {
                     None => err(Errno::NOTFOUND),
                     Some(v) => write_if_fits(out, v),
                 }
@@ -547,7 +925,7 @@ pub(crate) mod fake {
                 if key.len() > abi::MAX_KEY_SIZE || value.len() > abi::MAX_VALUE_SIZE {
                     return err(Errno::TOOLARGE);
                 }
-                f.data[st as usize].insert(key.to_vec(), value.to_vec());
+                f.write(st as usize, key, value);
                 0
             },
             err,
@@ -584,10 +962,13 @@ pub(crate) mod fake {
                 if f.cursors.len() >= abi::MAX_OPEN_CURSORS {
                     return err(Errno::LIMIT);
                 }
-                let entries = f.data[st as usize]
+                let i = st as usize;
+                let entries = f.data[i]
                     .iter()
-                    .filter(|(k, _)| k.as_slice() >= start && (end.is_empty() || k.as_slice() < end))
-                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .filter(|(k, e)| {
+                        k.as_slice() >= start && (end.is_empty() || k.as_slice() < end) && !f.expired(i, e)
+                    })
+                    .map(|(k, e)| (k.clone(), e.value.clone()))
                     .collect();
                 let id = f.next_cursor;
                 f.next_cursor += 1;
@@ -636,30 +1017,87 @@ pub(crate) mod fake {
         with(
             "commit_mark",
             |f| {
-                if f.phase != Some(Phase::Record) {
+                if f.phase != Some(Phase::Record) && f.phase != Some(Phase::Timer) {
                     return err(Errno::PHASE);
                 }
                 if key.len() > abi::MAX_TIMER_KEY_SIZE {
                     return err(Errno::TOOLARGE);
                 }
-                let ts = f.cur_ts;
-                if let Some(t) = f.staged_marks.get_mut(key) {
-                    *t = ts;
+                let ts = f.call_ts;
+                if let Some(t) = f.marks.get_mut(key) {
+                    *t = ts; // the last marking call's timestamp wins
                     return 0;
                 }
-                let known = f.marks.contains_key(key);
-                let max = if f.max_marks == 0 { abi::DEFAULT_MAX_COMMIT_MARKS } else { f.max_marks };
-                if !known && f.marks.len() + f.staged_marks.len() >= max {
+                if f.marks.len() >= Fake::limit(f.max_marks, abi::DEFAULT_MAX_COMMIT_MARKS) {
                     return err(Errno::LIMIT);
                 }
-                f.staged_marks.insert(key.to_vec(), ts);
-                if known {
-                    0
-                } else {
+                f.marks.insert(key.to_vec(), ts);
+                1
+            },
+            err,
+        )
+    }
+
+    /// The checks of timer_set and timer_cancel, in the ABI's order.
+    fn timer_args(f: &Fake, kind: u32, ts: i64, key: &[u8]) -> Option<i32> {
+        if !f.in_call() {
+            return Some(err(Errno::PHASE));
+        }
+        abi::check_timer(kind, ts, key.len()).map(err)
+    }
+
+    pub fn timer_set(kind: u32, ts: i64, key: &[u8]) -> i32 {
+        with(
+            "timer_set",
+            |f| {
+                if let Some(r) = timer_args(f, kind, ts, key) {
+                    return r;
+                }
+                let id = (ts, kind, key.to_vec());
+                if f.timers.contains(&id) {
+                    return 0;
+                }
+                if f.timers.len() >= Fake::limit(f.max_timers, abi::DEFAULT_MAX_TIMERS) {
+                    return err(Errno::LIMIT);
+                }
+                f.timers.insert(id);
+                1
+            },
+            err,
+        )
+    }
+
+    pub fn timer_cancel(kind: u32, ts: i64, key: &[u8]) -> i32 {
+        with(
+            "timer_cancel",
+            |f| {
+                if let Some(r) = timer_args(f, kind, ts, key) {
+                    return r;
+                }
+                if f.timers.remove(&(ts, kind, key.to_vec())) {
                     1
+                } else {
+                    0
                 }
             },
             err,
+        )
+    }
+
+    pub fn time_now(clock: u32) -> i64 {
+        with(
+            "time_now",
+            |f| {
+                if !f.in_call() {
+                    return -(Errno::PHASE.0 as i64);
+                }
+                match clock {
+                    abi::CLOCK_STREAM => f.stream_time,
+                    abi::CLOCK_WALL => f.wall_time,
+                    _ => -(Errno::INVAL.0 as i64),
+                }
+            },
+            |e| -(e.0 as i64),
         )
     }
 }
