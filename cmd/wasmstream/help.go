@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/wasmstream/wasmstream/internal/scaffold"
 )
 
 // cmdDoc is the help of one command: `wasmstream CMD --help`, `wasmstream
@@ -104,12 +106,13 @@ to look at afterwards with wasmstream state dump.`,
 	},
 	{
 		name:    "init",
-		summary: "write a new processor project in Go, Rust or C",
-		usage:   "wasmstream init NAME --lang go|rust|c [--dir DIR] [--sdk DIR]",
-		details: strings.TrimSpace(strings.TrimPrefix(initUsage, strings.SplitN(initUsage, "\n", 2)[0])),
+		summary: "write a new processor project, its SDK vendored in (" + scaffold.Names() + ")",
+		usage:   "wasmstream init NAME --lang " + langList("|") + " [--dir DIR] [--sdk DIR]\n  wasmstream init --update-sdk [--dir DIR] [--sdk DIR]",
+		details: strings.TrimSpace(initUsage[strings.Index(initUsage, "\n\n"):]),
 		examples: []string{
 			"wasmstream init wordcount --lang rust",
-			"wasmstream init alerts --lang go --dir ~/src/alerts --sdk ~/src/wasmstream",
+			"wasmstream init alerts --lang go --dir ~/src/alerts",
+			"cd ~/src/alerts && wasmstream init --update-sdk     # the SDK of this wasmstream",
 		},
 	},
 	{
