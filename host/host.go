@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -161,6 +163,9 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		return nil, err
 	}
 	if h.stateful() {
+		if advice := cfg.oldStateDirAdvice(); advice != "" && h.embedded == nil {
+			h.log.Warn("state: starting from an empty state directory; the stores are restored from their changelogs. " + advice)
+		}
 		db, err := state.Open(cfg.StateDir(), state.Options{Logger: h.log, SyncInterval: cfg.State.SyncInterval})
 		if err != nil {
 			return nil, fmt.Errorf("state.dir: %w", err)
@@ -571,7 +576,7 @@ func (h *Host) loadPlugins(ctx context.Context) error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("processors[%d] (%s): %w", i, pc.Name, err)
+			return pluginError(i, pc, err)
 		}
 	}
 	return nil
@@ -680,10 +685,20 @@ func Validate(ctx context.Context, cfg *Config, log *slog.Logger) error {
 			_ = p.RT.Close(ctx)
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("processors[%d] (%s): %w", i, pc.Name, err))
+			errs = append(errs, pluginError(i, pc, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// pluginError is the error of processors[i]'s plugin: a missing file
+// says where it was looked for and why there.
+func pluginError(i int, pc *ProcessorConfig, err error) error {
+	if _, serr := os.Stat(pc.Plugin); errors.Is(serr, fs.ErrNotExist) {
+		return fmt.Errorf("processors[%d].plugin (%s): %s not found (build the plugin first? a relative plugin path is relative to the config file's directory)",
+			i, pc.Name, pc.Plugin)
+	}
+	return fmt.Errorf("processors[%d] (%s): %w", i, pc.Name, err)
 }
 
 // InspectPlugin validates a module and describes it.

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -273,7 +275,7 @@ func (e *env) inspect(ctx context.Context, args []string) int {
 func readModule(file string, limit host.ByteSize) ([]byte, error) {
 	f, err := os.Open(file)
 	if err != nil {
-		return nil, err
+		return nil, absPathError(err)
 	}
 	defer f.Close()
 	over := func(n int64) error {
@@ -290,6 +292,18 @@ func readModule(file string, limit host.ByteSize) ([]byte, error) {
 		return nil, over(int64(len(wasm)))
 	}
 	return wasm, nil
+}
+
+// absPathError makes a file error name the absolute path it tried ("open
+// /home/me/x.wasm: no such file or directory", not "open x.wasm: ...").
+func absPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && !filepath.IsAbs(pe.Path) {
+		if abs, aerr := filepath.Abs(pe.Path); aerr == nil {
+			return &fs.PathError{Op: pe.Op, Path: abs, Err: pe.Err}
+		}
+	}
+	return err
 }
 
 func printInfo(w io.Writer, file string, info host.PluginInfo) {
