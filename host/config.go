@@ -495,6 +495,24 @@ func (e *ConfigError) Error() string {
 // the working directory, like any path typed on a command line. Without a
 // file, all are relative to the working directory.
 func LoadConfig(path string, environ []string, fs *pflag.FlagSet) (*Config, error) {
+	return loadConfig(path, environ, fs, (*Config).Validate)
+}
+
+// LoadKafkaConfig loads a config as LoadConfig does, but checks only what
+// a tool that talks to the config's Kafka needs (the topic commands):
+// kafka.brokers, kafka.tls, kafka.sasl and app_id's form. Processors may
+// be missing or incomplete, and app_id may be unset.
+func LoadKafkaConfig(path string, environ []string, fs *pflag.FlagSet) (*Config, error) {
+	return loadConfig(path, environ, fs, func(c *Config) error {
+		errs := c.kafkaErrors()
+		if c.AppID != "" {
+			errs = append(errs, c.appIDErrors()...)
+		}
+		return errors.Join(errs...)
+	})
+}
+
+func loadConfig(path string, environ []string, fs *pflag.FlagSet, validate func(*Config) error) (*Config, error) {
 	k := koanf.New(".")
 	if path != "" {
 		if _, err := os.Stat(path); err != nil {
@@ -583,7 +601,7 @@ func LoadConfig(path string, environ []string, fs *pflag.FlagSet) (*Config, erro
 	for _, u := range unused {
 		errs = append(errs, &ConfigError{Path: u, Problem: "unknown field (misspelled?)"})
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := validate(&cfg); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
@@ -791,17 +809,8 @@ func (c *Config) Validate() error {
 	bad := func(path, format string, args ...any) {
 		errs = append(errs, &ConfigError{Path: path, Problem: fmt.Sprintf(format, args...)})
 	}
-	if c.AppID == "" {
-		bad("app_id", "required (names the consumer group and internal topics)")
-	} else if !nameRE.MatchString(c.AppID) || len(c.AppID) > 100 {
-		bad("app_id", "%q must be 1-100 characters of a-z A-Z 0-9 . _ -", c.AppID)
-	}
-	for i, b := range c.Kafka.Brokers {
-		if _, port, ok := strings.Cut(b, ":"); !ok || port == "" {
-			bad(fmt.Sprintf("kafka.brokers[%d]", i), "%q is not host:port", b)
-		}
-	}
-	errs = append(errs, c.Kafka.validateSecurity()...)
+	errs = append(errs, c.appIDErrors()...)
+	errs = append(errs, c.kafkaErrors()...)
 	if c.Kafka.CommitInterval < 0 {
 		bad("kafka.commit_interval", "must be positive")
 	}
@@ -1001,6 +1010,29 @@ func (c *Config) Validate() error {
 	}
 	c.validateRepartition(bad)
 	return errors.Join(errs...)
+}
+
+// appIDErrors are the problems of app_id.
+func (c *Config) appIDErrors() []error {
+	switch {
+	case c.AppID == "":
+		return []error{&ConfigError{Path: "app_id", Problem: "required (names the consumer group and internal topics)"}}
+	case !nameRE.MatchString(c.AppID) || len(c.AppID) > 100:
+		return []error{&ConfigError{Path: "app_id", Problem: fmt.Sprintf("%q must be 1-100 characters of a-z A-Z 0-9 . _ -", c.AppID)}}
+	}
+	return nil
+}
+
+// kafkaErrors are the problems of how the config reaches Kafka: the
+// brokers' addresses, TLS and SASL.
+func (c *Config) kafkaErrors() []error {
+	var errs []error
+	for i, b := range c.Kafka.Brokers {
+		if _, port, ok := strings.Cut(b, ":"); !ok || port == "" {
+			errs = append(errs, &ConfigError{Path: fmt.Sprintf("kafka.brokers[%d]", i), Problem: fmt.Sprintf("%q is not host:port", b)})
+		}
+	}
+	return append(errs, c.Kafka.validateSecurity()...)
 }
 
 // OutputNames returns the processor's output names, its outputs and its
