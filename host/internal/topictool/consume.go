@@ -360,7 +360,9 @@ func printable(b []byte) bool {
 // and the escapes \n, \t and \\. Keys, values and headers are written as
 // they are (a null one as nothing). Nothing is added: end with \n for one
 // record per line.
-type Template struct{ parts []func(w *bufio.Writer, r *kgo.Record) }
+type Template struct {
+	parts []func(w *bufio.Writer, r *kgo.Record)
+}
 
 func parseTemplate(s string) (*Template, error) {
 	t := &Template{}
