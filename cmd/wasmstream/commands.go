@@ -26,12 +26,18 @@ const (
 )
 
 type env struct {
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	environ        []string
 }
 
 func doMain(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) int {
-	e := &env{stdout: stdout, stderr: stderr, environ: environ}
+	return doMainIO(ctx, args, os.Stdin, stdout, stderr, environ)
+}
+
+// doMainIO is doMain with the standard input too (topic produce reads it).
+func doMainIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, environ: environ}
 	if len(args) == 0 {
 		fmt.Fprint(stderr, topUsage())
 		return exitUsage
@@ -65,6 +71,13 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer, enviro
 			}
 		}
 		return e.state(args[1:])
+	case "topic":
+		if len(args) < 2 || topicCommands[args[1]] == nil {
+			if helpHere("topic") {
+				return exitOK
+			}
+		}
+		return e.topic(ctx, args[1:])
 	case "deploy":
 		return e.deploy(ctx, args[1:])
 	case "rollback":
@@ -201,7 +214,12 @@ func (e *env) run(ctx context.Context, args []string) int {
 		go bars.watch(h.Ready, time.Second, stop)
 	}
 	if h.Embedded() {
-		fmt.Fprintf(stderr, "wasmstream: DEVELOPMENT MODE: embedded Kafka at %s (set kafka.brokers for a real cluster)\n", strings.Join(h.Brokers(), ","))
+		reach := "--brokers " + strings.Join(h.Brokers(), ",")
+		if path != "" {
+			reach = "-c " + path
+		}
+		fmt.Fprintf(stderr, "wasmstream: DEVELOPMENT MODE: embedded Kafka at %s (set kafka.brokers for a real cluster; it keeps nothing between runs). "+
+			"Feed and read it with: wasmstream topic produce|consume %s TOPIC\n", strings.Join(h.Brokers(), ","), reach)
 	}
 	log.Info("running", "app_id", cfg.AppID, "processors", len(cfg.Processors), "brokers", strings.Join(h.Brokers(), ","))
 	if err := h.Run(ctx); err != nil {
