@@ -136,7 +136,13 @@ func (e *env) flagError(name string, err error) int {
 }
 
 func (e *env) loadConfig(path string, fs *pflag.FlagSet) (*host.Config, bool) {
-	cfg, err := host.LoadConfig(path, e.environ, fs)
+	return e.loadConfigWith(host.LoadConfig, path, fs)
+}
+
+// loadConfigWith loads the config with load (host.LoadConfig or
+// host.LoadKafkaConfig) and reports a bad one.
+func (e *env) loadConfigWith(load func(string, []string, *pflag.FlagSet) (*host.Config, error), path string, fs *pflag.FlagSet) (*host.Config, bool) {
+	cfg, err := load(path, e.environ, fs)
 	if err != nil {
 		from := path
 		if from == "" {

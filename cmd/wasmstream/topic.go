@@ -57,13 +57,8 @@ func (e *env) topicTool(ctx context.Context, name string, args []string, want in
 		fmt.Fprintf(e.stderr, "usage: %s\n(wasmstream %s --help)\n", d.usage, name)
 		return nil, nil, exitUsage
 	}
-	cfg, err := host.LoadKafkaConfig(path, e.environ, fs)
-	if err != nil {
-		from := path
-		if from == "" {
-			from = "(from the environment and flags)"
-		}
-		fmt.Fprintf(e.stderr, "wasmstream: invalid config %s:\n%s\n", from, indent(err.Error()))
+	cfg, ok := e.loadConfigWith(host.LoadKafkaConfig, path, fs)
+	if !ok {
 		return nil, nil, exitError
 	}
 	tool, err := host.OpenTopicTool(ctx, cfg, e.logger(commandLogLevel(fs, cfg)))
