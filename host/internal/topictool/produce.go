@@ -85,25 +85,39 @@ func (c *Client) Produce(ctx context.Context, in io.Reader, o ProduceOptions) (P
 		defer mu.Unlock()
 		return first
 	}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), MaxLine)
 	var stop error // a line that cannot be a record: the lines before it are still produced
-	for line := 1; sc.Scan(); line++ {
-		text := bytes.TrimSuffix(sc.Bytes(), []byte("\r"))
-		if len(text) == 0 {
+	done := make(chan struct{})
+	defer close(done)
+	lines := readLines(in, done)
+read:
+	for {
+		var l line
+		select {
+		case <-ctx.Done():
+			break read // stopped (SIGINT) while waiting for input: what was read goes out
+		case l = <-lines:
+		}
+		if l.err != nil {
+			if !errors.Is(l.err, io.EOF) {
+				stop = fmt.Errorf("reading the input: %w (the lines after it were not produced)", l.err)
+			}
+			break
+		}
+		if len(l.text) == 0 {
 			continue
 		}
-		r, err := parseLine(text, o)
+		r, err := parseLine(l.text, o)
 		if err != nil {
-			stop = fmt.Errorf("line %d: %w (the lines after it were not produced)", line, err)
+			stop = fmt.Errorf("line %d: %w (the lines after it were not produced)", l.n, err)
 			break
 		}
 		if failed() != nil {
 			break
 		}
 		r.Topic = o.Topic
-		n := line
-		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+		n := l.n
+		// A context of its own: a stop keeps the records already read.
+		cl.Produce(context.WithoutCancel(ctx), r, func(r *kgo.Record, err error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -116,14 +130,10 @@ func (c *Client) Produce(ctx context.Context, in io.Reader, o ProduceOptions) (P
 			res.ByPartition[r.Partition]++
 		})
 	}
-	if err := sc.Err(); err != nil && stop == nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			err = fmt.Errorf("a line is longer than %d MiB", MaxLine>>20)
-		}
-		stop = fmt.Errorf("reading the input: %w (the lines after it were not produced)", err)
-	}
-	if err := cl.Flush(ctx); err != nil {
-		return res, errors.Join(stop, err)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+	defer cancel()
+	if err := cl.Flush(fctx); err != nil {
+		return res, errors.Join(stop, fmt.Errorf("waiting for the brokers to acknowledge the records: %w", err))
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -131,6 +141,53 @@ func (c *Client) Produce(ctx context.Context, in io.Reader, o ProduceOptions) (P
 		return res, first
 	}
 	return res, stop
+}
+
+// flushTimeout bounds the wait for the last records' acknowledgements.
+const flushTimeout = 30 * time.Second
+
+// line is one line of input (without its line break), or the error that
+// ended the input (io.EOF at its end).
+type line struct {
+	n    int
+	text []byte
+	err  error
+}
+
+// readLines reads in on a goroutine of its own, so that a stop does not
+// wait for a line a terminal may never send. The goroutine ends at the
+// end of the input or, after its next line, once done is closed; a
+// process that stops does not wait for it.
+func readLines(in io.Reader, done <-chan struct{}) <-chan line {
+	out := make(chan line)
+	go func() {
+		send := func(l line) bool {
+			select {
+			case out <- l:
+				return true
+			case <-done:
+				return false
+			}
+		}
+		sc := bufio.NewScanner(in)
+		sc.Buffer(make([]byte, 64<<10), MaxLine)
+		n := 0
+		for sc.Scan() {
+			n++
+			if !send(line{n: n, text: bytes.Clone(bytes.TrimSuffix(sc.Bytes(), []byte("\r")))}) {
+				return
+			}
+		}
+		err := sc.Err()
+		if errors.Is(err, bufio.ErrTooLong) {
+			err = fmt.Errorf("line %d is longer than %d MiB", n+1, MaxLine>>20)
+		}
+		if err == nil {
+			err = io.EOF
+		}
+		send(line{n: n + 1, err: err})
+	}()
+	return out
 }
 
 // Partitioner is the host's partitioner for records it writes (the

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 func newClient(t *testing.T, b *testbroker.Broker) *Client {
@@ -369,4 +371,41 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A stop while produce waits for input (Ctrl-C at a terminal) ends it at
+// once, with the lines already read produced.
+func TestProduceStopWhileWaiting(t *testing.T) {
+	b := testbroker.New(t)
+	c := newClient(t, b)
+	topic := b.Name(t, "t")
+	b.CreateTopic(t, topic, 1, nil)
+	r, w := io.Pipe()
+	defer w.Close()
+	pctx, stop := context.WithCancel(ctx(t))
+	done := make(chan error, 1)
+	var res ProduceResult
+	go func() {
+		var err error
+		res, err = c.Produce(pctx, r, ProduceOptions{Topic: topic, Partition: -1})
+		done <- err
+	}()
+	if _, err := io.WriteString(w, "typed\n"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if got := consume(t, c, ConsumeOptions{Topic: topic, Format: `%v`}); got != "typed" {
+			return fmt.Errorf("topic holds %q", got)
+		}
+		return nil
+	})
+	stop()
+	select {
+	case err := <-done:
+		if err != nil || res.Records != 1 {
+			t.Errorf("stopped produce: %+v, %v", res, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("produce did not return within 10s of its stop while waiting for input")
+	}
 }
