@@ -245,7 +245,7 @@ func TestBadPluginsAreRefusedAtStart(t *testing.T) {
 	for name, want := range map[string]string{
 		"corrupt":         "plugin",
 		"noabi":           "wasmstream_abi_version",
-		"abi2":            "version",
+		"abi3":            "version",
 		"missingprocess":  "wasmstream_process",
 		"forbiddenimport": "env",
 		"initfail":        "init",

@@ -91,6 +91,18 @@ func hostScanClose(cursor uint32) int32 { return abiScanClose(cursor) }
 //go:wasmexport wasmstream_abi_version_1
 func abiVersion1() {}
 
+// abiVersion2 is the ABI version 2 marker (abi.VersionMarkerBatch): the
+// SDK also takes batches. A host that speaks only version 1 uses the
+// version 1 exports; never called.
+//
+//go:wasmexport wasmstream_abi_version_2
+func abiVersion2() {}
+
+// exportBatch is abi.ExportBatch.
+//
+//go:wasmexport wasmstream_batch
+func exportBatch(n uint32) int32 { return batch(n) }
+
 // exportInput is abi.ExportInput.
 //
 //go:wasmexport wasmstream_input

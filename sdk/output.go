@@ -82,10 +82,10 @@ var emitBuf []byte
 // this path takes no branch (see "The per-record path" in sdk.go).
 func (o *OutputHandle) emit(key, value []byte, headers []Header, ts int64, partition int32) error {
 	n := curLen
-	if o.ok != generation || uint(n-1) >= abi.MaxRecordSize || len(headers) != 0 { // n in [1, abi.MaxRecordSize]
+	if o.ok != generation || uint(n-1) >= abi.MaxRecordSize || len(headers) != 0 || forwarded { // n in [1, abi.MaxRecordSize]
 		return o.emitAny(key, value, headers, ts, partition)
 	}
-	rec := inputBuf[:n]
+	rec := inputBuf[curAt : curAt+n]
 	fixed := rec[:abi.HeaderSize] // n >= abi.HeaderSize while a handler runs
 	le := binary.LittleEndian
 	// The layout's lengths (-1 for null) and where the bytes would be.
@@ -115,6 +115,13 @@ func (o *OutputHandle) emit(key, value []byte, headers []Header, ts int64, parti
 	le.PutUint64(fixed[0:], uint64(ts))
 	le.PutUint64(fixed[8:], noOffset)
 	le.PutUint64(fixed[16:], uint64(uint32(partition))|uint64(o.idx)<<32) // partition, index
+	if batching {
+		if !staged { // the call's first emit: forwarded in place
+			forwarded, staged = true, true
+			return nil
+		}
+		return stage(rec, true)
+	}
 	if res := hostEmit(rec); res < 0 {
 		return hostErr(abi.ImportEmit, o.name, res)
 	}
@@ -127,7 +134,13 @@ func (o *OutputHandle) emitAny(key, value []byte, headers []Header, ts int64, pa
 	if err != nil {
 		return err
 	}
+	if forwarded {
+		// The call's first emit is the input record, forwarded in place;
+		// its fixed fields are about to be written again.
+		materialize()
+	}
 	var rec []byte
+	input := false
 	if n := curLen; n > 0 {
 		if ts == 0 {
 			ts = cur.Timestamp
@@ -136,7 +149,7 @@ func (o *OutputHandle) emitAny(key, value []byte, headers []Header, ts int64, pa
 		// before the key length differ. (A larger input takes the other
 		// branch, which refuses it.)
 		if n <= abi.MaxRecordSize && isInput(key, value, headers) {
-			rec = inputBuf[:n]
+			rec, input = inputBuf[curAt:curAt+n], true
 		}
 	} else if ts == 0 {
 		ts = callbackTimestamp // a callback: the trigger's timestamp
@@ -160,6 +173,9 @@ func (o *OutputHandle) emitAny(key, value []byte, headers []Header, ts int64, pa
 	le.PutUint64(rec[8:], noOffset)
 	le.PutUint32(rec[16:], uint32(partition))
 	le.PutUint32(rec[20:], idx)
+	if batching {
+		return stage(rec, input)
+	}
 	if res := hostEmit(rec); res < 0 {
 		return hostErr(abi.ImportEmit, o.name, res)
 	}
@@ -174,7 +190,7 @@ func (o *OutputHandle) emitAny(key, value []byte, headers []Header, ts int64, pa
 // layout was checked by process, and the handler cannot reach its
 // length fields (its slices are capped).
 func isInput(key, value []byte, headers []Header) bool {
-	src := inputBuf[:curLen]
+	src := inputBuf[curAt : curAt+curLen]
 	_ = src[abi.HeaderSize-1]
 	le := binary.LittleEndian
 	p := abi.HeaderSize

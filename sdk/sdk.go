@@ -92,10 +92,12 @@ var (
 	curHeaders []Header
 	curNames   []string
 	// curLen is the length of the record in inputBuf while its handler
-	// runs, and 0 otherwise (a record is at least abi.HeaderSize bytes).
-	// Emits default their timestamp to cur's then, and may send the input
-	// bytes themselves (see emit).
+	// runs, and 0 otherwise (a record is at least abi.HeaderSize bytes);
+	// curAt is where it starts (0 but in a batch). Emits default their
+	// timestamp to cur's then, and may send the input bytes themselves
+	// (see emit).
 	curLen int
+	curAt  int
 )
 
 // The per-record path (process, then Emit) is written for the code Go
@@ -217,7 +219,7 @@ func process(n uint32) (status abi.Status) {
 		cur.Partition = int32(pi)
 		cur.Input = int(uint32(pi >> 32))
 	}
-	curLen = int(n)
+	curLen, curAt = int(n), 0
 	// A panicking handler fails its record, not its instance: a recovered
 	// panic returns the status set here. The deferred call is open-coded
 	// and captures nothing; it tells a panic from a return by curLen,

@@ -83,7 +83,7 @@ func TestDeployCommandRefusals(t *testing.T) {
 	}{
 		{[]string{"deploy", "-c", cfg, "proc", "/no/such/file.wasm"}, "no such file"},
 		{[]string{"deploy", "-c", cfg, "proc", notWasm}, `processor "proc" cannot run this module (nothing published)`},
-		{[]string{"deploy", "-c", cfg, "proc", testdata("abi2")}, "unsupported ABI version"},
+		{[]string{"deploy", "-c", cfg, "proc", testdata("abi3")}, "unsupported ABI version"},
 		{[]string{"deploy", "-c", cfg, "proc", testdata("missingprocess")}, "missing export: wasmstream_process"},
 		{[]string{"deploy", "-c", cfg, "proc", testdata("inittrap")}, "init trapped"},
 		{[]string{"deploy", "-c", cfg, "nope", testdata("trap")}, `unknown processor "nope"; the config's processors: proc`},

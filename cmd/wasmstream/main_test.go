@@ -51,7 +51,7 @@ func TestInspectRejectsBadModules(t *testing.T) {
 		notWasm:               "not a WebAssembly",
 		testdata("corrupt"):   "",
 		testdata("truncated"): "",
-		testdata("abi2"):      "version",
+		testdata("abi3"):      "version",
 		testdata("noabi"):     "wasmstream_abi_version",
 		"/no/such/file.wasm":  "no such file",
 	} {

@@ -39,9 +39,11 @@ var conformanceBinding = binding{
 var commands = []string{"names", "config", "log", "state", "state", "scan", "headers", "rawemit",
 	"fail", "eio", "fault", "state", "nooutput", "names"}
 
-// run sends the shared vectors and then every command to the guest and
-// returns what each record did, and the stores at the end.
-func run(t *testing.T, g guest) ([]step, []string) {
+// run sends the shared vectors and then every command to the guest, one
+// record at a time (or, batched, in batches: ABI version 2 for the SDKs
+// that speak it), and returns what each record did, and the stores at the
+// end.
+func run(t *testing.T, g guest, batched bool) ([]step, []string) {
 	t.Helper()
 	wasm, err := os.ReadFile(g.build(t))
 	if err != nil {
@@ -53,12 +55,26 @@ func run(t *testing.T, g guest) ([]step, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var names []string
+	var recs []abi.Record
 	for _, v := range vectors {
-		steps = append(steps, p.process("vector "+v.Name, v.Record))
+		names, recs = append(names, "vector "+v.Name), append(recs, v.Record)
 	}
 	for i, c := range commands {
-		steps = append(steps, p.process("cmd:"+c, abi.Record{Timestamp: int64(1000 + i), Offset: int64(i),
-			Key: []byte("cmd:" + c)}))
+		names = append(names, "cmd:"+c)
+		recs = append(recs, abi.Record{Timestamp: int64(1000 + i), Offset: int64(i), Key: []byte("cmd:" + c)})
+	}
+	if batched {
+		done, batches := p.processBatch(names, recs)
+		steps = append(steps, done...)
+		if p.inst.Info().Batch && batches > len(recs)/2 {
+			t.Errorf("%d batches for %d records: the SDK speaks version 2 but took them (nearly) one at a time", batches, len(recs))
+		}
+		t.Logf("%d records in %d batches", len(recs), batches)
+	} else {
+		for k := range recs {
+			steps = append(steps, p.process(names[k], recs[k]))
+		}
 	}
 	return steps, p.state.dump(conformanceBinding.stores)
 }
@@ -71,21 +87,27 @@ func TestConformance(t *testing.T) {
 	var want string
 	var wantState []string
 	for _, g := range guests {
-		t.Run(g.lang, func(t *testing.T) {
-			steps, state := run(t, g)
-			checkSemantics(t, steps, state)
-			got := transcript(conformanceBinding.outputs, steps)
-			if want == "" {
-				want, wantState = got, state
-				return
+		for _, batched := range []bool{false, true} {
+			name := g.lang
+			if batched {
+				name += "/batched"
 			}
-			if got != want {
-				t.Errorf("%s differs from go: %s", g.lang, firstDiff(want, got))
-			}
-			if strings.Join(state, "\n") != strings.Join(wantState, "\n") {
-				t.Errorf("%s: final state differs from go:\n%s", g.lang, firstDiff(strings.Join(wantState, "\n"), strings.Join(state, "\n")))
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				steps, state := run(t, g, batched)
+				checkSemantics(t, steps, state)
+				got := transcript(conformanceBinding.outputs, steps)
+				if want == "" {
+					want, wantState = got, state
+					return
+				}
+				if got != want {
+					t.Errorf("%s differs from go: %s", name, firstDiff(want, got))
+				}
+				if strings.Join(state, "\n") != strings.Join(wantState, "\n") {
+					t.Errorf("%s: final state differs from go:\n%s", name, firstDiff(strings.Join(wantState, "\n"), strings.Join(state, "\n")))
+				}
+			})
+		}
 	}
 }
 

@@ -367,6 +367,53 @@ func (p *plugin) process(name string, rec abi.Record) step {
 	return s
 }
 
+// processBatch runs records through engine.ProcessBatch, batch after batch
+// until each has ended, as the runner does: a step per record, exactly as
+// process makes them one at a time (the SDKs that speak ABI version 2 take
+// them in batches; the others one at a time through the same call).
+func (p *plugin) processBatch(names []string, recs []abi.Record) (steps []step, batches int) {
+	calls := make([]engine.Call, len(recs))
+	for k := range recs {
+		calls[k] = engine.Call{Record: &recs[k]}
+	}
+	h := &stepHooks{p: p, names: names}
+	for h.base < len(calls) {
+		n := p.inst.ProcessBatch(context.Background(), calls[h.base:], h, time.Time{})
+		if n == 0 {
+			panic("ProcessBatch ended no record")
+		}
+		// A call that began without ending would leave staged writes.
+		p.state.end(false)
+		h.base += n
+		batches++
+	}
+	return h.steps, batches
+}
+
+// stepHooks make a step of every call of a batch.
+type stepHooks struct {
+	p     *plugin
+	names []string
+	base  int
+	steps []step
+}
+
+func (h *stepHooks) Begin(int) { h.p.sink.out = nil }
+
+func (h *stepHooks) End(k int, err error) bool {
+	p := h.p
+	p.state.end(err == nil)
+	if p.marks != nil {
+		p.marks.end(err == nil)
+	}
+	s := step{name: h.names[h.base+k], err: err, logs: p.logs.take()}
+	if err == nil {
+		s.emits = p.sink.out
+	}
+	h.steps = append(h.steps, s)
+	return false
+}
+
 // transcript renders steps for a byte-for-byte comparison: every emit's
 // output and layout in hex, every failure's kind and message (for ABI
 // misuse, only the errno: the host's message names addresses and memory

@@ -31,7 +31,7 @@ func TestModuleErrors(t *testing.T) {
 		{"corrupt", NotWasm, []string{"not a WebAssembly module", "256 bytes", "44208"}},
 		{"truncated", CompileFailed, []string{"truncated"}},
 		{"noabi", NoABIMarker, []string{"wasmstream_abi_version_N", "wasmstream_abi_version_1: func () -> ()"}},
-		{"abi2", UnsupportedABIVersion, []string{"offers ABI version(s) 2", "supports 1"}},
+		{"abi3", UnsupportedABIVersion, []string{"offers ABI version(s) 3", "supports 1, 2"}},
 		{"missingprocess", MissingExport, []string{"wasmstream_process, want func (i32) -> i32"}},
 		{"nomemory", MissingExport, []string{`export its linear memory as "memory"`}},
 		{"nomem", MissingExport, []string{`export its linear memory as "memory"`}},
@@ -113,14 +113,14 @@ func TestInspectAndInfo(t *testing.T) {
 		t.Errorf("instrumented %d functions, %d loops", info.InstrumentedFunctions, info.InstrumentedLoops)
 	}
 
-	// A module speaking versions 1 and 2 (with an export only version 2
+	// A module speaking versions 1 and 3 (with an export only version 3
 	// knows) is accepted as version 1.
-	info, err = Inspect(bg, wasmFile(t, "abi12"))
+	info, err = Inspect(bg, wasmFile(t, "abi13"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.ABIVersion != 1 || fmt.Sprint(info.ABIVersions) != "[1 2]" {
-		t.Errorf("abi12: %+v", info)
+	if info.ABIVersion != 1 || fmt.Sprint(info.ABIVersions) != "[1 3]" {
+		t.Errorf("abi13: %+v", info)
 	}
 }
 

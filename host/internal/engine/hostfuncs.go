@@ -132,6 +132,9 @@ var noInstance = &Instance{phase: phaseNone}
 
 func instanceOf(ctx context.Context) *Instance {
 	if i, ok := ctx.Value(instanceKey{}).(*Instance); ok && i.cur != nil {
+		if i.bat.active {
+			i.sync() // attribute this host call to the batch's call in progress
+		}
 		return i
 	}
 	return noInstance
@@ -213,6 +216,14 @@ func (i *Instance) emit(ptr, n uint32) int32 {
 	if err := i.emitRec.Decode(b); err != nil {
 		return abi.ErrnoInval.Result()
 	}
+	return i.acceptEmit(int(n))
+}
+
+// acceptEmit checks the record decoded into i.emitRec (n bytes encoded)
+// against the record's limits and its output's size, counts it and hands
+// it to the Sink. The result is emit's: 0 or -errno, the failure recorded
+// on the call.
+func (i *Instance) acceptEmit(n int) int32 {
 	if uint64(i.emitRec.Index) >= uint64(len(i.b.Outputs)) {
 		i.misuse("%s: %s: output index %d, but the processor declares %d output(s)",
 			abi.ImportEmit, abi.ErrnoNoOutput.Name(), i.emitRec.Index, len(i.b.Outputs))
@@ -222,7 +233,7 @@ func (i *Instance) emit(ptr, n uint32) int32 {
 	if i.emits >= lim.MaxEmits {
 		return i.overLimit(abi.ErrnoLimit, "%s: %s: more than %d emits in one record", abi.ImportEmit, abi.ErrnoLimit.Name(), lim.MaxEmits)
 	}
-	if i.emitBytes+int(n) > lim.MaxEmitBytes {
+	if i.emitBytes+n > lim.MaxEmitBytes {
 		return i.overLimit(abi.ErrnoLimit, "%s: %s: more than %d bytes emitted in one record", abi.ImportEmit, abi.ErrnoLimit.Name(), lim.MaxEmitBytes)
 	}
 	if size, max := kafkaSize(&i.emitRec), i.b.OutputMaxBytes[i.emitRec.Index]; size > max {
@@ -230,7 +241,7 @@ func (i *Instance) emit(ptr, n uint32) int32 {
 			abi.ImportEmit, abi.ErrnoTooLarge.Name(), size, i.b.Outputs[i.emitRec.Index], max)
 	}
 	i.emits++
-	i.emitBytes += int(n)
+	i.emitBytes += n
 	if err := i.sinkEmit(); err != nil {
 		i.hostFail("sink", err)
 		return abi.ErrnoIO.Result()

@@ -151,6 +151,12 @@ type Instance struct {
 	cursors     [abi.MaxOpenCursors]cursor
 	openCursors int
 	closed      bool
+
+	// bat is the batch being run (batch.go); watch shows its progress to
+	// the watchdog while the batch call runs (nil otherwise).
+	bat    batchState
+	watch  atomic.Pointer[batchWatch]
+	bwatch batchWatch // what watch points to during a batch
 }
 
 // live is one wazero instantiation of the plugin.
@@ -165,6 +171,7 @@ type live struct {
 	input    api.Function
 	onTimer  api.Function // nil unless exported
 	onCommit api.Function // nil unless exported
+	batch    api.Function // wasmstream_batch; nil unless the module speaks version 2
 	inPtr    uint32       // input buffer, from wasmstream_input
 	inCap    uint32
 }
@@ -298,23 +305,7 @@ func (i *Instance) run(ctx context.Context, p phase, n int) error {
 			return i.trapped(ctx, name, err, intr, i.rt.opts.RecordTimeout)
 		}
 	}
-	if i.hostErr != nil {
-		return i.recordErr(HostFailed, i.hostErr.Error(), i.hostErr)
-	}
-	if i.misuseMsg != "" {
-		return i.misused(ctx, i.misuseMsg)
-	}
-	if i.limitMsg != "" {
-		return &RecordError{Processor: i.b.Name, Kind: LimitExceeded, Msg: i.limitMsg, Errno: i.limitErrno}
-	}
-	switch st := abi.Status(int32(i.stack[0])); st {
-	case abi.StatusOK:
-		return nil
-	case abi.StatusFailed:
-		return i.recordErr(PluginFailed, i.reason(), nil)
-	default:
-		return i.misused(ctx, fmt.Sprintf("%s returned unknown status %d", name, st))
-	}
+	return i.outcome(ctx, name, abi.Status(int32(i.stack[0])))
 }
 
 // misused fails the record with ABIMisuse and discards the instance: a
@@ -382,9 +373,25 @@ func (i *Instance) clearInterrupt() bool {
 }
 
 func (i *Instance) interruptIfDue(now int64) {
-	if d := i.deadline.Load(); d > 0 && now > d {
-		i.interrupt(d)
+	if w := i.watch.Load(); w != nil {
+		if y := w.yieldTick.Load(); y > 0 && now >= y && w.yieldTick.CompareAndSwap(y, 0) {
+			w.requestStop()
+		}
 	}
+	d := i.deadline.Load()
+	if d <= 0 || now <= d {
+		return
+	}
+	if w := i.watch.Load(); w != nil {
+		// A batch: the call in progress gets its own budget from the end
+		// of the previous one, which the watchdog may be first to see.
+		if done, ok := w.progress(); ok && done != w.last.Load() {
+			w.last.Store(done)
+			i.deadline.CompareAndSwap(d, now+i.rt.recordTicks)
+			return
+		}
+	}
+	i.interrupt(d)
 }
 
 // interruptNow interrupts a running call whatever its deadline (Close).
@@ -517,6 +524,9 @@ func (i *Instance) start(ctx context.Context) error {
 		input:    mod.ExportedFunction(abi.ExportInput),
 		onTimer:  mod.ExportedFunction(abi.ExportOnTimer),
 		onCommit: mod.ExportedFunction(abi.ExportOnCommit),
+	}
+	if m.info.Batch {
+		l.batch = mod.ExportedFunction(abi.ExportBatch)
 	}
 	l.flag, _ = mod.ExportedGlobal(exportInterrupt).(api.MutableGlobal)
 	l.count, _ = mod.ExportedGlobal(exportCountdown).(api.MutableGlobal)

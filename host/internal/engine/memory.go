@@ -1,6 +1,11 @@
 package engine
 
-import "github.com/tetratelabs/wazero/experimental"
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/tetratelabs/wazero/experimental"
+)
 
 // linearMemory backs one instance's Wasm memory (experimental.LinearMemory)
 // and enforces the memory cap. wazero's own cap (WithMemoryLimitPages) is
@@ -14,6 +19,29 @@ type linearMemory struct {
 	buf        []byte
 	limit      uint64 // bytes
 	growFailed bool   // a grow past limit was refused since the last reset
+	// base and size publish buf's address and length for the watchdog
+	// (view), which reads a running batch's progress from another
+	// goroutine; nil when freed.
+	base atomic.Pointer[byte]
+	size atomic.Uint64
+}
+
+// view returns the memory's address and length as last published. Safe
+// for concurrent use; the address stays readable while the caller holds
+// it (the garbage collector keeps the buffer alive).
+func (l *linearMemory) view() (unsafe.Pointer, uint64) {
+	return unsafe.Pointer(l.base.Load()), l.size.Load()
+}
+
+// publish makes buf visible to view.
+func (l *linearMemory) publish() {
+	if cap(l.buf) == 0 {
+		l.base.Store(nil)
+		l.size.Store(0)
+		return
+	}
+	l.base.Store(unsafe.SliceData(l.buf[:cap(l.buf)]))
+	l.size.Store(uint64(len(l.buf)))
 }
 
 func newLinearMemory(limit uint64) *linearMemory { return &linearMemory{limit: limit} }
@@ -22,6 +50,7 @@ func newLinearMemory(limit uint64) *linearMemory { return &linearMemory{limit: l
 // exactly one memory.
 func (l *linearMemory) Allocate(capacity, _ uint64) experimental.LinearMemory {
 	l.buf = make([]byte, 0, min(capacity, l.limit))
+	l.publish()
 	return l
 }
 
@@ -35,14 +64,19 @@ func (l *linearMemory) Reallocate(size uint64) []byte {
 	}
 	if size <= uint64(cap(l.buf)) {
 		l.buf = l.buf[:size]
+		l.publish()
 		return l.buf
 	}
 	grown := make([]byte, size, min(max(size, 2*uint64(cap(l.buf))), l.limit))
 	copy(grown, l.buf)
 	l.buf = grown
+	l.publish()
 	return l.buf
 }
 
 // Free drops the buffer; wazero calls it when the module is closed, which
 // the engine only does when no call is running.
-func (l *linearMemory) Free() { l.buf = nil }
+func (l *linearMemory) Free() {
+	l.buf = nil
+	l.publish()
+}

@@ -20,7 +20,7 @@ import (
 )
 
 // SupportedABIVersions are the ABI versions this host speaks, ascending.
-var SupportedABIVersions = []int{abi.Version}
+var SupportedABIVersions = []int{abi.Version, abi.VersionBatch}
 
 // Info describes a validated module (what `wasmstream plugin inspect` shows).
 type Info struct {
@@ -55,6 +55,10 @@ type Info struct {
 	// OnCommit).
 	HasOnTimer  bool
 	HasOnCommit bool
+	// Batch tells that the host speaks version 2 with the module: it
+	// exports wasmstream_batch and takes many calls at once
+	// (Instance.ProcessBatch; abi/ABI.md section 10).
+	Batch bool
 	// ImportsTimerSet, ImportsTimerCancel, ImportsTimeNow and
 	// ImportsCommitMark tell which time functions the module imports
 	// (abi/ABI.md section 8.2). A module importing any of them needs
@@ -129,6 +133,7 @@ const (
 	sigInit       = "() -> i32"
 	sigOnTimer    = "(i32) -> i32"
 	sigOnCommit   = "(i32) -> i32"
+	sigBatch      = "(i32) -> i32"
 )
 
 // Compile validates wasm against the ABI, instruments it and compiles it.
@@ -455,6 +460,22 @@ func validate(name string, c wazero.CompiledModule, ins *instrumented, wasm []by
 		if e.has != nil {
 			*e.has = true
 		}
+	}
+
+	// Version 2 adds wasmstream_batch (abi/ABI.md section 10); a module
+	// that speaks version 1 only may export anything under that name.
+	if info.ABIVersion >= abi.VersionBatch {
+		d, ok := funcs[abi.ExportBatch]
+		switch {
+		case !ok && kinds[abi.ExportBatch] != "":
+			return fail(WrongSignature, "%s is a %s export, want func %s", abi.ExportBatch, kinds[abi.ExportBatch], sigBatch)
+		case !ok:
+			return fail(MissingExport, "%s, want func %s (the module declares ABI version %d with %s)",
+				abi.ExportBatch, sigBatch, abi.VersionBatch, abi.VersionMarkerBatch)
+		case signatureOf(d) != sigBatch:
+			return fail(WrongSignature, "%s is func %s, want func %s", abi.ExportBatch, signatureOf(d), sigBatch)
+		}
+		info.Batch = true
 	}
 
 	// Time imports whose callbacks are missing: what they ask for could

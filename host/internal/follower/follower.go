@@ -78,7 +78,9 @@ func Load(ctx context.Context, cfg Config) (*Follower, error) {
 		// The registry starts each processor with the version chosen here;
 		// refusals are recorded once it has.
 		refused := f.fromControl(ctx, p, st)
-		cfg.Versions.Start(p.Spec.Name, plugin.Info(p.Version), p.Factory(p.Module, plugin.Info(p.Version).ID))
+		info := plugin.Info(p.Version)
+		info.ABIVersion = p.Module.Info().ABIVersion
+		cfg.Versions.Start(p.Spec.Name, info, p.Factory(p.Module, info.ID))
 		for _, r := range refused {
 			f.refuse(p.Spec.Name, r.v, r.err)
 		}
@@ -186,6 +188,7 @@ func (f *Follower) onManifest(ctx context.Context, m control.Manifest, wasm []by
 		canary = f.cfg.Canary
 	}
 	info := plugin.Info(m.Version)
+	info.ABIVersion = mod.Info().ABIVersion
 	f.log.Info("new plugin version from the control topic; tasks switch at their next commit point",
 		"processor", name, "version", info.ID, "reason", m.Reason, "deployed_by", m.DeployedBy)
 	if err := f.cfg.Versions.Propose(name, info, p.Factory(mod, info.ID), canary); err != nil {

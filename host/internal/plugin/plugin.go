@@ -315,9 +315,9 @@ func (f *factory) Instantiate(ctx context.Context, task runner.TaskID, env runne
 	}
 	info := f.module.Info()
 	if info.HasOnTimer || info.HasOnCommit {
-		return timeInstance{instance{inst}, info.HasOnTimer, info.HasOnCommit}, nil
+		return timeInstance{&instance{Instance: inst}, info.HasOnTimer, info.HasOnCommit}, nil
 	}
-	return instance{inst}, nil
+	return &instance{Instance: inst}, nil
 }
 
 // taskTime adapts a task's time to the engine's Time: the runner's limit
@@ -341,12 +341,44 @@ func (t taskTime) Mark(key []byte, ts int64) (bool, error) {
 }
 
 // instance adapts an engine instance to the runner, classifying failures.
-type instance struct{ *engine.Instance }
+type instance struct {
+	*engine.Instance
+	// calls and hooks are ProcessBatch's, reused: the runner's calls as
+	// the engine's, and its hooks with failures classified.
+	calls []engine.Call
+	hooks classified
+}
+
+// ProcessBatch implements runner.BatchProcessor.
+func (i *instance) ProcessBatch(ctx context.Context, calls []runner.Call, h runner.CallHooks, yieldAt time.Time) int {
+	i.calls = i.calls[:0]
+	for _, c := range calls {
+		i.calls = append(i.calls, engine.Call{Record: c.Record, Trigger: c.Trigger})
+	}
+	i.hooks.h = h
+	n := i.Instance.ProcessBatch(ctx, i.calls, &i.hooks, yieldAt)
+	i.hooks.h = nil
+	clear(i.calls) // no record kept past the batch
+	return n
+}
+
+// classified are a runner's hooks as the engine's: a call's failure gets
+// its kind (RecordFailure).
+type classified struct{ h runner.CallHooks }
+
+func (c *classified) Begin(k int) { c.h.Begin(k) }
+
+func (c *classified) End(k int, err error) bool {
+	if err != nil {
+		err = RecordFailure(err)
+	}
+	return c.h.End(k, err)
+}
 
 // timeInstance is an instance whose module exports a time callback: the
 // runner's TimeProcessor.
 type timeInstance struct {
-	instance
+	*instance
 	onTimer, onCommit bool
 }
 
@@ -366,7 +398,7 @@ func (i timeInstance) OnCommit(ctx context.Context, trig *abi.Trigger) error {
 	return nil
 }
 
-func (i instance) Process(ctx context.Context, rec *abi.Record) error {
+func (i *instance) Process(ctx context.Context, rec *abi.Record) error {
 	if err := i.Instance.Process(ctx, rec); err != nil {
 		return RecordFailure(err)
 	}

@@ -26,10 +26,38 @@ import (
 
 // Processor is one plugin instance serving one task. Process must not keep
 // rec or anything it points to after it returns. A Processor is used by one
-// goroutine at a time.
+// goroutine at a time. One that is also a BatchProcessor gets the task's
+// records in batches.
 type Processor interface {
 	Process(ctx context.Context, rec *abi.Record) error
 	Close(ctx context.Context) error
+}
+
+// Call is one call into a processor instance: a record, or (later) a
+// trigger.
+type Call struct {
+	Record  *abi.Record
+	Trigger *abi.Trigger
+}
+
+// CallHooks are the task's side of a batch of calls (calls.go): where each
+// call begins (before its state, time and sink calls) and ends.
+type CallHooks interface {
+	// Begin is called once per call that runs, before anything it does.
+	Begin(k int)
+	// End is called once per call that ran, after its emits reached the
+	// Sink: err is nil when it succeeded. true runs no call after k.
+	End(k int, err error) (stop bool)
+}
+
+// BatchProcessor is a Processor that takes many calls at once, each with
+// the outcome, limits and time budget it would have alone (the engine's
+// Instance.ProcessBatch). It returns how many calls ended through Begin
+// and End; the rest did not run and are handed again. From yieldAt on it
+// returns once the call in progress ends; the first call always runs.
+type BatchProcessor interface {
+	Processor
+	ProcessBatch(ctx context.Context, calls []Call, h CallHooks, yieldAt time.Time) int
 }
 
 // Sink receives a processor's emits. rec aliases plugin memory: Emit copies

@@ -56,6 +56,17 @@ func newStats() *Stats { return &Stats{} }
 // NewStats returns zeroed counters, for Options.Stats.
 func NewStats() *Stats { return newStats() }
 
+// observeLatencyN counts n records that took d each (a batch's time
+// averaged over its records).
+func (s *Stats) observeLatencyN(d time.Duration, n int) {
+	i := 0
+	for i < len(LatencyBounds) && d >= LatencyBounds[i] {
+		i++
+	}
+	s.LatencyBuckets[i].Add(int64(n))
+	s.LatencySumNs.Add(int64(d) * int64(n))
+}
+
 func (s *Stats) observeLatency(d time.Duration) {
 	s.LatencySumNs.Add(int64(d))
 	for i, b := range LatencyBounds {

@@ -39,9 +39,10 @@ type task struct {
 	// holds the offset it stopped at.
 	failed error
 
-	in     abi.Record // reused input record
-	staged []*kgo.Record
-	emits  arena // the staged records and their bytes
+	calls    taskCalls    // the batch of record calls being run (calls.go)
+	triggers triggerCalls // the batch of timer or commit calls being run
+	staged   []*kgo.Record
+	emits    arena // the staged records and their bytes
 
 	// ver is the plugin version inst runs. prep is an instance of the
 	// processor's newer version being made in the background; prevInst the
@@ -240,77 +241,117 @@ func (t *task) processBatch(ctx context.Context, batch [][]*kgo.Record, deadline
 		t.r.log.Error("task stopped: its stores do not match the config", "task", t.id.String(), "err", err)
 		return 0, nil
 	}
+	// The records go to the plugin in batches of calls (calls.go), built
+	// in the order they run; pos[i] is how many of input i's records the
+	// loop has taken, and batch[i] what is left of them. Records a batch
+	// did not run go back.
+	orig := slices.Clone(batch)
+	pos := make([]int, len(batch))
+	take := func(in int) { pos[in]++; batch[in] = orig[in][pos[in]:] }
+	c := &t.calls
 	for {
-		in := nextInput(batch)
-		if in < 0 {
-			break
-		}
-		if t.lagging(batch) {
-			// An input with records on the broker that this poll did not
-			// bring: its next record may be older than any here. Stop,
-			// to be fetched again with it (bounded by maxInputWait).
-			stopAll()
-			break
-		}
-		kr := batch[in][0]
-		cur := t.win.in(in)
-		if t.failed != nil {
-			// Never count a record past the failed one.
-			stopAll()
-			t.win.stopAtFailure()
-			break
-		}
-		if ctx.Err() != nil {
-			stopAll()
-			break
-		}
-		// lastProcessed is when the previous record of this batch ended
-		// (done > 0): no clock read of its own on the per-record path.
-		if done > 0 && !t.lastProcessed.Before(deadline) {
-			stopAll()
-			t.proc.Stats.Cuts.Add(1)
-			break
-		}
-		batch[in] = batch[in][1:]
-		if !cur.take(kr.Offset) {
-			continue // already processed (a re-fetch after a rewind)
-		}
-		var err error
-		if store := t.table[in]; store >= 0 {
-			err = t.writeTable(kr, store)
-		} else {
-			// Only the plugin's records judge its version's canary.
-			err = t.processOne(ctx, kr, t.index[in])
-			t.canaryIn++
-			if err != nil {
-				t.canaryFailed++
-			}
-		}
-		if err != nil {
-			if handled := t.onFailure(kr, err); !handled {
-				stopAll() // the other inputs' records not reached
-				cur.failed(kr.Offset)
-				// Counted as finished for the commit schedule only (its
-				// offset does not move): the window must still reach its
-				// commit point though no record of it succeeded, to end
-				// the transaction its poll opened and to judge a canary
-				// (a new version failing every task's first record would
-				// otherwise leave the loop polling paused partitions).
-				done++
+		c.reset(t)
+		for len(c.calls) < maxCalls {
+			in := nextInput(batch)
+			if in < 0 {
 				break
 			}
+			if len(c.calls) > 0 {
+				// The conditions below apply between records: run what
+				// is taken first, then look again.
+				if t.table[in] >= 0 || t.lagging(batch) {
+					break
+				}
+			} else {
+				if t.lagging(batch) {
+					// An input with records on the broker that this poll
+					// did not bring: its next record may be older than
+					// any here. Stop, to be fetched again with it
+					// (bounded by maxInputWait).
+					stopAll()
+					return done, nil
+				}
+				if t.failed != nil {
+					// Never count a record past the failed one.
+					stopAll()
+					t.win.stopAtFailure()
+					return done, nil
+				}
+				if ctx.Err() != nil {
+					stopAll()
+					return done, nil
+				}
+				// lastProcessed is when the previous batch of this poll
+				// ended (done > 0): every task moves on every poll.
+				if done > 0 && !t.lastProcessed.Before(deadline) {
+					stopAll()
+					t.proc.Stats.Cuts.Add(1)
+					return done, nil
+				}
+			}
+			kr := batch[in][0]
+			take(in)
+			cur := t.win.in(in)
+			if !cur.take(kr.Offset) {
+				continue // already processed (a re-fetch after a rewind)
+			}
+			if store := t.table[in]; store >= 0 {
+				// A task table's record is the host's own write, a call of
+				// its own (the batch is empty: see above).
+				if err := t.writeTable(kr, store); err != nil && !t.onFailure(kr, err) {
+					stopAll()
+					cur.failed(kr.Offset)
+					done++ // see the plugin's failures below
+					return done, nil
+				}
+				cur.processed(kr.Offset, kr.LeaderEpoch)
+				done++
+				if t.tk.eventDue() {
+					if err := t.check(ctx, false, deadline); err != nil {
+						return done, err
+					}
+				}
+				continue
+			}
+			c.add(kr, in)
+			if t.tk.eventDueAt(c.recs[len(c.calls)-1].Timestamp) {
+				break // the check runs after this record (End stops there)
+			}
 		}
-		cur.processed(kr.Offset, kr.LeaderEpoch)
-		done++
-		// The record may have moved the stream time: the event-time check
-		// (ABI.md section 8.3).
-		if t.tk.eventDue() {
+		if len(c.calls) == 0 {
+			return done, nil
+		}
+		n := c.run(ctx, deadline)
+		for k := len(c.calls) - 1; k >= n; k-- {
+			in := c.ins[k] // not run: back to its input, in order
+			pos[in]--
+			batch[in] = orig[in][pos[in]:]
+		}
+		done += n
+		switch c.stop {
+		case stopFailed:
+			stopAll() // the other inputs' records not reached
+			// The failed record counts as finished for the commit
+			// schedule only (its offset does not move): the window must
+			// still reach its commit point though no record of it
+			// succeeded, to end the transaction its poll opened and to
+			// judge a canary (a new version failing every task's first
+			// record would otherwise leave the loop polling paused
+			// partitions).
+			t.win.in(c.ins[c.at]).failed(c.krs[c.at].Offset)
+			return done, nil
+		case stopTimers:
+			// The record moved the stream time: the event-time check
+			// (ABI.md section 8.3).
 			if err := t.check(ctx, false, deadline); err != nil {
 				return done, err
 			}
 		}
+		if n == 0 {
+			stopAll() // canceled before the first call
+			return done, nil
+		}
 	}
-	return done, nil
 }
 
 // maxInputWait bounds how long a task of several inputs waits for an input
@@ -387,32 +428,6 @@ func (t *task) partitions() map[string][]int32 {
 	return parts
 }
 
-// processOne runs the plugin on one record and, if it succeeds, produces
-// its staged emits.
-func (t *task) processOne(ctx context.Context, kr *kgo.Record, index uint32) error {
-	stats := t.proc.Stats
-	stats.RecordsIn.Add(1)
-	t.fill(kr, index)
-	t.staged = t.staged[:0]
-	start := time.Now()
-	t.tk.observe(t.in.Timestamp)
-	t.tk.beginCall(start.UnixMilli())
-	err := t.inst.Process(ctx, &t.in)
-	end := time.Now()
-	stats.observeLatency(end.Sub(start))
-	t.recordCost = (3*t.recordCost + end.Sub(start)) / 4
-	if !t.stallFrom.IsZero() {
-		t.proc.stalls.add(start.Sub(t.stallFrom))
-		t.stallFrom = time.Time{}
-	} else if !t.gapFrom.IsZero() {
-		t.proc.gaps.add(start.Sub(t.gapFrom))
-		t.gapFrom = time.Time{}
-	}
-	t.lastProcessed = end
-	t.endCall(err == nil)
-	return err
-}
-
 // endCall ends a call into the plugin (a record, a timer, a commit call),
 // which is atomic (ABI.md section 3): if it succeeded (ok), its state
 // writes and time changes join the commit window and its emits are
@@ -433,21 +448,6 @@ func (t *task) endCall(ok bool) {
 		t.proc.Stats.RecordsOut.Add(int64(len(t.staged)))
 	}
 	t.staged = t.staged[:0]
-}
-
-// fill points the reused abi.Record at kr's bytes, of input index; no copy.
-func (t *task) fill(kr *kgo.Record, index uint32) {
-	in := &t.in
-	in.Timestamp = kr.Timestamp.UnixMilli()
-	in.Offset = kr.Offset
-	in.Partition = kr.Partition
-	in.Index = index
-	in.Key = kr.Key
-	in.Value = kr.Value
-	in.Headers = in.Headers[:0]
-	for _, h := range kr.Headers {
-		in.Headers = append(in.Headers, abi.Header{Key: h.Key, Value: h.Value})
-	}
 }
 
 // onFailure applies the processor's error policy to a failed record and

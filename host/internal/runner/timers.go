@@ -29,7 +29,8 @@ const maxFiringsPerCheck = 1024
 // on_error: fail stops the task where it stands on each input.
 // Past deadline the check stops after its first firing (time isolation:
 // a flood of slow timers cannot hold the commit point); the rest fire at
-// the next check. The error is a fatal one (the state could not be read).
+// the next check. The firings go to the plugin in batches (calls.go). The
+// error is a fatal one (the state could not be read).
 func (t *task) check(ctx context.Context, processing bool, deadline time.Time) error {
 	if t.failed != nil || t.restoring != nil {
 		return nil
@@ -40,70 +41,80 @@ func (t *task) check(ctx context.Context, processing bool, deadline time.Time) e
 	if err != nil {
 		return fmt.Errorf("task %s: reading due timers: %w", t.id, err)
 	}
-	for i, tm := range due {
-		if t.failed != nil || ctx.Err() != nil || (i > 0 && time.Now().After(deadline)) {
+	tp, ok := t.inst.(TimeProcessor)
+	if ok {
+		ok, _ = tp.TimeCallbacks()
+	}
+	c := &t.triggers
+	for first := true; len(due) > 0; first = false {
+		if t.failed != nil || ctx.Err() != nil || (!first && !time.Now().Before(deadline)) {
 			return nil
 		}
-		pending, err := t.tk.pendingTimer(tm)
-		if err != nil {
-			return fmt.Errorf("task %s: reading a timer: %w", t.id, err)
+		// The batch: the due timers still pending (an earlier firing of
+		// this check may have canceled one), in order.
+		c.reset(t, now)
+		for len(due) > 0 && len(c.trigs) < maxCalls {
+			tm := due[0]
+			pending, err := t.tk.pendingTimer(tm)
+			if err != nil {
+				return fmt.Errorf("task %s: reading a timer: %w", t.id, err)
+			}
+			if !pending {
+				due = due[1:]
+				continue
+			}
+			if !ok {
+				// The running version has no wasmstream_on_timer (a swap to
+				// a version without it): the timer is dropped, counted and
+				// logged.
+				due = due[1:]
+				t.tk.firings++
+				if err := t.dropFired(tm, now); err != nil {
+					return err
+				}
+				t.proc.Stats.TimersDropped.Add(1)
+				t.r.log.Warn("timer due but the plugin version has no wasmstream_on_timer; dropped",
+					"task", t.id.String(), "kind", tm.kind.String(), "ts", tm.ts)
+				continue
+			}
+			c.add(abi.Trigger{Timestamp: tm.ts, StreamTime: t.tk.stream, WallTime: t.tk.wall, Kind: tm.kind, Key: tm.key}, &tm)
+			due = due[1:]
 		}
-		if !pending {
-			continue // canceled by an earlier firing of this check
+		if len(c.trigs) == 0 {
+			return nil
 		}
-		t.tk.firings++
-		if err := t.fire(ctx, tm, now); err != nil {
-			return err
+		ran := c.run(ctx, deadline) // its first firing runs whatever the time
+
+		t.tk.firings += ran
+		if c.fatal != nil {
+			return c.fatal
 		}
+		// Firings that did not run go back in front, in order.
+		due = append(c.timers[ran:len(c.timers):len(c.timers)], due...)
 	}
 	return nil
 }
 
-// fire calls the plugin for one due timer, removing the timer with the
-// call's other changes.
-func (t *task) fire(ctx context.Context, tm timer, now int64) error {
-	stats := t.proc.Stats
+// dropFired removes a fired timer in a call of its own, keeping nothing
+// else: a version without wasmstream_on_timer drops its due timers, and a
+// failed firing under skip or dead_letter leaves its timer removed.
+func (t *task) dropFired(tm timer, now int64) error {
 	t.tk.beginCall(now)
 	if _, err := t.tk.remove(tm.kind, tm.ts, tm.key); err != nil {
 		t.st.AbortRecord()
 		t.tk.endCall(false)
 		return fmt.Errorf("task %s: removing a fired timer: %w", t.id, err)
 	}
-	tp, ok := t.inst.(TimeProcessor)
-	if ok {
-		ok, _ = tp.TimeCallbacks()
-	}
-	if !ok {
-		// The running version has no wasmstream_on_timer (a swap to a
-		// version without it): the timer is dropped, counted and logged.
-		t.st.CommitRecord()
-		t.tk.endCall(true)
-		stats.TimersDropped.Add(1)
-		t.r.log.Warn("timer due but the plugin version has no wasmstream_on_timer; dropped",
-			"task", t.id.String(), "kind", tm.kind.String(), "ts", tm.ts)
-		return nil
-	}
-	stats.TimerFirings.Add(1)
-	trig := abi.Trigger{Timestamp: tm.ts, StreamTime: t.tk.stream, WallTime: t.tk.wall, Kind: tm.kind, Key: tm.key}
-	t.callback(ctx, &trig, tp.OnTimer, func() {
-		// skip and dead_letter: the fired timer stays removed.
-		t.tk.beginCall(now)
-		if _, err := t.tk.remove(tm.kind, tm.ts, tm.key); err == nil {
-			t.st.CommitRecord()
-			t.tk.endCall(true)
-		} else {
-			t.st.AbortRecord()
-			t.tk.endCall(false)
-		}
-	})
+	t.st.CommitRecord()
+	t.tk.endCall(true)
 	return nil
 }
 
 // commitCalls is the task's part of a commit point, before its
 // transaction commits: the check of both kinds of timers, one
 // wasmstream_on_commit call per key marked in the window (including marks
-// made by the check), in key order, then the stream time saved with the
-// window.
+// made by the check), in key order and in batches (calls.go), then the
+// stream time saved with the window.
 func (t *task) commitCalls(ctx context.Context, now int64, deadline time.Time) error {
 	if err := t.check(ctx, true, deadline); err != nil {
 		return err
@@ -119,20 +130,19 @@ func (t *task) commitCalls(ctx context.Context, now int64, deadline time.Time) e
 			t.r.log.Warn("keys marked but the plugin version has no wasmstream_on_commit; dropped",
 				"task", t.id.String(), "keys", len(marks))
 		} else {
-			for i, m := range marks {
-				if t.failed != nil || ctx.Err() != nil {
-					break
-				}
-				if i > 0 && time.Now().After(deadline) {
+			c := &t.triggers
+			for first := true; len(marks) > 0 && t.failed == nil && ctx.Err() == nil; first = false {
+				if !first && !time.Now().Before(deadline) {
 					// Slow commit calls: the keys left are called at the
 					// next commit point, so the transaction stays short.
-					t.tk.carryMarks(marks[i:])
+					t.tk.carryMarks(marks)
 					break
 				}
-				t.tk.beginCall(now)
-				t.proc.Stats.CommitCalls.Add(1)
-				trig := abi.Trigger{Timestamp: m.ts, StreamTime: t.tk.stream, WallTime: t.tk.wall, Kind: abi.TriggerCommit, Key: m.key}
-				t.callback(ctx, &trig, tp.OnCommit, nil)
+				c.reset(t, now)
+				for _, m := range marks[:min(len(marks), maxCalls)] {
+					c.add(abi.Trigger{Timestamp: m.ts, StreamTime: t.tk.stream, WallTime: max(now, t.tk.wall), Kind: abi.TriggerCommit, Key: m.key}, nil)
+				}
+				marks = marks[c.run(ctx, deadline):]
 			}
 		}
 	}
@@ -149,20 +159,12 @@ func (t *task) commitCalls(ctx context.Context, now int64, deadline time.Time) e
 	return nil
 }
 
-// callback runs one timer or commit call (beginCall done) and applies the
-// processor's on_error policy to a failure: skip and dead_letter drop the
-// call (then dropped runs, if set), fail stops the task where it stands on
-// each input: after its last processed record.
-func (t *task) callback(ctx context.Context, trig *abi.Trigger, call func(context.Context, *abi.Trigger) error, dropped func()) {
+// callbackFailed applies the processor's on_error policy to a timer or
+// commit call that failed (its staging already dropped): skip and
+// dead_letter drop the call (then dropped runs, if set), fail stops the
+// task where it stands on each input: after its last processed record.
+func (t *task) callbackFailed(trig *abi.Trigger, err error, dropped func()) {
 	stats := t.proc.Stats
-	t.staged = t.staged[:0]
-	start := time.Now()
-	err := call(ctx, trig)
-	stats.observeLatency(time.Since(start))
-	t.endCall(err == nil)
-	if err == nil {
-		return
-	}
 	kind := failureKind(err)
 	stats.failure(kind)
 	what := "timer"
