@@ -54,6 +54,12 @@ type Config struct {
 	Swap       SwapConfig        `koanf:"swap"`
 	Admin      AdminConfig       `koanf:"admin"`
 	Log        LogConfig         `koanf:"log"`
+
+	// oldStateDir is the state.dir an earlier wasmstream, which resolved
+	// a relative state.dir against the working directory, would have
+	// used, when that differs from State.Dir (LoadConfig sets it; see
+	// OldStateDir).
+	oldStateDir string
 }
 
 // KafkaConfig is how the host talks to Kafka.
@@ -135,7 +141,8 @@ type ProcessorConfig struct {
 	// Name identifies the processor in logs, metrics and internal topic
 	// names: [a-zA-Z0-9._-]+. Required, unique.
 	Name string `koanf:"name"`
-	// Plugin is the path of the .wasm module, relative to the config file.
+	// Plugin is the path of the .wasm module; a relative path is relative
+	// to the config file's directory.
 	// Required.
 	Plugin string `koanf:"plugin"`
 	// Inputs are the topics the processor reads. At least one; a topic may
@@ -301,8 +308,9 @@ type ModuleLimits struct {
 // StateConfig is where local state lives.
 type StateConfig struct {
 	// Dir holds the state stores, in a subdirectory per app_id. Default
-	// "wasmstream-state", relative to the working directory. One process
-	// at a time can use an app's directory (Pebble locks it).
+	// "wasmstream-state". A relative path is relative to the config file's
+	// directory (before this release: to the working directory). One
+	// process at a time can use an app's directory (Pebble locks it).
 	Dir string `koanf:"dir"`
 	// SyncInterval bounds the committed state a crash (SIGKILL, power
 	// loss) can take from the local stores: their write-ahead log is
@@ -479,19 +487,49 @@ func (e *ConfigError) Error() string {
 // LoadConfig reads path (YAML; may be "" for none), then the environment
 // (environ, usually os.Environ(); passed in so tests need not touch the
 // process environment), then the set flags of fs (may be nil),
-// applies defaults and validates. Plugin paths are made absolute relative
-// to the config file's directory. The error lists every problem found.
+// applies defaults and validates. The error lists every problem found.
+//
+// Every file path of the config (resolvePaths) is made absolute: one the
+// file gives, or a default it leaves in place, relative to the file's
+// directory; one an environment variable or a flag gives, relative to
+// the working directory, like any path typed on a command line. Without a
+// file, all are relative to the working directory.
 func LoadConfig(path string, environ []string, fs *pflag.FlagSet) (*Config, error) {
+	return loadConfig(path, environ, fs, (*Config).Validate)
+}
+
+// LoadKafkaConfig loads a config as LoadConfig does, but checks only what
+// a tool that talks to the config's Kafka needs (the topic commands):
+// kafka.brokers, kafka.tls, kafka.sasl and app_id's form. Processors may
+// be missing or incomplete, and app_id may be unset.
+func LoadKafkaConfig(path string, environ []string, fs *pflag.FlagSet) (*Config, error) {
+	return loadConfig(path, environ, fs, func(c *Config) error {
+		errs := c.kafkaErrors()
+		if c.AppID != "" {
+			errs = append(errs, c.appIDErrors()...)
+		}
+		return errors.Join(errs...)
+	})
+}
+
+func loadConfig(path string, environ []string, fs *pflag.FlagSet, validate func(*Config) error) (*Config, error) {
 	k := koanf.New(".")
 	if path != "" {
 		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("config file: %w", err)
+			abs, _ := filepath.Abs(path)
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("config file %s: not found", abs)
+			}
+			return nil, fmt.Errorf("config file %s: %w", abs, err)
 		}
 		if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
 			return nil, fmt.Errorf("config file %s: %w", path, err)
 		}
 	}
 	envMap := map[string]any{}
+	// fromCommandLine holds the keys the environment or a flag sets: their
+	// paths are relative to the working directory.
+	fromCommandLine := map[string]bool{}
 	for _, kv := range environ {
 		name, val, ok := strings.Cut(kv, "=")
 		if !ok || !strings.HasPrefix(name, EnvPrefix) {
@@ -499,6 +537,7 @@ func LoadConfig(path string, environ []string, fs *pflag.FlagSet) (*Config, erro
 		}
 		key := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, EnvPrefix), "__", "."))
 		envMap[key] = val
+		fromCommandLine[key] = true
 	}
 	tree, err := envTree(envMap, k.Raw()) // lists by index: configenv.go
 	if err != nil {
@@ -514,6 +553,7 @@ func LoadConfig(path string, environ []string, fs *pflag.FlagSet) (*Config, erro
 			if !ok || !f.Changed {
 				return "", nil
 			}
+			fromCommandLine[key] = true
 			if sv, ok := f.Value.(pflag.SliceValue); ok {
 				return key, sv.GetSlice()
 			}
@@ -554,20 +594,14 @@ func LoadConfig(path string, environ []string, fs *pflag.FlagSet) (*Config, erro
 		cfg.Swap.CanaryOff = true
 	}
 	cfg.ApplyDefaults()
-	if path != "" {
-		base := filepath.Dir(path)
-		for i := range cfg.Processors {
-			p := &cfg.Processors[i]
-			if p.Plugin != "" && !filepath.IsAbs(p.Plugin) {
-				p.Plugin = filepath.Join(base, p.Plugin)
-			}
-		}
+	if err := cfg.resolvePaths(path, func(key string) bool { return fromCommandLine[key] }); err != nil {
+		return nil, err
 	}
 	errs := quantityErrs
 	for _, u := range unused {
 		errs = append(errs, &ConfigError{Path: u, Problem: "unknown field (misspelled?)"})
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := validate(&cfg); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
@@ -775,17 +809,8 @@ func (c *Config) Validate() error {
 	bad := func(path, format string, args ...any) {
 		errs = append(errs, &ConfigError{Path: path, Problem: fmt.Sprintf(format, args...)})
 	}
-	if c.AppID == "" {
-		bad("app_id", "required (names the consumer group and internal topics)")
-	} else if !nameRE.MatchString(c.AppID) || len(c.AppID) > 100 {
-		bad("app_id", "%q must be 1-100 characters of a-z A-Z 0-9 . _ -", c.AppID)
-	}
-	for i, b := range c.Kafka.Brokers {
-		if _, port, ok := strings.Cut(b, ":"); !ok || port == "" {
-			bad(fmt.Sprintf("kafka.brokers[%d]", i), "%q is not host:port", b)
-		}
-	}
-	errs = append(errs, c.Kafka.validateSecurity()...)
+	errs = append(errs, c.appIDErrors()...)
+	errs = append(errs, c.kafkaErrors()...)
 	if c.Kafka.CommitInterval < 0 {
 		bad("kafka.commit_interval", "must be positive")
 	}
@@ -985,6 +1010,29 @@ func (c *Config) Validate() error {
 	}
 	c.validateRepartition(bad)
 	return errors.Join(errs...)
+}
+
+// appIDErrors are the problems of app_id.
+func (c *Config) appIDErrors() []error {
+	switch {
+	case c.AppID == "":
+		return []error{&ConfigError{Path: "app_id", Problem: "required (names the consumer group and internal topics)"}}
+	case !nameRE.MatchString(c.AppID) || len(c.AppID) > 100:
+		return []error{&ConfigError{Path: "app_id", Problem: fmt.Sprintf("%q must be 1-100 characters of a-z A-Z 0-9 . _ -", c.AppID)}}
+	}
+	return nil
+}
+
+// kafkaErrors are the problems of how the config reaches Kafka: the
+// brokers' addresses, TLS and SASL.
+func (c *Config) kafkaErrors() []error {
+	var errs []error
+	for i, b := range c.Kafka.Brokers {
+		if _, port, ok := strings.Cut(b, ":"); !ok || port == "" {
+			errs = append(errs, &ConfigError{Path: fmt.Sprintf("kafka.brokers[%d]", i), Problem: fmt.Sprintf("%q is not host:port", b)})
+		}
+	}
+	return append(errs, c.Kafka.validateSecurity()...)
 }
 
 // OutputNames returns the processor's output names, its outputs and its

@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -43,8 +45,11 @@ type Host struct {
 	tables   map[string]*globaltable.Table
 	procs    []*plugin.Processor
 	embedded *kfake.Cluster
-	brokers  []string
-	kafka    kclient.Config // every Kafka client of the host starts from it
+	// brokerFile is where the embedded broker's address is written for
+	// the topic commands ("" when it is not).
+	brokerFile string
+	brokers    []string
+	kafka      kclient.Config // every Kafka client of the host starts from it
 	// outLimits is what each output topic accepts of one record, learned
 	// at startup (topics.Limits).
 	outLimits map[string]topics.Limit
@@ -144,6 +149,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		if err := h.startEmbedded(o.embeddedPort); err != nil {
 			return nil, err
 		}
+		h.writeEmbeddedBroker()
 		createTopics = true
 	}
 	if h.kafka, err = cfg.kafkaClient(h.brokers, h.log); err != nil {
@@ -161,11 +167,23 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		return nil, err
 	}
 	if h.stateful() {
+		if advice := cfg.oldStateDirAdvice(); advice != "" && h.embedded == nil {
+			h.log.Warn("state: starting from an empty state directory; the stores are restored from their changelogs. " + advice)
+		}
+		var stale []state.StoreInfo
+		if h.embedded != nil {
+			stale = staleTasks(cfg.StateDir())
+		}
 		db, err := state.Open(cfg.StateDir(), state.Options{Logger: h.log, SyncInterval: cfg.State.SyncInterval})
 		if err != nil {
 			return nil, fmt.Errorf("state.dir: %w", err)
 		}
 		h.state = db
+		if h.embedded != nil {
+			if err := h.clearEmbeddedState(stale); err != nil {
+				return nil, err
+			}
+		}
 	}
 	// Before the follower makes the plugins' factories: they copy the
 	// binding, whose TableState serves the tables.
@@ -550,6 +568,7 @@ func (h *Host) Close() error {
 	}
 	h.procs = nil
 	if h.embedded != nil {
+		h.removeEmbeddedBroker()
 		h.embedded.Close()
 		h.embedded = nil
 	}
@@ -577,10 +596,15 @@ func (h *Host) loadPlugins(ctx context.Context) error {
 	return nil
 }
 
-// loadError is the error of processors[i]'s plugin, with the fix when its
-// start failed asking for outputs or stores the processor does not declare
-// (engine.ModuleError.Undeclared): the config field to add each to.
+// loadError is the error of processors[i]'s plugin: a path that does not
+// exist says so; a start that failed asking for outputs or stores the
+// processor does not declare (engine.ModuleError.Undeclared) gets the
+// config field to add each to.
 func loadError(i int, pc *ProcessorConfig, err error) error {
+	if _, serr := os.Stat(pc.Plugin); errors.Is(serr, fs.ErrNotExist) {
+		return fmt.Errorf("processors[%d].plugin (%s): %s not found (build the plugin first? a relative plugin path is relative to the config file's directory)",
+			i, pc.Name, pc.Plugin)
+	}
 	err = fmt.Errorf("processors[%d] (%s): %w", i, pc.Name, err)
 	var me *engine.ModuleError
 	if !errors.As(err, &me) || len(me.Undeclared) == 0 {
@@ -706,6 +730,7 @@ func Validate(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	return errors.Join(errs...)
 }
 
+
 // InspectPlugin validates a module and describes it.
 func InspectPlugin(ctx context.Context, wasm []byte) (PluginInfo, error) {
 	info, err := engine.Inspect(ctx, wasm)
@@ -713,22 +738,6 @@ func InspectPlugin(ctx context.Context, wasm []byte) (PluginInfo, error) {
 		return PluginInfo{}, err
 	}
 	return pluginInfo(info), nil
-}
-
-// startEmbedded starts the in-process development broker (franz-go's kfake)
-// on 127.0.0.1.
-func (h *Host) startEmbedded(port int) error {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.DefaultNumPartitions(h.cfg.Kafka.TopicPartitions),
-		// Members hear of a rebalance within a second (default 5 s).
-		kfake.BrokerConfigs(map[string]string{"group.consumer.heartbeat.interval.ms": "1000"}))
-	if err != nil {
-		return fmt.Errorf("embedded kafka: %w", err)
-	}
-	h.embedded = c
-	h.brokers = c.ListenAddrs()
-	h.log.Warn("no kafka.brokers configured: started an embedded in-process Kafka for development only; data is not durable",
-		"address", strings.Join(h.brokers, ","))
-	return nil
 }
 
 // instanceID names this process's transactional producer. It is new at

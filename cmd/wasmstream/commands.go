@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -24,12 +26,18 @@ const (
 )
 
 type env struct {
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	environ        []string
 }
 
 func doMain(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) int {
-	e := &env{stdout: stdout, stderr: stderr, environ: environ}
+	return doMainIO(ctx, args, os.Stdin, stdout, stderr, environ)
+}
+
+// doMainIO is doMain with the standard input too (topic produce reads it).
+func doMainIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, environ: environ}
 	if len(args) == 0 {
 		fmt.Fprint(stderr, topUsage())
 		return exitUsage
@@ -63,6 +71,13 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer, enviro
 			}
 		}
 		return e.state(args[1:])
+	case "topic":
+		if len(args) < 2 || topicCommands[args[1]] == nil {
+			if helpHere("topic") {
+				return exitOK
+			}
+		}
+		return e.topic(ctx, args[1:])
 	case "deploy":
 		return e.deploy(ctx, args[1:])
 	case "rollback":
@@ -121,7 +136,13 @@ func (e *env) flagError(name string, err error) int {
 }
 
 func (e *env) loadConfig(path string, fs *pflag.FlagSet) (*host.Config, bool) {
-	cfg, err := host.LoadConfig(path, e.environ, fs)
+	return e.loadConfigWith(host.LoadConfig, path, fs)
+}
+
+// loadConfigWith loads the config with load (host.LoadConfig or
+// host.LoadKafkaConfig) and reports a bad one.
+func (e *env) loadConfigWith(load func(string, []string, *pflag.FlagSet) (*host.Config, error), path string, fs *pflag.FlagSet) (*host.Config, bool) {
+	cfg, err := load(path, e.environ, fs)
 	if err != nil {
 		from := path
 		if from == "" {
@@ -199,7 +220,12 @@ func (e *env) run(ctx context.Context, args []string) int {
 		go bars.watch(h.Ready, time.Second, stop)
 	}
 	if h.Embedded() {
-		fmt.Fprintf(stderr, "wasmstream: DEVELOPMENT MODE: embedded Kafka at %s (set kafka.brokers for a real cluster)\n", strings.Join(h.Brokers(), ","))
+		reach := "--brokers " + strings.Join(h.Brokers(), ",")
+		if path != "" {
+			reach = "-c " + path
+		}
+		fmt.Fprintf(stderr, "wasmstream: DEVELOPMENT MODE: embedded Kafka at %s (set kafka.brokers for a real cluster; it keeps nothing between runs). "+
+			"Feed and read it with: wasmstream topic produce|consume %s TOPIC\n", strings.Join(h.Brokers(), ","), reach)
 	}
 	log.Info("running", "app_id", cfg.AppID, "processors", len(cfg.Processors), "brokers", strings.Join(h.Brokers(), ","))
 	if err := h.Run(ctx); err != nil {
@@ -273,7 +299,7 @@ func (e *env) inspect(ctx context.Context, args []string) int {
 func readModule(file string, limit host.ByteSize) ([]byte, error) {
 	f, err := os.Open(file)
 	if err != nil {
-		return nil, err
+		return nil, absPathError(err)
 	}
 	defer f.Close()
 	over := func(n int64) error {
@@ -290,6 +316,18 @@ func readModule(file string, limit host.ByteSize) ([]byte, error) {
 		return nil, over(int64(len(wasm)))
 	}
 	return wasm, nil
+}
+
+// absPathError makes a file error name the absolute path it tried ("open
+// /home/me/x.wasm: no such file or directory", not "open x.wasm: ...").
+func absPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && !filepath.IsAbs(pe.Path) {
+		if abs, aerr := filepath.Abs(pe.Path); aerr == nil {
+			return &fs.PathError{Op: pe.Op, Path: abs, Err: pe.Err}
+		}
+	}
+	return err
 }
 
 func printInfo(w io.Writer, file string, info host.PluginInfo) {

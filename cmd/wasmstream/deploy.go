@@ -56,7 +56,7 @@ func (e *env) deploy(ctx context.Context, args []string) int {
 	}
 	wasm, err := os.ReadFile(file)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "wasmstream deploy: %v\n", err)
+		fmt.Fprintf(e.stderr, "wasmstream deploy: %v\n", absPathError(err))
 		return exitError
 	}
 	res, err := host.Deploy(ctx, cfg, processor, wasm, label, e.logger(commandLogLevel(fs, cfg)))

@@ -115,3 +115,18 @@ func TestDeployUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// deploy and rollback wait for unreachable brokers as run does, up to
+// kafka.connect_timeout, and then say so naming the brokers and the
+// setting.
+func TestDeployUnreachableBrokers(t *testing.T) {
+	plugin, _ := filepath.Abs(testdata("passthrough"))
+	cfg := writeFile(t, t.TempDir(), "pipeline.yaml", "app_id: a\nkafka:\n  brokers: [127.0.0.1:1]\n  connect_timeout: 1s\n"+
+		"runtime: {cache_dir: \"off\"}\nprocessors:\n  - {name: proc, plugin: "+plugin+", inputs: [in], outputs: {out: out}}\n")
+	for _, args := range [][]string{{"deploy", "-c", cfg, "proc", plugin}, {"rollback", "-c", cfg, "proc"}} {
+		code, _, errs := runCLI(t, args...)
+		if code != exitError || !strings.Contains(errs, "cannot reach Kafka at 127.0.0.1:1 (gave up after 1s") || !strings.Contains(errs, "kafka.connect_timeout") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
+		}
+	}
+}

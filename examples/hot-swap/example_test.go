@@ -212,7 +212,7 @@ func version(r *kgo.Record) string {
 	return ""
 }
 
-// feeder writes names to the input, as the example's produce program does,
+// feeder writes names to the input, as the README's produce loop does,
 // a few every 10 ms, and remembers where each landed.
 type feeder struct {
 	mu      sync.Mutex

@@ -89,6 +89,19 @@ func Embedded(t *testing.T, cfg *host.Config, opts ...kgo.Opt) (h *host.Host, pr
 	return h, produce, func(topic string) []*kgo.Record { return ReadAll(t, h.Brokers(), topic) }
 }
 
+// Topics opens the topic tool as the README's "wasmstream topic ... -c
+// pipeline.yaml" does while h runs cfg: on the embedded broker, which it
+// finds through the address file h writes.
+func Topics(t *testing.T, cfg *host.Config) *host.TopicTool {
+	t.Helper()
+	tool, err := host.OpenTopicTool(context.Background(), cfg, Quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tool.Close)
+	return tool
+}
+
 // OnTestBroker makes a host of cfg, which must point at b, and returns it
 // with b's producer and a reader of b's committed records.
 func OnTestBroker(t *testing.T, b *testbroker.Broker, cfg *host.Config) (h *host.Host, produce func(...*kgo.Record), read func(topic string) []*kgo.Record) {

@@ -48,6 +48,8 @@ var boundaries = []boundary{
 		why: "the follower compiles through package plugin and swaps through the registry, nothing lower"},
 	{pkg: "host/internal/deploy", forbid: []string{pebble, wazero, "host/internal/engine", "host/internal/state", "host/internal/runner"},
 		why: "a deploy publishes to the control topic; it compiles through package plugin and never runs a task"},
+	{pkg: "host/internal/topictool", forbid: []string{pebble, wazero, "host/internal/engine", "host/internal/state", "host/internal/runner", "host/internal/plugin"}, closure: true,
+		why: "the topic commands are Kafka clients only: they run no plugin and read no state"},
 	{pkg: "host/internal/status", forbid: []string{franz, pebble, wazero},
 		why: "the admin view reads the runner's counters and the registry, never Kafka, Wasm or the store directly"},
 	{pkg: "host", forbid: []string{pebble, wazero},
@@ -114,6 +116,9 @@ var thinFace = []string{
 	"VersionInfo", "Refusal", "ProcessorVersions",
 	// the state directory, read-only
 	"StateReader", "StateStore", "OpenStateReadOnly", "ErrStateInUse", "ErrNoState", "ErrStateCorrupt",
+	// the topic commands
+	"LoadKafkaConfig", "TopicTool", "OpenTopicTool", "ErrNoBrokers", "RecordHeader", "ProduceOptions", "ProduceResult",
+	"ConsumeOptions", "ConsumeResult", "CreateTopicOptions",
 }
 
 // The public host package exports only its thin face, and none of its
