@@ -653,6 +653,7 @@ func (r *Runner) iterate(ctx context.Context) (done bool, err error) {
 	r.committer.rearm(ctx)
 	r.finishRestores()
 	r.advanceSwaps(ctx)
+	r.refill()
 	var fetches kgo.Fetches
 	if r.holdsWork() {
 		// Records wait in the tasks' windows: take what the client has
@@ -752,10 +753,12 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 		c.sawRecords()
 		c.sawEnd(ftp.LastStableOffset)
 		c.hold(ftp.Records)
+		t.proc.Stats.Fetched.Add(int64(len(ftp.Records)))
 		t.waitingInput = false
-		if len(c.held) >= maxHeld && !c.heldFull {
+		if len(c.held) >= maxHeld {
 			// The task is slower than its input: stop fetching the
-			// partition until it has worked through what it holds.
+			// partition until it has worked through what it holds (again
+			// if something else resumed it meanwhile: a finished restore).
 			c.heldFull = true
 			r.cl.PauseFetchPartitions(map[string][]int32{ftp.Topic: {ftp.Partition}})
 		}
@@ -807,13 +810,25 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 			if at, stopped := c.takeStop(); stopped {
 				r.rewind(t, in, at)
 			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// refill resumes the partitions paused for holding too many records once
+// their task is down to half of maxHeld: after processing, or after an
+// abort or a rewind dropped what they held. A task that stopped or is
+// restoring keeps its partitions paused for that reason instead.
+func (r *Runner) refill() {
+	for _, t := range r.tasks {
+		for in := range t.topics {
+			c := t.win.in(in)
 			if c.heldFull && len(c.held) < maxHeld/2 && t.failed == nil && t.restoring == nil {
 				c.heldFull = false
 				r.cl.ResumeFetchPartitions(map[string][]int32{t.topics[in]: {t.id.Partition}})
 			}
 		}
 	}
-	return errors.Join(errs...)
 }
 
 // maxHeld is how many fetched records a task's input partition may hold

@@ -484,6 +484,7 @@ func TestRunner(t *testing.T) {
 		{"NoCommitWhenOutputsFail", testNoCommitWhenOutputsFail},
 		{"GroupMembersShareWork", testGroupMembersShareWork},
 		{"RestartContinuesFromCommit", testRestartContinuesFromCommit},
+		{"CutsDoNotRefetch", testCutsDoNotRefetch},
 	}
 	for _, mode := range []struct {
 		name string

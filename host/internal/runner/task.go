@@ -128,6 +128,13 @@ func (t *task) env() Env { return Env{Sink: t, State: t.st, Time: t.tk} }
 // applied is dropped (never written), the plugin instance is closed.
 func (t *task) close(ctx context.Context) {
 	t.stopRestore()
+	// A partition paused for holding too many records must not stay
+	// paused for its next task (pauses outlive assignments).
+	for in, topic := range t.topics {
+		if t.win.in(in).heldFull {
+			t.r.cl.ResumeFetchPartitions(map[string][]int32{topic: {t.id.Partition}})
+		}
+	}
 	if t.failed != nil {
 		t.proc.Stats.StoppedTasks.Add(-1) // no longer this process's
 	}
