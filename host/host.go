@@ -730,7 +730,6 @@ func Validate(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	return errors.Join(errs...)
 }
 
-
 // InspectPlugin validates a module and describes it.
 func InspectPlugin(ctx context.Context, wasm []byte) (PluginInfo, error) {
 	info, err := engine.Inspect(ctx, wasm)
