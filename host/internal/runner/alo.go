@@ -41,6 +41,7 @@ func (c *atLeastOnce) commit(ctx context.Context) error {
 		return c.rollBack(ctx, failed)
 	}
 	for _, t := range r.tasks {
+		t.produceLatest()
 		t.produceChangelog()
 	}
 	if err := r.cl.Flush(ctx); err != nil {
@@ -115,6 +116,7 @@ func (c *atLeastOnce) rollBack(ctx context.Context, failed []*task) error {
 			t.st.Discard()
 		}
 		t.tk.reset()
+		t.dropLatest()
 	}
 	r.windowsClosed()
 	r.rollBack(ctx, failed)

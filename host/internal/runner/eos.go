@@ -183,6 +183,7 @@ func (c *exactlyOnce) commit(ctx context.Context) error {
 		return nil
 	}
 	for _, t := range r.tasks {
+		t.produceLatest()
 		t.produceChangelog()
 	}
 	try := kgo.TryCommit
@@ -330,6 +331,7 @@ func (c *exactlyOnce) dropWindows() {
 			t.st.Discard()
 		}
 		t.tk.reset()
+		t.dropLatest()
 		t.win.aborted()
 	}
 }

@@ -140,6 +140,10 @@ type ProcessorSpec struct {
 	// records carry no HeaderVersion (on the word count's repartition
 	// hop the header was ~38 of a record's ~58 bytes; RATIONALE.md).
 	Internal []bool
+	// Latest[i] says Outputs[i] takes only the last record emitted for each
+	// key in a commit window, produced at its commit point (latest.go);
+	// nil: every output takes every record.
+	Latest []bool
 	// OutputLimits[i] is what Outputs[i] accepts of one record (learned
 	// from the topic at startup); nil or a zero MaxBytes means the
 	// producer's own limit only.
@@ -158,6 +162,10 @@ type ProcessorSpec struct {
 	// input (copartition.go); the inputs have equal partition counts.
 	Stores     []string
 	Changelogs []string
+	// StateCache is each task's record cache of committed values, in
+	// bytes (state.Task.SetCacheBudget): 0 is the state database's
+	// default, negative none.
+	StateCache int
 	// TimeStore says the last of Stores is the tasks' time store: their
 	// pending timers and stream time, kept, changelogged and restored
 	// like any store but never visible to the plugin.

@@ -485,6 +485,7 @@ func TestRunner(t *testing.T) {
 		{"GroupMembersShareWork", testGroupMembersShareWork},
 		{"RestartContinuesFromCommit", testRestartContinuesFromCommit},
 		{"CutsDoNotRefetch", testCutsDoNotRefetch},
+		{"LatestPerKey", testLatestPerKey},
 	}
 	for _, mode := range []struct {
 		name string

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/keymap"
 	"github.com/wasmstream/wasmstream/host/internal/state"
 )
 
@@ -42,7 +43,12 @@ type task struct {
 	calls    taskCalls    // the batch of record calls being run (calls.go)
 	triggers triggerCalls // the batch of timer or commit calls being run
 	staged   []*kgo.Record
-	emits    arena // the staged records and their bytes
+	// stagedOut is the output index of each staged record; latest holds,
+	// for each output that takes the latest record per key, the window's
+	// records by key (latest.go).
+	stagedOut []int
+	latest    []keymap.Window[*kgo.Record]
+	emits     arena // the staged records and their bytes
 
 	// ver is the plugin version inst runs. prep is an instance of the
 	// processor's newer version being made in the background; prevInst the
@@ -82,6 +88,9 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 	t := &task{id: id, r: r, proc: ps, topics: ps.taskTopics(id.Topic),
 		ver: newVersion(r.vers.Active(ps.spec.Name))}
 	t.win = newWindow(len(t.topics), len(ps.spec.Stores))
+	if slices.Contains(ps.spec.Latest, true) {
+		t.latest = make([]keymap.Window[*kgo.Record], len(ps.spec.Outputs))
+	}
 	for _, topic := range t.topics {
 		t.index = append(t.index, ps.inputIndex[topic])
 		store, ok := ps.tableStore[topic]
@@ -93,6 +102,9 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 	if len(ps.spec.Stores) > 0 {
 		t.st = r.opts.State.Task(ps.spec.Name, id.Partition, ps.spec.Stores)
 		t.st.SetName(id.String()) // one task name in logs, metrics and /v1
+		if ps.spec.StateCache != 0 {
+			t.st.SetCacheBudget(ps.spec.StateCache)
+		}
 	}
 	if ps.spec.TimeStore && t.st != nil {
 		t.tk = newTimekeeper(t.st, len(ps.spec.Stores)-1, ps.spec.TimeLimits)
@@ -204,6 +216,7 @@ func (t *task) Emit(output int, rec *abi.Record) error {
 		return abi.ErrnoInval
 	}
 	t.staged = append(t.staged, kr)
+	t.stagedOut = append(t.stagedOut, output)
 	return nil
 }
 
@@ -459,12 +472,18 @@ func (t *task) endCall(ok bool) {
 	}
 	t.tk.endCall(ok)
 	if ok {
-		for _, out := range t.staged {
+		produced := 0
+		for k, out := range t.staged {
+			if t.keepLatest(t.stagedOut[k], out) {
+				continue
+			}
 			t.r.produce(out)
+			produced++
 		}
-		t.proc.Stats.RecordsOut.Add(int64(len(t.staged)))
+		t.proc.Stats.RecordsOut.Add(int64(produced))
 	}
-	t.staged = t.staged[:0]
+	clear(t.staged) // the arena's chunks are not kept alive by the slice
+	t.staged, t.stagedOut = t.staged[:0], t.stagedOut[:0]
 }
 
 // onFailure applies the processor's error policy to a failed record and
