@@ -101,7 +101,7 @@ func TestHostBoundaries(t *testing.T) {
 var thinFace = []string{
 	// config
 	"Config", "KafkaConfig", "TLSConfig", "SASLConfig", "Secret", "ProcessorConfig", "Limits", "StoreExpiry", "ModuleLimits", "StateConfig", "RuntimeConfig", "SwapConfig",
-	"AdminConfig", "LogConfig", "ByteSize", "ConfigError", "LoadConfig", "ConfigFlags", "EnvPrefix",
+	"AdminConfig", "LogConfig", "ByteSize", "CacheSize", "OutputConfig", "OutputEmit", "EmitEach", "EmitLatestPerKey", "ConfigError", "LoadConfig", "ConfigFlags", "EnvPrefix",
 	"DefaultClientID", "DefaultCommitInterval", "DefaultCommitRecords", "DefaultTopicPartitions",
 	"DefaultSessionTimeout", "DefaultMaxModuleSize", "DefaultCanaryWindow", "DefaultMaxFailureRatio",
 	"DefaultTransactionTimeout", "DefaultConnectTimeout", "DefaultMemory", "DefaultRecordTimeout", "DefaultStateDir",
