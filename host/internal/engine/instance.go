@@ -24,8 +24,11 @@ type Sink interface {
 	// Emit is called once per accepted emit, during Process, OnTimer or
 	// OnCommit and on its goroutine. output indexes Binding.Outputs. rec and every slice in it
 	// alias guest memory and a scratch record the engine reuses: copy what
-	// you keep before returning. An error makes emit return EIO to the
-	// plugin and fails the record (HostFailed).
+	// you keep before returning. An error that wraps an abi.Errno refuses
+	// the record for its output (too large for its topic, say): the plugin
+	// gets that errno and the record fails (LimitExceeded, with the
+	// error's text). Any other error makes emit return EIO to the plugin
+	// and fails the record (HostFailed).
 	Emit(output int, rec *abi.Record) error
 }
 
@@ -76,13 +79,6 @@ type Binding struct {
 	// Config is the processor's configuration (JSON) served by the config
 	// import. Copied by Instantiate.
 	Config []byte
-	// OutputMaxBytes, when set, has one entry per output: the largest
-	// record that output accepts, counted as key + value + every header's
-	// key and value, in bytes (the host derives it from the topic's
-	// max.message.bytes and the producer's limit, minus the batch
-	// overhead). An emit over it returns ETOOLARGE and fails the record
-	// (LimitExceeded). A zero or missing entry means abi.MaxRecordSize.
-	OutputMaxBytes []int
 	// Sink receives emits; required when Outputs is not empty.
 	Sink Sink
 	// State serves the state imports; required when Stores is not empty.
@@ -201,17 +197,6 @@ func (m *Module) Instantiate(ctx context.Context, b Binding) (*Instance, error) 
 	if imp := m.info.timeImport(); imp != "" && b.Time == nil {
 		return nil, fmt.Errorf("engine: processor %q: the module imports %s.%s but the binding has no Time", b.Name, abi.ImportModule, imp)
 	}
-	if len(b.OutputMaxBytes) > len(b.Outputs) {
-		return nil, fmt.Errorf("engine: processor %q: %d OutputMaxBytes for %d outputs", b.Name, len(b.OutputMaxBytes), len(b.Outputs))
-	}
-	outMax := make([]int, len(b.Outputs))
-	for k := range outMax {
-		outMax[k] = abi.MaxRecordSize
-		if k < len(b.OutputMaxBytes) && b.OutputMaxBytes[k] > 0 {
-			outMax[k] = b.OutputMaxBytes[k]
-		}
-	}
-	b.OutputMaxBytes = outMax
 	b.Outputs = append([]string(nil), b.Outputs...)
 	b.Stores = append([]string(nil), b.Stores...)
 	b.Tables = append([]string(nil), b.Tables...)

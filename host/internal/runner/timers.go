@@ -182,7 +182,7 @@ func (t *task) callbackFailed(trig *abi.Trigger, err error, dropped func()) {
 			t.r.log.Warn(what+" failed; skipped (on_error: skip)", attrs...)
 			return
 		}
-		t.r.produce(t.deadLetterTrigger(trig, kind, err))
+		t.r.cp.produce(t.deadLetterTrigger(trig, kind, err))
 		stats.DeadLettered.Add(1)
 		t.r.log.Warn(what+" failed; sent to dead-letter topic "+t.proc.spec.DeadLetterTopic, attrs...)
 	default:
@@ -246,7 +246,7 @@ func (r *Runner) timePoint(ctx context.Context) error {
 		if !t.tk.commitWork(now) {
 			continue
 		}
-		if err := r.committer.openNow(); err != nil {
+		if err := r.cp.opened(); err != nil {
 			return err
 		}
 		if err := t.commitCalls(ctx, now, deadline); err != nil {
