@@ -286,10 +286,13 @@ type Runner struct {
 	vers *Versions // the one record of active versions (opts.Versions)
 	cl   *kgo.Client
 	// cp is the commit point: the open commit window of every task and the
-	// one way to end it (commitpoint.go; the lock order is in eos.go).
-	cp      *commitPoint
-	byTopic map[string]*procState // input topic -> processor
-	procs   []*procState
+	// one way to end it (commitpoint.go; the locks: docs/locks.md).
+	cp *commitPoint
+	// timeNext names the first task the last commit point's calls did not
+	// reach (timers.go: timePoint); "" when it reached every one.
+	timeNext string
+	byTopic  map[string]*procState // input topic -> processor
+	procs    []*procState
 
 	// mu guards everything the poll loop and the group callbacks share:
 	// tasks, their windows, the commit point. Grabbed by the loop except

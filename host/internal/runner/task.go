@@ -335,7 +335,7 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 				cur.processed(kr.Offset, kr.LeaderEpoch)
 				done++
 				if t.tk.eventDue() {
-					if err := t.check(ctx, false, deadline); err != nil {
+					if err := t.check(ctx, false, &callBudget{deadline: deadline}); err != nil {
 						return done, err
 					}
 				}
@@ -371,7 +371,7 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 		case stopTimers:
 			// The record moved the stream time: the event-time check
 			// (ABI.md section 8.3).
-			if err := t.check(ctx, false, deadline); err != nil {
+			if err := t.check(ctx, false, &callBudget{deadline: deadline}); err != nil {
 				return done, err
 			}
 		}
