@@ -50,11 +50,8 @@ type Host struct {
 	brokerFile string
 	brokers    []string
 	kafka      kclient.Config // every Kafka client of the host starts from it
-	// outLimits is what each output topic accepts of one record, learned
-	// at startup (topics.Limits).
-	outLimits map[string]topics.Limit
-	vers      *runner.Versions
-	follower  *follower.Follower
+	vers       *runner.Versions
+	follower   *follower.Follower
 	// members are this process's consumer group members: one per
 	// processor (kafka.members: per_processor) or one for all (shared).
 	members []*member
@@ -215,7 +212,6 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			Outputs:         p.Topics,
 			Internal:        cfg.internalOutputs(pc, p.Topics),
 			Latest:          cfg.latestOutputs(pc, p.Binding.Outputs),
-			OutputLimits:    h.outputLimits(p),
 			OnError:         enums.onError[i],
 			DeadLetterTopic: cfg.DeadLetterTopic(pc),
 			Stores:          cfg.taskStores(pc),
@@ -269,6 +265,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		OnRestoreProgress:      onRestore,
 		Restore:                o.restore,
 		Stats:                  stats,
+		Limits:                 runner.BrokerLimits(h.kafka),
 	}
 	// Every member asks for the co-partitioning assignor when any
 	// processor of the app needs it (members of one group must agree).
@@ -299,6 +296,10 @@ func (h *Host) startMembers(ctx context.Context, base runner.Options) error {
 	for _, specs := range groups {
 		opts := base
 		opts.Processors = specs
+		// One set per member, kept across its runners: a runner
+		// restarted for smaller limits must not find the refused records
+		// again (refusal.go).
+		opts.Refused = runner.NewRefused()
 		opts.Stats = map[string]*runner.Stats{}
 		for _, spec := range specs {
 			opts.Stats[spec.Name] = base.Stats[spec.Name]
@@ -675,25 +676,7 @@ func (h *Host) ensureTopics(ctx context.Context, create bool) error {
 	if err != nil {
 		return err
 	}
-	var outs []string
-	for _, p := range h.procs {
-		outs = append(outs, p.Topics...)
-	}
-	if h.outLimits, err = topics.Limits(ctx, adm, outs...); err != nil {
-		return err
-	}
 	return nil
-}
-
-// outputLimits is what each of p's outputs accepts of one record, by
-// output index.
-func (h *Host) outputLimits(p *plugin.Processor) []runner.OutputLimit {
-	lims := make([]runner.OutputLimit, len(p.Topics))
-	for i, t := range p.Topics {
-		l := h.outLimits[t]
-		lims[i] = runner.OutputLimit{MaxBytes: l.MaxMessageBytes, KeyRequired: l.Compacted}
-	}
-	return lims
 }
 
 // Validate checks a config's plugins without Kafka: each compiles, speaks a

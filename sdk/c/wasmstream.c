@@ -141,7 +141,7 @@ void ws_encode(uint8_t *d, int64_t ts, int64_t offset, int32_t partition, uint32
 /* ---- errors ---- */
 
 static const char *const names[] = {"", "EFAULT", "EINVAL", "ENOOUTPUT", "ENOSTORE", "ENOTFOUND", "ETOOLARGE",
-                                    "ENOCURSOR", "EPHASE", "ELIMIT", "EIO", "ENONAME"};
+                                    "ENOCURSOR", "EPHASE", "ELIMIT", "EIO", "ENONAME", "ETIMESTAMP"};
 static const char *const texts[] = {"",
                                     "pointer or length outside plugin memory",
                                     "malformed argument",
@@ -153,16 +153,17 @@ static const char *const texts[] = {"",
                                     "call not allowed in this phase",
                                     "per-record limit reached",
                                     "host I/O failure",
-                                    "no output or store with that name"};
+                                    "no output or store with that name",
+                                    "timestamp outside what the output accepts"};
 
 const char *ws_errno_name(int32_t e) {
     if (e < 0) e = -e;
-    return e > 0 && e <= WS_ENONAME ? names[e] : "E?";
+    return e > 0 && e <= WS_ETIMESTAMP ? names[e] : "E?";
 }
 
 const char *ws_errno_text(int32_t e) {
     if (e < 0) e = -e;
-    return e > 0 && e <= WS_ENONAME ? texts[e] : "unknown errno";
+    return e > 0 && e <= WS_ETIMESTAMP ? texts[e] : "unknown errno";
 }
 
 int ws_fail_n(const char *msg, size_t len) {

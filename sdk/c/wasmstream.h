@@ -57,6 +57,7 @@ extern "C" {
 #define WS_ELIMIT 9    /* per-record limit reached (open cursors) */
 #define WS_EIO 10      /* the host could not serve the call; the record fails */
 #define WS_ENONAME 11  /* no output or store with that name */
+#define WS_ETIMESTAMP 12 /* emitted timestamp outside what the output accepts (fails the record) */
 
 /* Limits (abi/ABI.md section 7), in bytes unless said. */
 #define WS_HEADER_SIZE 36

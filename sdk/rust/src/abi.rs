@@ -61,6 +61,8 @@ impl Errno {
     pub const IO: Errno = Errno(10);
     /// No declared output or store has that name.
     pub const NONAME: Errno = Errno(11);
+    /// An emitted record's timestamp is outside what its output accepts; the record fails.
+    pub const TIMESTAMP: Errno = Errno(12);
 
     /// The errno of a negative host result, `None` for a result >= 0.
     pub fn of(result: i32) -> Option<Errno> {
@@ -85,6 +87,7 @@ impl Errno {
             9 => "ELIMIT",
             10 => "EIO",
             11 => "ENONAME",
+            12 => "ETIMESTAMP",
             _ => "E?",
         }
     }
@@ -103,6 +106,7 @@ impl Errno {
             9 => "per-record limit reached",
             10 => "host I/O failure",
             11 => "no output or store with that name",
+            12 => "timestamp outside what the output accepts",
             _ => "unknown errno",
         }
     }
