@@ -107,6 +107,17 @@ func TestOptionalUnmarshalText(t *testing.T) {
 	if err := r.UnmarshalText([]byte("lots")); err == nil {
 		t.Error("ratio lots accepted")
 	}
+	// What MarshalText writes reads back the same, unset included.
+	for _, o := range []Optional[time.Duration]{{}, Set(time.Duration(0)), Set(90 * time.Second)} {
+		text, err := o.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Optional[time.Duration]
+		if err := back.UnmarshalText(text); err != nil || back != o {
+			t.Errorf("%v: marshalled %q, read back %v (%v)", o, text, back, err)
+		}
+	}
 }
 
 // Every enum parses its own values and "" (unset), refuses anything else

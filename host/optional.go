@@ -31,9 +31,13 @@ func (o *Optional[T]) orDefault(def T) {
 }
 
 // UnmarshalText parses a duration (with its unit: 0s, 500ms, 1m) or a
-// number.
+// number; "" is unset.
 func (o *Optional[T]) UnmarshalText(text []byte) error {
 	s := string(text)
+	if s == "" {
+		*o = Optional[T]{}
+		return nil
+	}
 	switch p := any(&o.v).(type) {
 	case *time.Duration:
 		d, err := time.ParseDuration(s)
@@ -53,6 +57,14 @@ func (o *Optional[T]) UnmarshalText(text []byte) error {
 	}
 	o.set = true
 	return nil
+}
+
+// MarshalText is the value as UnmarshalText reads it; "" when unset.
+func (o Optional[T]) MarshalText() ([]byte, error) {
+	if !o.set {
+		return nil, nil
+	}
+	return []byte(fmt.Sprint(o.v)), nil
 }
 
 // String formats the value, or "unset".
