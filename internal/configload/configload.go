@@ -246,13 +246,18 @@ func decodeErrors(err error) []*host.ConfigError {
 // ("processors[0].outputs.out.emit").
 var mapKeyRE = regexp.MustCompile(`\[([^\]0-9][^\]]*)\]`)
 
-// scalarToText hands a number or a bool a file gives to a field that parses
-// itself (encoding.TextUnmarshaler: max_failure_ratio: 0, state_cache: 0)
-// as the text the environment or a flag would give.
+// scalarToText hands a number or a bool a file gives to a field of a
+// string or struct type that parses itself (encoding.TextUnmarshaler:
+// max_failure_ratio: 0, state_cache: 0, guarantee: 1) as the text the
+// environment or a flag would give. A ByteSize, a number itself, takes a
+// number as it always did.
 func scalarToText(from, to reflect.Type, data any) (any, error) {
 	switch from.Kind() {
 	case reflect.Int, reflect.Int64, reflect.Uint64, reflect.Float64, reflect.Bool:
 	default:
+		return data, nil
+	}
+	if k := to.Kind(); k != reflect.String && k != reflect.Struct {
 		return data, nil
 	}
 	if _, ok := reflect.New(to).Interface().(encoding.TextUnmarshaler); !ok {
