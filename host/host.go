@@ -682,28 +682,8 @@ func (h *Host) ensureTopics(ctx context.Context, create bool) error {
 	if h.outLimits, err = topics.Limits(ctx, adm, outs...); err != nil {
 		return err
 	}
-	// The engine refuses an emit over its output's limit as the record's
-	// failure (ETOOLARGE to the plugin, limit_exceeded), counting key,
-	// value and headers; the margin covers the batch and record framing
-	// and the version header the runner adds, which the runner's own
-	// check (runner.OutputLimit) counts exactly.
-	for _, p := range h.procs {
-		p.Binding.OutputMaxBytes = make([]int, len(p.Topics))
-		for i, t := range p.Topics {
-			max := runner.ProducerMaxBatchBytes
-			if l := int(h.outLimits[t].MaxMessageBytes); l > 0 && l < max {
-				max = l
-			}
-			p.Binding.OutputMaxBytes[i] = max - outputFramingMargin
-		}
-	}
 	return nil
 }
-
-// outputFramingMargin is what an output's limit leaves for framing: the
-// record batch header (61 bytes), the record's varints at their widest, and
-// the wasmstream-version header with room to spare.
-const outputFramingMargin = 256
 
 // outputLimits is what each of p's outputs accepts of one record, by
 // output index.

@@ -361,7 +361,7 @@ func TestChangelogWithWrongShapeIsRefused(t *testing.T) {
 	}
 }
 
-// The Faust failure (shared/seeds/faust-recovery-stuck-offset-reset-latest.txt)
+// The Faust failure (docs/design.md#seed-faust)
 // end to end: input consumers start at "latest"; a task restores a large
 // changelog on a new machine, and while it does the changelog's log start
 // is moved past the restore position. The restore must finish — wiping the

@@ -293,7 +293,7 @@ func relativeTo(t *testing.T, p, base string) string {
 	return r
 }
 
-// TestLoadConfigSecurity: kafka.tls and kafka.sasl load from the file and
+// TestLoadSecurity: kafka.tls and kafka.sasl load from the file and
 // the environment, their problems name the field path, and the password
 // never shows in the config's JSON.
 func TestLoadSecurity(t *testing.T) {

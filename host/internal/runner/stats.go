@@ -21,6 +21,10 @@ type Stats struct {
 	// deadline: it was slow, and its remaining records waited in its window
 	// for the next one (time isolation).
 	Cuts atomic.Int64
+	// TimePointsCut counts the commit points whose calls (timers, commit
+	// marks) did not reach every task within their budget: the tasks left
+	// go first at the next one.
+	TimePointsCut atomic.Int64
 	// InputWaits counts the times a task of several inputs gave up waiting
 	// for an input that lagged (maxInputWait) and went on without it.
 	InputWaits   atomic.Int64

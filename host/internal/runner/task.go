@@ -209,11 +209,8 @@ func (t *task) Emit(output int, rec *abi.Record) error {
 	if lims := t.proc.spec.OutputLimits; output < len(lims) {
 		lim = lims[output]
 	}
-	switch tooLarge, needsKey := lim.check(kr); {
-	case tooLarge:
-		return abi.ErrnoTooLarge
-	case needsKey:
-		return abi.ErrnoInval
+	if err := lim.check(kr); err != nil {
+		return fmt.Errorf("topic %s: %w", outs[output], err)
 	}
 	t.staged = append(t.staged, kr)
 	t.stagedOut = append(t.stagedOut, output)
@@ -338,7 +335,7 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 				cur.processed(kr.Offset, kr.LeaderEpoch)
 				done++
 				if t.tk.eventDue() {
-					if err := t.check(ctx, false, deadline); err != nil {
+					if err := t.check(ctx, false, &callBudget{deadline: deadline}); err != nil {
 						return done, err
 					}
 				}
@@ -374,7 +371,7 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 		case stopTimers:
 			// The record moved the stream time: the event-time check
 			// (ABI.md section 8.3).
-			if err := t.check(ctx, false, deadline); err != nil {
+			if err := t.check(ctx, false, &callBudget{deadline: deadline}); err != nil {
 				return done, err
 			}
 		}
@@ -477,7 +474,7 @@ func (t *task) endCall(ok bool) {
 			if t.keepLatest(t.stagedOut[k], out) {
 				continue
 			}
-			t.r.produce(out)
+			t.r.cp.produce(out)
 			produced++
 		}
 		t.proc.Stats.RecordsOut.Add(int64(produced))
@@ -499,7 +496,7 @@ func (t *task) onFailure(kr *kgo.Record, err error) bool {
 		t.r.log.Warn("record failed; skipped (on_error: skip)", attrs...)
 		return true
 	case DeadLetter:
-		t.r.produce(t.deadLetter(kr, kind, err))
+		t.r.cp.produce(t.deadLetter(kr, kind, err))
 		stats.DeadLettered.Add(1)
 		t.r.log.Warn("record failed; sent to dead-letter topic "+t.proc.spec.DeadLetterTopic, attrs...)
 		return true
@@ -534,7 +531,7 @@ func (t *task) produceChangelog() {
 		}
 		t.r.cl.Produce(context.Background(), rec, func(rec *kgo.Record, err error) {
 			if err != nil {
-				t.r.onProduced(rec, err)
+				t.r.cp.onProduced(rec, err)
 				return
 			}
 			t.win.changelogAcked(store, rec.Offset)
