@@ -86,7 +86,8 @@ func Generate(dir string) ([]byte, error) {
      run "go generate ./host/" or "make docs"; a test fails while this file
      is stale. -->
 
-A pipeline config is YAML. Every field can also be set by an environment
+A pipeline config is YAML. A field's default is what ` + "`host.Config.ApplyDefaults`" + `
+sets for a field left out. Every field can also be set by an environment
 variable (the ` + "`WASMSTREAM_`" + ` prefix, then the path upper-cased with ` + "`__`" + `
 between levels; a list's elements by index: ` + "`WASMSTREAM_PROCESSORS__0__NAME`" + `),
 and some by a flag. The file is read first, then the environment, then flags.
