@@ -107,10 +107,10 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // (used when kafka.brokers is empty). Default 0: any free port.
 func WithEmbeddedPort(port int) Option { return func(o *options) { o.embeddedPort = port } }
 
-// New starts a host for cfg. Like LoadConfig it works on its own copy of
-// cfg with every unset field given its documented default, and refuses an
-// invalid config (the errors name the field paths), so a Config built in
-// Go behaves as one loaded from a file. Then it compiles and validates
+// New starts a host for cfg. It works on its own copy of cfg with every
+// unset field given its documented default (ApplyDefaults), and refuses
+// an invalid config (Validate: the errors name the field paths), so a
+// Config built in Go behaves as one the CLI loads from a file. Then it compiles and validates
 // every plugin, connects to Kafka (or starts the embedded development
 // broker when kafka.brokers is empty), makes sure the topics exist, and
 // prepares the consumer. Nothing is consumed before Run.
@@ -199,7 +199,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	if err != nil {
 		return nil, err
 	}
-	enums, err := parseRunnerEnums(cfg)
+	enums, err := toRunnerEnums(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +227,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			Changelogs:     cfg.changelogTopics(pc),
 		}
 		for st, e := range pc.Expire {
-			specs[i].Expiry[st] = state.Expiry{TTL: e.After.Milliseconds(), Wall: e.Clock == "wall"}
+			specs[i].Expiry[st] = state.Expiry{TTL: e.After.Milliseconds(), Wall: e.Clock == ClockWall}
 		}
 		for j, st := range specs[i].Stores {
 			if topic, ok := pc.TaskTables[st]; ok {
@@ -285,7 +285,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 // their counters and a transactional id of its own.
 func (h *Host) startMembers(ctx context.Context, base runner.Options) error {
 	var groups [][]runner.ProcessorSpec
-	if h.cfg.Kafka.Members == "shared" {
+	if h.cfg.Kafka.Members == MembersShared {
 		groups = [][]runner.ProcessorSpec{base.Processors}
 	} else {
 		for _, spec := range base.Processors {
