@@ -328,6 +328,9 @@ impl Fake {
 
 thread_local! {
     static ACTIVE: RefCell<Option<Rc<RefCell<Fake>>>> = RefCell::new(None);
+    /// The addresses the SDK handed out (sys::address) in the running
+    /// batch; handle h is entry h - 1.
+    static ADDRESSES: RefCell<Vec<usize>> = RefCell::new(Vec::new());
 }
 
 static GENERATIONS: AtomicU32 = AtomicU32::new(1);
@@ -1099,5 +1102,15 @@ pub(crate) mod fake {
             },
             |e| -(e.0 as i64),
         )
+    }
+
+    /// sys::address natively: a handle (1, 2, ...) for `p`, which the fake
+    /// resolves when it reads a batch's slots (see `Host::batch_raw`).
+    pub fn address(p: *const u8) -> u32 {
+        ADDRESSES.with(|a| {
+            let mut a = a.borrow_mut();
+            a.push(p as usize);
+            a.len() as u32
+        })
     }
 }
