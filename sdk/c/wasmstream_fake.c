@@ -93,6 +93,25 @@ struct ws_fake {
 
 static ws_fake *active;
 
+/* The addresses the SDK handed out (ws_sdk_address) in the running batch:
+ * handle h is entry h - 1. */
+static const void **addrs;
+static size_t n_addrs, cap_addrs;
+
+uint32_t ws_sdk_address(const void *p) {
+    if (n_addrs == cap_addrs) {
+        cap_addrs = cap_addrs ? 2 * cap_addrs : 64;
+        const void **a = realloc(addrs, cap_addrs * sizeof *a);
+        if (!a) {
+            fprintf(stderr, "wasmstream_fake: out of memory\n");
+            abort();
+        }
+        addrs = a;
+    }
+    addrs[n_addrs++] = p;
+    return (uint32_t)n_addrs;
+}
+
 static void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
     if (!p) {
