@@ -49,9 +49,12 @@ var conformanceBinding = binding{
 
 // commands are the script's commands in the order the suite sends them.
 // state runs three times: the counter carries over records, and the third
-// run is on the fresh instance that replaced the one cmd:fault broke.
-var commands = []string{"names", "config", "log", "state", "state", "scan", "headers", "rawemit",
-	"fail", "eio", "fault", "state", "nooutput", "names"}
+// run is on the fresh instance that replaced the one cmd:fault broke. In
+// batches (a batch is cut after a failed record) each failure but eio's
+// comes in the middle of a batch: trap, fail, fault and nooutput follow a
+// record that succeeded.
+var commands = []string{"names", "config", "log", "state", "state", "scan", "headers", "trap", "rawemit",
+	"fail", "eio", "names", "fault", "state", "nooutput", "names"}
 
 // run sends the shared vectors and then every command to the guest, one
 // record at a time (or, batched, in batches: ABI version 2 for the SDKs
@@ -246,6 +249,7 @@ func checkSemantics(t *testing.T, steps []step, state []string) {
 		"cmd:eio":      "host failed: state get: injected store failure",
 		"cmd:fault":    "ABI misuse: EFAULT",
 		"cmd:nooutput": "ABI misuse: ENOOUTPUT",
+		"cmd:trap":     "trap: wasmstream_process: wasm error: out of bounds memory access",
 	}
 	for name, want := range wantFail {
 		s := by[name][0]
@@ -253,7 +257,10 @@ func checkSemantics(t *testing.T, steps []step, state []string) {
 			t.Errorf("%s: failure %v, %d emits; want %q and none", name, s.err, len(s.emits), want)
 		}
 	}
-	// After cmd:fault, a fresh instance ran init again.
+	// After cmd:trap and cmd:fault, a fresh instance ran init again.
+	if l := by["cmd:rawemit"][0].logs; len(l) < 1 || !strings.HasPrefix(l[0], "INFO init config") {
+		t.Errorf("cmd:rawemit: logs %q; want the fresh instance's init first", l)
+	}
 	if l := by["cmd:state"][2].logs; len(l) < 1 || !strings.HasPrefix(l[0], "INFO init config") {
 		t.Errorf("third cmd:state: logs %q; want the fresh instance's init first", l)
 	}

@@ -72,6 +72,18 @@ extern "C" {
     fn timer_set_at(kind: u32, ts: i64, ptr: u32, len: u32) -> i32;
 }
 
+/// Loads a byte far outside linear memory: a Wasm trap (out of bounds
+/// memory access), the same in every language.
+#[cfg(target_arch = "wasm32")]
+fn trap() {
+    unsafe { core::ptr::read_volatile(0xFFFF_FFF0usize as *const u8) };
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn trap() {
+    unreachable!("conformance: a raw address exists only in Wasm")
+}
+
 #[cfg(not(target_arch = "wasm32"))]
 unsafe fn emit_at(_: u32, _: u32) -> i32 {
     unreachable!("conformance: a raw address exists only in Wasm")
@@ -135,6 +147,10 @@ fn process(r: &Record) -> Result<()> {
         }
         b"fault" => {
             unsafe { emit_at(0xFFFF_FF00, 1000) };
+            Ok(())
+        }
+        b"trap" => {
+            trap();
             Ok(())
         }
         b"nooutput" => {
