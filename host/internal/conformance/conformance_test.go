@@ -83,6 +83,13 @@ func run(t *testing.T, g guest, batched bool) ([]step, []string) {
 		if p.inst.Info().Batch && batches > len(recs)/2 {
 			t.Errorf("%d batches for %d records: the SDK speaks version 2 but took them (nearly) one at a time", batches, len(recs))
 		}
+		if p.inst.Info().Batch {
+			for _, s := range done {
+				if s.err != nil && s.name != "cmd:eio" && s.pos == 0 {
+					t.Errorf("%s failed first in its batch: want it in the middle of one", s.name)
+				}
+			}
+		}
 		t.Logf("%d records in %d batches", len(recs), batches)
 	} else {
 		for k := range recs {
