@@ -342,27 +342,30 @@ static int arena_reserve(size_t n) {
     return 1;
 }
 
+uint8_t *ws_put_emit_entry(uint8_t *dst, size_t n) {
+    put32(dst, (uint32_t)n);
+    return dst + 4;
+}
+
 /* Copies the forwarded input record into the arena, where the call's next
  * emits follow it; 0 if memory is short. */
 static int materialize(void) {
     if (!arena_reserve(4 + cur_len)) return 0;
     forwarded = 0;
-    put32(arena + arena_len, (uint32_t)cur_len);
-    memcpy(arena + arena_len + 4, cur_rec, cur_len);
+    memcpy(ws_put_emit_entry(arena + arena_len, cur_len), cur_rec, cur_len);
     arena_len += 4 + cur_len;
     return 1;
 }
 
-/* n bytes for the next staged record of the current call (its length
- * written before them), or NULL if memory is short. */
+/* n bytes for the next staged record of the current call (its entry's
+ * length written before them), or NULL if memory is short. */
 static uint8_t *stage(size_t n) {
     if (forwarded && !materialize()) return NULL;
     if (!arena_reserve(4 + n)) return NULL;
-    uint8_t *d = arena + arena_len;
-    put32(d, (uint32_t)n);
+    uint8_t *d = ws_put_emit_entry(arena + arena_len, n);
     arena_len += 4 + n;
     staged = 1;
-    return d + 4;
+    return d;
 }
 
 int32_t ws_emit_to(ws_output *o, int32_t partition, const ws_out *r) {

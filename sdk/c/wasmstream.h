@@ -273,6 +273,9 @@ WS_IMPORT("scan_close") int32_t ws_host_scan_close(uint32_t cursor);
 /* The slot at off of the batch src (n bytes): its kind and payload
  * (offset and length in src); 0, or -WS_EINVAL if it does not fit. */
 int ws_slot_at(const uint8_t *src, size_t n, size_t off, uint32_t *kind, size_t *payload, size_t *payload_len);
+/* Writes the length n of an emit entry (a staged emit: u32 length, then
+ * the encoded record) at dst and returns where its record goes. */
+uint8_t *ws_put_emit_entry(uint8_t *dst, size_t n);
 /* The first emit entry (a staged emit: u32 length, then the encoded
  * record) of src (n bytes): the record in *rec and *rec_len; returns the
  * entry's size, or -WS_EINVAL if its length runs past n. */
