@@ -7,6 +7,7 @@
  */
 #include "wasmstream.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -673,6 +674,9 @@ int32_t ws_sdk_batch(uint32_t len) {
         put32(slot + WS_SLOT_STATUS, (uint32_t)st);
         put32(slot + WS_SLOT_OUT_PTR, out);
         put32(slot + WS_SLOT_OUT_LEN, size);
+        /* The slot's fields before done: the host reads them once it sees
+         * done pass the call (its watchdog reads done meanwhile). */
+        atomic_signal_fence(memory_order_seq_cst);
         store32v(base + WS_BATCH_DONE, k + 1);
         if (st != WS_OK || load32v(base + WS_BATCH_STOP) != 0 || arena_len > ARENA_HAND_OVER) break;
         off += WS_SLOT_SIZE(plen);

@@ -308,6 +308,9 @@ pub fn batch<F: Fn(&Record<'_>) -> Result<()>>(
             write32(slot.add(abi::SLOT_STATUS), st as u32);
             write32(slot.add(abi::SLOT_OUT_PTR), ptr);
             write32(slot.add(abi::SLOT_OUT_LEN), size);
+            // The slot's fields before done: the host reads them once it
+            // sees done pass the call (its watchdog reads done meanwhile).
+            core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
             core::ptr::write_volatile(base.add(abi::BATCH_DONE) as *mut u32, (k + 1).to_le());
             let stop = u32::from_le(core::ptr::read_volatile(base.add(abi::BATCH_STOP) as *const u32));
             if st != abi::STATUS_OK || stop != 0 || (*r).arena.len() > ARENA_HAND_OVER {
