@@ -159,10 +159,18 @@ type ProcessorConfig struct {
 	// over several topics needs. A processor without stores reads each
 	// input partition in a task of its own.
 	Inputs []string `koanf:"inputs"`
-	// Outputs maps the names the plugin emits to (its outputs) to topics.
-	// A plugin can emit only to these and to its Repartition outputs.
-	// Output indices are the names of both in sorted order.
-	Outputs map[string]string `koanf:"outputs"`
+	// Outputs maps the names the plugin emits to (its outputs) to topics:
+	// `out: orders-nl`, or `out: {topic: orders-nl, emit: latest_per_key}`.
+	// emit is when the output's records are produced: each (the default):
+	// every record the plugin emits, once its input record succeeded;
+	// latest_per_key: only the last record emitted for each key in a
+	// commit window, produced at its commit point (what Kafka Streams'
+	// record cache does to output volume: a count emitted on every update
+	// reaches the topic once per commit interval; records with a null key
+	// are produced as they come). A plugin can emit only to these and to
+	// its Repartition outputs. Output indices are the names of both in
+	// sorted order.
+	Outputs map[string]OutputConfig `koanf:"outputs"`
 	// Repartition names outputs that go to an internal topic the host
 	// creates and owns, <app_id>-<processor>-<output>-repartition, instead
 	// of a topic of Outputs (a name is in one or the other). Another
@@ -235,7 +243,45 @@ type ProcessorConfig struct {
 	// moves on; "dead_letter" writes the original record with error headers
 	// to <app_id>-<name>-dlq and moves on. Default "fail".
 	OnError string `koanf:"on_error"`
-	Limits  Limits `koanf:"limits"`
+	// StateCache bounds each task's record cache: the committed values of
+	// its stores' keys kept in memory, so that reading a key again does
+	// not go to the local store (the commit window's own writes are always
+	// in memory, and reach the store and its changelog once per key at
+	// each commit point, whatever this says). A size, or "off". Counted in
+	// the process's memory per task (docs/operations.md). Default 16MiB.
+	StateCache CacheSize `koanf:"state_cache"`
+	Limits     Limits    `koanf:"limits"`
+}
+
+// CacheSize is a cache's size: a ByteSize, or "off" for none. Its zero
+// value ("") is the default.
+type CacheSize string
+
+// UnmarshalText accepts "off" and the forms of ByteSize.
+func (c *CacheSize) UnmarshalText(text []byte) error {
+	if string(text) == "off" {
+		*c = "off"
+		return nil
+	}
+	var b ByteSize
+	if err := b.UnmarshalText(text); err != nil {
+		return fmt.Errorf("%w, or off", err)
+	}
+	*c = CacheSize(b.String())
+	return nil
+}
+
+// Bytes is the size in bytes: 0 for off, def for the default.
+func (c CacheSize) Bytes(def int) int {
+	switch c {
+	case "":
+		return def
+	case "off":
+		return 0
+	}
+	var b ByteSize
+	_ = b.UnmarshalText([]byte(c)) // checked by UnmarshalText
+	return int(b)
 }
 
 // StoreExpiry is one store's time to live.
@@ -373,6 +419,53 @@ type LogConfig struct {
 	// task has task=processor/topic/partition; a plugin's own lines also
 	// have processor and version.
 	Format string `koanf:"format"`
+}
+
+// OutputConfig is one output of a processor: its topic, and when its
+// records are produced. Written as the topic alone, it takes the defaults.
+type OutputConfig struct {
+	// Topic is the topic the output's records go to.
+	Topic string `koanf:"topic"`
+	// Emit is when the output's records are produced: each (default):
+	// every record the plugin emits, as it emits it (once its input
+	// record succeeded); latest_per_key: only the last record emitted
+	// for each key in a commit window, produced at the window's commit
+	// point, what Kafka Streams' record cache does to output volume (a
+	// count emitted on every update reaches the topic once per commit
+	// interval). Records with a null key are produced as they are
+	// emitted. The records a window keeps count against the task's
+	// commit-window memory.
+	Emit OutputEmit `koanf:"emit"`
+}
+
+// UnmarshalText makes an output written as its topic alone.
+func (o *OutputConfig) UnmarshalText(b []byte) error {
+	*o = OutputConfig{Topic: string(b)}
+	return nil
+}
+
+// OutputEmit is when an output's records are produced (OutputConfig.Emit).
+type OutputEmit string
+
+const (
+	// EmitEach produces every record as it is emitted (the default).
+	EmitEach OutputEmit = "each"
+	// EmitLatestPerKey produces the last record of each key per commit
+	// window, at its commit point.
+	EmitLatestPerKey OutputEmit = "latest_per_key"
+)
+
+// UnmarshalText accepts the values of OutputEmit ("" is each).
+func (e *OutputEmit) UnmarshalText(b []byte) error {
+	switch v := OutputEmit(b); v {
+	case "", EmitEach:
+		*e = EmitEach
+	case EmitLatestPerKey:
+		*e = v
+	default:
+		return fmt.Errorf("emit %q: want %s or %s", b, EmitEach, EmitLatestPerKey)
+	}
+	return nil
 }
 
 // ByteSize is a number of bytes written as an integer or with a unit:
@@ -908,12 +1001,15 @@ func (c *Config) Validate() error {
 				inputs[topic] = p.Name
 			}
 		}
-		for name, topic := range p.Outputs {
+		for name, out := range p.Outputs {
 			if !nameRE.MatchString(name) {
 				bad(at+".outputs", "output name %q must be made of a-z A-Z 0-9 . _ -", name)
 			}
-			if !nameRE.MatchString(topic) {
-				bad(at+".outputs."+name, "%q is not a valid topic name", topic)
+			if !nameRE.MatchString(out.Topic) {
+				bad(at+".outputs."+name, "%q is not a valid topic name", out.Topic)
+			}
+			if e := out.Emit; e != "" && e != EmitEach && e != EmitLatestPerKey {
+				bad(at+".outputs."+name+".emit", "%q: want %s or %s", e, EmitEach, EmitLatestPerKey)
 			}
 		}
 		for j, st := range p.Stores {

@@ -87,6 +87,9 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 		{"fetch below partition", strings.Replace(goodConfig, "commit_interval: 250ms", "commit_interval: 250ms\n  fetch_max_partition_bytes: 8MiB\n  fetch_max_bytes: 1MiB", 1), "kafka.fetch_max_bytes: 1MiB is below kafka.fetch_max_partition_bytes (8MiB)"},
 		{"expire unknown store", strings.Replace(goodConfig, "limits:", "expire: {nope: {after: 1h}}\n    limits:", 1), "processors[0].expire.nope: \"nope\" is not one of the processor's stores"},
 		{"reserved store name", strings.Replace(goodConfig, "limits:", "stores: [_x]\n    limits:", 1), "store names starting with _ are the host's"},
+		{"bad emit", strings.Replace(goodConfig, "outputs: {out: orders-nl}", "outputs: {out: {topic: orders-nl, emit: sometimes}}", 1), "emit \"sometimes\": want each or latest_per_key"},
+		{"output without topic", strings.Replace(goodConfig, "outputs: {out: orders-nl}", "outputs: {out: {emit: latest_per_key}}", 1), "processors[0].outputs.out: \"\" is not a valid topic name"},
+		{"bad state cache", strings.Replace(goodConfig, "limits:", "state_cache: lots\n    limits:", 1), "or off"},
 		{"no processors", "app_id: x\n", "processors: at least one"},
 		{"not yaml", "app_id: [", "config file"},
 	}
@@ -97,6 +100,50 @@ func TestLoadConfigErrorsNameTheField(t *testing.T) {
 				t.Fatalf("error = %v, want it to mention %q", err, c.want)
 			}
 		})
+	}
+}
+
+// An output is its topic, or a topic with an emit mode, from the file and
+// from the environment.
+func TestLoadConfigOutputForms(t *testing.T) {
+	body := strings.Replace(goodConfig, "outputs: {out: orders-nl}", "outputs: {out: orders-nl, counts: {topic: word-counts, emit: latest_per_key}}", 1)
+	env := []string{"WASMSTREAM_PROCESSORS__0__OUTPUTS__SIDE=side-topic"}
+	cfg, err := LoadConfig(writeConfig(t, body), env, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cfg.Processors[0].Outputs
+	want := map[string]OutputConfig{
+		"out":    {Topic: "orders-nl", Emit: EmitEach},
+		"counts": {Topic: "word-counts", Emit: EmitLatestPerKey},
+		"side":   {Topic: "side-topic", Emit: EmitEach},
+	}
+	for name, w := range want {
+		g := got[name]
+		if g.Emit == "" {
+			g.Emit = EmitEach
+		}
+		if g != w {
+			t.Errorf("outputs.%s = %+v, want %+v", name, got[name], w)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("outputs = %+v", got)
+	}
+	if latest := cfg.latestOutputs(&cfg.Processors[0], []string{"counts", "out", "side"}); len(latest) != 3 || !latest[0] || latest[1] || latest[2] {
+		t.Errorf("latestOutputs = %v", latest)
+	}
+}
+
+func TestLoadConfigStateCache(t *testing.T) {
+	for value, want := range map[string]int{"": 16 << 20, "state_cache: off": 0, "state_cache: 8MiB": 8 << 20, "state_cache: 0": 0} {
+		cfg, err := LoadConfig(writeConfig(t, strings.Replace(goodConfig, "limits:", value+"\n    limits:", 1)), nil, nil)
+		if err != nil {
+			t.Fatalf("%q: %v", value, err)
+		}
+		if got := cfg.Processors[0].StateCache.Bytes(16 << 20); got != want {
+			t.Errorf("%q: %d bytes, want %d", value, got, want)
+		}
 	}
 }
 
@@ -163,11 +210,11 @@ func TestCloneIsDeep(t *testing.T) {
 	c.Kafka.Brokers[0] = "changed:1"
 	p := &c.Processors[0]
 	p.Inputs[0] = "changed"
-	p.Outputs["out"] = "changed"
+	p.Outputs["out"] = OutputConfig{Topic: "changed"}
 	p.Config["field"] = "changed"
 	p.Name = "changed"
 	orig := cfg.Processors[0]
-	if cfg.Kafka.Brokers[0] != "127.0.0.1:9092" || orig.Inputs[0] != "orders" || orig.Outputs["out"] != "orders-nl" ||
+	if cfg.Kafka.Brokers[0] != "127.0.0.1:9092" || orig.Inputs[0] != "orders" || orig.Outputs["out"].Topic != "orders-nl" ||
 		orig.Config["field"] != "country" || orig.Name != "nl-only" {
 		t.Errorf("changing the clone changed the original: %+v", cfg)
 	}

@@ -26,7 +26,7 @@ func TestEmbeddedBrokerRestart(t *testing.T) {
 		Kafka: KafkaConfig{CommitInterval: 50 * time.Millisecond},
 		State: StateConfig{Dir: t.TempDir()},
 		Processors: []ProcessorConfig{{Name: "count", Plugin: wasmbuild.Build(t, "./internal/testplugins/counterv2"),
-			Inputs: []string{"in"}, Outputs: map[string]string{"out": "out"}, Stores: []string{"counts"}}},
+			Inputs: []string{"in"}, Outputs: map[string]OutputConfig{"out": {Topic: "out"}}, Stores: []string{"counts"}}},
 		Runtime: RuntimeConfig{CacheDir: "off"},
 	}
 	runOnce := func(ids string) (logs, out string) {

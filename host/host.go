@@ -214,11 +214,13 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			Inputs:          cfg.runnerInputs(pc),
 			Outputs:         p.Topics,
 			Internal:        cfg.internalOutputs(pc, p.Topics),
+			Latest:          cfg.latestOutputs(pc, p.Binding.Outputs),
 			OutputLimits:    h.outputLimits(p),
 			OnError:         enums.onError[i],
 			DeadLetterTopic: cfg.DeadLetterTopic(pc),
 			Stores:          cfg.taskStores(pc),
 			TimeStore:       len(cfg.taskStores(pc)) > 0,
+			StateCache:      stateCache(pc),
 			TimeLimits: runner.TimeLimits{Timers: pc.Limits.Timers, FiringsPerCommit: pc.Limits.TimerFirings,
 				CommitMarks: pc.Limits.CommitMarks},
 			Expiry: map[string]state.Expiry{},
@@ -596,6 +598,15 @@ func (h *Host) loadPlugins(ctx context.Context) error {
 	return nil
 }
 
+// stateCache is a processor's record cache per task for the runner:
+// bytes, negative for none.
+func stateCache(pc *ProcessorConfig) int {
+	if n := pc.StateCache.Bytes(state.DefaultRecordCacheBytes); n > 0 {
+		return n
+	}
+	return -1
+}
+
 // loadError is the error of processors[i]'s plugin: a path that does not
 // exist says so; a start that failed asking for outputs or stores the
 // processor does not declare (engine.ModuleError.Undeclared) gets the
@@ -636,7 +647,11 @@ func (h *Host) ensureTopics(ctx context.Context, create bool) error {
 		pc := &h.cfg.Processors[i]
 		// Task tables are inputs (co-partitioned with the others) and
 		// tables (created compacted); their topic is their changelog.
-		procs[i] = topics.Processor{Name: pc.Name, Inputs: h.cfg.runnerInputs(pc), Outputs: pc.Outputs,
+		outputs := map[string]string{}
+		for name, o := range pc.Outputs {
+			outputs[name] = o.Topic
+		}
+		procs[i] = topics.Processor{Name: pc.Name, Inputs: h.cfg.runnerInputs(pc), Outputs: outputs,
 			Repartition: h.cfg.repartitionTopics(pc), RepartitionPartitions: int32(pc.RepartitionPartitions),
 			Changelogs: map[string]string{}, Tables: map[string]string{}}
 		maps.Copy(procs[i].Tables, pc.Tables)
@@ -667,28 +682,8 @@ func (h *Host) ensureTopics(ctx context.Context, create bool) error {
 	if h.outLimits, err = topics.Limits(ctx, adm, outs...); err != nil {
 		return err
 	}
-	// The engine refuses an emit over its output's limit as the record's
-	// failure (ETOOLARGE to the plugin, limit_exceeded), counting key,
-	// value and headers; the margin covers the batch and record framing
-	// and the version header the runner adds, which the runner's own
-	// check (runner.OutputLimit) counts exactly.
-	for _, p := range h.procs {
-		p.Binding.OutputMaxBytes = make([]int, len(p.Topics))
-		for i, t := range p.Topics {
-			max := runner.ProducerMaxBatchBytes
-			if l := int(h.outLimits[t].MaxMessageBytes); l > 0 && l < max {
-				max = l
-			}
-			p.Binding.OutputMaxBytes[i] = max - outputFramingMargin
-		}
-	}
 	return nil
 }
-
-// outputFramingMargin is what an output's limit leaves for framing: the
-// record batch header (61 bytes), the record's varints at their widest, and
-// the wasmstream-version header with room to spare.
-const outputFramingMargin = 256
 
 // outputLimits is what each of p's outputs accepts of one record, by
 // output index.
@@ -729,7 +724,6 @@ func Validate(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	}
 	return errors.Join(errs...)
 }
-
 
 // InspectPlugin validates a module and describes it.
 func InspectPlugin(ctx context.Context, wasm []byte) (PluginInfo, error) {

@@ -51,7 +51,7 @@ func newPipeline(t testing.TB, plugin string, onError string) *pipeline {
 		Kafka: KafkaConfig{Brokers: b.Addrs(), CommitInterval: 50 * time.Millisecond, SessionTimeout: 10 * time.Second},
 		Processors: []ProcessorConfig{{
 			Name: "proc", Plugin: plugin, Inputs: []string{p.in},
-			Outputs: map[string]string{"out": p.out}, OnError: onError,
+			Outputs: map[string]OutputConfig{"out": {Topic: p.out}}, OnError: onError,
 			// Short enough for the looping plugin's timeouts to be quick,
 			// long enough that a loaded machine (GC pauses, 2 busy cores)
 			// does not time out an ordinary record.
@@ -216,7 +216,7 @@ func TestPluginFaultsGoThroughPolicy(t *testing.T) {
 func TestUnreachableBrokerIsAnError(t *testing.T) {
 	cfg := &Config{
 		AppID: "x", Kafka: KafkaConfig{Brokers: []string{"127.0.0.1:1"}},
-		Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata("passthrough"), Inputs: []string{"in"}, Outputs: map[string]string{"out": "out"}}},
+		Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata("passthrough"), Inputs: []string{"in"}, Outputs: map[string]OutputConfig{"out": {Topic: "out"}}}},
 		Runtime:    RuntimeConfig{CacheDir: "off"},
 	}
 	cfg.ApplyDefaults()
@@ -257,7 +257,7 @@ func TestBadPluginsAreRefusedAtStart(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			cfg := &Config{
 				AppID:      "x",
-				Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata(name), Inputs: []string{"in"}, Outputs: map[string]string{"out": "out"}}},
+				Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata(name), Inputs: []string{"in"}, Outputs: map[string]OutputConfig{"out": {Topic: "out"}}}},
 				Runtime:    RuntimeConfig{CacheDir: "off"},
 			}
 			cfg.ApplyDefaults()
@@ -276,7 +276,7 @@ func TestValidateWarmsTheCompileCache(t *testing.T) {
 	dir := t.TempDir()
 	cfg := &Config{
 		AppID:      "x",
-		Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata("passthrough"), Inputs: []string{"in"}, Outputs: map[string]string{"out": "out"}}},
+		Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata("passthrough"), Inputs: []string{"in"}, Outputs: map[string]OutputConfig{"out": {Topic: "out"}}}},
 		Runtime:    RuntimeConfig{CacheDir: dir},
 	}
 	if err := Validate(context.Background(), cfg, testLogger(t)); err != nil {
@@ -309,7 +309,7 @@ func latest(recs []*kgo.Record) map[string]string {
 func TestWordcountStateSurvivesRestartAndMove(t *testing.T) {
 	p := newPipeline(t, wasmbuild.Build(t, "./plugins/wordcount"), OnErrorFail)
 	p.cfg.Processors[0].Stores = []string{p.b.Name(t, "counts")}
-	p.cfg.Processors[0].Outputs = map[string]string{"counts": p.out}
+	p.cfg.Processors[0].Outputs = map[string]OutputConfig{"counts": {Topic: p.out}}
 	// wordcount names its store "counts"; the config's store name must match.
 	p.cfg.Processors[0].Stores = []string{"counts"}
 	p.cfg.AppID = p.b.Name(t, "wc")
@@ -345,7 +345,7 @@ func TestWordcountStateSurvivesRestartAndMove(t *testing.T) {
 
 func TestChangelogWithWrongShapeIsRefused(t *testing.T) {
 	p := newPipeline(t, wasmbuild.Build(t, "./plugins/wordcount"), OnErrorFail)
-	p.cfg.Processors[0].Outputs = map[string]string{"counts": p.out}
+	p.cfg.Processors[0].Outputs = map[string]OutputConfig{"counts": {Topic: p.out}}
 	p.cfg.Processors[0].Stores = []string{"counts"}
 	p.cfg.State.Dir = t.TempDir()
 	p.b.CreateTopic(t, p.cfg.ChangelogTopic("counts"), 1, map[string]string{"cleanup.policy": "compact"})
@@ -361,7 +361,7 @@ func TestChangelogWithWrongShapeIsRefused(t *testing.T) {
 	}
 }
 
-// The Faust failure (shared/seeds/faust-recovery-stuck-offset-reset-latest.txt)
+// The Faust failure (docs/design.md#seed-faust)
 // end to end: input consumers start at "latest"; a task restores a large
 // changelog on a new machine, and while it does the changelog's log start
 // is moved past the restore position. The restore must finish — wiping the
@@ -373,7 +373,7 @@ func TestRestoreFinishesWhenLogStartMovesDuringRestore(t *testing.T) {
 	p.b.CreateTopic(t, p.in, 1, nil)
 	p.b.CreateTopic(t, p.out, 1, nil)
 	pc := &p.cfg.Processors[0]
-	pc.Inputs, pc.Outputs, pc.Stores = []string{p.in}, map[string]string{"out": p.out}, []string{"counts"}
+	pc.Inputs, pc.Outputs, pc.Stores = []string{p.in}, map[string]OutputConfig{"out": {Topic: p.out}}, []string{"counts"}
 	// Many small commits make many small changelog batches: a broker
 	// returns whole batches, so with one big batch the restore would have
 	// the whole changelog in memory before the log start could move.
@@ -596,7 +596,7 @@ func TestNewAppliesDefaultsAndValidates(t *testing.T) {
 		AppID: b.Name(t, "app"),
 		Kafka: KafkaConfig{Brokers: b.Addrs()},
 		Processors: []ProcessorConfig{{Name: "proc", Plugin: engineTestdata("passthrough"),
-			Inputs: []string{in}, Outputs: map[string]string{"out": out}}},
+			Inputs: []string{in}, Outputs: map[string]OutputConfig{"out": {Topic: out}}}},
 		Runtime: RuntimeConfig{CacheDir: "off"},
 		State:   StateConfig{Dir: t.TempDir()},
 	}
@@ -637,7 +637,7 @@ func TestStartupWaitsForBrokers(t *testing.T) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	cfg := &Config{
 		AppID: "wait", Kafka: KafkaConfig{Brokers: []string{addr}, CreateTopics: true, ConnectTimeout: time.Minute},
-		Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata("passthrough"), Inputs: []string{"in"}, Outputs: map[string]string{"out": "out"}}},
+		Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata("passthrough"), Inputs: []string{"in"}, Outputs: map[string]OutputConfig{"out": {Topic: "out"}}}},
 		Runtime:    RuntimeConfig{CacheDir: "off"},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -696,7 +696,7 @@ func TestEmitTheOutputWouldRefuseFailsOnlyItsRecord(t *testing.T) {
 			out := p.b.Name(t, "limited")
 			p.b.CreateTopic(t, out, 3, c.configs)
 			p.out = out
-			p.cfg.Processors[0].Outputs = map[string]string{"out": out}
+			p.cfg.Processors[0].Outputs = map[string]OutputConfig{"out": {Topic: out}}
 			h, stop := p.run(t)
 			bad := &kgo.Record{Topic: p.in, Value: []byte(c.value)}
 			if c.key != "" {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -72,14 +71,30 @@ func (c *Config) repartitionInputs(p *ProcessorConfig) []string {
 // outputTopics maps every output p's plugin may emit to, its outputs and
 // its repartition outputs, to its topic.
 func (c *Config) outputTopics(p *ProcessorConfig) map[string]string {
-	out := maps.Clone(p.Outputs)
-	if out == nil {
-		out = map[string]string{}
+	out := make(map[string]string, len(p.Outputs)+len(p.Repartition))
+	for name, o := range p.Outputs {
+		out[name] = o.Topic
 	}
 	for _, name := range p.Repartition {
 		out[name] = c.RepartitionTopic(p.Name, name)
 	}
 	return out
+}
+
+// latestOutputs reports, for each of names (p's outputs by output index),
+// whether it takes the latest record per key (emit: latest_per_key); nil
+// when none does.
+func (c *Config) latestOutputs(p *ProcessorConfig, names []string) []bool {
+	var latest []bool
+	for i, name := range names {
+		if p.Outputs[name].Emit == EmitLatestPerKey {
+			if latest == nil {
+				latest = make([]bool, len(names))
+			}
+			latest[i] = true
+		}
+	}
+	return latest
 }
 
 // internalOutputs reports, for each of topics (p's output topics by output
@@ -156,8 +171,8 @@ func (c *Config) validateRepartition(bad func(path, format string, args ...any))
 				bad(at, "output name %q must be made of a-z A-Z 0-9 . _ -", name)
 			case seen[name]:
 				bad(at, "output %q is listed twice", name)
-			case p.Outputs[name] != "":
-				bad(at, "output %q is also in outputs (to topic %q); an output goes to a topic or to a repartition topic, not both", name, p.Outputs[name])
+			case p.Outputs[name].Topic != "":
+				bad(at, "output %q is also in outputs (to topic %q); an output goes to a topic or to a repartition topic, not both", name, p.Outputs[name].Topic)
 			case len(topic) > maxTopicName:
 				bad(at, "its topic %q is longer than Kafka's %d characters; use a shorter app_id, processor or output name", topic, maxTopicName)
 			case len(readers[topic]) == 0:

@@ -143,7 +143,7 @@ func newChain(t *testing.T) *chain {
 			{Name: "split", Plugin: wasmbuild.Build(t, "./plugins/split"), Inputs: []string{c.lines},
 				Repartition: []string{"words"}},
 			{Name: "count", Plugin: wasmbuild.Build(t, "./plugins/wordcount"), Inputs: []string{"split.words"},
-				Outputs: map[string]string{"counts": c.out}, Stores: []string{"counts"}},
+				Outputs: map[string]OutputConfig{"counts": {Topic: c.out}}, Stores: []string{"counts"}},
 		},
 		State:   StateConfig{Dir: t.TempDir()},
 		Runtime: RuntimeConfig{CacheDir: "off"},

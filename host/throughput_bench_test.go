@@ -156,7 +156,7 @@ func runThroughput(b *testing.B, br *testbroker.Broker, plugin, guarantee, in, o
 		State:     StateConfig{Dir: b.TempDir()},
 		Processors: []ProcessorConfig{{
 			Name: "count", Plugin: plugin, Inputs: []string{in},
-			Outputs: map[string]string{"out": out}, Stores: []string{"counts"},
+			Outputs: map[string]OutputConfig{"out": {Topic: out}}, Stores: []string{"counts"},
 		}},
 		Runtime: RuntimeConfig{CacheDir: "off"},
 	}

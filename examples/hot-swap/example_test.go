@@ -55,7 +55,7 @@ func TestDeployAndRollBackOnTwoProcesses(t *testing.T) {
 		}
 		cfg.AppID = appID
 		cfg.Processors[0].Inputs = []string{in}
-		cfg.Processors[0].Outputs = map[string]string{"greetings": out}
+		cfg.Processors[0].Outputs = map[string]host.OutputConfig{"greetings": {Topic: out}}
 		cfg.Runtime.CacheDir = cacheDir
 		return cfg
 	}

@@ -35,7 +35,7 @@ var payments = map[string]string{
 // what reached each topic.
 func runExample(t *testing.T, cfg *host.Config, read func(topic string) []*kgo.Record, produce func(...*kgo.Record), h *host.Host) map[string][]string {
 	p := &cfg.Processors[0]
-	in, audited, alerts, dlq := p.Inputs[0], p.Outputs["audited"], p.Outputs["alerts"], cfg.DeadLetterTopic(p)
+	in, audited, alerts, dlq := p.Inputs[0], p.Outputs["audited"].Topic, p.Outputs["alerts"].Topic, cfg.DeadLetterTopic(p)
 	defer exampletest.Run(t, h)()
 	var recs []*kgo.Record
 	for k, v := range payments {
@@ -122,7 +122,8 @@ func TestExampleOnTestBroker(t *testing.T) {
 	cfg.AppID = b.Name(t, cfg.AppID)
 	p.Inputs = []string{b.Name(t, p.Inputs[0])}
 	for k, v := range p.Outputs {
-		p.Outputs[k] = b.Name(t, v)
+		v.Topic = b.Name(t, v.Topic)
+		p.Outputs[k] = v
 	}
 	h, produce, read := exampletest.OnTestBroker(t, b, cfg)
 	check(t, runExample(t, cfg, read, produce, h))

@@ -204,7 +204,7 @@ func TestPipelineTemplatesLoad(t *testing.T) {
 			var outputs []string
 			for _, p := range cfg.Processors {
 				for _, o := range p.Outputs {
-					outputs = append(outputs, o)
+					outputs = append(outputs, o.Topic)
 				}
 			}
 			if !contains(outputs, v.Output) {

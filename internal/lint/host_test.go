@@ -96,12 +96,12 @@ func TestHostBoundaries(t *testing.T) {
 
 // thinFace is every identifier the public host package exports: the
 // config, New/Run/Close and the host's methods, Deploy and Rollback, the
-// options, and snapshot types with fields of their own (STYLE.md items 2
-// and 14). Anything else belongs under host/internal.
+// options, and snapshot types with fields of their own (docs/design.md
+// section 2). Anything else belongs under host/internal.
 var thinFace = []string{
 	// config
 	"Config", "KafkaConfig", "TLSConfig", "SASLConfig", "Secret", "ProcessorConfig", "Limits", "StoreExpiry", "ModuleLimits", "StateConfig", "RuntimeConfig", "SwapConfig",
-	"AdminConfig", "LogConfig", "ByteSize", "ConfigError", "LoadConfig", "ConfigFlags", "EnvPrefix",
+	"AdminConfig", "LogConfig", "ByteSize", "CacheSize", "OutputConfig", "OutputEmit", "EmitEach", "EmitLatestPerKey", "ConfigError", "LoadConfig", "ConfigFlags", "EnvPrefix",
 	"DefaultClientID", "DefaultCommitInterval", "DefaultCommitRecords", "DefaultTopicPartitions",
 	"DefaultSessionTimeout", "DefaultMaxModuleSize", "DefaultCanaryWindow", "DefaultMaxFailureRatio",
 	"DefaultTransactionTimeout", "DefaultConnectTimeout", "DefaultMemory", "DefaultRecordTimeout", "DefaultStateDir",

@@ -208,8 +208,9 @@ func (i *Instance) runBatch(ctx context.Context, calls []Call, h BatchHooks, yie
 	if n < 2 {
 		return 0, false
 	}
+	due := i.recordDue()
 	if uint64(size) > uint64(i.cur.inCap) {
-		if err := i.growInput(ctx, size); err != nil {
+		if err := i.growInput(ctx, size, due); err != nil {
 			// The plugin may still take the calls one at a time; a
 			// trap in its wasmstream_input has discarded the instance
 			// and the single-call path revives it.
@@ -258,7 +259,7 @@ func (i *Instance) runBatch(ctx context.Context, calls []Call, h BatchHooks, yie
 
 	i.beginCall(phaseNone)
 	i.stack[0] = uint64(size)
-	intr, err := i.call(l.batch, i.rt.recordTicks)
+	intr, err := i.call(l.batch, due)
 	i.watch.Store(nil)
 	ended := i.finishBatch(ctx, intr, err)
 	if i.logs.pending > 0 {

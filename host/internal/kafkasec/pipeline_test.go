@@ -189,7 +189,7 @@ func TestPipelineOverSASLSSL(t *testing.T) {
 				Kafka: host.KafkaConfig{Brokers: sb.addrs, CreateTopics: true, TopicPartitions: 2,
 					CommitInterval: 50 * time.Millisecond, TLS: tlsCfg, SASL: saslCfg},
 				Processors: []host.ProcessorConfig{{Name: "proc", Plugin: filepath.Join("..", "engine", "testdata", "statecounter.wasm"),
-					Inputs: []string{in}, Outputs: map[string]string{"out": out}, Stores: []string{"counts"}}},
+					Inputs: []string{in}, Outputs: map[string]host.OutputConfig{"out": {Topic: out}}, Stores: []string{"counts"}}},
 				Runtime: host.RuntimeConfig{CacheDir: "off"},
 			}
 			cfg.ApplyDefaults()
@@ -311,7 +311,7 @@ func secureConfig(t *testing.T, sb *secureBroker, tlsCfg host.TLSConfig, saslCfg
 		AppID: name(t, "app"),
 		Kafka: host.KafkaConfig{Brokers: sb.addrs, CreateTopics: true, TLS: tlsCfg, SASL: saslCfg},
 		Processors: []host.ProcessorConfig{{Name: "proc", Plugin: filepath.Join("..", "engine", "testdata", "passthrough.wasm"),
-			Inputs: []string{name(t, "in")}, Outputs: map[string]string{"out": name(t, "out")}}},
+			Inputs: []string{name(t, "in")}, Outputs: map[string]host.OutputConfig{"out": {Topic: name(t, "out")}}}},
 		Runtime: host.RuntimeConfig{CacheDir: "off"},
 	}
 	cfg.ApplyDefaults()

@@ -17,8 +17,8 @@
 //     open transaction below it) restores nothing and keeps the checkpoint.
 //  3. Consume from an explicit offset with ConsumeResetOffset(NoResetOffset):
 //     franz-go never jumps anywhere by itself; an out-of-range position
-//     surfaces as kerr.OffsetOutOfRange (DESIGN.md section 6, the Faust
-//     bug). Then the offsets are listed again: if the log start passed the
+//     surfaces as kerr.OffsetOutOfRange (docs/design.md#seed-faust: an
+//     automatic reset jumps silently). Then the offsets are listed again: if the log start passed the
 //     position (or the topic was recreated), the task is wiped and restore
 //     restarts from the new log start, counted and bounded by MaxRestarts.
 //  4. The position advances with every record: data records, and transaction

@@ -1,12 +1,21 @@
 package runner
 
-import "github.com/twmb/franz-go/pkg/kgo"
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
 
 // OutputLimit is what an output topic accepts of one record. An emit it
 // would refuse fails at once, as the emitting record's failure (the plugin
 // sees ETOOLARGE or EINVAL), instead of failing the produce: a produce
 // failure aborts the whole transaction, and the same record, processed
-// again, would abort every transaction after it (a poison pill).
+// again, would abort every transaction after it (a poison pill). This is
+// the one check of an emit's size for its output: the runner's Emit makes
+// it on the record as it will be produced (the version header included),
+// and the engine turns its errno into the record's failure.
 type OutputLimit struct {
 	// MaxBytes is the topic's max.message.bytes (0: unknown; the
 	// producer's limit still applies).
@@ -38,12 +47,19 @@ func batchWireSize(rec *kgo.Record) int {
 	return n
 }
 
-// check reports whether rec is over the output's size limit, and whether
-// it lacks a key the output requires.
-func (l OutputLimit) check(rec *kgo.Record) (tooLarge, needsKey bool) {
+// check returns why the output would refuse rec, wrapping the errno the
+// plugin gets (abi.ErrnoTooLarge over the size limit, abi.ErrnoInval
+// without a key the output requires), or nil.
+func (l OutputLimit) check(rec *kgo.Record) error {
 	max := ProducerMaxBatchBytes
 	if l.MaxBytes > 0 && int(l.MaxBytes) < max {
 		max = int(l.MaxBytes)
 	}
-	return batchWireSize(rec) > max, l.KeyRequired && rec.Key == nil
+	if size := batchWireSize(rec); size > max {
+		return fmt.Errorf("a record of %d bytes as produced (key, value, headers and framing), over the %d the topic and the producer accept: %w", size, max, abi.ErrnoTooLarge)
+	}
+	if l.KeyRequired && rec.Key == nil {
+		return fmt.Errorf("the topic is compacted and refuses a record without a key: %w", abi.ErrnoInval)
+	}
+	return nil
 }

@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -140,6 +139,10 @@ type ProcessorSpec struct {
 	// records carry no HeaderVersion (on the word count's repartition
 	// hop the header was ~38 of a record's ~58 bytes; RATIONALE.md).
 	Internal []bool
+	// Latest[i] says Outputs[i] takes only the last record emitted for each
+	// key in a commit window, produced at its commit point (latest.go);
+	// nil: every output takes every record.
+	Latest []bool
 	// OutputLimits[i] is what Outputs[i] accepts of one record (learned
 	// from the topic at startup); nil or a zero MaxBytes means the
 	// producer's own limit only.
@@ -158,6 +161,10 @@ type ProcessorSpec struct {
 	// input (copartition.go); the inputs have equal partition counts.
 	Stores     []string
 	Changelogs []string
+	// StateCache is each task's record cache of committed values, in
+	// bytes (state.Task.SetCacheBudget): 0 is the state database's
+	// default, negative none.
+	StateCache int
 	// TimeStore says the last of Stores is the tasks' time store: their
 	// pending timers and stream time, kept, changelogged and restored
 	// like any store but never visible to the plugin.
@@ -278,15 +285,18 @@ type Runner struct {
 	log  *slog.Logger
 	vers *Versions // the one record of active versions (opts.Versions)
 	cl   *kgo.Client
-	// committer ends commit windows the way the guarantee says (alo.go,
-	// eos.go; the lock order is in eos.go).
-	committer committer
-	byTopic   map[string]*procState // input topic -> processor
-	procs     []*procState
+	// cp is the commit point: the open commit window of every task and the
+	// one way to end it (commitpoint.go; the locks: docs/locks.md).
+	cp *commitPoint
+	// timeNext names the first task the last commit point's calls did not
+	// reach (timers.go: timePoint); "" when it reached every one.
+	timeNext string
+	byTopic  map[string]*procState // input topic -> processor
+	procs    []*procState
 
 	// mu guards everything the poll loop and the group callbacks share:
-	// tasks, their windows, the commit schedule, the transaction state.
-	// Grabbed by the loop except while it polls, and by group callbacks.
+	// tasks, their windows, the commit point. Grabbed by the loop except
+	// while it polls, and by group callbacks (docs/locks.md).
 	mu sync.Mutex
 	// closing is set when the client is being closed; callbacks then do
 	// nothing (the tasks are already closed).
@@ -301,16 +311,6 @@ type Runner struct {
 	progress     restoreProgress
 	wake         chan struct{} // a restore finished; buffered 1
 
-	produceErr atomic.Pointer[error] // first produce failure since the last commit point
-	// broken is set when outputs failed: the work since the last commit
-	// point can never be committed by this runner (I1). Run stops; a new
-	// runner restarts from the committed offsets.
-	broken error
-	// sinceCommit counts the records processed since the last commit
-	// point, lastCommit is when it was: the commit schedule.
-	sinceCommit int
-	lastCommit  time.Time
-	commits     commitSamples // durations of commit points that had work
 }
 
 type procState struct {
@@ -322,7 +322,8 @@ type procState struct {
 	// the pause every commit point makes, the baseline of stalls.
 	gaps stallSamples
 
-	// mu guards lag, which the loop writes and Lag reads.
+	// mu guards lag and times, which the loop writes (under Runner.mu)
+	// and Lag and TaskTimes read (docs/locks.md).
 	mu sync.Mutex
 	// lag is each task's consumer lag as of its latest fetch: the end of
 	// its partition (the last stable offset: the host reads committed)
@@ -420,7 +421,7 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 	defer r.mu.Unlock()
 	if opts.Guarantee == ExactlyOnce {
 		eos := &exactlyOnce{r: r}
-		r.committer = eos
+		r.cp = &commitPoint{r: r, g: eos}
 		kopts := r.clientOpts(topics, gopts, eos, transactionTimeout(opts, protocol))
 		if eos.sess, err = kgo.NewGroupTransactSession(kopts...); err != nil {
 			return nil, fmt.Errorf("runner: kafka client: %w", err)
@@ -428,7 +429,7 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 		r.cl = eos.sess.Client()
 		return r, nil
 	}
-	r.committer = &atLeastOnce{r}
+	r.cp = &commitPoint{r: r, g: &atLeastOnce{r: r}}
 	if r.cl, err = kgo.NewClient(r.clientOpts(topics, gopts, nil, 0)...); err != nil {
 		return nil, fmt.Errorf("runner: kafka client: %w", err)
 	}
@@ -585,14 +586,14 @@ func (r *Runner) RestoreProgress() []restore.Progress { return r.progress.snapsh
 // had work to commit (at most 4096), how many there were in all, and their
 // total duration. Safe for concurrent use.
 func (r *Runner) CommitLatencies() (latest []time.Duration, count int, total time.Duration) {
-	return r.commits.snapshot()
+	return r.cp.samples.snapshot()
 }
 
 // CommitHistogram returns the durations of every commit point that had
 // work, as counts per CommitBounds bucket (the last: above the last bound)
 // and their total. Safe for concurrent use.
 func (r *Runner) CommitHistogram() (counts []uint64, total time.Duration) {
-	return r.commits.histogram()
+	return r.cp.samples.histogram()
 }
 
 // Stats returns the counters of the named processor, or nil.
@@ -604,10 +605,6 @@ func (r *Runner) Stats(processor string) *Stats {
 	}
 	return nil
 }
-
-// commitTimeout bounds one commit point (flush, offset commit or
-// transaction end).
-const commitTimeout = 30 * time.Second
 
 // DefaultMaxRestores is how many task restores run at once by default.
 const DefaultMaxRestores = 4
@@ -628,7 +625,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		}
 	}()
 	r.mu.Lock()
-	r.lastCommit = time.Now()
+	r.cp.restart()
 	r.mu.Unlock()
 	for {
 		done, err := r.iterate(ctx)
@@ -650,9 +647,10 @@ func (r *Runner) iterate(ctx context.Context) (done bool, err error) {
 		r.mu.Unlock()
 		return true, nil
 	}
-	r.committer.rearm(ctx)
+	r.cp.g.rearm(ctx)
 	r.finishRestores()
 	r.advanceSwaps(ctx)
+	r.refill()
 	var fetches kgo.Fetches
 	if r.holdsWork() {
 		// Records wait in the tasks' windows: take what the client has
@@ -675,7 +673,7 @@ func (r *Runner) iterate(ctx context.Context) (done bool, err error) {
 	if err := r.process(ctx, fetches); err != nil {
 		return false, err
 	}
-	return false, r.commitPoint(ctx)
+	return false, r.cp.run(ctx)
 }
 
 // process runs a poll's records through their tasks.
@@ -701,10 +699,7 @@ func (r *Runner) process(ctx context.Context, fetches kgo.Fetches) error {
 // is paused until the loop resumes it, so with every partition restoring
 // the poll would otherwise wait forever.
 func (r *Runner) pollContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	wait := r.opts.CommitInterval
-	if r.sinceCommit > 0 {
-		wait = max(r.opts.CommitInterval-time.Since(r.lastCommit), time.Millisecond)
-	}
+	wait := max(time.Until(r.cp.deadline()), time.Millisecond)
 	pctx, cancel := context.WithTimeout(ctx, wait)
 	// Tasks can be assigned, and their restores or a swap's instances
 	// finish, during this very poll: listen even when nothing is pending.
@@ -752,10 +747,12 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 		c.sawRecords()
 		c.sawEnd(ftp.LastStableOffset)
 		c.hold(ftp.Records)
+		t.proc.Stats.Fetched.Add(int64(len(ftp.Records)))
 		t.waitingInput = false
-		if len(c.held) >= maxHeld && !c.heldFull {
+		if len(c.held) >= maxHeld {
 			// The task is slower than its input: stop fetching the
-			// partition until it has worked through what it holds.
+			// partition until it has worked through what it holds (again
+			// if something else resumed it meanwhile: a finished restore).
 			c.heldFull = true
 			r.cl.PauseFetchPartitions(map[string][]int32{ftp.Topic: {ftp.Partition}})
 		}
@@ -769,7 +766,7 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 	if len(batch) == 0 {
 		return nil
 	}
-	if err := r.committer.openNow(); err != nil {
+	if err := r.cp.opened(); err != nil {
 		return err
 	}
 	// Time isolation (I9): the work of one poll ends by the commit point it
@@ -780,7 +777,7 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 	// nears its timeout. The cheapest tasks take the processing slots
 	// first, so a slow or looping processor delays the others by at most
 	// one of its records.
-	deadline := r.commitDeadline()
+	deadline := r.cp.deadline()
 	sort.SliceStable(batch, func(i, j int) bool { return batch[i].recordCost < batch[j].recordCost })
 	errs := make([]error, len(batch))
 	processed := make([]int, len(batch))
@@ -796,7 +793,7 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 	}
 	wg.Wait()
 	for i, n := range processed {
-		r.sinceCommit += n
+		r.cp.processed(n)
 		t := batch[i]
 		for in := range t.topics {
 			c := t.win.in(in)
@@ -807,13 +804,25 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 			if at, stopped := c.takeStop(); stopped {
 				r.rewind(t, in, at)
 			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// refill resumes the partitions paused for holding too many records once
+// their task is down to half of maxHeld: after processing, or after an
+// abort or a rewind dropped what they held. A task that stopped or is
+// restoring keeps its partitions paused for that reason instead.
+func (r *Runner) refill() {
+	for _, t := range r.tasks {
+		for in := range t.topics {
+			c := t.win.in(in)
 			if c.heldFull && len(c.held) < maxHeld/2 && t.failed == nil && t.restoring == nil {
 				c.heldFull = false
 				r.cl.ResumeFetchPartitions(map[string][]int32{t.topics[in]: {t.id.Partition}})
 			}
 		}
 	}
-	return errors.Join(errs...)
 }
 
 // maxHeld is how many fetched records a task's input partition may hold
@@ -906,7 +915,7 @@ func (r *Runner) taskFor(ctx context.Context, topic string, partition int32) (*t
 // then), or nothing once the runner is closing (the tasks are closed).
 func (r *Runner) groupCallback(kind callbackKind, run func(context.Context, map[string][]int32)) func(context.Context, *kgo.Client, map[string][]int32) {
 	return func(ctx context.Context, _ *kgo.Client, parts map[string][]int32) {
-		if r.committer.deferCallback(kind, parts) {
+		if r.cp.g.deferCallback(kind, parts) {
 			return
 		}
 		r.mu.Lock()
@@ -939,7 +948,7 @@ func (r *Runner) assign(ctx context.Context, assigned map[string][]int32) {
 // if it saw the rebalance coming; otherwise the open transaction is
 // aborted by the session and every task rewinds to its committed offsets.
 func (r *Runner) revoke(ctx context.Context, revoked map[string][]int32) {
-	r.committer.beforeRevoke(ctx)
+	r.cp.g.beforeRevoke(ctx)
 	r.closeTasks(ctx, revoked)
 	r.log.Info("partitions revoked", "partitions", revoked)
 }
@@ -947,9 +956,9 @@ func (r *Runner) revoke(ctx context.Context, revoked map[string][]int32) {
 // lose drops the tasks without committing: another member may already own
 // the partitions, so nothing of ours may be committed for them.
 func (r *Runner) lose(ctx context.Context, lost map[string][]int32) {
-	r.committer.beforeLose()
+	r.cp.g.beforeLose()
 	r.closeTasks(ctx, lost)
-	r.sinceCommit = 0
+	r.cp.lost()
 	r.log.Warn("partitions lost; uncommitted work for them is dropped", "partitions", lost)
 }
 
@@ -1010,12 +1019,7 @@ func (r *Runner) shutdown() error {
 			r.restorer.Close()
 		}
 	}()
-	var err error
-	if (r.sinceCommit > 0 || r.committer.open()) && r.broken == nil {
-		if err = r.commit(ctx); err != nil {
-			err = fmt.Errorf("final commit: %w", err)
-		}
-	}
+	err := r.cp.final(ctx)
 	for id, t := range r.tasks {
 		t.close(ctx)
 		delete(r.tasks, id)

@@ -9,14 +9,22 @@ import (
 // Stats are one processor's counters. All fields are safe for concurrent
 // use; they only grow.
 type Stats struct {
-	RecordsIn    atomic.Int64 // records handed to the plugin
+	RecordsIn atomic.Int64 // records handed to the plugin
+	// Fetched counts the records polls brought for the processor's tasks:
+	// above RecordsIn by what was fetched again after aborts and rewinds
+	// (records cut at a commit point wait in their task, not fetched again).
+	Fetched      atomic.Int64
 	RecordsOut   atomic.Int64 // records emitted by successful records
 	Skipped      atomic.Int64 // failed records skipped (on_error: skip)
 	DeadLettered atomic.Int64 // failed records sent to the dead-letter topic
 	// Cuts counts the times a task's share of a poll was cut at the commit
-	// deadline: it was slow, and its remaining records were fetched again
-	// after the commit point (time isolation).
+	// deadline: it was slow, and its remaining records waited in its window
+	// for the next one (time isolation).
 	Cuts atomic.Int64
+	// TimePointsCut counts the commit points whose calls (timers, commit
+	// marks) did not reach every task within their budget: the tasks left
+	// go first at the next one.
+	TimePointsCut atomic.Int64
 	// InputWaits counts the times a task of several inputs gave up waiting
 	// for an input that lagged (maxInputWait) and went on without it.
 	InputWaits   atomic.Int64

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/keymap"
 	"github.com/wasmstream/wasmstream/host/internal/state"
 )
 
@@ -42,7 +43,12 @@ type task struct {
 	calls    taskCalls    // the batch of record calls being run (calls.go)
 	triggers triggerCalls // the batch of timer or commit calls being run
 	staged   []*kgo.Record
-	emits    arena // the staged records and their bytes
+	// stagedOut is the output index of each staged record; latest holds,
+	// for each output that takes the latest record per key, the window's
+	// records by key (latest.go).
+	stagedOut []int
+	latest    []keymap.Window[*kgo.Record]
+	emits     arena // the staged records and their bytes
 
 	// ver is the plugin version inst runs. prep is an instance of the
 	// processor's newer version being made in the background; prevInst the
@@ -82,6 +88,9 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 	t := &task{id: id, r: r, proc: ps, topics: ps.taskTopics(id.Topic),
 		ver: newVersion(r.vers.Active(ps.spec.Name))}
 	t.win = newWindow(len(t.topics), len(ps.spec.Stores))
+	if slices.Contains(ps.spec.Latest, true) {
+		t.latest = make([]keymap.Window[*kgo.Record], len(ps.spec.Outputs))
+	}
 	for _, topic := range t.topics {
 		t.index = append(t.index, ps.inputIndex[topic])
 		store, ok := ps.tableStore[topic]
@@ -93,6 +102,9 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 	if len(ps.spec.Stores) > 0 {
 		t.st = r.opts.State.Task(ps.spec.Name, id.Partition, ps.spec.Stores)
 		t.st.SetName(id.String()) // one task name in logs, metrics and /v1
+		if ps.spec.StateCache != 0 {
+			t.st.SetCacheBudget(ps.spec.StateCache)
+		}
 	}
 	if ps.spec.TimeStore && t.st != nil {
 		t.tk = newTimekeeper(t.st, len(ps.spec.Stores)-1, ps.spec.TimeLimits)
@@ -128,6 +140,13 @@ func (t *task) env() Env { return Env{Sink: t, State: t.st, Time: t.tk} }
 // applied is dropped (never written), the plugin instance is closed.
 func (t *task) close(ctx context.Context) {
 	t.stopRestore()
+	// A partition paused for holding too many records must not stay
+	// paused for its next task (pauses outlive assignments).
+	for in, topic := range t.topics {
+		if t.win.in(in).heldFull {
+			t.r.cl.ResumeFetchPartitions(map[string][]int32{topic: {t.id.Partition}})
+		}
+	}
 	if t.failed != nil {
 		t.proc.Stats.StoppedTasks.Add(-1) // no longer this process's
 	}
@@ -190,13 +209,11 @@ func (t *task) Emit(output int, rec *abi.Record) error {
 	if lims := t.proc.spec.OutputLimits; output < len(lims) {
 		lim = lims[output]
 	}
-	switch tooLarge, needsKey := lim.check(kr); {
-	case tooLarge:
-		return abi.ErrnoTooLarge
-	case needsKey:
-		return abi.ErrnoInval
+	if err := lim.check(kr); err != nil {
+		return fmt.Errorf("topic %s: %w", outs[output], err)
 	}
 	t.staged = append(t.staged, kr)
+	t.stagedOut = append(t.stagedOut, output)
 	return nil
 }
 
@@ -318,7 +335,7 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 				cur.processed(kr.Offset, kr.LeaderEpoch)
 				done++
 				if t.tk.eventDue() {
-					if err := t.check(ctx, false, deadline); err != nil {
+					if err := t.check(ctx, false, &callBudget{deadline: deadline}); err != nil {
 						return done, err
 					}
 				}
@@ -354,7 +371,7 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 		case stopTimers:
 			// The record moved the stream time: the event-time check
 			// (ABI.md section 8.3).
-			if err := t.check(ctx, false, deadline); err != nil {
+			if err := t.check(ctx, false, &callBudget{deadline: deadline}); err != nil {
 				return done, err
 			}
 		}
@@ -452,12 +469,18 @@ func (t *task) endCall(ok bool) {
 	}
 	t.tk.endCall(ok)
 	if ok {
-		for _, out := range t.staged {
-			t.r.produce(out)
+		produced := 0
+		for k, out := range t.staged {
+			if t.keepLatest(t.stagedOut[k], out) {
+				continue
+			}
+			t.r.cp.produce(out)
+			produced++
 		}
-		t.proc.Stats.RecordsOut.Add(int64(len(t.staged)))
+		t.proc.Stats.RecordsOut.Add(int64(produced))
 	}
-	t.staged = t.staged[:0]
+	clear(t.staged) // the arena's chunks are not kept alive by the slice
+	t.staged, t.stagedOut = t.staged[:0], t.stagedOut[:0]
 }
 
 // onFailure applies the processor's error policy to a failed record and
@@ -473,7 +496,7 @@ func (t *task) onFailure(kr *kgo.Record, err error) bool {
 		t.r.log.Warn("record failed; skipped (on_error: skip)", attrs...)
 		return true
 	case DeadLetter:
-		t.r.produce(t.deadLetter(kr, kind, err))
+		t.r.cp.produce(t.deadLetter(kr, kind, err))
 		stats.DeadLettered.Add(1)
 		t.r.log.Warn("record failed; sent to dead-letter topic "+t.proc.spec.DeadLetterTopic, attrs...)
 		return true
@@ -508,7 +531,7 @@ func (t *task) produceChangelog() {
 		}
 		t.r.cl.Produce(context.Background(), rec, func(rec *kgo.Record, err error) {
 			if err != nil {
-				t.r.onProduced(rec, err)
+				t.r.cp.onProduced(rec, err)
 				return
 			}
 			t.win.changelogAcked(store, rec.Offset)

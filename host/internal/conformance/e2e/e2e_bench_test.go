@@ -111,7 +111,7 @@ func runWordcount(b *testing.B, br *testbroker.Broker, plugin, in string, n int)
 		State:     host.StateConfig{Dir: b.TempDir()},
 		Processors: []host.ProcessorConfig{{
 			Name: "wordcount", Plugin: plugin, Inputs: []string{in},
-			Outputs: map[string]string{"counts": br.Name(b, "wc-out")}, Stores: []string{"counts"},
+			Outputs: map[string]host.OutputConfig{"counts": {Topic: br.Name(b, "wc-out")}}, Stores: []string{"counts"},
 		}},
 		Runtime: host.RuntimeConfig{CacheDir: "off"},
 	}
