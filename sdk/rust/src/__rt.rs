@@ -297,13 +297,16 @@ pub fn batch<F: Fn(&Record<'_>) -> Result<()>>(
         };
         // The call's results, then the done count.
         unsafe {
-            let (ptr, size) = if (*r).forwarded {
-                (sys::address(slot.add(abi::SLOT_LEN)), (4 + plen) as u32)
-            } else if (*r).arena.len() > (*r).call_start {
-                let run = &(*r).arena[(*r).call_start..];
-                (sys::address(run.as_ptr()), run.len() as u32)
-            } else {
-                (0, 0)
+            let (ptr, size) = {
+                let rt = &*r; // the call is over: nothing else refers to the state
+                if rt.forwarded {
+                    (sys::address(slot.add(abi::SLOT_LEN)), (4 + plen) as u32)
+                } else if rt.arena.len() > rt.call_start {
+                    let run = &rt.arena[rt.call_start..];
+                    (sys::address(run.as_ptr()), run.len() as u32)
+                } else {
+                    (0, 0)
+                }
             };
             write32(slot.add(abi::SLOT_STATUS), st as u32);
             write32(slot.add(abi::SLOT_OUT_PTR), ptr);
@@ -313,7 +316,7 @@ pub fn batch<F: Fn(&Record<'_>) -> Result<()>>(
             core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
             core::ptr::write_volatile(base.add(abi::BATCH_DONE) as *mut u32, (k + 1).to_le());
             let stop = u32::from_le(core::ptr::read_volatile(base.add(abi::BATCH_STOP) as *const u32));
-            if st != abi::STATUS_OK || stop != 0 || (*r).arena.len() > ARENA_HAND_OVER {
+            if st != abi::STATUS_OK || stop != 0 || (&(*r).arena).len() > ARENA_HAND_OVER {
                 break;
             }
         }
