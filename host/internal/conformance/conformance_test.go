@@ -3,6 +3,7 @@ package conformance
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -299,5 +300,60 @@ func TestConformanceUndeclared(t *testing.T) {
 				t.Fatalf("start: %v\nwant the message %s", err, want)
 			}
 		})
+	}
+}
+
+// TestRustPanicInBatch: a Rust processor's panic aborts (panic = "abort"),
+// so its call traps, in a batch too: the panicking record fails alone (the
+// records before it in the batch keep their emits, the ones after it run
+// on a fresh instance), exactly as one record at a time. (Go recovers a
+// panic and fails the record without a trap; C has none: this is Rust's.)
+func TestRustPanicInBatch(t *testing.T) {
+	var rust guest
+	for _, g := range guests {
+		if g.lang == "rust" {
+			rust = g
+		}
+	}
+	vectors, _, err := abitest.Load(abitest.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"vector", "cmd:state", "cmd:panic", "vector", "cmd:state"}
+	recs := []abi.Record{vectors[2].Record, {Key: []byte("cmd:state")}, {Key: []byte("cmd:panic")}, vectors[3].Record,
+		{Key: []byte("cmd:state")}}
+	var want string
+	for _, batched := range []bool{false, true} {
+		p := start(t, "conformance-rust", rust.wasm(t), conformanceBinding)
+		var steps []step
+		if batched {
+			steps, _ = p.processBatch(names, recs)
+		} else {
+			for k := range recs {
+				steps = append(steps, p.process(names[k], recs[k]))
+			}
+		}
+		var re *engine.RecordError
+		if s := steps[2]; !errors.As(s.err, &re) || re.Kind != engine.Trap || !strings.Contains(re.Msg, "unreachable") ||
+			!strings.Contains(re.Msg, "conformance: panic on purpose") {
+			t.Fatalf("batched %v: the panic: %v; want a trap with the panic's text", batched, s.err)
+		}
+		if batched && steps[2].pos != 2 {
+			t.Errorf("the panic at position %d of its batch, want 2", steps[2].pos)
+		}
+		for _, k := range []int{0, 1, 3, 4} {
+			if steps[k].err != nil || len(steps[k].emits) == 0 {
+				t.Errorf("batched %v: %s (%d): %v, %d emits", batched, names[k], k, steps[k].err, len(steps[k].emits))
+			}
+		}
+		if l := steps[3].logs; len(l) == 0 || !strings.HasPrefix(l[0], "INFO init config") {
+			t.Errorf("batched %v: the record after the panic: logs %q; want a fresh instance's init first", batched, l)
+		}
+		got := transcript(conformanceBinding.outputs, steps) + strings.Join(p.state.dump(conformanceBinding.stores), "\n")
+		if want == "" {
+			want = got
+		} else if got != want {
+			t.Errorf("in a batch differs from one at a time: %s", firstDiff(want, got))
+		}
 	}
 }

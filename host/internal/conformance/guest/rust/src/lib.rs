@@ -153,6 +153,8 @@ fn process(r: &Record) -> Result<()> {
             trap();
             Ok(())
         }
+        // Rust only (TestRustPanicInBatch): a panic aborts, so it traps.
+        b"panic" => panic!("conformance: panic on purpose"),
         b"nooutput" => {
             let mut rec = Vec::new();
             abi::encode(&mut rec, 0, abi::NO_OFFSET, abi::ANY_PARTITION, 9, Some(b"k"), None, &[]);
