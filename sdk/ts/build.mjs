@@ -1,0 +1,68 @@
+#!/usr/bin/env node
+// Builds a wasmstream plugin written in TypeScript (AssemblyScript) with
+// the flags the SDK needs:
+//
+//     node wasmstream-sdk/build.mjs processor.ts -o processor.wasm
+//
+// or, from JavaScript (the native tests), build(entry, out).
+//
+// The flags: the incremental garbage collector (a plugin instance lives
+// for millions of records; README.md says why this runtime), _initialize
+// as the start function (the WASI reactor convention: the host calls it
+// first, and the plugin's top level registers its handlers there), and
+// abort, trace and seed, which AssemblyScript would import from "env" (a
+// wasmstream host refuses any import outside "wasmstream" and
+// "wasi_snapshot_preview1"), redirected to the SDK (assembly/runtime.ts).
+// The compiler is the one package.json pins (npm ci in this directory).
+
+import { fileURLToPath } from "node:url";
+import path from "node:path";
+
+const sdkDir = path.dirname(fileURLToPath(import.meta.url));
+
+/** The asc arguments that build entry into out (paths relative to cwd). */
+export function ascArgs(entry, out, cwd = process.cwd()) {
+  const rt = path.relative(cwd, path.join(sdkDir, "assembly", "runtime")).split(path.sep).join("/");
+  return [
+    path.relative(cwd, entry),
+    "-o", path.relative(cwd, out),
+    "--runtime", "incremental",
+    "--optimizeLevel", "3", "--shrinkLevel", "0", "--converge",
+    "--exportStart", "_initialize",
+    "--use", `abort=${rt}/abortHandler`,
+    "--use", `trace=${rt}/traceHandler`,
+    "--use", `seed=${rt}/seedHandler`,
+  ];
+}
+
+/** Builds entry (a .ts file) into out (a .wasm file); throws with the compiler's output on failure. */
+export async function build(entry, out, extra = []) {
+  let asc;
+  try {
+    asc = (await import("assemblyscript/asc")).default;
+  } catch (e) {
+    throw new Error(`wasmstream-sdk: the AssemblyScript compiler is not installed in ${sdkDir}/node_modules: ` +
+      `run \`npm ci\` there (in the wasmstream repository: make toolchains): ${e.message}`);
+  }
+  let output = "";
+  const sink = { write(s) { output += s; return true; } };
+  const { error } = await asc.main([...ascArgs(entry, out), ...extra], { stdout: sink, stderr: sink });
+  if (error) throw new Error(`wasmstream-sdk: asc ${entry}: ${error.message}\n${output}`);
+  return out;
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const args = process.argv.slice(2);
+  const o = args.indexOf("-o");
+  if (args.length < 3 || o < 0 || o + 1 >= args.length) {
+    console.error("usage: node build.mjs ENTRY.ts -o OUT.wasm [asc flags]");
+    process.exit(2);
+  }
+  const out = args[o + 1];
+  const rest = args.filter((_, i) => i !== o && i !== o + 1);
+  const entry = rest.shift();
+  build(entry, out, rest).catch((e) => {
+    console.error(e.message);
+    process.exit(1);
+  });
+}
