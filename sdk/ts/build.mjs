@@ -20,14 +20,20 @@ import path from "node:path";
 
 const sdkDir = path.dirname(fileURLToPath(import.meta.url));
 
-/** The asc arguments that build entry into out (paths relative to cwd). */
-export function ascArgs(entry, out, cwd = process.cwd()) {
-  const rt = path.relative(cwd, path.join(sdkDir, "assembly", "runtime")).split(path.sep).join("/");
+/**
+ * The asc arguments that build entry into out. The compiler runs in the
+ * entry's directory (--baseDir): the element paths of --use are relative
+ * to it.
+ */
+export function ascArgs(entry, out) {
+  const base = path.dirname(path.resolve(entry));
+  const rt = path.relative(base, path.join(sdkDir, "assembly", "runtime")).split(path.sep).join("/");
   return [
-    path.relative(cwd, entry),
-    "-o", path.relative(cwd, out),
+    path.basename(entry),
+    "--baseDir", base,
+    "-o", path.relative(base, path.resolve(out)),
     "--runtime", "incremental",
-    "--optimizeLevel", "3", "--shrinkLevel", "0", "--converge",
+    "--optimizeLevel", "3", "--shrinkLevel", "0",
     "--exportStart", "_initialize",
     "--use", `abort=${rt}/abortHandler`,
     "--use", `trace=${rt}/traceHandler`,
