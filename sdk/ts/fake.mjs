@@ -163,9 +163,14 @@ export function decodeRecord(b) {
   }
   if (p !== b.length) return null;
   return {
-    timestamp: Number(dv.getBigInt64(0, true)), offset: Number(dv.getBigInt64(8, true)),
+    timestamp: num(dv.getBigInt64(0, true)), offset: num(dv.getBigInt64(8, true)),
     partition: dv.getInt32(16, true), index: dv.getUint32(20, true), key, value, headers,
   };
+}
+
+/** n as a number when it is one exactly, else as the bigint. */
+function num(n) {
+  return n >= BigInt(Number.MIN_SAFE_INTEGER) && n <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(n) : n;
 }
 
 /** Encodes a trigger (section 8.4). */
@@ -320,13 +325,15 @@ class Misuse extends Error {}
 
 const PHASE_IDLE = 0, PHASE_INIT = 1, PHASE_PROCESS = 2, PHASE_TIMER = 3, PHASE_COMMIT = 4;
 
-/** Timer identity: kind, time, key. */
+/** Timer identity: kind, time, key (any bytes, as a latin1 string). */
 function timerId(kind, ts, key) {
-  return `${kind}\u0000${ts}\u0000${key}`;
+  return `${kind}:${ts}:${key}`;
 }
 function parseTimerId(id) {
-  const [kind, ts, key] = id.split("\u0000");
-  return { kind: Number(kind), time: Number(ts), key: unk(key), kk: key };
+  const a = id.indexOf(":");
+  const b = id.indexOf(":", a + 1);
+  const key = id.slice(b + 1);
+  return { kind: Number(id.slice(0, a)), time: Number(id.slice(a + 1, b)), key: unk(key), kk: key };
 }
 function timerLess(a, b) {
   if (a.time !== b.time) return a.time < b.time;
@@ -377,7 +384,10 @@ export class FakeHost {
     this.marks = new Map(); // key (latin1) -> timestamp
     this.fired = 0; // timers fired in this commit window
     this.records = 0; // records since the last commit point
+    /** Instances started so far (a trap replaces the instance). */
     this.instances = 0;
+    /** wasmstream_batch calls so far. */
+    this.batches = 0;
     this.inst = null;
     this.initError = null;
     this.phase = PHASE_IDLE;
@@ -642,6 +652,32 @@ export class FakeHost {
     res.callbacks.push(cb);
   }
 
+  /**
+   * Hands the plugin exactly these bytes as a trigger, through
+   * wasmstream_on_commit (commit) or wasmstream_on_timer: for tests of the
+   * trigger layout itself, including malformed ones. The clocks do not
+   * move and no timer is removed.
+   */
+  callbackRaw(raw, commit) {
+    this.usable();
+    const fn = commit ? this.inst.exports.wasmstream_on_commit : this.inst.exports.wasmstream_on_timer;
+    if (!fn) throw new Error(`fake host: the module does not export ${commit ? "wasmstream_on_commit" : "wasmstream_on_timer"}`);
+    const res = new Result();
+    const ts = raw.length >= 8 ? num(new DataView(raw.buffer, raw.byteOffset).getBigInt64(0, true)) : 0;
+    const r = this.runCall(commit ? PHASE_COMMIT : PHASE_TIMER, ts, () => {
+      if (!this.ensureInput(raw.length)) {
+        this.callFail = `fake host: wasmstream_input(${raw.length}) returned 0`;
+        return 1;
+      }
+      this.mem().set(raw, this.inBuf);
+      return fn(raw.length);
+    });
+    res.status = r.status;
+    res.error = r.error;
+    res.all = r.emitted;
+    return res;
+  }
+
   // ---- batches ----
 
   /**
@@ -697,6 +733,7 @@ export class FakeHost {
     // again).
     const b = { base, slots, payloads, ended: 0, begun: -1, hostCalls: false, cut: payloads.length, results: [] };
     this.batchState = b;
+    this.batches++;
     let ret = 0;
     let failure = null;
     try {

@@ -18,3 +18,7 @@ export {
   EVENT_TIME, PROCESSING_TIME, COMMIT, setTimer, cancelTimer, streamTime, wallTime, mark,
   Firing, Commit, onTimer, onCommit, kindName,
 } from "./assembly/timer";
+export {
+  EmitMode, WINDOW_LATE_HEADER, Window, WindowResult, WindowSpec, Windows, countAggregate, mergeCounts, countOf,
+} from "./assembly/window";
+export { JoinKind, JOIN_LATE_HEADER, Side, JoinResult, JoinSpec, Join } from "./assembly/join";
