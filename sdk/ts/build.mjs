@@ -15,8 +15,11 @@
 // "wasi_snapshot_preview1"), redirected to the SDK (assembly/runtime.ts).
 // The compiler is the one package.json pins (npm ci in this directory).
 
-import { fileURLToPath } from "node:url";
+import { createHash } from "node:crypto";
+import { mkdir, readdir, readFile, rename, rm, stat } from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 
 const sdkDir = path.dirname(fileURLToPath(import.meta.url));
 
@@ -54,6 +57,43 @@ export async function build(entry, out, extra = []) {
   const sink = { write(s) { output += s; return true; } };
   const { error } = await asc.main([...ascArgs(entry, out), ...extra], { stdout: sink, stderr: sink });
   if (error) throw new Error(`wasmstream-sdk: asc ${entry}: ${error.message}\n${output}`);
+  return out;
+}
+
+/** The .ts files of dir (not its subdirectories), sorted. */
+async function tsFiles(dir) {
+  return (await readdir(dir)).filter((f) => f.endsWith(".ts")).sort().map((f) => path.join(dir, f));
+}
+
+/**
+ * build, once per content: the module goes to cacheDir under a name made
+ * of the entry's name and a hash of the SDK's sources, this script and the
+ * .ts files of the entry's directory; a later call with the same sources
+ * returns it without compiling (the compiler takes seconds).
+ */
+export async function buildCached(entry, cacheDir = path.join(os.tmpdir(), `wasmstream-ts-build-${process.getuid ? process.getuid() : 0}`)) {
+  const h = createHash("sha256");
+  const files = [...(await tsFiles(sdkDir)), ...(await tsFiles(path.join(sdkDir, "assembly"))), fileURLToPath(import.meta.url),
+    ...(await tsFiles(path.dirname(path.resolve(entry))))];
+  for (const f of files) h.update(f).update("\0").update(await readFile(f));
+  const name = path.basename(entry, ".ts");
+  const out = path.join(cacheDir, `${name}-${h.digest("hex").slice(0, 16)}.wasm`);
+  try {
+    await stat(out);
+    return out;
+  } catch {
+    // not built yet
+  }
+  await mkdir(cacheDir, { recursive: true });
+  const tmp = `${out}.tmp${process.pid}`;
+  await build(entry, tmp);
+  await rename(tmp, out);
+  // Older builds of the same entry are stale.
+  for (const f of await readdir(cacheDir)) {
+    if (f.startsWith(`${name}-`) && f.endsWith(".wasm") && f !== path.basename(out) && /^[0-9a-f]{16}\.wasm$/.test(f.slice(name.length + 1))) {
+      await rm(path.join(cacheDir, f), { force: true });
+    }
+  }
   return out;
 }
 
