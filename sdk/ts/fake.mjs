@@ -344,7 +344,7 @@ function timerLess(a, b) {
 /** The fake host. Start one with FakeHost.start. */
 export class FakeHost {
   /**
-   * Instantiates the plugin (a path, the module's bytes or a
+   * Instantiates the plugin (a path or file URL, the module's bytes or a
    * WebAssembly.Module) and runs its init. opts: outputs, stores (names),
    * config (JSON text), ttl ({store: {ms, clock: "stream" | "wall"}}),
    * wallTime, streamTime, limits ({timers, firings, marks}), commitEvery,
@@ -354,7 +354,7 @@ export class FakeHost {
    */
   static async start(wasm, opts = {}) {
     let mod = wasm;
-    if (typeof wasm === "string") mod = await readFile(wasm);
+    if (typeof wasm === "string" || wasm instanceof URL) mod = await readFile(wasm);
     if (!(mod instanceof WebAssembly.Module)) mod = await WebAssembly.compile(mod);
     const h = new FakeHost(mod, opts);
     h.instantiate();

@@ -19,7 +19,7 @@ export class Handle {
   readonly isStore: bool;
   private nameBytes: ArrayBuffer;
   // The resolved index (>= 0), or -1; and an answer that is final (ENONAME).
-  private idx: i32 = -1;
+  protected idx: i32 = -1;
   private final: Errno = Errno.OK;
 
   constructor(name: string, isStore: bool) {

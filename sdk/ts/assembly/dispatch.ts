@@ -9,7 +9,7 @@ import {
 import { inputBuf, curOff, curLen, callTimestamp, started } from "./call";
 import { resolveDeclared } from "./declare";
 import { fail, failed, sdkFail, resetFailure, finishStatus } from "./errors";
-import { Record } from "./record";
+import { Record, decodeRecord, recordTimestamp } from "./record";
 import {
   forwarded, startBatch, endBatch, startSlotCall, slotRunPtr, slotRunLen, stagedBytes, ARENA_HAND_OVER,
 } from "./output";
@@ -40,6 +40,7 @@ export function onInit(fn: () => void): void {
   initHook = fn;
 }
 
+/** The Record every handler call gets: its getters read the record in progress (record.ts). */
 const cur = new Record();
 
 /** The body of wasmstream_init. */
@@ -81,13 +82,13 @@ function runRecord(off: i32, len: i32): void {
     sdkFail("sdk: no handler: call handle() at the plugin's top level");
     return;
   }
-  if (!cur.decode(off, len)) {
+  if (!decodeRecord(off, len)) {
     sdkFail("sdk: input record: abi: malformed record");
     return;
   }
   curOff = off;
   curLen = len;
-  callTimestamp = cur.timestamp;
+  callTimestamp = recordTimestamp();
   h(cur);
   curLen = 0;
 }

@@ -46,12 +46,16 @@ export class Output extends Handle {
    * the fields an emit sets rewritten, without encoding or copying.
    */
   forward(r: Record): Errno {
-    if (curLen == 0 || r.off != curOff || r.len != curLen) {
-      return emitRecord(this, ANY_PARTITION, r.key, r.value, r.count > 0 ? r.headers : null, r.timestamp);
+    // There is one record in progress, and curLen is 0 when there is none
+    // (a callback, init): then r is encoded like any emit.
+    const n = curLen;
+    if (n == 0) return emitRecord(this, ANY_PARTITION, r.key, r.value, r.headerCount > 0 ? r.headers : null, r.timestamp);
+    let idx = this.idx;
+    if (idx < 0) {
+      idx = this.index();
+      if (idx < 0) return <Errno>-idx;
     }
-    const idx = this.index();
-    if (idx < 0) return <Errno>-idx;
-    if (curLen > MAX_RECORD_SIZE) return tooLarge(this);
+    if (n > MAX_RECORD_SIZE) return tooLarge(this);
     if (forwarded) materialize();
     const at = changetype<usize>(inputBuf) + <usize>curOff;
     store<i64>(at, -1, 8); // offset
@@ -65,10 +69,10 @@ export class Output extends Handle {
         staged = true;
         return Errno.OK;
       }
-      stage(at, curLen);
+      stage(at, n);
       return Errno.OK;
     }
-    const res = host_emit(at, <u32>curLen);
+    const res = host_emit(at, <u32>n);
     if (res < 0) {
       hostFail("emit", this.name, <Errno>-res);
       return <Errno>-res;
