@@ -218,8 +218,8 @@ func (m *Module) err(kind ModuleErrorKind, msg string, err error) error {
 }
 
 // compile instruments, compiles and validates wasm in rt. The shape limits
-// are checked first (instrumentWith); wazero's compilation then runs under
-// timeout and returns early when ctx ends.
+// and the compile budget are checked first (instrumentBudgeted); wazero's
+// compilation then runs under timeout and returns early when ctx ends.
 // finished is called once, when rt is no longer in use by this compile
 // (for an abandoned compilation, only once wazero is done with it).
 func compile(ctx context.Context, rt wazero.Runtime, name string, wasm []byte, limit uint64, lim ModuleLimits, timeout time.Duration, finished func()) (wazero.CompiledModule, *instrumented, Info, error) {
@@ -235,7 +235,7 @@ func compile(ctx context.Context, rt wazero.Runtime, name string, wasm []byte, l
 	if err := ctx.Err(); err != nil {
 		return fail(CompileFailed, "canceled before compiling", err)
 	}
-	ins, err := instrumentWith(wasm, lim)
+	ins, err := instrumentBudgeted(wasm, lim)
 	var ol *errOverLimit
 	switch {
 	case errors.Is(err, errNotWasm):
