@@ -272,6 +272,12 @@ func Module(s Shape) []byte {
 	return m
 }
 
+// BodySize is the size in bytes of the body of each of s.Funcs (its
+// code entry, with the size prefix).
+func BodySize(s Shape) int {
+	return len(genBody(s, max(s.Imports, 0)+3))
+}
+
 // funcType encodes a function type of params i64 parameters and results
 // i64 results. With bits > 0 it is the k-th of a family of distinct
 // types: its first bits parameters spell k in binary (f32 for a one bit),

@@ -47,13 +47,13 @@ import (
 type unitCost struct{ mem, ns, inst int64 }
 
 var (
-	costFixed      = unitCost{mem: 1 << 20, ns: 1e6, inst: 256 << 10} // per module (per instance: wazero's module, the WASI context, buffers)
+	costFixed      = unitCost{mem: 4 << 20, ns: 1e6, inst: 256 << 10} // per module (per instance: wazero's module, the WASI context, buffers)
 	costModuleByte = unitCost{mem: 8, ns: 20}                         // the binary, its instrumented copy, wazero's copies of bodies and segments
 	costFunction   = unitCost{mem: 1536, ns: 16000, inst: 64}         // per function, imported or defined
-	costLocal      = unitCost{mem: 72, ns: 80}                        // per parameter and local of a defined function
+	costLocal      = unitCost{mem: 80, ns: 80}                        // per parameter and local of a defined function
 	costCodeByte   = unitCost{mem: 72, ns: 1000}                      // per byte of function bodies: compiled code, the interpreter's operations
-	costType       = unitCost{mem: 1024, ns: 4000, inst: 16}          // per function type
-	costTypeValue  = unitCost{mem: 112, ns: 100}                      // per parameter and result of a type (wazero's key strings make garbage: see costTypeValue2)
+	costType       = unitCost{mem: 1024, ns: 6000, inst: 16}          // per function type
+	costTypeValue  = unitCost{mem: 160, ns: 100}                      // per parameter and result of a type (wazero's key strings make garbage: see costTypeValue2)
 	costTypeValue2 = unitCost{ns: 1}                                  // per square of a type's parameters and results: wazero builds each type's key string by appending
 	costBrTarget   = unitCost{mem: 64, ns: 12000}                     // per br_table target
 	costBlock      = unitCost{mem: 256, ns: 2000}                     // per block, if, try
@@ -62,20 +62,20 @@ var (
 	costLoopDepth  = unitCost{ns: 250}                                // per enclosing loop of each loop (the compiler's loop analysis)
 	costDataSeg    = unitCost{mem: 96, ns: 500, inst: 48}             // per data segment
 	costElemSeg    = unitCost{mem: 256, ns: 1000, inst: 96}           // per element segment
-	costElemEntry  = unitCost{mem: 64, ns: 300, inst: 80}             // per element segment entry
+	costElemEntry  = unitCost{mem: 96, ns: 300, inst: 80}             // per element segment entry
 	costExport     = unitCost{mem: 640, ns: 10000}                    // per export
 	costImport     = unitCost{mem: 1024, ns: 5000, inst: 64}          // per import
-	costGlobal     = unitCost{mem: 256, ns: 2000, inst: 96}           // per global
+	costGlobal     = unitCost{mem: 256, ns: 2000, inst: 128}          // per global
 	costNameByte   = unitCost{mem: 24, ns: 200}                       // per byte of the "name" section
 
-	costBranch2 = unitCost{ns: 24}   // per square of a body's branches (see body)
+	costBranch2 = unitCost{ns: 40}   // per square of a body's branches (see body)
 	costPhi     = unitCost{ns: 3000} // per branch times local of a body (see body)
 
 	// The largest function: the compilers' per-function scratch is reused
 	// from one function to the next, so only the largest counts, weighed
 	// per byte of its body, br_table target, local, branch and branch times
 	// local (see body).
-	scratchPerByte   = unitCost{mem: 1024, ns: 1000}
+	scratchPerByte   = unitCost{mem: 1024, ns: 2000}
 	scratchPerTarget = unitCost{mem: 2560}
 	scratchPerLocal  = unitCost{mem: 64}
 	scratchPerBranch = unitCost{mem: 8192}
@@ -243,7 +243,7 @@ func satAdd(a, b int64) int64 { return min(a+b, maxCost) }
 // one whose estimate (of the instrumented module, what wazero compiles) is
 // over a budget after. The returned instrumented carries the estimate.
 func instrumentBudgeted(wasm []byte, lim ModuleLimits) (*instrumented, error) {
-	if c := instrumentCost(len(wasm)); c > lim.CompileMemory {
+	if c := instrumentCost(wasm); c > lim.CompileMemory {
 		return nil, overLimit("instrumenting the module (%d bytes) would take about %s of host memory, over the compile budget of %s (CompileMemory); "+
 			"make the module smaller, or raise the budget if the module is trusted and the host has the memory",
 			len(wasm), formatBytes(c), formatBytes(lim.CompileMemory))
@@ -263,13 +263,31 @@ func instrumentBudgeted(wasm []byte, lim ModuleLimits) (*instrumented, error) {
 	return ins, nil
 }
 
-// instrumentCost bounds the memory of instrumenting a module of size
-// bytes, which runs before the totals are known: the rewritten copy (at
-// most a fifth larger, plus the added checks, which the per-body sizes of
-// the copy bound), and the per-function tables of the analysis, at most
-// one per 2 bytes of binary.
-func instrumentCost(size int) int64 {
-	return costFixed.mem + satMul(int64(size), 12)
+// instrumentCost bounds the memory of instrumenting wasm, which runs before
+// the totals are known, from its section headers: the rewritten copy of the
+// code section twice over (the rewritten payload and the module it goes
+// into, each at most a quarter larger) and of the other sections once, the
+// per-function tables of the analysis and its list of direct calls (at most
+// one per two bytes of code).
+func instrumentCost(wasm []byte) int64 {
+	var funcs, code int64
+	r := reader{b: wasm, pos: 8}
+	for r.pos < len(r.b) && r.err == nil {
+		id := r.byte()
+		size := r.u32()
+		if r.err != nil || uint64(size) > uint64(len(r.b)-r.pos) {
+			break // instrumentWith says what is wrong
+		}
+		switch id {
+		case secFunction:
+			pr := reader{b: r.b[r.pos : r.pos+int(size)]}
+			funcs = int64(pr.u32())
+		case secCode:
+			code = int64(size)
+		}
+		r.pos += int(size)
+	}
+	return costFixed.mem + satMul(int64(len(wasm)), 2) + satMul(code, 3) + satMul(funcs, 32)
 }
 
 // checkCost refuses a module whose estimate is over lim's budgets. The
