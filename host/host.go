@@ -686,9 +686,10 @@ func Validate(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	return errors.Join(errs...)
 }
 
-// InspectPlugin validates a module and describes it.
+// InspectPlugin validates a module and describes it, under the default
+// module limits and compile budget (runtime.module_limits).
 func InspectPlugin(ctx context.Context, wasm []byte) (PluginInfo, error) {
-	info, err := engine.Inspect(ctx, wasm)
+	info, err := engine.InspectWith(ctx, wasm, engine.ModuleLimits{Settings: budgetSettings})
 	if err != nil {
 		return PluginInfo{}, err
 	}

@@ -20,17 +20,23 @@ import (
 // and the interpreter that Inspect uses to 56 more. So the totals of the
 // module (locals of all functions, code bytes, functions, types and their
 // values, br_table targets, data and element segments, exports, imports,
-// globals, names) are counted by one more walk over the instrumented binary
-// (what wazero compiles) and weighed by per-unit costs measured on wazero
-// 1.12, with both of the engine's backends (the compiler for Compile, the
-// interpreter for Inspect: each coefficient is the larger of the two).
+// globals, names) are counted by a walk over the binary before anything
+// else is done with it, the instrumentation's additions (instrument.go: its
+// checks at every function entry, loop head, bulk instruction and return)
+// are added as upper bounds, and the totals are weighed by per-unit costs
+// measured on wazero 1.12 with both of the engine's backends (the compiler
+// for Compile, the interpreter for Inspect: each coefficient is the larger
+// of the two). The instrumentation itself is bounded the same way: it
+// inflates a loop of 3 bytes by up to 40 (a module of 64 MiB of loops
+// would become 900 MB), so it only runs once the estimate is within budget.
 // RATIONALE.md ("The compile budget") has the measurements and the reasons
 // for an estimate rather than a child process; TestCompileEstimate and
 // FuzzCompileBudget check that the estimate stays above the measured
 // growth of the process's resident memory.
 //
 // What the estimate covers: the module's binary and its instrumented copy,
-// which are alive during the compilation, the instrumentation's own work,
+// which are alive during the compilation, the instrumentation's own work
+// (its buffers),
 // wazero's decoded module, the compiled code, and what the compilers hold
 // for the largest function (their per-function scratch is reused, so only
 // the largest counts); and, per instance, what wazero allocates for it
@@ -48,7 +54,8 @@ type unitCost struct{ mem, ns, inst int64 }
 
 var (
 	costFixed      = unitCost{mem: 4 << 20, ns: 1e6, inst: 256 << 10} // per module (per instance: wazero's module, the WASI context, buffers)
-	costModuleByte = unitCost{mem: 8, ns: 20}                         // the binary, its instrumented copy, wazero's copies of bodies and segments
+	costModuleByte = unitCost{mem: 2, ns: 20}                         // per byte of the binary: wazero's copies of bodies, segments and names
+	costInsByte    = unitCost{mem: 4, ns: 20}                         // per byte of the instrumented binary: it, and the instrumentation's garbage (its buffers grow by a quarter at a time)
 	costFunction   = unitCost{mem: 1536, ns: 16000, inst: 64}         // per function, imported or defined
 	costLocal      = unitCost{mem: 80, ns: 80}                        // per parameter and local of a defined function
 	costCodeByte   = unitCost{mem: 72, ns: 1000}                      // per byte of function bodies: compiled code, the interpreter's operations
@@ -62,10 +69,10 @@ var (
 	costLoopDepth  = unitCost{ns: 250}                                // per enclosing loop of each loop (the compiler's loop analysis)
 	costDataSeg    = unitCost{mem: 96, ns: 500, inst: 48}             // per data segment
 	costElemSeg    = unitCost{mem: 256, ns: 1000, inst: 96}           // per element segment
-	costElemEntry  = unitCost{mem: 96, ns: 300, inst: 80}             // per element segment entry
-	costExport     = unitCost{mem: 640, ns: 10000}                    // per export
+	costElemEntry  = unitCost{mem: 96, ns: 500, inst: 80}             // per element segment entry
+	costExport     = unitCost{mem: 768, ns: 10000}                    // per export
 	costImport     = unitCost{mem: 1024, ns: 5000, inst: 64}          // per import
-	costGlobal     = unitCost{mem: 256, ns: 2000, inst: 128}          // per global
+	costGlobal     = unitCost{mem: 320, ns: 2000, inst: 128}          // per global
 	costNameByte   = unitCost{mem: 24, ns: 200}                       // per byte of the "name" section
 
 	costBranch2 = unitCost{ns: 40}   // per square of a body's branches (see body)
@@ -92,11 +99,24 @@ const (
 	maxTypeResults = 1000
 )
 
-// moduleTotals are the counts the estimate reads, of the instrumented
-// module.
+// The most the instrumentation (instrument.go) adds, in bytes: to a body
+// (the scratch local, the entry check, the stack accounting, the wrapping
+// block and its refund, a longer size prefix), at a loop head, before a
+// bulk instruction and before a return; and to the module (its types,
+// globals, exports and $yield). Each is its encoding with 5-byte indices.
+const (
+	insPerBody   = 120
+	insPerLoop   = 40
+	insPerBulk   = 52
+	insPerReturn = 20
+	insPerModule = 256
+)
+
+// moduleTotals are the counts the estimate reads: of the module as wazero
+// will compile it, the instrumentation's additions included.
 type moduleTotals struct {
-	size        int64 // bytes of the original binary
-	insSize     int64 // bytes of the instrumented binary
+	size        int64 // bytes of the binary
+	insSize     int64 // bytes of the instrumented binary, at most
 	funcs       int64 // functions, imported and defined
 	locals      int64 // parameters and locals of all defined functions
 	code        int64 // bytes of all bodies
@@ -108,6 +128,7 @@ type moduleTotals struct {
 	branches2   int64 // the square of every body's branches, added up (see body)
 	phis        int64 // every body's branches times its locals, added up
 	scratch     body  // the function of the largest scratch weight
+	shape       body  // the largest body, locals and nesting of any function (each its own maximum), for the shape limits
 	types       int64
 	typeValues  int64 // parameters and results of all types
 	typeValues2 int64 // their squares, per type
@@ -120,17 +141,18 @@ type moduleTotals struct {
 	nameBytes   int64 // bytes of the "name" custom section
 }
 
-// body is one function body's figures. Its branches are the points where
-// control flow merges in wazero's compiler (if, br_if, br_table, twice
-// for a loop, twice for a bulk instruction, which the compiler lowers to
-// branches of its own), counted in the instrumented code, so the interrupt
-// checks are in. The compiler's work is quadratic in them (measured: 6,000
+// body is one function body's figures, instrumented. Its branches are the
+// points where control flow merges in wazero's compiler (if, br_if,
+// br_table, twice for a loop, twice for a bulk instruction, which the
+// compiler lowers to branches of its own), the instrumentation's checks
+// included (an if each). The compiler's work is quadratic in them (measured: 6,000
 // ifs in a row took 0.6 s, 12,000 took 3.5 s), and it may give each
 // branch a block parameter per local (what phis measures): 3,000 ifs over
 // 1,000 live locals took 330 MB and 5.5 s.
 type body struct {
 	index                            int // among the defined functions
 	bytes, targets, locals, branches int64
+	maxDepth                         int64 // deepest nesting, for the shape limit
 }
 
 func (b body) weight() int64 {
@@ -181,7 +203,8 @@ func estimate(t moduleTotals) cost {
 		}
 	}
 	add(1, costFixed, "the module")
-	add(t.size+t.insSize, costModuleByte, fmt.Sprintf("%d bytes of binary and instrumented copy", t.size+t.insSize))
+	add(t.size, costModuleByte, fmt.Sprintf("%d bytes of binary", t.size))
+	add(t.insSize, costInsByte, fmt.Sprintf("%d bytes of instrumented binary", t.insSize))
 	add(t.funcs, costFunction, fmt.Sprintf("%d functions", t.funcs))
 	add(t.locals, costLocal, fmt.Sprintf("%d parameters and locals in all functions", t.locals))
 	add(t.code, costCodeByte, fmt.Sprintf("%d bytes of function bodies", t.code))
@@ -238,73 +261,71 @@ func satMul(a, b int64) int64 {
 
 func satAdd(a, b int64) int64 { return min(a+b, maxCost) }
 
-// instrumentBudgeted is instrumentWith under lim's budgets: a module whose
-// instrumentation alone would pass the compile budget is refused first, and
-// one whose estimate (of the instrumented module, what wazero compiles) is
-// over a budget after. The returned instrumented carries the estimate.
+// instrumentBudgeted is instrumentWith under lim's budgets: the module's
+// totals are counted first, and a module whose estimate is over a budget is
+// refused before it is instrumented. A module over a shape limit is
+// refused with that limit's reason (instrumentWith finds it in its first
+// pass, before it builds anything). The returned instrumented carries the
+// estimate.
 func instrumentBudgeted(wasm []byte, lim ModuleLimits) (*instrumented, error) {
-	if c := instrumentCost(wasm); c > lim.CompileMemory {
-		return nil, overLimit("instrumenting the module (%d bytes) would take about %s of host memory, over the compile budget of %s (CompileMemory); "+
-			"make the module smaller, or raise the budget if the module is trusted and the host has the memory",
-			len(wasm), formatBytes(c), formatBytes(lim.CompileMemory))
+	t, err := countTotals(wasm)
+	if err == nil {
+		c := estimate(t)
+		if err = checkCost(c, lim); err == nil {
+			ins, err := instrumentWith(wasm, lim)
+			if err != nil {
+				return nil, err
+			}
+			ins.cost = c
+			return ins, nil
+		}
+		var ol *errOverLimit
+		if errors.As(err, &ol) && !t.overShape(lim) {
+			return nil, err
+		}
 	}
-	ins, err := instrumentWith(wasm, lim)
-	if err != nil {
-		return nil, err
+	// The totals could not be counted (a malformed module, which
+	// instrumentWith describes better), or the module is also over a shape
+	// limit, whose reason comes first.
+	if _, ierr := instrumentWith(wasm, lim); ierr != nil {
+		return nil, ierr
 	}
-	t, err := countTotals(ins.wasm, len(wasm))
-	if err != nil {
-		return nil, err
-	}
-	ins.cost = estimate(t)
-	if err := checkCost(ins.cost, lim); err != nil {
-		return nil, err
-	}
-	return ins, nil
+	return nil, err
 }
 
-// instrumentCost bounds the memory of instrumenting wasm, which runs before
-// the totals are known, from its section headers: the rewritten copy of the
-// code section twice over (the rewritten payload and the module it goes
-// into, each at most a quarter larger) and of the other sections once, the
-// per-function tables of the analysis and its list of direct calls (at most
-// one per two bytes of code).
-func instrumentCost(wasm []byte) int64 {
-	var funcs, code int64
-	r := reader{b: wasm, pos: 8}
-	for r.pos < len(r.b) && r.err == nil {
-		id := r.byte()
-		size := r.u32()
-		if r.err != nil || uint64(size) > uint64(len(r.b)-r.pos) {
-			break // instrumentWith says what is wrong
-		}
-		switch id {
-		case secFunction:
-			pr := reader{b: r.b[r.pos : r.pos+int(size)]}
-			funcs = int64(pr.u32())
-		case secCode:
-			code = int64(size)
-		}
-		r.pos += int(size)
-	}
-	return costFixed.mem + satMul(int64(len(wasm)), 2) + satMul(code, 3) + satMul(funcs, 32)
+// overShape reports whether the totals show a module over a shape limit
+// that instrumentWith checks in its first pass.
+func (t moduleTotals) overShape(lim ModuleLimits) bool {
+	return t.funcs > int64(lim.MaxFunctions) || t.globals > int64(lim.MaxGlobals) || t.shape.locals > int64(lim.MaxFunctionLocals) ||
+		t.shape.bytes > int64(lim.MaxFunctionSize) || t.shape.maxDepth > int64(lim.MaxNestingDepth) || t.size > int64(lim.MaxModuleSize)
 }
 
 // checkCost refuses a module whose estimate is over lim's budgets. The
 // message names the budget, the module's figure and its largest terms,
 // and how to fix it.
 func checkCost(c cost, lim ModuleLimits) error {
-	const fix = "make the module smaller in these dimensions, or raise the budget if the module is trusted and the host has the resources"
+	setting := func(name, field string) string {
+		if name == "" {
+			return field
+		}
+		return name
+	}
+	fix := func(name string) string {
+		return "make the module smaller in these dimensions, or raise " + name + " if the module is trusted and the host has the resources"
+	}
 	switch {
 	case c.mem > lim.CompileMemory:
-		return overLimit("compiling the module would take about %s of host memory, over the compile budget of %s (CompileMemory): %s; %s",
-			formatBytes(c.mem), formatBytes(lim.CompileMemory), describeTerms(c.memTerms, formatBytes), fix)
+		name := setting(lim.Settings.CompileMemory, "CompileMemory")
+		return overLimit("compiling the module would take about %s of host memory, over the compile budget of %s (%s): %s; %s",
+			formatBytes(c.mem), formatBytes(lim.CompileMemory), name, describeTerms(c.memTerms, formatBytes), fix(name))
 	case c.ns > int64(lim.CompileTime):
-		return overLimit("compiling the module would take about %v of CPU, over the compile budget of %v (CompileTime): %s; %s",
-			formatNanos(c.ns), lim.CompileTime, describeTerms(c.nsTerms, formatNanos), fix)
+		name := setting(lim.Settings.CompileTime, "CompileTime")
+		return overLimit("compiling the module would take about %v of CPU, over the compile budget of %v (%s): %s; %s",
+			formatNanos(c.ns), lim.CompileTime, name, describeTerms(c.nsTerms, formatNanos), fix(name))
 	case c.inst > lim.InstanceMemory:
-		return overLimit("each instance of the module would hold about %s of host memory besides its linear memory and tables, over the budget of %s per instance (InstanceMemory): %s; %s",
-			formatBytes(c.inst), formatBytes(lim.InstanceMemory), describeTerms(c.instTerms, formatBytes), fix)
+		name := setting(lim.Settings.InstanceMemory, "InstanceMemory")
+		return overLimit("each instance of the module would hold about %s of host memory besides its linear memory and tables, over the budget of %s per instance (%s): %s; %s",
+			formatBytes(c.inst), formatBytes(lim.InstanceMemory), name, describeTerms(c.instTerms, formatBytes), fix(name))
 	}
 	return nil
 }
@@ -353,17 +374,20 @@ func formatBytes(n int64) string {
 	return fmt.Sprintf("%.1f %s", v, suffix)
 }
 
-// errTotals is a binary the totals walk cannot read; instrumentWith has
-// read it already, so this is a bug or a section it does not parse.
+// errTotals is a binary the totals walk cannot read (instrumentWith then
+// says what is wrong with it).
 var errTotals = errors.New("counting the module's totals")
 
-// countTotals walks a binary that instrumentWith produced. Sections it
-// only copies (element, data, custom) are read here for the first time:
-// where one cannot be read, its count is bounded by its size (every entry
-// takes at least one byte), so the estimate stays an upper bound and
-// wazero refuses the module later.
-func countTotals(wasm []byte, origSize int) (moduleTotals, error) {
-	t := moduleTotals{size: int64(origSize), insSize: int64(len(wasm))}
+// countTotals walks a binary and counts what the estimate reads, with the
+// instrumentation's additions. Sections the instrumentation only copies
+// (element, data, custom) are read leniently: where one cannot be read, its
+// count is bounded by its size (every entry takes at least one byte), so the
+// estimate stays an upper bound and wazero refuses the module later.
+func countTotals(wasm []byte) (moduleTotals, error) {
+	t := moduleTotals{size: int64(len(wasm)), insSize: int64(len(wasm)) + insPerModule}
+	if len(wasm) < 8 {
+		return t, errTotals
+	}
 	r := reader{b: wasm, pos: 8}
 	var funcTypes []uint32
 	var typeParams []int64
@@ -400,8 +424,7 @@ func countTotals(wasm []byte, origSize int) (moduleTotals, error) {
 				typeParams = append(typeParams, int64(np))
 			}
 			if pr.err != nil {
-				t.types = max(t.types, int64(len(p)/3))
-				t.typeValues = max(t.typeValues, int64(len(p)))
+				return t, fmt.Errorf("%w: types: %v", errTotals, pr.err)
 			}
 		case secImport:
 			imps, err := parseImports(p)
@@ -432,6 +455,9 @@ func countTotals(wasm []byte, origSize int) (moduleTotals, error) {
 			t.elemSegs, t.elemEntries = countElements(p)
 		case secData:
 			t.dataSegs = int64(pr.u32())
+			if t.dataSegs > int64(len(p)) {
+				t.dataSegs = int64(len(p))
+			}
 		case secCode:
 			if err := t.countCode(p, funcTypes, typeParams); err != nil {
 				return t, err
@@ -442,11 +468,14 @@ func countTotals(wasm []byte, origSize int) (moduleTotals, error) {
 			}
 		}
 	}
+	t.funcs++      // $yield
+	t.globals += 3 // the interrupt flag, the countdown, the stack budget
 	return t, nil
 }
 
-// countCode counts the code section: locals, bytes, blocks and br_table
-// targets of every body, and the largest body's weight.
+// countCode counts the code section: locals, bytes, blocks, loops,
+// br_table targets and branches of every body, the instrumentation's
+// additions included, and the largest body's weight.
 func (t *moduleTotals) countCode(p []byte, funcTypes []uint32, typeParams []int64) error {
 	r := reader{b: p}
 	n := r.u32()
@@ -466,9 +495,8 @@ func (t *moduleTotals) countCode(p []byte, funcTypes []uint32, typeParams []int6
 			locals += int64(code.u32())
 			code.valType()
 		}
-		t.locals += locals
-		t.code += int64(size)
-		this := body{index: int(f), bytes: int64(size), locals: locals}
+		this := body{index: int(f), locals: locals + 1, branches: 2} // the scratch local; the entry check and the stack check
+		added := int64(insPerBody)
 		// The kind of every open block (loop or not), to count depths.
 		var open []bool
 		var loopDepth int64
@@ -479,12 +507,19 @@ func (t *moduleTotals) countCode(p []byte, funcTypes []uint32, typeParams []int6
 				loop := op == 0x03
 				open = append(open, loop)
 				t.blockDepth += int64(len(open))
+				this.maxDepth = max(this.maxDepth, int64(len(open)))
 				if loop {
 					loopDepth++
 					t.loops++
 					t.loopDepth += loopDepth
+					this.branches += 3 // the loop, and its check's if
+					added += insPerLoop
+					t.blocks++ // the check's if
 				} else {
 					t.blocks++
+				}
+				if op == 0x04 {
+					this.branches++
 				}
 			case 0x0B:
 				if n := len(open); n > 0 {
@@ -493,20 +528,21 @@ func (t *moduleTotals) countCode(p []byte, funcTypes []uint32, typeParams []int6
 					}
 					open = open[:n-1]
 				}
+			case 0x0D: // br_if
+				this.branches++
 			case 0x0E: // br_table
 				n := int64(code.peekU32()) + 1
 				t.brTargets += n
 				this.targets += n
-			}
-			switch op {
-			case 0x04, 0x0D, 0x0E:
 				this.branches++
-			case 0x03:
-				this.branches += 2
+			case 0x0F: // return
+				added += insPerReturn
 			case 0xFC:
 				switch code.peekU32() {
 				case 8, 10, 11, 12, 14, 15, 17:
-					this.branches += 2
+					this.branches += 3 // the instruction, and its check's if
+					added += insPerBulk
+					t.blocks++ // the check's if
 				}
 			}
 			switch op {
@@ -521,11 +557,19 @@ func (t *moduleTotals) countCode(p []byte, funcTypes []uint32, typeParams []int6
 		if code.err != nil {
 			return fmt.Errorf("%w: body %d: %v", errTotals, f, code.err)
 		}
+		this.bytes = int64(size) + added
+		t.blocks += 3 // the entry check's if, the stack check's if and the wrapping block
+		t.locals += this.locals
+		t.code += this.bytes
+		t.insSize += added
 		t.branches2 = satAdd(t.branches2, satMul(this.branches, this.branches))
 		t.phis = satAdd(t.phis, satMul(this.branches, this.locals))
 		if this.weight() > t.scratch.weight() {
 			t.scratch = this
 		}
+		t.shape.bytes = max(t.shape.bytes, int64(size))
+		t.shape.locals = max(t.shape.locals, locals)
+		t.shape.maxDepth = max(t.shape.maxDepth, this.maxDepth)
 	}
 	if r.err != nil {
 		return fmt.Errorf("%w: code: %v", errTotals, r.err)

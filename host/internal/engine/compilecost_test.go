@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -97,11 +99,9 @@ func compileChild() int {
 	}
 	ctx := context.Background()
 	var out compileMeasure
-	if ins, err := instrumentWith(wasm, spec.Limits.withDefaults()); err == nil {
-		if t, err := countTotals(ins.wasm, len(wasm)); err == nil {
-			c := estimate(t)
-			out.Estimate, out.EstimateNs, out.InstEstimate = c.mem, c.ns, c.inst
-		}
+	if t, err := countTotals(wasm); err == nil {
+		c := estimate(t)
+		out.Estimate, out.EstimateNs, out.InstEstimate = c.mem, c.ns, c.inst
 	}
 	var r *Runtime
 	if spec.Mode == "compile" {
@@ -186,6 +186,44 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// TestCompileBombRefused: issue 27's compile bomb (99,990 functions of
+// 49,990 i64 locals and an empty body, 800 KB, inside every shape limit;
+// 6.1 GB and 18-26 s before the compile budget, killed by a 6 GiB cap) is
+// refused by Compile and Inspect before wazero sees it, in a child under a
+// 3 GB cap, with the budget, the module's figure and the fix in the error;
+// and so is a module whose instrumentation alone would pass the budget.
+func TestCompileBombRefused(t *testing.T) {
+	bomb := wasmgen.Module(wasmgen.Shape{Funcs: 99987, Locals: 49990, Plugin: true})
+	for _, mode := range []string{"compile", "inspect"} {
+		m := measure(t, bomb, compileSpec{Mode: mode})
+		t.Logf("%s: grew %s, %v: %s", mode, formatBytes(m.Compile.Growth), m.Compile.Wall.Round(time.Millisecond), m.Err)
+		for _, want := range []string{"over the compile budget of 512 MiB (CompileMemory)", "for 4998450122 parameters and locals in all functions",
+			"or raise CompileMemory"} {
+			if m.Kind != OverLimits.String() || !strings.Contains(m.Err, want) {
+				t.Errorf("%s: %s: %q; want over limits saying %q", mode, m.Kind, m.Err, want)
+			}
+		}
+		if m.Compile.Growth > 64<<20 {
+			t.Errorf("%s: the refusal grew the process by %s", mode, formatBytes(m.Compile.Growth))
+		}
+	}
+	// 3.9 MB of loops, which the instrumentation would inflate to 56 MB
+	// (a check in each): refused before it is instrumented.
+	loops := wasmgen.Module(wasmgen.Shape{Funcs: 100, Ops: 13000, OpKind: wasmgen.OpLoop, Plugin: true})
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	alloc := ms.TotalAlloc
+	_, err := instrumentBudgeted(loops, ModuleLimits{}.withDefaults())
+	runtime.ReadMemStats(&ms)
+	var ol *errOverLimit
+	if !errors.As(err, &ol) || !strings.Contains(err.Error(), "over the compile budget of") {
+		t.Errorf("got %v, want the loops refused by the budget", err)
+	}
+	if a := ms.TotalAlloc - alloc; a > 8<<20 {
+		t.Errorf("refusing the loops allocated %s: instrumented first?", formatBytes(int64(a)))
+	}
+}
+
 // estimateShapes each weigh on one dimension of the estimate, or on a
 // product of two, at a size where what they cost is well above the
 // measurement's noise (tens to hundreds of MiB, up to seconds).
@@ -238,11 +276,7 @@ func TestCompileEstimate(t *testing.T) {
 		modules = append(modules, module{s.String(), wasmgen.Module(s), true})
 	}
 	for _, mod := range modules {
-		ins, err := instrumentWith(mod.wasm, lim.withDefaults())
-		if err != nil {
-			t.Fatalf("%s: %v", mod.name, err)
-		}
-		tot, err := countTotals(ins.wasm, len(mod.wasm))
+		tot, err := countTotals(mod.wasm)
 		if err != nil {
 			t.Fatalf("%s: %v", mod.name, err)
 		}
@@ -336,6 +370,15 @@ func FuzzCompileBudget(f *testing.F) {
 			s.data, s.dataBytes, s.elems, s.entries, s.exports, s.imports, s.globals, s.names, s.live)
 	}
 	lim := ModuleLimits{}.withDefaults()
+	if fl := flag.Lookup("test.fuzz"); fl != nil && fl.Value.String() != "" {
+		// Fuzzing (not the seeds of go test): the fuzzing engine stops a
+		// case after 10 s, so the cases are held to a quarter of the
+		// budget. The estimate must stay above what they measure all the
+		// same; the seeds check the default budget itself.
+		lim.CompileMemory /= 4
+		lim.CompileTime /= 4
+		lim.InstanceMemory /= 4
+	}
 	f.Fuzz(func(t *testing.T, funcs, locals, ops uint32, kind uint8, nesting, loops uint16, brTable, types uint32, typeParams uint16,
 		data, dataBytes, elems, entries, exports, imports, globals uint32, names uint16, live bool) {
 		s := legalShape(wasmgen.Shape{
@@ -349,8 +392,8 @@ func FuzzCompileBudget(f *testing.F) {
 		if err != nil {
 			// Refused: by the budget only (the shape is legal), before
 			// wazero, and Inspect says so too.
-			_, ierr := Inspect(context.Background(), wasm)
-			if ModuleErrorKindOf(ierr) != OverLimits || !strings.Contains(ierr.Error(), "budget of") || !strings.Contains(ierr.Error(), "raise the budget") {
+			_, ierr := InspectWith(context.Background(), wasm, lim)
+			if ModuleErrorKindOf(ierr) != OverLimits || !strings.Contains(ierr.Error(), "budget of") || !strings.Contains(ierr.Error(), "or raise ") {
 				t.Fatalf("%v (%d bytes): refused with %v; want OverLimits naming the budget", s, len(wasm), ierr)
 			}
 			t.Logf("%v (%d bytes): refused: %v", s, len(wasm), err)
@@ -363,7 +406,7 @@ func FuzzCompileBudget(f *testing.F) {
 		}
 		t.Logf("%v (%d bytes): estimate %s, %s, %s per instance", s, len(wasm), formatBytes(c.mem), formatNanos(c.ns), formatBytes(c.inst))
 		for _, mode := range []string{"compile", "inspect"} {
-			spec := compileSpec{Mode: mode}
+			spec := compileSpec{Mode: mode, Limits: lim}
 			if mode == "compile" {
 				spec.Instances = 4
 			}

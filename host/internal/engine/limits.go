@@ -64,6 +64,15 @@ type ModuleLimits struct {
 	// the module; a module over it is refused at compile time. Default
 	// DefaultInstanceMemory (16 MiB).
 	InstanceMemory int64
+	// Settings name where the embedder configures the budgets, for the
+	// errors that say how to raise one; empty names the field.
+	Settings BudgetSettings
+}
+
+// BudgetSettings name the settings of the compile budget (for wasmstream,
+// "runtime.module_limits.compile_memory" and so on).
+type BudgetSettings struct {
+	CompileMemory, CompileTime, InstanceMemory string
 }
 
 // Defaults of ModuleLimits.

@@ -164,9 +164,15 @@ func (r *Runtime) Compile(ctx context.Context, name string, wasm []byte) (*Modul
 // limit, ModuleLimits and CompileTimeout) without a Runtime and without
 // instantiating it. It returns when ctx ends, even mid-compilation.
 func Inspect(ctx context.Context, wasm []byte) (Info, error) {
+	return InspectWith(ctx, wasm, ModuleLimits{})
+}
+
+// InspectWith is Inspect with the module limits lim (zero fields: the
+// defaults).
+func InspectWith(ctx context.Context, wasm []byte, lim ModuleLimits) (Info, error) {
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().WithCoreFeatures(api.CoreFeaturesV2))
 	closeRT := func() { _ = rt.Close(context.Background()) }
-	_, _, info, err := compile(ctx, rt, "", wasm, DefaultMemoryLimit, ModuleLimits{}.withDefaults(), DefaultCompileTimeout, closeRT)
+	_, _, info, err := compile(ctx, rt, "", wasm, DefaultMemoryLimit, lim.withDefaults(), DefaultCompileTimeout, closeRT)
 	return info, err
 }
 

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmstream/wasmstream/internal/testbroker"
+	"github.com/wasmstream/wasmstream/internal/testutil"
+	"github.com/wasmstream/wasmstream/internal/wasmgen"
+)
+
+// The compile budget's tests run the command line in a child (the test
+// binary started again) under a 3 GB address-space cap, as `prlimit --as`
+// would: a module that got past the budget could not take the machine's
+// memory, only the child's.
+
+func TestMain(m *testing.M) {
+	testutil.RunChild(map[string]func() int{"cli": cliChild})
+	os.Exit(m.Run())
+}
+
+const cliArgsEnv = "WASMSTREAM_TEST_CLI_ARGS"
+
+// cliChild runs the command line in cliArgsEnv (a JSON array).
+func cliChild() int {
+	var args []string
+	if err := json.Unmarshal([]byte(os.Getenv(cliArgsEnv)), &args); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 125
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return doMain(ctx, args, os.Stdout, os.Stderr, nil)
+}
+
+// runCapped runs the command line in a child under a 3 GB address-space
+// cap.
+func runCapped(t *testing.T, args ...string) testutil.ChildResult {
+	t.Helper()
+	b, _ := json.Marshal(args)
+	return testutil.Child(t, "cli", 3<<30, 3*time.Minute, cliArgsEnv+"="+string(b))
+}
+
+// The compile bomb of issue 27: 99,990 functions (the plugin's three and
+// 99,987 more), each with 49,990 i64 locals and an empty body, 800 KB and
+// inside every shape limit. wazero's decoder alone would take 40 GB.
+var bombShape = wasmgen.Shape{Funcs: 99987, Locals: 49990, Plugin: true}
+
+// The costliest module FuzzCompileBudget (host/internal/engine) found
+// inside the default budget: one function whose 1,000 locals stay live
+// across 2,500 ifs, 22 KB that take wazero's compiler about 400 MiB and
+// several seconds.
+var worstShape = wasmgen.Shape{Funcs: 1, Locals: 1000, Ops: 2500, OpKind: wasmgen.OpIf, Live: true, Plugin: true}
+
+// TestCompileBudgetEveryCommand: every command that compiles a module
+// (plugin inspect, validate, deploy, run) refuses the compile bomb before
+// compiling it, within the 3 GB cap, with a message that names the budget,
+// the module's figure and the setting to raise; and compiles the costliest
+// module inside the budget within the same cap. A process following the
+// control topic is host/internal/follower's TestCompileBombRefused.
+func TestCompileBudgetEveryCommand(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	bomb := write("bomb.wasm", wasmgen.Module(bombShape))
+	worst := write("worst.wasm", wasmgen.Module(worstShape))
+	config := func(name, plugin, brokers string) string {
+		return writeFile(t, dir, name, "app_id: "+strings.TrimSuffix(name, ".yaml")+"\nkafka:\n  brokers: ["+brokers+"]\n"+
+			"runtime: {cache_dir: \"off\"}\nstate: {dir: "+filepath.Join(dir, "state")+"}\n"+
+			"processors:\n  - name: proc\n    plugin: "+plugin+"\n    inputs: [in]\n    outputs: {out: out}\n")
+	}
+	passthrough, _ := filepath.Abs(testdata("passthrough"))
+	b := testbroker.New(t)
+	deployCfg := config("deploy.yaml", passthrough, strings.Join(b.Addrs(), ","))
+	bombCfg := config("bomb.yaml", bomb, "")
+	worstCfg := config("worst.yaml", worst, "")
+
+	const budget = "over the compile budget of 512 MiB (runtime.module_limits.compile_memory)"
+	for _, c := range []struct {
+		args []string
+		want string // on stderr for a refusal, on stdout for success
+		ok   bool
+	}{
+		{args: []string{"plugin", "inspect", bomb}, want: budget},
+		{args: []string{"validate", "-c", bombCfg}, want: budget},
+		{args: []string{"deploy", "-c", deployCfg, "proc", bomb}, want: budget},
+		{args: []string{"run", "-c", bombCfg}, want: budget},
+		{args: []string{"plugin", "inspect", worst}, want: "abi version:  1", ok: true},
+		{args: []string{"validate", "-c", worstCfg}, want: ": ok (1 processors)", ok: true},
+		{args: []string{"deploy", "-c", deployCfg, "proc", worst}, want: "deployed proc worst@", ok: true},
+	} {
+		res := runCapped(t, c.args...)
+		t.Logf("%s: %v", strings.Join(c.args[:min(len(c.args), 2)], " "), res)
+		switch {
+		case c.ok && (res.Code != exitOK || !strings.Contains(res.Stdout, c.want)):
+			t.Errorf("%v: %v, stdout %q; want success saying %q", c.args, res, res.Stdout, c.want)
+		case !c.ok && (res.Code != exitError || !strings.Contains(res.Stderr, c.want) ||
+			!strings.Contains(res.Stderr, "4998450122 parameters and locals") || !strings.Contains(res.Stderr, "or raise runtime.module_limits.compile_memory")):
+			t.Errorf("%v: %v; want exit %d saying %q, the module's locals and how to fix it", c.args, res, exitError, c.want)
+		case !c.ok && res.MaxRSS > 512<<20:
+			// Refused before compiling: nothing close to the budget.
+			t.Errorf("%v: peak RSS %d MiB for a refusal", c.args, res.MaxRSS>>20)
+		}
+	}
+}
