@@ -75,18 +75,20 @@ var (
 	costGlobal     = unitCost{mem: 320, ns: 2000, inst: 128}          // per global
 	costNameByte   = unitCost{mem: 24, ns: 200}                       // per byte of the "name" section
 
-	costBranch2 = unitCost{ns: 40}   // per square of a body's branches (see body)
-	costPhi     = unitCost{ns: 3000} // per branch times local of a body (see body)
+	costBranch2    = unitCost{ns: 40}   // per square of a body's branches (see body)
+	costPhi        = unitCost{ns: 3000} // per branch times local of a body (see body)
+	costCallGlobal = unitCost{ns: 400}  // per call times mutable global of a body (see body)
 
 	// The largest function: the compilers' per-function scratch is reused
 	// from one function to the next, so only the largest counts, weighed
 	// per byte of its body, br_table target, local, branch and branch times
 	// local (see body).
-	scratchPerByte   = unitCost{mem: 1024, ns: 2000}
-	scratchPerTarget = unitCost{mem: 2560}
-	scratchPerLocal  = unitCost{mem: 64}
-	scratchPerBranch = unitCost{mem: 8192}
-	scratchPerPhi    = unitCost{mem: 128}
+	scratchPerByte       = unitCost{mem: 1024, ns: 2000}
+	scratchPerTarget     = unitCost{mem: 2560}
+	scratchPerLocal      = unitCost{mem: 64}
+	scratchPerBranch     = unitCost{mem: 8192}
+	scratchPerPhi        = unitCost{mem: 128}
+	scratchPerCallGlobal = unitCost{mem: 256}
 )
 
 // Per-type limits, the Web's (the WebAssembly JS API's implementation
@@ -127,6 +129,7 @@ type moduleTotals struct {
 	brTargets   int64 // br_table targets, defaults included
 	branches2   int64 // the square of every body's branches, added up (see body)
 	phis        int64 // every body's branches times its locals, added up
+	callGlobals int64 // every body's calls times the mutable globals, added up
 	scratch     body  // the function of the largest scratch weight
 	shape       body  // the largest body, locals and nesting of any function (each its own maximum), for the shape limits
 	types       int64
@@ -138,6 +141,7 @@ type moduleTotals struct {
 	exports     int64
 	imports     int64
 	globals     int64
+	mutGlobals  int64 // of which mutable (imported ones count as mutable)
 	nameBytes   int64 // bytes of the "name" custom section
 }
 
@@ -145,13 +149,18 @@ type moduleTotals struct {
 // points where control flow merges in wazero's compiler (if, br_if,
 // br_table, twice for a loop, twice for a bulk instruction, which the
 // compiler lowers to branches of its own), the instrumentation's checks
-// included (an if each). The compiler's work is quadratic in them (measured: 6,000
+// included (an if each). Its calls are those the compiler follows by
+// reloading every mutable global of the module (call, call_indirect,
+// return_call and return_call_indirect, call_ref, and the instrumentation's
+// calls of $yield), so it does work per call times mutable global: 5,103
+// calls in a module of 1,000 mutable globals took 860 MB and 1.4 s. The compiler's work is quadratic in them (measured: 6,000
 // ifs in a row took 0.6 s, 12,000 took 3.5 s), and it may give each
 // branch a block parameter per local (what phis measures): 3,000 ifs over
 // 1,000 live locals took 330 MB and 5.5 s.
 type body struct {
 	index                            int // among the defined functions
 	bytes, targets, locals, branches int64
+	calls, callGlobals               int64 // calls, and calls times the module's mutable globals
 	maxDepth                         int64 // deepest nesting, for the shape limit
 }
 
@@ -160,6 +169,7 @@ func (b body) weight() int64 {
 	w = satAdd(w, satMul(b.targets, scratchPerTarget.mem))
 	w = satAdd(w, satMul(b.locals, scratchPerLocal.mem))
 	w = satAdd(w, satMul(b.branches, scratchPerBranch.mem))
+	w = satAdd(w, satMul(b.callGlobals, scratchPerCallGlobal.mem))
 	return satAdd(w, satMul(satMul(b.branches, b.locals), scratchPerPhi.mem))
 }
 
@@ -209,15 +219,17 @@ func estimate(t moduleTotals) cost {
 	add(t.locals, costLocal, fmt.Sprintf("%d parameters and locals in all functions", t.locals))
 	add(t.code, costCodeByte, fmt.Sprintf("%d bytes of function bodies", t.code))
 	sc := t.scratch
-	what := fmt.Sprintf("the compiler's work on its largest function body (body %d: %d bytes, %d br_table targets, %d locals, %d branches)",
-		sc.index, sc.bytes, sc.targets, sc.locals, sc.branches)
+	what := fmt.Sprintf("the compiler's work on its largest function body (body %d: %d bytes, %d br_table targets, %d locals, %d branches, %d calls)",
+		sc.index, sc.bytes, sc.targets, sc.locals, sc.branches, sc.calls)
 	add(sc.bytes, scratchPerByte, what)
 	add(sc.targets, scratchPerTarget, what)
 	add(sc.locals, scratchPerLocal, what)
 	add(sc.branches, scratchPerBranch, what)
 	add(satMul(sc.branches, sc.locals), scratchPerPhi, what)
+	add(sc.callGlobals, scratchPerCallGlobal, what)
 	add(t.branches2, costBranch2, fmt.Sprintf("branches in bodies (%d, their squares added up)", t.branches2))
 	add(t.phis, costPhi, fmt.Sprintf("branches times locals in bodies (%d, added up)", t.phis))
+	add(t.callGlobals, costCallGlobal, fmt.Sprintf("calls times %d mutable globals in bodies (%d, added up)", t.mutGlobals, t.callGlobals))
 	add(t.types, costType, fmt.Sprintf("%d types", t.types))
 	add(t.typeValues, costTypeValue, fmt.Sprintf("%d parameters and results in types", t.typeValues))
 	add(t.typeValues2, costTypeValue2, fmt.Sprintf("types of up to %d parameters and results (%d squared, added up)", maxTypeParams+maxTypeResults, t.typeValues2))
@@ -438,6 +450,7 @@ func countTotals(wasm []byte) (moduleTotals, error) {
 					t.funcs++
 				case 3:
 					t.globals++
+					t.mutGlobals++
 				}
 			}
 		case secFunction:
@@ -448,7 +461,20 @@ func countTotals(wasm []byte) (moduleTotals, error) {
 			}
 			t.funcs += int64(len(funcTypes))
 		case secGlobal:
-			t.globals += int64(pr.u32())
+			n := pr.u32()
+			var mut int64
+			for k := uint32(0); k < n && pr.err == nil; k++ {
+				pr.valType()
+				if pr.byte() == 1 {
+					mut++
+				}
+				pr.constExpr()
+			}
+			if pr.err != nil {
+				mut = int64(n) // unreadable: all of them
+			}
+			t.globals += int64(n)
+			t.mutGlobals += mut
 		case secExport:
 			t.exports = int64(pr.u32())
 		case secElement:
@@ -495,7 +521,7 @@ func (t *moduleTotals) countCode(p []byte, funcTypes []uint32, typeParams []int6
 			locals += int64(code.u32())
 			code.valType()
 		}
-		this := body{index: int(f), locals: locals + 1, branches: 2} // the scratch local; the entry check and the stack check
+		this := body{index: int(f), locals: locals + 1, branches: 2, calls: 1} // the scratch local; the entry check (an if and a call) and the stack check
 		added := int64(insPerBody)
 		// The kind of every open block (loop or not), to count depths.
 		var open []bool
@@ -513,6 +539,7 @@ func (t *moduleTotals) countCode(p []byte, funcTypes []uint32, typeParams []int6
 					t.loops++
 					t.loopDepth += loopDepth
 					this.branches += 3 // the loop, and its check's if
+					this.calls++       // and its call
 					added += insPerLoop
 					t.blocks++ // the check's if
 				} else {
@@ -537,10 +564,13 @@ func (t *moduleTotals) countCode(p []byte, funcTypes []uint32, typeParams []int6
 				this.branches++
 			case 0x0F: // return
 				added += insPerReturn
+			case 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x08: // call, call_indirect, return_call(_indirect), call_ref, return_call_ref, throw
+				this.calls++
 			case 0xFC:
 				switch code.peekU32() {
 				case 8, 10, 11, 12, 14, 15, 17:
 					this.branches += 3 // the instruction, and its check's if
+					this.calls++       // and its call
 					added += insPerBulk
 					t.blocks++ // the check's if
 				}
@@ -564,6 +594,8 @@ func (t *moduleTotals) countCode(p []byte, funcTypes []uint32, typeParams []int6
 		t.insSize += added
 		t.branches2 = satAdd(t.branches2, satMul(this.branches, this.branches))
 		t.phis = satAdd(t.phis, satMul(this.branches, this.locals))
+		this.callGlobals = satMul(this.calls, t.mutGlobals+3) // the instrumentation's three globals are mutable
+		t.callGlobals = satAdd(t.callGlobals, this.callGlobals)
 		if this.weight() > t.scratch.weight() {
 			t.scratch = this
 		}

@@ -237,6 +237,7 @@ var estimateShapes = []wasmgen.Shape{
 	{Funcs: 1, Ops: 1500, OpKind: wasmgen.OpLoop},
 	{Funcs: 1, Ops: 4000, OpKind: wasmgen.OpBrIf},
 	{Funcs: 1, Ops: 1000, OpKind: wasmgen.OpIf, Locals: 1000, Live: true},
+	{Funcs: 1, Ops: 3000, OpKind: wasmgen.OpCall, Globals: 300},
 	{Funcs: 10, Nesting: 2000},
 	{Funcs: 20, Loops: 500},
 	{Funcs: 1, Nesting: 100, BrTable: 50000},
@@ -325,9 +326,9 @@ func checkMeasure(t testing.TB, name, mode string, m compileMeasure, cpuBound ti
 // FuzzCompileBudget explores the product of the shape limits with modules
 // that are inside every one of them (wasmgen shapes clamped to
 // ModuleLimits' defaults, at most 64 MiB): functions times locals,
-// branches times live locals, loops, bulk instructions, blocks, br_table
-// targets, types times parameters, data and element segments, exports,
-// imports, globals and names. Each case is refused by the compile budget
+// branches times live locals, calls times globals, loops, bulk
+// instructions, blocks, br_table targets, types times parameters, data and
+// element segments, exports, imports, globals and names. Each case is refused by the compile budget
 // (in-process: the refusal happens before wazero sees the module, with a
 // message naming the budget), or compiled, inspected and instantiated in a
 // child under a 3 GB address-space cap, where the process must grow by less
@@ -365,6 +366,8 @@ func FuzzCompileBudget(f *testing.F) {
 		{data: 1 << 20, dataBytes: 1},
 		{funcs: 1000, locals: 1000, names: 1000},
 		{funcs: 50000, imports: 49000, globals: 99000},
+		{funcs: 1, ops: 5000, kind: wasmgen.OpCall, globals: 1000},
+		{funcs: 1, ops: 2500, kind: wasmgen.OpCall, globals: 1000},
 	} {
 		f.Add(s.funcs, s.locals, s.ops, uint8(s.kind), s.nesting, s.loops, s.brTable, s.types, s.typeParams,
 			s.data, s.dataBytes, s.elems, s.entries, s.exports, s.imports, s.globals, s.names, s.live)
