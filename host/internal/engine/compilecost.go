@@ -7,42 +7,39 @@ import (
 	"time"
 )
 
-// This file estimates, before wazero sees a module, the memory compiling it
-// will take and the memory each instance of it will hold, and refuses a
-// module whose estimate is over ModuleLimits.CompileMemory or
-// ModuleLimits.InstanceMemory.
+// This file estimates, before anything is done with a module, the memory
+// and the CPU time compiling it will take and the memory each instance of it
+// will hold, and refuses a module whose estimate is over a budget
+// (ModuleLimits.CompileMemory, CompileTime, InstanceMemory).
 //
-// Why an estimate: wazero's compilation can be neither interrupted nor
-// bounded in memory, and its cost is a product of the module's dimensions,
-// which the per-dimension shape limits (limits.go) cannot bound: an 800 KB
-// module of 99,990 functions, each with 49,990 locals, is inside every one of
-// them, yet wazero's decoder alone expands its locals to 8 bytes each (40 GB)
-// and the interpreter that Inspect uses to 56 more. So the totals of the
-// module (locals of all functions, code bytes, functions, types and their
-// values, br_table targets, data and element segments, exports, imports,
-// globals, names) are counted by a walk over the binary before anything
-// else is done with it, the instrumentation's additions (instrument.go: its
-// checks at every function entry, loop head, bulk instruction and return)
-// are added as upper bounds, and the totals are weighed by per-unit costs
-// measured on wazero 1.12 with both of the engine's backends (the compiler
-// for Compile, the interpreter for Inspect: each coefficient is the larger
-// of the two). The instrumentation itself is bounded the same way: it
-// inflates a loop of 3 bytes by up to 40 (a module of 64 MiB of loops
-// would become 900 MB), so it only runs once the estimate is within budget.
-// RATIONALE.md ("The compile budget") has the measurements and the reasons
-// for an estimate rather than a child process; TestCompileEstimate and
-// FuzzCompileBudget check that the estimate stays above the measured
-// growth of the process's resident memory.
+// Why: wazero's compilation can be neither interrupted nor bounded in
+// memory, and its cost is a product of the module's dimensions, which the
+// per-dimension shape limits (limits.go) cannot bound: an 800 KB module of
+// 99,990 functions, each with 49,990 locals, is inside every one of them,
+// yet wazero's decoder alone expands its locals to 8 bytes each (40 GB) and
+// the interpreter that Inspect uses adds 56 more. So one walk over the
+// binary counts its totals (locals, code bytes, branches, calls, blocks and
+// loops, br_table targets, the largest function, types and their values,
+// data and element segments, exports, imports, globals, names), adds the
+// instrumentation's additions as upper bounds (instrument.go: its checks at
+// every function entry, loop head, bulk instruction and return), and weighs
+// the totals by per-unit costs measured on wazero 1.12 with both of the
+// engine's backends (the compiler for Compile, the interpreter for Inspect:
+// each coefficient is the larger of the two). The instrumentation only runs
+// once the estimate is within budget: it inflates a 3-byte loop to 43 bytes,
+// so a module of 64 MiB of loops would become 900 MB.
 //
 // What the estimate covers: the module's binary and its instrumented copy,
-// which are alive during the compilation, the instrumentation's own work
-// (its buffers),
+// which are alive during the compilation, the instrumentation's buffers,
 // wazero's decoded module, the compiled code, and what the compilers hold
 // for the largest function (their per-function scratch is reused, so only
 // the largest counts); and, per instance, what wazero allocates for it
 // besides its linear memory and tables (which abi/ABI.md section 7 counts
 // already): globals, function references, element and data segment
-// instances.
+// instances. RATIONALE.md ("The compile budget") has the measurements and
+// the reasons for an estimate rather than a child process;
+// TestCompileEstimate and FuzzCompileBudget check that the estimate stays
+// above the measured growth of the process's resident memory.
 
 // unitCost is what one unit of a module's dimension costs: host memory
 // while compiling (bytes), compile time (CPU nanoseconds on the reference
@@ -149,14 +146,14 @@ type moduleTotals struct {
 // points where control flow merges in wazero's compiler (if, br_if,
 // br_table, twice for a loop, twice for a bulk instruction, which the
 // compiler lowers to branches of its own), the instrumentation's checks
-// included (an if each). Its calls are those the compiler follows by
-// reloading every mutable global of the module (call, call_indirect,
-// return_call and return_call_indirect, call_ref, and the instrumentation's
-// calls of $yield), so it does work per call times mutable global: 5,103
-// calls in a module of 1,000 mutable globals took 860 MB and 1.4 s. The compiler's work is quadratic in them (measured: 6,000
-// ifs in a row took 0.6 s, 12,000 took 3.5 s), and it may give each
-// branch a block parameter per local (what phis measures): 3,000 ifs over
-// 1,000 live locals took 330 MB and 5.5 s.
+// included (an if each). The compiler's work is quadratic in them
+// (measured: 6,000 ifs in a row took 0.6 s, 12,000 took 3.5 s), and it may
+// give each branch a block parameter per local (what phis measures): 3,000
+// ifs over 1,000 live locals took 330 MB and 5.5 s. Its calls are those
+// after which the compiler reloads every mutable global of the module
+// (call, call_indirect, return_call and return_call_indirect, call_ref,
+// throw, and the instrumentation's calls of $yield): 5,103 calls in a
+// module of 1,000 mutable globals took 860 MB and 1.4 s.
 type body struct {
 	index                            int // among the defined functions
 	bytes, targets, locals, branches int64
@@ -281,7 +278,9 @@ func satAdd(a, b int64) int64 { return min(a+b, maxCost) }
 // estimate.
 func instrumentBudgeted(wasm []byte, lim ModuleLimits) (*instrumented, error) {
 	t, err := countTotals(wasm)
-	if err == nil {
+	var ol *errOverLimit
+	switch {
+	case err == nil:
 		c := estimate(t)
 		if err = checkCost(c, lim); err == nil {
 			ins, err := instrumentWith(wasm, lim)
@@ -291,24 +290,28 @@ func instrumentBudgeted(wasm []byte, lim ModuleLimits) (*instrumented, error) {
 			ins.cost = c
 			return ins, nil
 		}
-		var ol *errOverLimit
-		if errors.As(err, &ol) && !t.overShape(lim) {
-			return nil, err
+	case !errors.As(err, &ol):
+		// Unreadable: instrumentWith says what is wrong (it reads
+		// every module the walk reads: FuzzModuleShape).
+		if _, ierr := instrumentWith(wasm, lim); ierr != nil {
+			return nil, ierr
 		}
+		return nil, err
 	}
-	// The totals could not be counted (a malformed module, which
-	// instrumentWith describes better), or the module is also over a shape
-	// limit, whose reason comes first.
-	if _, ierr := instrumentWith(wasm, lim); ierr != nil {
-		return nil, ierr
+	if t.overShape(lim) {
+		// Over a shape limit too, whose reason comes first.
+		if _, ierr := instrumentWith(wasm, lim); ierr != nil {
+			return nil, ierr
+		}
 	}
 	return nil, err
 }
 
 // overShape reports whether the totals show a module over a shape limit
-// that instrumentWith checks in its first pass.
+// that instrumentWith checks before it builds anything (the totals'
+// functions and globals include the instrumentation's).
 func (t moduleTotals) overShape(lim ModuleLimits) bool {
-	return t.funcs > int64(lim.MaxFunctions) || t.globals > int64(lim.MaxGlobals) || t.shape.locals > int64(lim.MaxFunctionLocals) ||
+	return t.funcs-1 > int64(lim.MaxFunctions) || t.globals-3 > int64(lim.MaxGlobals) || t.shape.locals > int64(lim.MaxFunctionLocals) ||
 		t.shape.bytes > int64(lim.MaxFunctionSize) || t.shape.maxDepth > int64(lim.MaxNestingDepth) || t.size > int64(lim.MaxModuleSize)
 }
 

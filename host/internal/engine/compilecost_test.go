@@ -373,14 +373,17 @@ func FuzzCompileBudget(f *testing.F) {
 			s.data, s.dataBytes, s.elems, s.entries, s.exports, s.imports, s.globals, s.names, s.live)
 	}
 	lim := ModuleLimits{}.withDefaults()
+	size := lim.MaxModuleSize - 1<<20 // see legalShape
 	if fl := flag.Lookup("test.fuzz"); fl != nil && fl.Value.String() != "" {
 		// Fuzzing (not the seeds of go test): the fuzzing engine stops a
-		// case after 10 s, so the cases are held to a quarter of the
-		// budget. The estimate must stay above what they measure all the
-		// same; the seeds check the default budget itself.
+		// case after 10 s, and runs the code instrumented for coverage,
+		// so the cases are held to a quarter of the budget and of the
+		// module size. The estimate must stay above what they measure
+		// all the same; the seeds check the default budget itself.
 		lim.CompileMemory /= 4
 		lim.CompileTime /= 4
 		lim.InstanceMemory /= 4
+		size /= 4
 	}
 	f.Fuzz(func(t *testing.T, funcs, locals, ops uint32, kind uint8, nesting, loops uint16, brTable, types uint32, typeParams uint16,
 		data, dataBytes, elems, entries, exports, imports, globals uint32, names uint16, live bool) {
@@ -389,7 +392,7 @@ func FuzzCompileBudget(f *testing.F) {
 			BrTable: int(brTable), Types: int(types), TypeParams: int(typeParams), DataSegments: int(data), DataBytes: int(dataBytes),
 			ElemSegments: int(elems), ElemEntries: int(entries), Exports: int(exports), Imports: int(imports), Globals: int(globals),
 			Names: int(names), Live: live, Plugin: true,
-		}, lim)
+		}, lim, size)
 		wasm := wasmgen.Module(s)
 		ins, err := instrumentBudgeted(wasm, lim)
 		if err != nil {
@@ -419,10 +422,10 @@ func FuzzCompileBudget(f *testing.F) {
 }
 
 // legalShape clamps s inside lim's shape limits (which must have the
-// defaults) and the Web's per-type limits, and to at most 64 MiB of
-// binary: each section gets a share of that.
-func legalShape(s wasmgen.Shape, lim ModuleLimits) wasmgen.Shape {
-	const mib = 1 << 20
+// defaults) and the Web's per-type limits, and to at most about size bytes
+// of binary: the code gets half of it, the other sections a twelfth each.
+func legalShape(s wasmgen.Shape, lim ModuleLimits, size int) wasmgen.Shape {
+	share := size / 12
 	s.Imports = min(s.Imports, lim.MaxFunctions-3)
 	s.Funcs = min(s.Funcs, lim.MaxFunctions-3-s.Imports)
 	s.Locals = min(s.Locals, lim.MaxFunctionLocals)
@@ -437,20 +440,20 @@ func legalShape(s wasmgen.Shape, lim ModuleLimits) wasmgen.Shape {
 			s.BrTable /= 2
 		}
 	}
-	s.Funcs = min(s.Funcs, 32*mib/wasmgen.BodySize(s))
+	s.Funcs = min(s.Funcs, size/2/wasmgen.BodySize(s))
 	s.Globals = min(s.Globals, lim.MaxGlobals-1)
 	bits := 0
 	for 1<<bits < s.Types {
 		bits++
 	}
 	s.TypeParams = min(s.TypeParams, maxTypeParams-bits)
-	s.Types = min(s.Types, 8*mib/(s.TypeParams+bits+4))
-	s.Exports = min(s.Exports, 8*mib/9)
-	s.ElemEntries = min(s.ElemEntries, 8*mib/3)
-	s.ElemSegments = min(s.ElemSegments, 8*mib/(3+3*s.ElemEntries))
-	s.DataBytes = min(s.DataBytes, 8*mib)
-	s.DataSegments = min(s.DataSegments, 8*mib/(6+s.DataBytes))
+	s.Types = min(s.Types, share/(s.TypeParams+bits+4))
+	s.Exports = min(s.Exports, share/9)
+	s.ElemEntries = min(s.ElemEntries, share/3)
+	s.ElemSegments = min(s.ElemSegments, share/(3+3*s.ElemEntries))
+	s.DataBytes = min(s.DataBytes, share)
+	s.DataSegments = min(s.DataSegments, share/(6+s.DataBytes))
 	s.Names = min(s.Names, lim.MaxFunctionLocals)
-	s.Names = min(s.Names, 8*mib/(s.Funcs+s.Imports+3)/8)
+	s.Names = min(s.Names, share/(s.Funcs+s.Imports+3)/8)
 	return s
 }
