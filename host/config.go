@@ -282,8 +282,9 @@ type Limits struct {
 // ModuleLimits bound the shape of the modules the host compiles and what
 // compiling and instantiating one may cost (checked before compiling; a
 // module over them is refused with the reason). They apply wherever the
-// host compiles a module: at startup, in validate, plugin inspect and
-// deploy, and for each version the control topic names.
+// host compiles a module: at startup, in validate, deploy and plugin
+// inspect (with -c; without, the defaults), and for each version the
+// control topic names.
 type ModuleLimits struct {
 	// Functions bounds the functions a module defines. Default 100000.
 	Functions int `koanf:"functions"`

@@ -229,7 +229,7 @@ func (e *env) validate(ctx context.Context, args []string) int {
 
 func (e *env) inspect(ctx context.Context, args []string) int {
 	fs := e.flagSet("plugin inspect")
-	path := fs.StringP("config", "c", "", "pipeline config file (YAML) whose runtime.max_module_size applies")
+	path := fs.StringP("config", "c", "", "pipeline config file (YAML) whose runtime.max_module_size and runtime.module_limits apply")
 	maxSize := fs.String("max-module-size", "", "largest module to read, like 64MiB (default: runtime.max_module_size of -c, else "+host.ByteSize(host.DefaultMaxModuleSize).String()+")")
 	if err := fs.Parse(args); err != nil {
 		return e.flagError("plugin inspect", err)
@@ -239,9 +239,10 @@ func (e *env) inspect(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	limit := host.ByteSize(host.DefaultMaxModuleSize)
+	var cfg *host.Config
 	if *path != "" {
-		cfg, ok := e.loadConfig(*path, nil)
-		if !ok {
+		var ok bool
+		if cfg, ok = e.loadConfig(*path, nil); !ok {
 			return exitError
 		}
 		limit = cfg.Runtime.MaxModuleSize
@@ -258,7 +259,7 @@ func (e *env) inspect(ctx context.Context, args []string) int {
 		fmt.Fprintf(e.stderr, "wasmstream: %v\n", err)
 		return exitError
 	}
-	info, err := host.InspectPlugin(ctx, wasm)
+	info, err := host.InspectPluginWith(ctx, wasm, cfg)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "wasmstream: %s: %v\n", file, err)
 		return exitError
