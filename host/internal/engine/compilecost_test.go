@@ -300,16 +300,17 @@ func TestCompileEstimate(t *testing.T) {
 				spec.Instances = 8
 			}
 			m := measure(t, mod.wasm, spec)
-			checkMeasure(t, mod.name, mode, m, 0)
+			checkMeasure(t, mod.name, mode, m, 0, 0)
 		}
 	}
 }
 
 // checkMeasure logs m and fails t if the module failed to compile (a
 // valid plugin: inspect may only refuse it by its budget), if it grew the
-// process by more than the estimate, or, with cpuBound > 0, if it took
-// more CPU than that.
-func checkMeasure(t testing.TB, name, mode string, m compileMeasure, cpuBound time.Duration) {
+// process by more than the estimate (each instance by more than its
+// estimate and instSlack), or, with cpuBound > 0, if it took more CPU than
+// that.
+func checkMeasure(t testing.TB, name, mode string, m compileMeasure, cpuBound time.Duration, instSlack int64) {
 	t.Helper()
 	t.Logf("    %-7s grew %9s of %9s (%.2f), cpu %6v of %6v (%.2f) %s", mode, formatBytes(m.Compile.Growth), formatBytes(m.Estimate),
 		float64(m.Compile.Growth)/float64(max(m.Estimate, 1)), m.Compile.CPU.Round(time.Millisecond), formatNanos(m.EstimateNs),
@@ -324,7 +325,7 @@ func checkMeasure(t testing.TB, name, mode string, m compileMeasure, cpuBound ti
 	if m.Compile.Growth > m.Estimate {
 		t.Errorf("%s: %s grew the process by %s, over the estimate of %s", name, mode, formatBytes(m.Compile.Growth), formatBytes(m.Estimate))
 	}
-	if m.Instance.Growth > m.InstEstimate {
+	if m.Instance.Growth > m.InstEstimate+instSlack {
 		t.Errorf("%s: each instance grew the process by %s, over the estimate of %s", name, formatBytes(m.Instance.Growth), formatBytes(m.InstEstimate))
 	}
 	if cpuBound > 0 && m.Compile.CPU > cpuBound {
@@ -384,20 +385,25 @@ func FuzzCompileBudget(f *testing.F) {
 	lim := ModuleLimits{}.withDefaults()
 	size := lim.MaxModuleSize - 1<<20 // see legalShape
 	cpuBound := 2 * lim.CompileTime
+	var instSlack int64
 	if fl := flag.Lookup("test.fuzz"); fl != nil && fl.Value.String() != "" {
 		// Fuzzing (not the seeds of go test): the fuzzing engine stops a
 		// case after 10 s, and the child runs the test binary, whose
 		// code is instrumented for coverage and several times slower,
 		// so the cases are held to an eighth of the memory budgets and
 		// of the module size and a sixteenth of the time budget, and
-		// their CPU time is not checked. The estimate must stay above
-		// the memory they measure all the same; the seeds check the
-		// default budget itself.
+		// their CPU time is not checked; an instance may grow the child
+		// by 1 MiB more than its estimate (measured: up to 460 KiB for
+		// modules of 20 KiB per instance without -fuzz: the instrumented
+		// code's pages and counters). The estimate must stay above the
+		// memory they measure all the same; the seeds check the default
+		// budget itself.
 		lim.CompileMemory /= 8
 		lim.InstanceMemory /= 8
 		lim.CompileTime /= 16
 		size /= 8
 		cpuBound = 0
+		instSlack = 1 << 20
 	}
 	f.Fuzz(func(t *testing.T, funcs, locals, ops uint32, kind uint8, nesting, loops uint16, brTable, types uint32, typeParams uint16,
 		data, dataBytes, elems, entries, exports, imports, globals uint32, names uint16, live bool) {
@@ -430,7 +436,7 @@ func FuzzCompileBudget(f *testing.F) {
 			if mode == "compile" {
 				spec.Instances = 4
 			}
-			checkMeasure(t, s.String(), mode, measure(t, wasm, spec), cpuBound)
+			checkMeasure(t, s.String(), mode, measure(t, wasm, spec), cpuBound, instSlack)
 		}
 	})
 }
