@@ -317,6 +317,13 @@ func printInfo(w io.Writer, file string, info host.PluginInfo) {
 		inits = []string{"none"}
 	}
 	fmt.Fprintf(w, "initializers: %s\n", strings.Join(inits, ", "))
+	mib := func(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+	cpu := info.CompileTime.Round(time.Millisecond)
+	if cpu >= time.Second {
+		cpu = cpu.Round(100 * time.Millisecond)
+	}
+	fmt.Fprintf(w, "compile cost: about %s and %v of CPU to compile, %s per instance (estimates; runtime.module_limits)\n",
+		mib(info.CompileMemory), cpu, mib(info.InstanceMemory))
 	fmt.Fprintf(w, "exports (%d):\n", len(info.Exports))
 	for _, s := range info.Exports {
 		fmt.Fprintf(w, "  %s\n", s)

@@ -67,6 +67,13 @@ type Info struct {
 	// checks the engine inserted (one per function body and loop head).
 	InstrumentedFunctions int
 	InstrumentedLoops     int
+	// CompileMemory and CompileTime are the compile budget's estimates of
+	// what compiling the module takes (host memory, CPU time), and
+	// InstanceMemory of what each instance holds besides its linear memory
+	// and tables (ModuleLimits, compilecost.go).
+	CompileMemory  int64
+	CompileTime    time.Duration
+	InstanceMemory int64
 }
 
 // UsesTime reports whether the module imports any time function.
@@ -325,6 +332,9 @@ func validate(name string, c wazero.CompiledModule, ins *instrumented, wasm []by
 		HasStart:              ins.hasStart,
 		InstrumentedFunctions: ins.funcs,
 		InstrumentedLoops:     ins.loops,
+		CompileMemory:         ins.cost.mem,
+		CompileTime:           time.Duration(ins.cost.ns),
+		InstanceMemory:        ins.cost.inst,
 	}
 	funcs := c.ExportedFunctions()
 	kinds := map[string]string{}
