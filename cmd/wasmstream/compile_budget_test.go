@@ -75,16 +75,18 @@ func TestCompileBudgetEveryCommand(t *testing.T) {
 	}
 	bomb := write("bomb.wasm", wasmgen.Module(bombShape))
 	worst := write("worst.wasm", wasmgen.Module(worstShape))
-	config := func(name, plugin, brokers string) string {
-		return writeFile(t, dir, name, "app_id: "+strings.TrimSuffix(name, ".yaml")+"\nkafka:\n  brokers: ["+brokers+"]\n"+
+	config := func(name, appID, plugin, brokers string) string {
+		return writeFile(t, dir, name, "app_id: "+appID+"\nkafka:\n  brokers: ["+brokers+"]\n"+
 			"runtime: {cache_dir: \"off\"}\nstate: {dir: "+filepath.Join(dir, "state")+"}\n"+
 			"processors:\n  - name: proc\n    plugin: "+plugin+"\n    inputs: [in]\n    outputs: {out: out}\n")
 	}
 	passthrough, _ := filepath.Abs(testdata("passthrough"))
 	b := testbroker.New(t)
-	deployCfg := config("deploy.yaml", passthrough, strings.Join(b.Addrs(), ","))
-	bombCfg := config("bomb.yaml", bomb, "")
-	worstCfg := config("worst.yaml", worst, "")
+	// A name of its own on a real broker, whose control topics outlive the
+	// test.
+	deployCfg := config("deploy.yaml", b.Name(t, "budget"), passthrough, strings.Join(b.Addrs(), ","))
+	bombCfg := config("bomb.yaml", "bomb", bomb, "")
+	worstCfg := config("worst.yaml", "worst", worst, "")
 
 	lowCfg := writeFile(t, dir, "low.yaml", "app_id: low\nruntime: {module_limits: {compile_memory: 16MiB}}\n"+
 		"processors:\n  - name: proc\n    plugin: "+passthrough+"\n    inputs: [in]\n    outputs: {out: out}\n")
