@@ -58,7 +58,7 @@ var (
 	costCodeByte   = unitCost{mem: 72, ns: 1000}                      // per byte of function bodies: compiled code, the interpreter's operations
 	costType       = unitCost{mem: 1024, ns: 6000, inst: 16}          // per function type
 	costTypeValue  = unitCost{mem: 160, ns: 100}                      // per parameter and result of a type (wazero's key strings make garbage: see costTypeValue2)
-	costTypeValue2 = unitCost{ns: 1}                                  // per square of a type's parameters and results: wazero builds each type's key string by appending
+	costTypeValue2 = unitCost{ns: 2}                                  // per square of a type's parameters and results: wazero builds each type's key string by appending
 	costBrTarget   = unitCost{mem: 64, ns: 12000}                     // per br_table target
 	costBlock      = unitCost{mem: 256, ns: 2000}                     // per block, if, try
 	costBlockDepth = unitCost{ns: 12}                                 // per enclosing block of each block (the compiler's passes over nested control flow)

@@ -30,23 +30,24 @@ func TestMain(m *testing.M) {
 }
 
 // childCap is the address-space cap of a measuring child: the done-when of
-// the compile budget (a 3 GB cap) with room for Go's own reservations,
-// which alone take about 1.6 GB of address space in this test binary.
+// the compile budget (a 3 GB cap), which leaves room for what Go and
+// wazero reserve besides what they use.
 const childCap = 3 << 30
 
 // compileSpec is what a measuring child does, passed in its environment:
-// Runtime.Compile (Mode "compile") or Inspect ("inspect") of File, each
-// measured; after a compile, Instances instantiations, measured together.
+// for each of Modes in order, Runtime.Compile ("compile") or Inspect
+// ("inspect") of File, measured; after a compile, Instances
+// instantiations, measured together.
 type compileSpec struct {
 	File      string
-	Mode      string
+	Modes     []string
 	Limits    ModuleLimits
 	Instances int
 }
 
-// costPhase is what the child measured of one operation. Growth is the rise of
-// the child's resident memory from just before the operation to its peak
-// during it (VmHWM, reset first).
+// costPhase is what the child measured of one operation. Growth is the
+// rise of the child's resident memory from just before the operation to
+// its peak during it (VmHWM, reset first).
 type costPhase struct {
 	Growth int64
 	Alloc  uint64 // bytes allocated on the Go heap during the operation
@@ -54,9 +55,11 @@ type costPhase struct {
 	CPU    time.Duration
 }
 
-// compileMeasure is what a measuring child reports: the estimate, the
-// compilation (or inspection) and the instantiations (per instance).
+// compileMeasure is what a measuring child reports of one mode: the
+// estimate, the compilation (or inspection) and the instantiations (per
+// instance).
 type compileMeasure struct {
+	Mode                 string
 	Err                  string
 	Kind                 string
 	Estimate, EstimateNs int64 // cost.mem, cost.ns
@@ -67,10 +70,10 @@ type compileMeasure struct {
 
 const compileSpecEnv = "WASMSTREAM_COMPILE_SPEC"
 
-// measure runs spec's operation on wasm in a child under childCap and
-// returns what it measured; it fails t if the child fails (an
-// out-of-memory crash under the cap included).
-func measure(t testing.TB, wasm []byte, spec compileSpec) compileMeasure {
+// measure runs spec's operations on wasm in a child under childCap and
+// returns what it measured, one per mode; it fails t if the child fails
+// (an out-of-memory crash under the cap included).
+func measure(t testing.TB, wasm []byte, spec compileSpec) []compileMeasure {
 	t.Helper()
 	spec.File = filepath.Join(t.TempDir(), "m.wasm")
 	if err := os.WriteFile(spec.File, wasm, 0o644); err != nil {
@@ -78,11 +81,11 @@ func measure(t testing.TB, wasm []byte, spec compileSpec) compileMeasure {
 	}
 	b, _ := json.Marshal(spec)
 	res := testutil.Child(t, "compile", childCap, 2*time.Minute, compileSpecEnv+"="+string(b))
-	var m compileMeasure
-	if res.Code != 0 || json.Unmarshal([]byte(res.Stdout), &m) != nil {
-		t.Fatalf("%s child: %v; stdout %q", spec.Mode, res, res.Stdout)
+	var ms []compileMeasure
+	if res.Code != 0 || json.Unmarshal([]byte(res.Stdout), &ms) != nil || len(ms) != len(spec.Modes) {
+		t.Fatalf("%v child: %v; stdout %q", spec.Modes, res, res.Stdout)
 	}
-	return m
+	return ms
 }
 
 // compileChild is the measuring child's main.
@@ -98,61 +101,73 @@ func compileChild() int {
 		return 2
 	}
 	ctx := context.Background()
-	var out compileMeasure
+	var est cost
 	if t, err := countTotals(wasm); err == nil {
-		c := estimate(t)
-		out.Estimate, out.EstimateNs, out.InstEstimate = c.mem, c.ns, c.inst
+		est = estimate(t)
 	}
-	var r *Runtime
-	if spec.Mode == "compile" {
-		if r, err = NewRuntime(ctx, Options{Module: spec.Limits, CompileTimeout: time.Hour}); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 2
+	var out []compileMeasure
+	var keep []any
+	for _, mode := range spec.Modes {
+		m := compileMeasure{Mode: mode, Estimate: est.mem, EstimateNs: est.ns, InstEstimate: est.inst}
+		var r *Runtime
+		if mode == "compile" {
+			if r, err = NewRuntime(ctx, Options{Module: spec.Limits, CompileTimeout: time.Hour}); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 2
+			}
 		}
-	}
-	var mod *Module
-	var info Info
-	out.Compile = measurePhase(func() {
-		switch spec.Mode {
-		case "compile":
-			mod, err = r.Compile(ctx, "m", wasm)
-		case "inspect":
-			info, err = Inspect(ctx, wasm)
-		default:
-			err = fmt.Errorf("unknown mode %q", spec.Mode)
-		}
-	})
-	runtime.KeepAlive(info)
-	var insts []*Instance
-	if err == nil && mod != nil && spec.Instances > 0 {
-		// One instance first, unmeasured, so that the code that
-		// instantiates is paged in (under go test -fuzz it is
-		// instrumented for coverage, and its pages are many).
-		var warm *Instance
-		if warm, err = mod.Instantiate(ctx, Binding{Name: "m", Sink: &countSink{}}); err == nil {
-			_ = warm.Close(ctx)
-		}
-	}
-	if err == nil && mod != nil && spec.Instances > 0 {
-		out.Instance = measurePhase(func() {
-			for range spec.Instances {
-				var i *Instance
-				if i, err = mod.Instantiate(ctx, Binding{Name: "m", Sink: &countSink{}}); err != nil {
-					return
-				}
-				insts = append(insts, i)
+		var mod *Module
+		var info Info
+		var err error
+		m.Compile = measurePhase(func() {
+			switch mode {
+			case "compile":
+				mod, err = r.Compile(ctx, "m", wasm)
+			case "inspect":
+				info, err = InspectWith(ctx, wasm, spec.Limits)
+			default:
+				err = fmt.Errorf("unknown mode %q", mode)
 			}
 		})
-		out.Instances = len(insts)
-		n := max(out.Instances, 1)
-		out.Instance.Growth /= int64(n)
-		out.Instance.Alloc /= uint64(n)
+		keep = append(keep, info)
+		if err == nil && mod != nil && spec.Instances > 0 {
+			// One instance first, unmeasured, so that the code that
+			// instantiates is paged in (under go test -fuzz it is
+			// instrumented for coverage, and its pages are many).
+			var warm *Instance
+			if warm, err = mod.Instantiate(ctx, Binding{Name: "m", Sink: &countSink{}}); err == nil {
+				_ = warm.Close(ctx)
+			}
+		}
+		if err == nil && mod != nil && spec.Instances > 0 {
+			var insts []*Instance
+			m.Instance = measurePhase(func() {
+				for range spec.Instances {
+					var i *Instance
+					if i, err = mod.Instantiate(ctx, Binding{Name: "m", Sink: &countSink{}}); err != nil {
+						return
+					}
+					insts = append(insts, i)
+				}
+			})
+			m.Instances = len(insts)
+			n := max(m.Instances, 1)
+			m.Instance.Growth /= int64(n)
+			m.Instance.Alloc /= uint64(n)
+			for _, i := range insts {
+				_ = i.Close(ctx)
+			}
+		}
+		if err != nil {
+			m.Err = err.Error()
+			m.Kind = ModuleErrorKindOf(err).String()
+		}
+		if r != nil {
+			_ = r.Close(ctx) // what the next mode measures starts from the same heap
+		}
+		out = append(out, m)
 	}
-	runtime.KeepAlive(insts)
-	if err != nil {
-		out.Err = err.Error()
-		out.Kind = ModuleErrorKindOf(err).String()
-	}
+	runtime.KeepAlive(keep)
 	b, _ := json.Marshal(out)
 	fmt.Println(string(b))
 	return 0
@@ -203,17 +218,16 @@ func cpuTime() time.Duration {
 // and so is a module whose instrumentation alone would pass the budget.
 func TestCompileBombRefused(t *testing.T) {
 	bomb := wasmgen.Module(wasmgen.Shape{Funcs: 99987, Locals: 49990, Plugin: true})
-	for _, mode := range []string{"compile", "inspect"} {
-		m := measure(t, bomb, compileSpec{Mode: mode})
-		t.Logf("%s: grew %s, %v: %s", mode, formatBytes(m.Compile.Growth), m.Compile.Wall.Round(time.Millisecond), m.Err)
+	for _, m := range measure(t, bomb, compileSpec{Modes: []string{"compile", "inspect"}}) {
+		t.Logf("%s: grew %s, %v: %s", m.Mode, formatBytes(m.Compile.Growth), m.Compile.Wall.Round(time.Millisecond), m.Err)
 		for _, want := range []string{"over the compile budget of 512 MiB (CompileMemory)", "for 4998450122 parameters and locals in all functions",
 			"or raise CompileMemory"} {
 			if m.Kind != OverLimits.String() || !strings.Contains(m.Err, want) {
-				t.Errorf("%s: %s: %q; want over limits saying %q", mode, m.Kind, m.Err, want)
+				t.Errorf("%s: %s: %q; want over limits saying %q", m.Mode, m.Kind, m.Err, want)
 			}
 		}
 		if m.Compile.Growth > 64<<20 {
-			t.Errorf("%s: the refusal grew the process by %s", mode, formatBytes(m.Compile.Growth))
+			t.Errorf("%s: the refusal grew the process by %s", m.Mode, formatBytes(m.Compile.Growth))
 		}
 	}
 	// 3.9 MB of loops, which the instrumentation would inflate to 56 MB
@@ -294,13 +308,12 @@ func TestCompileEstimate(t *testing.T) {
 		t.Logf("%s: %d bytes; estimate %s (%s), %s (%s); per instance %s (%s)", mod.name, len(mod.wasm),
 			formatBytes(c.mem), describeTerms(c.memTerms, formatBytes), formatNanos(c.ns), describeTerms(c.nsTerms, formatNanos),
 			formatBytes(c.inst), describeTerms(c.instTerms, formatBytes))
-		for _, mode := range []string{"compile", "inspect"} {
-			spec := compileSpec{Mode: mode, Limits: lim}
-			if mode == "compile" && mod.instantiate {
-				spec.Instances = 8
-			}
-			m := measure(t, mod.wasm, spec)
-			checkMeasure(t, mod.name, mode, m, 0, 0)
+		spec := compileSpec{Modes: []string{"compile", "inspect"}, Limits: lim}
+		if mod.instantiate {
+			spec.Instances = 8
+		}
+		for _, m := range measure(t, mod.wasm, spec) {
+			checkMeasure(t, mod.name, m, 0, 0)
 		}
 	}
 }
@@ -310,8 +323,9 @@ func TestCompileEstimate(t *testing.T) {
 // process by more than the estimate (each instance by more than its
 // estimate and instSlack), or, with cpuBound > 0, if it took more CPU than
 // that.
-func checkMeasure(t testing.TB, name, mode string, m compileMeasure, cpuBound time.Duration, instSlack int64) {
+func checkMeasure(t testing.TB, name string, m compileMeasure, cpuBound time.Duration, instSlack int64) {
 	t.Helper()
+	mode := m.Mode
 	t.Logf("    %-7s grew %9s of %9s (%.2f), cpu %6v of %6v (%.2f) %s", mode, formatBytes(m.Compile.Growth), formatBytes(m.Estimate),
 		float64(m.Compile.Growth)/float64(max(m.Estimate, 1)), m.Compile.CPU.Round(time.Millisecond), formatNanos(m.EstimateNs),
 		float64(m.Compile.CPU)/float64(max(m.EstimateNs, 1)), m.Err)
@@ -431,12 +445,8 @@ func FuzzCompileBudget(f *testing.F) {
 			t.Fatalf("%v: accepted with an estimate over the budget: %+v", s, c)
 		}
 		t.Logf("%v (%d bytes): estimate %s, %s, %s per instance", s, len(wasm), formatBytes(c.mem), formatNanos(c.ns), formatBytes(c.inst))
-		for _, mode := range []string{"compile", "inspect"} {
-			spec := compileSpec{Mode: mode, Limits: lim}
-			if mode == "compile" {
-				spec.Instances = 4
-			}
-			checkMeasure(t, s.String(), mode, measure(t, wasm, spec), cpuBound, instSlack)
+		for _, m := range measure(t, wasm, compileSpec{Modes: []string{"compile", "inspect"}, Limits: lim, Instances: 4}) {
+			checkMeasure(t, s.String(), m, cpuBound, instSlack)
 		}
 	})
 }
