@@ -52,17 +52,20 @@ func runCapped(t *testing.T, args ...string) testutil.ChildResult {
 // inside every shape limit. wazero's decoder alone would take 40 GB.
 var bombShape = wasmgen.Shape{Funcs: 99987, Locals: 49990, Plugin: true}
 
-// The costliest module FuzzCompileBudget (host/internal/engine) found
-// inside the default budget: one function whose 1,000 locals stay live
-// across 2,500 ifs, 22 KB that take wazero's compiler about 400 MiB and
-// several seconds.
-var worstShape = wasmgen.Shape{Funcs: 1, Locals: 1000, Ops: 2500, OpKind: wasmgen.OpIf, Live: true, Plugin: true}
+// The costliest modules FuzzCompileBudget (host/internal/engine) has
+// inside the default budget: in time, one function whose 1,000 locals stay
+// live across 2,500 ifs (21 KB; about 260 MB and 4.5 s of CPU to compile);
+// in memory, 611,669 exports (6 MB; about 340 MB to compile or inspect).
+var (
+	worstShape        = wasmgen.Shape{Funcs: 1, Locals: 1000, Ops: 2500, OpKind: wasmgen.OpIf, Live: true, Plugin: true}
+	worstExportsShape = wasmgen.Shape{Funcs: 1, Exports: 611669, Plugin: true}
+)
 
 // TestCompileBudgetEveryCommand: every command that compiles a module
 // (plugin inspect, validate, deploy, run) refuses the compile bomb before
 // compiling it, within the 3 GB cap, with a message that names the budget,
 // the module's figure and the setting to raise; and compiles the costliest
-// module inside the budget within the same cap. A process following the
+// modules inside the budget within the same cap. A process following the
 // control topic is host/internal/follower's TestCompileBombRefused.
 func TestCompileBudgetEveryCommand(t *testing.T) {
 	dir := t.TempDir()
@@ -75,6 +78,7 @@ func TestCompileBudgetEveryCommand(t *testing.T) {
 	}
 	bomb := write("bomb.wasm", wasmgen.Module(bombShape))
 	worst := write("worst.wasm", wasmgen.Module(worstShape))
+	exports := write("exports.wasm", wasmgen.Module(worstExportsShape))
 	config := func(name, appID, plugin, brokers string) string {
 		return writeFile(t, dir, name, "app_id: "+appID+"\nkafka:\n  brokers: ["+brokers+"]\n"+
 			"runtime: {cache_dir: \"off\"}\nstate: {dir: "+filepath.Join(dir, "state")+"}\n"+
@@ -87,6 +91,7 @@ func TestCompileBudgetEveryCommand(t *testing.T) {
 	deployCfg := config("deploy.yaml", b.Name(t, "budget"), passthrough, strings.Join(b.Addrs(), ","))
 	bombCfg := config("bomb.yaml", "bomb", bomb, "")
 	worstCfg := config("worst.yaml", "worst", worst, "")
+	exportsCfg := config("exports.yaml", "exports", exports, "")
 
 	lowCfg := writeFile(t, dir, "low.yaml", "app_id: low\nruntime: {module_limits: {compile_memory: 16MiB}}\n"+
 		"processors:\n  - name: proc\n    plugin: "+passthrough+"\n    inputs: [in]\n    outputs: {out: out}\n")
@@ -105,6 +110,8 @@ func TestCompileBudgetEveryCommand(t *testing.T) {
 		{args: []string{"plugin", "inspect", worst}, want: []string{"abi version:  1"}, ok: true},
 		{args: []string{"validate", "-c", worstCfg}, want: []string{": ok (1 processors)"}, ok: true},
 		{args: []string{"deploy", "-c", deployCfg, "proc", worst}, want: []string{"deployed proc worst@"}, ok: true},
+		{args: []string{"plugin", "inspect", exports}, want: []string{"exports (611673):"}, ok: true},
+		{args: []string{"validate", "-c", exportsCfg}, want: []string{": ok (1 processors)"}, ok: true},
 		// inspect -c applies the config's budget.
 		{args: []string{"plugin", "inspect", "-c", lowCfg, worst}, want: []string{"over the compile budget of 16 MiB (runtime.module_limits.compile_memory)"}},
 	} {

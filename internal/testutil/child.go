@@ -55,7 +55,9 @@ type ChildResult struct {
 	Stdout, Stderr string
 	Wall           time.Duration
 	// MaxRSS is the child's peak resident memory in bytes, as the kernel
-	// counted it (getrusage's ru_maxrss).
+	// counted it (getrusage's ru_maxrss). It counts from the fork, so it
+	// is at least what the test process had resident when it started the
+	// child: an upper bound of what the child itself took.
 	MaxRSS int64
 	// CPU is the user and system time the child used.
 	CPU time.Duration
