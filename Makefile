@@ -213,7 +213,7 @@ bench-polyglot: toolchains
 FUZZTIME ?= 1m
 FUZZ_TARGETS = ./abi:FuzzRecordDecode ./abi:FuzzScanEntry \
 	./host/internal/engine:FuzzModuleShape ./host/internal/engine:FuzzInstrument \
-	./host/internal/engine:FuzzHostCalls \
+	./host/internal/engine:FuzzHostCalls ./host/internal/engine:FuzzCompileBudget \
 	./host/internal/control:FuzzManifest ./host/internal/control:FuzzStoreApply
 
 .PHONY: fuzz
