@@ -133,9 +133,8 @@ RUST_ENV = RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc CARGO_NET_OFFLINE=true
 CARGO = /usr/bin/cargo
 WASI_CC = clang-19 --target=wasm32-wasi --sysroot=/usr -isystem /usr/include/wasm32-wasi -L/usr/lib/wasm32-wasi \
 	-mexec-model=reactor -O2 -std=c11 -Wall -Wextra -Werror -Wl,-z,stack-size=65536 -Wl,--strip-all -Isdk/c
-POLY_PLUGINS = passthrough filter wordcount
-# split exists in Rust too (the general word count of bench-kstreams).
-RUST_PLUGINS = $(POLY_PLUGINS) split
+# split is the first step of bench-kstreams' general word count.
+POLY_PLUGINS = passthrough filter wordcount split
 
 .PHONY: toolchains rust-plugins c-plugins conformance bench-polyglot
 
@@ -153,7 +152,7 @@ toolchains:
 rust-plugins: toolchains
 	@mkdir -p bin/plugins/rust
 	cd plugins/rust && $(RUST_ENV) $(CARGO) build --release --target wasm32-wasi
-	for p in $(RUST_PLUGINS); do cp plugins/rust/target/wasm32-wasi/release/$$p.wasm bin/plugins/rust/ || exit 1; done
+	for p in $(POLY_PLUGINS); do cp plugins/rust/target/wasm32-wasi/release/$$p.wasm bin/plugins/rust/ || exit 1; done
 
 c-plugins: toolchains
 	@mkdir -p bin/plugins/c
