@@ -194,10 +194,14 @@ fuzz:
 #   make bench-kstreams QUICK=1         20,000 lines: checks the harness end to end
 #   make bench-kstreams BENCH_ARGS='-repeats 3 -configs ks-cache-on,wasmstream-general-commit'
 # Configurations (internal/benchkit/configs.go, in run order): wasmstream,
-# ks-cache-off, wasmstream-general, wasmstream-general-rust, ks-cache-on,
-# wasmstream-general-commit, wasmstream-general-rust-commit.
+# floor, ks-cache-off, wasmstream-general, -general-rust, -general-c,
+# floor-commit, wasmstream-general-commit, ks-cache-on,
+# wasmstream-general-rust-commit, and -general-latest, -general-rust-latest,
+# -general-rust-latest-cache once the binary's config accepts them. floor and
+# floor-commit are the I/O floor (bin/benchkit floor: the same topology and
+# transactions as a plain franz-go loop).
 .PHONY: bench-kstreams
-bench-kstreams: build plugins rust-plugins
+bench-kstreams: build plugins rust-plugins c-plugins
 	timeout 900 mvn -q -B -f scripts/bench/kstreams/pom.xml package
 	$(GO) build -o bin/benchkit ./internal/benchkit
 	QUICK=$(QUICK) scripts/bench/kstreams.sh $(BENCH_ARGS)

@@ -28,9 +28,15 @@ func newClient(brokers []string, opts ...kgo.Opt) (*kgo.Client, error) {
 // default replication factor. An existing topic is an error: every topic the
 // harness makes has a name of this session, so one that exists is not ours.
 func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int) error {
+	return createTopicConfigs(ctx, adm, topic, partitions, nil)
+}
+
+// createTopicConfigs is createTopic with topic configs (nil: the broker's
+// defaults).
+func createTopicConfigs(ctx context.Context, adm *kadm.Client, topic string, partitions int, configs map[string]*string) error {
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
-	resp, err := adm.CreateTopic(ctx, int32(partitions), -1, nil, topic)
+	resp, err := adm.CreateTopic(ctx, int32(partitions), -1, configs, topic)
 	if err == nil {
 		err = resp.Err
 	}

@@ -6,10 +6,12 @@
 // seeded, so every run reads the same records), writes it once per layout
 // to a topic of the broker it is given, then runs each configuration in
 // turn as a separate process: the Kafka Streams word count
-// (scripts/bench/kstreams) and wasmstream (plugins/wordcount alone, and
-// plugins/split -> repartition topic -> plugins/wordcount). For each
-// run it measures the wall time until all input is processed, the
-// process's CPU time and peak RSS from /proc, and the output records, and
+// (scripts/bench/kstreams), wasmstream (plugins/wordcount alone, and
+// plugins/split -> repartition topic -> plugins/wordcount, in Go, Rust
+// and C) and the I/O floor (`benchkit floor`, floor.go: the same topology
+// and transactions as a plain franz-go loop). For each run it measures
+// the wall time until all input is processed, the process's and the
+// broker's CPU time, its peak RSS from /proc, and the output records, and
 // checks the latest count of every word in the output against the true
 // counts. It prints a table with the ratios and writes it to a file.
 package main
@@ -41,6 +43,9 @@ func main() {
 const quickLines = 20000
 
 func doMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "floor" {
+		return floorMain(ctx, args[1:], stderr)
+	}
 	fs := flag.NewFlagSet("benchkit", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -130,6 +135,11 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if o.Configs, err = selectConfigs(*cfgList); err != nil {
 		return fail("-configs: %v", err)
+	}
+	if usesSystem(o.Configs, SystemFloor) {
+		if o.Self, err = os.Executable(); err != nil {
+			return fail("the floor runs this binary, whose path is unknown: %v", err)
+		}
 	}
 	switch {
 	case o.Rounds < 1:

@@ -39,15 +39,30 @@ func reportGroup(w io.Writer, l Layout, g string, rs []Result, cfgs []Config) {
 	for _, c := range cfgs {
 		width = max(width, len(c.Name))
 	}
+	// The medians first: every row's "x floor" needs its floor's.
+	med := map[string]Result{}
+	runs := map[string]int{}
+	for _, c := range cfgs {
+		var measured []Result
+		for _, r := range rs {
+			if r.Config.Name == c.Name && r.Measured() {
+				measured = append(measured, r)
+			}
+		}
+		if len(measured) > 0 {
+			med[c.Name], runs[c.Name] = median(measured), len(measured)
+		}
+	}
+	floors := floorsOf(med, cfgs)
 	// Right-aligned figures; names padded here so they read left-aligned.
 	name := func(n string) string { return fmt.Sprintf("%-*s", width, n) }
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\tround\twall s\t1st commit s\tlines/s\tCPU s\tbroker CPU s\tpeak RSS MiB\toutputs\tcheck\t\n", name("config"))
+	fmt.Fprintf(tw, "%s\tround\twall s\t1st commit s\tlines/s\tCPU s\tCPU µs/line\tx floor\tbroker CPU s\t+broker x floor\tpeak RSS MiB\toutputs\tcheck\t\n", name("config"))
+	dashes := strings.Repeat("-\t", 12)
 	var failures []string
-	med := map[string]Result{}
 	for _, c := range cfgs {
-		var measured []Result
 		pending := ""
+		floor, hasFloor := floors[c.EmitsPerCommit]
 		for _, r := range rs {
 			if r.Config.Name != c.Name {
 				continue
@@ -57,7 +72,7 @@ func reportGroup(w io.Writer, l Layout, g string, rs []Result, cfgs []Config) {
 				pending = r.Pending
 				continue
 			case r.Err != nil:
-				fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\t-\t-\t-\tERROR\t\n", name(c.Name), r.Round)
+				fmt.Fprintf(tw, "%s\t%d\t%sERROR\t\n", name(c.Name), r.Round, strings.Repeat("-\t", 11))
 				failures = append(failures, fmt.Sprintf("%s round %d: %v", c.Name, r.Round, r.Err))
 				continue
 			}
@@ -65,10 +80,8 @@ func reportGroup(w io.Writer, l Layout, g string, rs []Result, cfgs []Config) {
 			if r.Check != nil {
 				check = "FAIL"
 				failures = append(failures, fmt.Sprintf("%s round %d: %v", c.Name, r.Round, r.Check))
-			} else {
-				measured = append(measured, r)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t\n", name(c.Name), r.Round, figures(r, check))
+			fmt.Fprintf(tw, "%s\t%d\t%s\t\n", name(c.Name), r.Round, figures(r, floor, hasFloor, check))
 			if r.Note != "" {
 				failures = append(failures, fmt.Sprintf("%s round %d (note): %s", c.Name, r.Round, r.Note))
 			}
@@ -76,30 +89,71 @@ func reportGroup(w io.Writer, l Layout, g string, rs []Result, cfgs []Config) {
 		if pending != "" {
 			// Every column a cell, so the row keeps the table's
 			// alignment; the reason trails, not a cell, so it widens none.
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t  not run: %s\n", name(c.Name), pending)
+			fmt.Fprintf(tw, "%s\t%s  not run: %s\n", name(c.Name), dashes, pending)
 		}
-		if len(measured) > 0 {
-			m := median(measured)
-			med[c.Name] = m
-			if len(measured) > 1 {
-				fmt.Fprintf(tw, "%s\tmedian\t%s\t\n", name(c.Name), figures(m, fmt.Sprintf("%d runs", len(measured))))
-			}
+		if m, ok := med[c.Name]; ok && runs[c.Name] > 1 {
+			fmt.Fprintf(tw, "%s\tmedian\t%s\t\n", name(c.Name), figures(m, floor, hasFloor, fmt.Sprintf("%d runs", runs[c.Name])))
 		}
 	}
 	tw.Flush()
 	for _, f := range failures {
 		fmt.Fprintf(w, "  %s\n", f)
 	}
+	reportFloors(w, floors)
 	reportRatios(w, med, cfgs)
 }
 
-func figures(r Result, check string) string {
-	broker := "-"
+// floorsOf returns the median of the floor configuration of each emit
+// mode (EmitsPerCommit) that was measured.
+func floorsOf(med map[string]Result, cfgs []Config) map[bool]Result {
+	floors := map[bool]Result{}
+	for _, c := range cfgs {
+		if m, ok := med[c.Name]; ok && c.System == SystemFloor {
+			if _, seen := floors[c.EmitsPerCommit]; !seen {
+				floors[c.EmitsPerCommit] = m
+			}
+		}
+	}
+	return floors
+}
+
+// reportFloors says what the "x floor" columns are relative to.
+func reportFloors(w io.Writer, floors map[bool]Result) {
+	for _, perCommit := range []bool{false, true} {
+		f, ok := floors[perCommit]
+		if !ok {
+			continue
+		}
+		mode := "one output per update"
+		if perCommit {
+			mode = "the latest per word per commit"
+		}
+		fmt.Fprintf(w, "x floor: CPU per line over %s's (%.1f µs/line, %.1f with the broker's), the I/O floor of the configurations that emit %s\n",
+			f.Config.Name, perLine(f.CPU, f.Lines), perLine(f.CPU+f.BrokerCPU, f.Lines), mode)
+	}
+}
+
+// perLine is a CPU time per input line, in microseconds.
+func perLine(cpu time.Duration, lines int) float64 {
+	if lines <= 0 {
+		return 0
+	}
+	return float64(cpu.Microseconds()) / float64(lines)
+}
+
+func figures(r Result, floor Result, hasFloor bool, check string) string {
+	broker, xFloor, xAll := "-", "-", "-"
 	if r.BrokerCPU > 0 {
 		broker = fmt.Sprintf("%.1f", r.BrokerCPU.Seconds())
 	}
-	return fmt.Sprintf("%.1f\t%.1f\t%.0f\t%.1f\t%s\t%.0f\t%d\t%s", r.Wall.Seconds(), r.FirstCommit.Seconds(), r.LinesPerSec(), r.CPU.Seconds(),
-		broker, float64(r.PeakRSS)/(1<<20), r.Outputs, check)
+	if hasFloor {
+		xFloor = ratio(perLine(r.CPU, r.Lines), perLine(floor.CPU, floor.Lines))
+		if r.BrokerCPU > 0 && floor.BrokerCPU > 0 {
+			xAll = ratio(perLine(r.CPU+r.BrokerCPU, r.Lines), perLine(floor.CPU+floor.BrokerCPU, floor.Lines))
+		}
+	}
+	return fmt.Sprintf("%.1f\t%.1f\t%.0f\t%.1f\t%.1f\t%s\t%s\t%s\t%.0f\t%d\t%s", r.Wall.Seconds(), r.FirstCommit.Seconds(), r.LinesPerSec(), r.CPU.Seconds(),
+		perLine(r.CPU, r.Lines), xFloor, broker, xAll, float64(r.PeakRSS)/(1<<20), r.Outputs, check)
 }
 
 // median is the median of each figure separately (over the rounds of one
@@ -206,6 +260,7 @@ func Header(o Options, extra []string) string {
 		o.Quiet, o.Poll)
 	b.WriteString("1st commit: process start to the first input offset committed (start-up: JVM or Wasm load, group join, internal topics)\n")
 	b.WriteString("CPU s: utime+stime of the process; broker CPU s: the broker's, process start to done (- when its pid is unknown); peak RSS: VmHWM; outputs: records in the output topic read with read_committed\n")
+	b.WriteString("x floor: the process's CPU per input line over that of the I/O floor of the same emit mode (floor, floor-commit: the same topology and transactions as a plain franz-go loop, no Wasm, no state store); +broker: the process's and the broker's CPU together\n")
 	b.WriteString("check: PASS when the latest count of every word in the output equals its count in the generated input\n")
 	return b.String()
 }

@@ -37,6 +37,7 @@ type Options struct {
 	JavaOpts   []string // JVM flags for Kafka Streams (none: the JVM's defaults)
 	KSThreads  int      // num.stream.threads
 	Wasmstream string   // the wasmstream binary
+	Self       string   // this harness's binary, which runs the floor (benchkit floor)
 	Plugins    string   // directory of the built plugins (bin/plugins)
 	Templates  string   // directory of the pipeline templates (scripts/bench)
 	Work       string   // run directories, logs, the compiled-module cache
@@ -106,6 +107,11 @@ type Bench struct {
 	cl      *kgo.Client
 	adm     *kadm.Client
 	log     io.Writer
+
+	// unsupported holds, by configuration name, why this wasmstream
+	// binary cannot run it (a config feature it refuses); its runs are
+	// not made (WarmWasmstream).
+	unsupported map[string]string
 }
 
 // NewBench connects to the broker.
@@ -128,6 +134,8 @@ func NewBench(opt Options, log io.Writer) (*Bench, error) {
 		cl:      cl,
 		adm:     kadm.NewClient(cl),
 		log:     log,
+
+		unsupported: map[string]string{},
 	}, nil
 }
 
@@ -187,7 +195,7 @@ func (b *Bench) Warmup(ctx context.Context) error {
 	var in *Input
 	done := map[System]bool{}
 	for _, c := range b.opt.Configs {
-		if done[c.System] || c.Pending[layout] != "" {
+		if done[c.System] || c.Pending[layout] != "" || b.unsupported[c.Name] != "" {
 			continue
 		}
 		done[c.System] = true
@@ -216,8 +224,15 @@ type PipelineVars struct {
 	Output         string
 	Partitions     int
 	Plugins        string // absolute path of the built plugins directory
-	StateDir       string
-	CacheDir       string // compiled-module cache, shared by all runs
+	// PluginDir is the absolute directory of the configuration's plugins:
+	// Plugins for Go, its subdirectory of the language's name otherwise.
+	PluginDir string
+	// Emit, OutputEmit and StoreCache are the Config fields of those
+	// names: wordcount's emit config, the counts output's emit option,
+	// the counts store's record cache ("" for none).
+	Emit, OutputEmit, StoreCache string
+	StateDir                     string
+	CacheDir                     string // compiled-module cache, shared by all runs
 }
 
 // renderPipeline renders the template file name with v.
@@ -241,6 +256,10 @@ func renderPipeline(dir, name string, v PipelineVars) ([]byte, error) {
 // WarmWasmstream compiles each wasmstream configuration's plugins into the
 // shared compiled-module cache (wasmstream validate), so that no measured
 // run pays the one-time compile a deployed pipeline pays only once either.
+// It is also where a configuration that needs a config feature this
+// binary does not have is found: validate refuses its config at the
+// feature's path, and the configuration is marked unsupported (its rows
+// say why) instead of failing the session. Any other refusal fails it.
 func (b *Bench) WarmWasmstream(ctx context.Context) error {
 	for _, c := range b.opt.Configs {
 		if c.System != SystemWasmstream {
@@ -250,7 +269,7 @@ func (b *Bench) WarmWasmstream(ctx context.Context) error {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
-		v := b.pipelineVars("bench-warm", "bench-warm-in", "bench-warm-out", AtLeastOnce, dir)
+		v := b.opt.pipelineVars(c, "bench-warm", "bench-warm-in", "bench-warm-out", AtLeastOnce, dir)
 		src, err := renderPipeline(b.opt.Templates, c.Pipeline, v)
 		if err != nil {
 			return err
@@ -263,32 +282,69 @@ func (b *Bench) WarmWasmstream(ctx context.Context) error {
 		cmd := exec.CommandContext(cctx, b.opt.Wasmstream, "validate", "-c", cfg)
 		cmd.Env = childEnv(os.Environ())
 		out, err := cmd.CombinedOutput()
+		timedOut := cctx.Err() != nil
 		cancel()
-		if err != nil {
-			return fmt.Errorf("wasmstream validate -c %s (%s): %w\n%s", cfg, c.Name, err, out)
+		if err == nil {
+			continue
 		}
+		if why := refusedFeature(c, string(out)); why != "" && !timedOut {
+			b.unsupported[c.Name] = why
+			fmt.Fprintf(b.log, "benchkit: %s not run: %s\n", c.Name, why)
+			continue
+		}
+		return fmt.Errorf("wasmstream validate -c %s (%s): %w\n%s", cfg, c.Name, err, out)
 	}
 	return nil
 }
 
-func (b *Bench) pipelineVars(appID, input, output, guarantee, runDir string) PipelineVars {
+// refusedFeature says which of c's required features a failed `wasmstream
+// validate` refused, from its output: each feature whose config path the
+// output names, with the line that names it; "" if none is (the failure
+// is something else).
+func refusedFeature(c Config, out string) string {
+	var refused []string
+	for _, f := range c.Requires {
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, f.Path) {
+				refused = append(refused, fmt.Sprintf("%s (%s)", f.What, strings.TrimSpace(line)))
+				break
+			}
+		}
+	}
+	if len(refused) == 0 {
+		return ""
+	}
+	return "this wasmstream does not accept " + strings.Join(refused, "; nor ")
+}
+
+// pipelineVars are the template fields of configuration c's run appID.
+func (o Options) pipelineVars(c Config, appID, input, output, guarantee, runDir string) PipelineVars {
 	abs := func(p string) string {
 		if a, err := filepath.Abs(p); err == nil {
 			return a
 		}
 		return p
 	}
+	plugins := abs(o.Plugins)
+	dir := plugins
+	if c.Lang != "go" {
+		dir = filepath.Join(plugins, c.Lang)
+	}
 	return PipelineVars{
 		AppID:          appID,
-		Brokers:        strings.Join(b.opt.Brokers, ","),
+		Brokers:        strings.Join(o.Brokers, ","),
 		Guarantee:      guarantee,
-		CommitInterval: b.opt.CommitInterval.String(),
+		CommitInterval: o.CommitInterval.String(),
 		Input:          input,
 		Output:         output,
-		Partitions:     b.opt.Spec.Partitions,
-		Plugins:        abs(b.opt.Plugins),
+		Partitions:     o.Spec.Partitions,
+		Plugins:        plugins,
+		PluginDir:      dir,
+		Emit:           c.Emit,
+		OutputEmit:     c.OutputEmit,
+		StoreCache:     c.StoreCache,
 		StateDir:       abs(filepath.Join(runDir, "state")),
-		CacheDir:       abs(filepath.Join(b.opt.Work, "wasm-cache")),
+		CacheDir:       abs(filepath.Join(o.Work, "wasm-cache")),
 	}
 }
 
@@ -296,6 +352,10 @@ func (b *Bench) pipelineVars(appID, input, output, guarantee, runDir string) Pip
 func (b *Bench) Run(ctx context.Context, in *Input, guarantee string, c Config, round int) Result {
 	r := Result{Layout: in.Layout, Guarantee: guarantee, Config: c, Round: round, Lines: in.Lines}
 	if why := c.Pending[in.Layout]; why != "" {
+		r.Pending = why
+		return r
+	}
+	if why := b.unsupported[c.Name]; why != "" {
 		r.Pending = why
 		return r
 	}
@@ -475,7 +535,7 @@ func (b *Bench) command(c Config, appID, input, output, guarantee, runDir string
 		), nil
 	case SystemWasmstream:
 		src, err := renderPipeline(b.opt.Templates, c.Pipeline,
-			b.pipelineVars(appID, input, output, guaranteeFor(c.System, guarantee), runDir))
+			b.opt.pipelineVars(c, appID, input, output, guaranteeFor(c.System, guarantee), runDir))
 		if err != nil {
 			return nil, err
 		}
@@ -484,6 +544,17 @@ func (b *Bench) command(c Config, appID, input, output, guarantee, runDir string
 			return nil, err
 		}
 		return []string{b.opt.Wasmstream, "run", "-c", cfg}, nil
+	case SystemFloor:
+		return []string{b.opt.Self, "floor",
+			"-brokers", strings.Join(b.opt.Brokers, ","),
+			"-app-id", appID,
+			"-input", input,
+			"-output", output,
+			"-guarantee", guarantee,
+			"-commit-interval", b.opt.CommitInterval.String(),
+			"-partitions", strconv.Itoa(b.opt.Spec.Partitions),
+			"-emit", string(c.FloorEmit),
+		}, nil
 	}
 	return nil, errors.New("unknown system " + string(c.System))
 }
