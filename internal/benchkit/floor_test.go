@@ -35,7 +35,7 @@ func TestFloorCountsExactly(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ends, err := produceInput(ctx, b.Addrs(), in, gen, time.Minute)
+				ends, _, err := produceInput(ctx, b.Addrs(), in, gen, 0, time.Minute)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -67,6 +67,8 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		runTimeout = fs.Duration("run-timeout", 0, "bound of one run (default 10m, 3m with -quick)")
 		warmup     = fs.Int("warmup-lines", 50000, "lines of the unmeasured warm-up run of each system before round 1 (0: none; -quick: none unless given)")
 		quick      = fs.Bool("quick", false, fmt.Sprintf("%d lines unless -lines is given", quickLines))
+		inputMode  = fs.String("input", "backlog", "backlog: the input is written once before the runs and each run reads it from its start; live: each run's input is written while it runs, from the process's start, at -input-rate")
+		inputRate  = fs.Float64("input-rate", 0, "lines per second the input is written at (0: as fast as the harness's producer goes)")
 		ksJar      = fs.String("ks-jar", "scripts/bench/kstreams/target/wordcount-kstreams.jar", "the Kafka Streams word count jar")
 		java       = fs.String("java", "java", "the java binary")
 		javaOpts   = fs.String("ks-java-opts", "", "JVM flags for Kafka Streams, space-separated (default none: the JVM's own defaults)")
@@ -117,6 +119,8 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		KSThreads:      *ksThreads,
 		Keep:           *keep,
 		WarmupLines:    *warmup,
+		Live:           *inputMode == "live",
+		InputRate:      *inputRate,
 	}
 	var err error
 	if *brokerPID != "" {
@@ -152,6 +156,10 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail("-warmup-lines %d: want 0 or more", o.WarmupLines)
 	case o.KSThreads < 1:
 		return fail("-ks-threads %d: want at least 1", o.KSThreads)
+	case *inputMode != "backlog" && *inputMode != "live":
+		return fail("-input %q: want backlog or live", *inputMode)
+	case o.InputRate < 0:
+		return fail("-input-rate %g: want 0 (as fast as possible) or more", o.InputRate)
 	}
 	// Absolute paths: each process runs in its own run directory.
 	for _, p := range []struct {

@@ -57,8 +57,8 @@ func reportGroup(w io.Writer, l Layout, g string, rs []Result, cfgs []Config) {
 	// Right-aligned figures; names padded here so they read left-aligned.
 	name := func(n string) string { return fmt.Sprintf("%-*s", width, n) }
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\tround\twall s\t1st commit s\tlines/s\tCPU s\tCPU µs/line\tx floor\tbroker CPU s\t+broker x floor\tpeak RSS MiB\toutputs\tcheck\t\n", name("config"))
-	dashes := strings.Repeat("-\t", 12)
+	fmt.Fprintf(tw, "%s\tround\twall s\t1st commit s\tlines/s\tCPU s\tCPU µs/line\tx floor\tbroker CPU s\t+broker x floor\tpeak RSS MiB\tdrain s\toutputs\tcheck\t\n", name("config"))
+	dashes := strings.Repeat("-\t", 13)
 	var failures []string
 	for _, c := range cfgs {
 		pending := ""
@@ -72,7 +72,7 @@ func reportGroup(w io.Writer, l Layout, g string, rs []Result, cfgs []Config) {
 				pending = r.Pending
 				continue
 			case r.Err != nil:
-				fmt.Fprintf(tw, "%s\t%d\t%sERROR\t\n", name(c.Name), r.Round, strings.Repeat("-\t", 11))
+				fmt.Fprintf(tw, "%s\t%d\t%sERROR\t\n", name(c.Name), r.Round, strings.Repeat("-\t", 12))
 				failures = append(failures, fmt.Sprintf("%s round %d: %v", c.Name, r.Round, r.Err))
 				continue
 			}
@@ -142,7 +142,10 @@ func perLine(cpu time.Duration, lines int) float64 {
 }
 
 func figures(r Result, floor Result, hasFloor bool, check string) string {
-	broker, xFloor, xAll := "-", "-", "-"
+	broker, xFloor, xAll, drain := "-", "-", "-", "-"
+	if r.Drain > 0 {
+		drain = fmt.Sprintf("%.1f", r.Drain.Seconds())
+	}
 	if r.BrokerCPU > 0 {
 		broker = fmt.Sprintf("%.1f", r.BrokerCPU.Seconds())
 	}
@@ -152,8 +155,8 @@ func figures(r Result, floor Result, hasFloor bool, check string) string {
 			xAll = ratio(perLine(r.CPU+r.BrokerCPU, r.Lines), perLine(floor.CPU+floor.BrokerCPU, floor.Lines))
 		}
 	}
-	return fmt.Sprintf("%.1f\t%.1f\t%.0f\t%.1f\t%.1f\t%s\t%s\t%s\t%.0f\t%d\t%s", r.Wall.Seconds(), r.FirstCommit.Seconds(), r.LinesPerSec(), r.CPU.Seconds(),
-		perLine(r.CPU, r.Lines), xFloor, broker, xAll, float64(r.PeakRSS)/(1<<20), r.Outputs, check)
+	return fmt.Sprintf("%.1f\t%.1f\t%.0f\t%.1f\t%.1f\t%s\t%s\t%s\t%.0f\t%s\t%d\t%s", r.Wall.Seconds(), r.FirstCommit.Seconds(), r.LinesPerSec(), r.CPU.Seconds(),
+		perLine(r.CPU, r.Lines), xFloor, broker, xAll, float64(r.PeakRSS)/(1<<20), drain, r.Outputs, check)
 }
 
 // median is the median of each figure separately (over the rounds of one
@@ -183,6 +186,7 @@ func median(rs []Result) Result {
 	m.FirstCommit = dur(func(r Result) time.Duration { return r.FirstCommit })
 	m.CPU = dur(func(r Result) time.Duration { return r.CPU })
 	m.BrokerCPU = dur(func(r Result) time.Duration { return r.BrokerCPU })
+	m.Drain = dur(func(r Result) time.Duration { return r.Drain })
 	m.PeakRSS = num(func(r Result) int64 { return r.PeakRSS })
 	m.Outputs = num(func(r Result) int64 { return r.Outputs })
 	return m
@@ -247,6 +251,15 @@ func Header(o Options, extra []string) string {
 	fmt.Fprintf(&b, "wasmstream vs Kafka Streams word count, %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "input: %d lines of %d words (Zipf s=%g over %d words, seed %d), %d partitions\n",
 		o.Spec.Lines, o.Spec.Words, o.Spec.ZipfS, o.Spec.Vocab, o.Spec.Seed, o.Spec.Partitions)
+	rate := "as fast as the harness's producer goes"
+	if o.InputRate > 0 {
+		rate = fmt.Sprintf("at %.0f lines/s", o.InputRate)
+	}
+	if o.Live {
+		fmt.Fprintf(&b, "input mode: live: each run's input is written to a topic of its own during the run, from the process's start, %s; drain s: the last line written to done\n", rate)
+	} else {
+		fmt.Fprintf(&b, "input mode: backlog: the input is written once before the runs, %s, and each run reads it from its start\n", rate)
+	}
 	fmt.Fprintf(&b, "commit interval %s for both; broker %s (one node, same machine); rounds %d, configurations alternate within a round\n",
 		o.CommitInterval, strings.Join(o.Brokers, ","), o.Rounds)
 	fmt.Fprintf(&b, "Kafka Streams: num.stream.threads=%d, JVM flags %q\n", o.KSThreads, strings.Join(o.JavaOpts, " "))

@@ -30,6 +30,9 @@ func TestReport(t *testing.T) {
 		return Result{Layout: LayoutKeyed, Guarantee: ExactlyOnce, Config: c, Round: round, Lines: 1000,
 			Wall: wall, FirstCommit: time.Second, CPU: cpu, BrokerCPU: broker, PeakRSS: rss << 20, Outputs: outs}
 	}
+	// A live run: its input written during the run, done 1.5 s after the
+	// last line.
+	live := func(r Result, drain time.Duration) Result { r.Drain = drain; return r }
 	results := []Result{
 		res(ksOff, 1, 10*time.Second, 20*time.Second, 15*time.Second, 800, 8000),
 		res(ws, 1, 4*time.Second, 5*time.Second, 4*time.Second, 200, 7000),
@@ -39,7 +42,7 @@ func TestReport(t *testing.T) {
 		res(ws, 2, 6*time.Second, 7*time.Second, 6*time.Second, 220, 7000),
 		res(floor, 2, 2*time.Second, 2*time.Second, 2*time.Second, 52, 8000),
 		res(ksOn, 2, 5*time.Second, 10*time.Second, 10*time.Second, 900, 500),
-		res(wsCommit, 1, 4*time.Second, 5*time.Second, 4*time.Second, 250, 400),
+		live(res(wsCommit, 1, 4*time.Second, 5*time.Second, 4*time.Second, 250, 400), 1500*time.Millisecond),
 		res(floorCommit, 1, 1*time.Second, 1*time.Second, 1*time.Second, 40, 300),
 		{Layout: LayoutAny, Guarantee: ExactlyOnce, Config: ws, Round: 1, Pending: "needs repartitioning (not yet)"},
 		{Layout: LayoutAny, Guarantee: ExactlyOnce, Config: ksOff, Round: 1, Err: errors.New("not done within 10m")},
@@ -59,14 +62,15 @@ func TestReport(t *testing.T) {
 		// Medians of two rounds: wall (10+12)/2 = 11 s, 1000/11 = 91
 		// lines/s; CPU 21 s over 1000 lines, 10.5x the floor's 2 s; with
 		// the broker's (21+16)/(2+2) = 9.25x.
-		"ks-cache-off               median    11.0           1.0       91   21.0      21000.0   10.50x          16.0            9.25x           810     8000  2 runs",
+		"ks-cache-off               median    11.0           1.0       91   21.0      21000.0   10.50x          16.0            9.25x           810        -     8000  2 runs",
 		// The floor's own median is 1x itself.
-		"floor                      median     2.0           1.0      500    2.0       2000.0    1.00x           2.0            1.00x            51     8000  2 runs",
+		"floor                      median     2.0           1.0      500    2.0       2000.0    1.00x           2.0            1.00x            51        -     8000  2 runs",
 		// Each run against the median floor: 5/2 and (5+4)/(2+2).
-		"wasmstream                      1     4.0           1.0      250    5.0       5000.0    2.50x           4.0            2.25x           200     7000    PASS",
-		// Emitting per commit: against floor-commit (1 s, 1 s).
-		"ks-cache-on                median     5.0           1.0      200   10.0      10000.0   10.00x          10.0           10.00x           900      500  2 runs",
-		"wasmstream-general-commit       1     4.0           1.0      250    5.0       5000.0    5.00x           4.0            4.50x           250      400    PASS",
+		"wasmstream                      1     4.0           1.0      250    5.0       5000.0    2.50x           4.0            2.25x           200        -     7000    PASS",
+		// Emitting per commit: against floor-commit (1 s, 1 s). The
+		// live run's drain.
+		"ks-cache-on                median     5.0           1.0      200   10.0      10000.0   10.00x          10.0           10.00x           900        -      500  2 runs",
+		"wasmstream-general-commit       1     4.0           1.0      250    5.0       5000.0    5.00x           4.0            4.50x           250      1.5      400    PASS",
 		"x floor: CPU per line over floor's (2000.0 µs/line, 4000.0 with the broker's), the I/O floor of the configurations that emit one output per update",
 		"x floor: CPU per line over floor-commit's (1000.0 µs/line, 2000.0 with the broker's), the I/O floor of the configurations that emit the latest per word per commit",
 		// wasmstream median wall 5 s: 200 lines/s; 200/91 = 2.20x; CPU 6/21;
@@ -79,8 +83,8 @@ func TestReport(t *testing.T) {
 		"wasmstream-general-commit / ks-cache-on   1.25x    0.50x  0.40x         0.28x     0.80x    matched: both emit the latest count per word per commit",
 		"== layout any (any word on any partition), exactly_once ==",
 		// No floor measured on this layout: no "x floor".
-		"wasmstream                     -       -             -        -      -            -        -             -                -             -        -      -  not run: needs repartitioning (not yet)",
-		"ks-cache-on                    1     5.0           1.0      200   10.0      10000.0        -             -                -           900      500   FAIL",
+		"wasmstream                     -       -             -        -      -            -        -             -                -             -        -        -      -  not run: needs repartitioning (not yet)",
+		"ks-cache-on                    1     5.0           1.0      200   10.0      10000.0        -             -                -           900        -      500   FAIL",
 		"ERROR",
 		"ks-cache-off round 1: not done within 10m",
 		"FAIL",

@@ -51,13 +51,35 @@ type Options struct {
 	// WarmupLines is the input of the warm-up runs (Bench.Warmup); 0
 	// runs none.
 	WarmupLines int
+
+	// Live: each run's input is written while the run goes, from the
+	// process's start, to a topic of its own, instead of once before the
+	// runs (a backlog every run reads). See InputMode.
+	Live bool
+	// InputRate is the rate the input is written at, lines per second
+	// (0: as fast as the harness's producer goes): during each run when
+	// Live, before the runs otherwise.
+	InputRate float64
 }
 
-// Input is one layout's input, written once and read by every run.
+// InputMode names how the runs get their input: "backlog" (written once
+// before the runs, read by every run from its start) or "live" (written
+// during each run, from the process's start).
+func (o Options) InputMode() string {
+	if o.Live {
+		return "live"
+	}
+	return "backlog"
+}
+
+// Input is one layout's input: written once and read by every run, or
+// (Live) written again by every run to a topic of its own.
 type Input struct {
 	Layout Layout
 	Lines  int
-	Topic  string
+	Spec   InputSpec // what generates it again, for a live run
+	Live   bool
+	Topic  string // backlog only: the topic every run reads
 	Ends   map[int32]int64
 	Truth  map[string]uint64
 }
@@ -83,9 +105,12 @@ type Result struct {
 	// 0 when Options.BrokerPID is unknown.
 	BrokerCPU time.Duration
 	PeakRSS   int64
-	Outputs   int64 // records in the output topic, read_committed
-	Check     error // nil: the latest count of every word is its true count
-	Note      string
+	// Drain is, in a live run, the time from the last input line written
+	// (acknowledged) to done: how far behind its input the app ended.
+	Drain   time.Duration
+	Outputs int64 // records in the output topic, read_committed
+	Check   error // nil: the latest count of every word is its true count
+	Note    string
 }
 
 // LinesPerSec is the run's throughput.
@@ -142,29 +167,59 @@ func NewBench(opt Options, log io.Writer) (*Bench, error) {
 // Close releases the broker connection.
 func (b *Bench) Close() { b.cl.Close() }
 
-// PrepareInput generates the input of layout and writes it to a new topic.
+// PrepareInput generates the input of layout and writes it to a new topic,
+// or, when the runs write their own (Options.Live), only works out what
+// they will write.
 func (b *Bench) PrepareInput(ctx context.Context, layout Layout) (*Input, error) {
-	return b.prepareInput(ctx, layout, b.opt.Spec.Lines, "lines")
+	if b.opt.Live {
+		return b.liveInput(layout)
+	}
+	return b.prepareInput(ctx, layout, b.opt.Spec.Lines, "lines", b.opt.InputRate)
+}
+
+// liveInput is the input of layout for live runs: its true counts and the
+// end offsets a run's input topic has once the run has written it.
+func (b *Bench) liveInput(layout Layout) (*Input, error) {
+	spec := b.opt.Spec
+	spec.Layout = layout
+	g, err := NewGenerator(spec)
+	if err != nil {
+		return nil, err
+	}
+	in := &Input{Layout: layout, Lines: spec.Lines, Spec: spec, Live: true, Ends: map[int32]int64{}}
+	for {
+		l, ok := g.Next()
+		if !ok {
+			break
+		}
+		in.Ends[l.Partition]++
+	}
+	in.Truth = g.Truth()
+	rate := "as fast as the harness writes"
+	if b.opt.InputRate > 0 {
+		rate = fmt.Sprintf("at %.0f lines/s", b.opt.InputRate)
+	}
+	fmt.Fprintf(b.log, "benchkit: input %s: %d lines of %d words (%d distinct) on %d partitions, written by each run %s from its start\n",
+		layout, spec.Lines, spec.Words, len(in.Truth), spec.Partitions, rate)
+	return in, nil
 }
 
 // prepareInput writes lines lines of layout to a new topic named after
-// what (the measured input, or the warm-up's).
-func (b *Bench) prepareInput(ctx context.Context, layout Layout, lines int, what string) (*Input, error) {
+// what (the measured input, or the warm-up's), at rate lines/s (0: as fast
+// as it goes).
+func (b *Bench) prepareInput(ctx context.Context, layout Layout, lines int, what string, rate float64) (*Input, error) {
 	spec := b.opt.Spec
 	spec.Layout, spec.Lines = layout, lines
 	g, err := NewGenerator(spec)
 	if err != nil {
 		return nil, err
 	}
-	in := &Input{Layout: layout, Lines: lines, Topic: fmt.Sprintf("bench-%s-%s-%s", b.session, what, layout)}
+	in := &Input{Layout: layout, Lines: lines, Spec: spec, Topic: fmt.Sprintf("bench-%s-%s-%s", b.session, what, layout)}
 	if err := createTopic(ctx, b.adm, in.Topic, spec.Partitions); err != nil {
 		return nil, err
 	}
 	t0 := time.Now()
-	// 1 minute plus 100 us per line: 110 s for the default 500,000 lines,
-	// which take 2-5 s on a loaded 2-core machine.
-	bound := time.Minute + time.Duration(spec.Lines)*100*time.Microsecond
-	if in.Ends, err = produceInput(ctx, b.opt.Brokers, in.Topic, g, bound); err != nil {
+	if in.Ends, _, err = produceInput(ctx, b.opt.Brokers, in.Topic, g, rate, inputBound(lines, rate)); err != nil {
 		return nil, err
 	}
 	in.Truth = g.Truth()
@@ -201,7 +256,9 @@ func (b *Bench) Warmup(ctx context.Context) error {
 		done[c.System] = true
 		if in == nil {
 			var err error
-			if in, err = b.prepareInput(ctx, layout, b.opt.WarmupLines, "warmup"); err != nil {
+			// A backlog, whatever the runs' input mode: the warm-up is
+			// the broker's.
+			if in, err = b.prepareInput(ctx, layout, b.opt.WarmupLines, "warmup", 0); err != nil {
 				return fmt.Errorf("warm-up input: %w", err)
 			}
 		}
@@ -365,6 +422,12 @@ func (b *Bench) Run(ctx context.Context, in *Input, guarantee string, c Config, 
 	}
 	appID := fmt.Sprintf("bench-%s-%s-%s-%s-r%d", b.session, in.Layout, g, c.Name, round)
 	output := "out-" + appID
+	input := in.Topic
+	if in.Live {
+		// Not under the app's prefix: the input's end offsets are not
+		// the app's progress.
+		input = "in-" + appID
+	}
 	runDir := filepath.Join(b.opt.Work, "runs", appID)
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		r.Err = err
@@ -379,16 +442,26 @@ func (b *Bench) Run(ctx context.Context, in *Input, guarantee string, c Config, 
 		if err := deleteTopics(context.WithoutCancel(ctx), b.adm, output, appID+"-"); err != nil {
 			fmt.Fprintf(b.log, "benchkit: cleanup: %v\n", err)
 		}
+		if in.Live {
+			if err := deleteTopics(context.WithoutCancel(ctx), b.adm, input, input+"-"); err != nil {
+				fmt.Fprintf(b.log, "benchkit: cleanup: %v\n", err)
+			}
+		}
 		if err := os.RemoveAll(filepath.Join(runDir, "state")); err != nil {
 			fmt.Fprintf(b.log, "benchkit: cleanup: %v\n", err)
 		}
 	}()
-	if err := createTopic(ctx, b.adm, output, b.opt.Spec.Partitions); err != nil {
-		r.Err = err
-		return r
+	for _, t := range []string{output, input} {
+		if t == in.Topic && !in.Live {
+			continue
+		}
+		if err := createTopic(ctx, b.adm, t, b.opt.Spec.Partitions); err != nil {
+			r.Err = err
+			return r
+		}
 	}
 
-	argv, err := b.command(c, appID, in.Topic, output, guarantee, runDir)
+	argv, err := b.command(c, appID, input, output, guarantee, runDir)
 	if err != nil {
 		r.Err = err
 		return r
@@ -419,11 +492,26 @@ func (b *Bench) Run(ctx context.Context, in *Input, guarantee string, c Config, 
 	}
 	defer stop()
 
-	w := &Watch{Adm: b.adm, Group: appID, Input: in.Topic, InputEnds: in.Ends, Output: output, Prefix: appID + "-"}
-	doneAt, firstAt, stats, err := b.waitDone(ctx, p, w, logPath)
+	// A live run's input is written from the process's start; the
+	// writer's error ends the run.
+	var writer *liveWriter
+	if in.Live {
+		writer = b.startWriter(ctx, in, input)
+		defer writer.stop()
+	}
+	w := &Watch{Adm: b.adm, Group: appID, Input: input, InputEnds: in.Ends, Output: output, Prefix: appID + "-"}
+	doneAt, firstAt, stats, err := b.waitDone(ctx, p, w, logPath, writer.failed)
 	if err != nil {
 		r.Err = err
 		return r
+	}
+	if writer != nil {
+		last, err := writer.wait()
+		if err != nil {
+			r.Err = err
+			return r
+		}
+		r.Drain = max(doneAt.Sub(last), 0)
 	}
 	brokerTo, err := b.brokerCPU()
 	if err != nil {
@@ -451,7 +539,7 @@ func (b *Bench) Run(ctx context.Context, in *Input, guarantee string, c Config, 
 // It returns when the run was done and when it first committed input. It
 // fails if the process exits, the run exceeds RunTimeout, or the broker
 // cannot be asked for 10 s in a row.
-func (b *Bench) waitDone(ctx context.Context, p *Proc, w *Watch, logPath string) (doneAt, firstAt time.Time, _ ProcStats, _ error) {
+func (b *Bench) waitDone(ctx context.Context, p *Proc, w *Watch, logPath string, inputFailed func() error) (doneAt, firstAt time.Time, _ ProcStats, _ error) {
 	det := DoneDetector{Quiet: b.opt.Quiet}
 	var total int64
 	for _, e := range w.InputEnds {
@@ -479,6 +567,9 @@ func (b *Bench) waitDone(ctx context.Context, p *Proc, w *Watch, logPath string)
 			return time.Time{}, time.Time{}, ProcStats{}, fmt.Errorf("not done within %s (last: %s); last lines of %s:\n%s",
 				b.opt.RunTimeout, last, logPath, tail(logPath, 30))
 		}
+		if err := inputFailed(); err != nil {
+			return time.Time{}, time.Time{}, ProcStats{}, err
+		}
 		s, err := w.Sample(ctx)
 		if err != nil {
 			if failing.IsZero() {
@@ -503,6 +594,59 @@ func (b *Bench) waitDone(ctx context.Context, p *Proc, w *Watch, logPath string)
 			return at, firstAt, stats, nil
 		}
 	}
+}
+
+// liveWriter writes a live run's input while the run goes.
+type liveWriter struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the writer has returned
+	last   time.Time     // when the last line was acknowledged
+	err    error         // valid once done is closed
+}
+
+// startWriter starts writing in's lines to topic at the session's input
+// rate.
+func (b *Bench) startWriter(ctx context.Context, in *Input, topic string) *liveWriter {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &liveWriter{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		g, err := NewGenerator(in.Spec)
+		if err != nil {
+			w.err = err
+			return
+		}
+		_, w.last, w.err = produceInput(ctx, b.opt.Brokers, topic, g, b.opt.InputRate, inputBound(in.Lines, b.opt.InputRate))
+	}()
+	return w
+}
+
+// failed returns the writer's error once it has failed; nil while it
+// writes, once it has written everything, and for no writer (nil).
+func (w *liveWriter) failed() error {
+	if w == nil {
+		return nil
+	}
+	select {
+	case <-w.done:
+		if w.err != nil {
+			return fmt.Errorf("writing the live input: %w", w.err)
+		}
+	default:
+	}
+	return nil
+}
+
+// wait waits for the writer to return.
+func (w *liveWriter) wait() (time.Time, error) {
+	<-w.done
+	return w.last, w.err
+}
+
+// stop ends the writer, if it has not ended, and waits for it.
+func (w *liveWriter) stop() {
+	w.cancel()
+	<-w.done
 }
 
 // brokerCPU is the broker's CPU time so far; 0 when its pid is unknown.
