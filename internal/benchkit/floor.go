@@ -54,6 +54,7 @@ type floorOptions struct {
 	CommitInterval time.Duration
 	Partitions     int // of the internal topics (the input's count)
 	Emit           FloorEmit
+	Log            kgo.Logger // the Kafka client's; nil: none
 }
 
 // repartitionTopic and changelogTopic are the floor's internal topics,
@@ -77,12 +78,18 @@ func floorMain(ctx context.Context, args []string, stderr io.Writer) int {
 		commit     = fs.Duration("commit-interval", 100*time.Millisecond, "commit interval")
 		partitions = fs.Int("partitions", 4, "partitions of the repartition and changelog topics")
 		emit       = fs.String("emit", string(FloorPerUpdate), "update (one output per word) or commit (the latest count per word per commit)")
+		verbose    = fs.Bool("v", false, "log the Kafka client at info level (default: warnings and errors)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	level := kgo.LogLevelWarn
+	if *verbose {
+		level = kgo.LogLevelInfo
+	}
 	o := floorOptions{Brokers: strings.Split(*brokers, ","), AppID: *appID, Input: *input, Output: *output,
-		Guarantee: *guarantee, CommitInterval: *commit, Partitions: *partitions, Emit: FloorEmit(*emit)}
+		Guarantee: *guarantee, CommitInterval: *commit, Partitions: *partitions, Emit: FloorEmit(*emit),
+		Log: kgo.BasicLogger(stderr, level, func() string { return time.Now().Format("15:04:05.000 ") })}
 	if err := o.validate(); err != nil {
 		fmt.Fprintf(stderr, "benchkit floor: %v\n", err)
 		return 2
@@ -116,7 +123,11 @@ const floorMaxPoll = 1000
 
 // runFloor creates the internal topics and runs the loop until ctx ends.
 func runFloor(ctx context.Context, o floorOptions) error {
-	admCl, err := newClient(o.Brokers)
+	// createTopic lists a topic until it shows; at franz-go's default
+	// metadata age (5 s) the listings after a first one that came too
+	// early are answered from the client's cache, which held the floor's
+	// start back by 5 s (seen as a 5.5 s first commit).
+	admCl, err := newClient(o.Brokers, kgo.MetadataMinAge(50*time.Millisecond))
 	if err != nil {
 		return err
 	}
@@ -139,6 +150,9 @@ func runFloor(ctx context.Context, o floorOptions) error {
 		// The producer settings of wasmstream's runner.
 		kgo.ProducerLinger(5 * time.Millisecond),
 		kgo.FetchMaxWait(500 * time.Millisecond),
+	}
+	if o.Log != nil {
+		opts = append(opts, kgo.WithLogger(o.Log))
 	}
 	if o.Guarantee == ExactlyOnce {
 		return floorExactlyOnce(ctx, o, f, append(opts,
