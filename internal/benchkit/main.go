@@ -286,8 +286,8 @@ func progressLine(r Result) string {
 	if r.BrokerCPU > 0 {
 		broker = fmt.Sprintf(" (broker %.1f)", r.BrokerCPU.Seconds())
 	}
-	return fmt.Sprintf("%s %.1fs, %.0f lines/s, %.1f CPU s%s, %.0f MiB peak RSS, %d outputs, %s",
-		head, r.Wall.Seconds(), r.LinesPerSec(), r.CPU.Seconds(), broker, float64(r.PeakRSS)/(1<<20), r.Outputs, check)
+	return fmt.Sprintf("%s %.1fs, %.0f lines/s (%.0f once started), %.1f CPU s%s, %.0f MiB peak RSS, %d outputs, %s",
+		head, r.Wall.Seconds(), r.LinesPerSec(), r.SteadyLinesPerSec(), r.CPU.Seconds(), broker, float64(r.PeakRSS)/(1<<20), r.Outputs, check)
 }
 
 func usesSystem(cs []Config, s System) bool {

@@ -57,8 +57,8 @@ func reportGroup(w io.Writer, l Layout, g string, rs []Result, cfgs []Config) {
 	// Right-aligned figures; names padded here so they read left-aligned.
 	name := func(n string) string { return fmt.Sprintf("%-*s", width, n) }
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\tround\twall s\t1st commit s\tlines/s\tCPU s\tCPU µs/line\tx floor\tbroker CPU s\t+broker x floor\tpeak RSS MiB\tdrain s\toutputs\tcheck\t\n", name("config"))
-	dashes := strings.Repeat("-\t", 13)
+	fmt.Fprintf(tw, "%s\tround\twall s\t1st commit s\tlines/s\tsteady lines/s\tCPU s\tCPU µs/line\tx floor\tbroker CPU s\t+broker x floor\tpeak RSS MiB\tdrain s\toutputs\tcheck\t\n", name("config"))
+	dashes := strings.Repeat("-\t", 14)
 	var failures []string
 	for _, c := range cfgs {
 		pending := ""
@@ -72,7 +72,7 @@ func reportGroup(w io.Writer, l Layout, g string, rs []Result, cfgs []Config) {
 				pending = r.Pending
 				continue
 			case r.Err != nil:
-				fmt.Fprintf(tw, "%s\t%d\t%sERROR\t\n", name(c.Name), r.Round, strings.Repeat("-\t", 12))
+				fmt.Fprintf(tw, "%s\t%d\t%sERROR\t\n", name(c.Name), r.Round, strings.Repeat("-\t", 13))
 				failures = append(failures, fmt.Sprintf("%s round %d: %v", c.Name, r.Round, r.Err))
 				continue
 			}
@@ -142,7 +142,10 @@ func perLine(cpu time.Duration, lines int) float64 {
 }
 
 func figures(r Result, floor Result, hasFloor bool, check string) string {
-	broker, xFloor, xAll, drain := "-", "-", "-", "-"
+	broker, xFloor, xAll, drain, steady := "-", "-", "-", "-", "-"
+	if v := r.SteadyLinesPerSec(); v > 0 {
+		steady = fmt.Sprintf("%.0f", v)
+	}
 	if r.Drain > 0 {
 		drain = fmt.Sprintf("%.1f", r.Drain.Seconds())
 	}
@@ -155,7 +158,7 @@ func figures(r Result, floor Result, hasFloor bool, check string) string {
 			xAll = ratio(perLine(r.CPU+r.BrokerCPU, r.Lines), perLine(floor.CPU+floor.BrokerCPU, floor.Lines))
 		}
 	}
-	return fmt.Sprintf("%.1f\t%.1f\t%.0f\t%.1f\t%.1f\t%s\t%s\t%s\t%.0f\t%s\t%d\t%s", r.Wall.Seconds(), r.FirstCommit.Seconds(), r.LinesPerSec(), r.CPU.Seconds(),
+	return fmt.Sprintf("%.1f\t%.1f\t%.0f\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t%.0f\t%s\t%d\t%s", r.Wall.Seconds(), r.FirstCommit.Seconds(), r.LinesPerSec(), steady, r.CPU.Seconds(),
 		perLine(r.CPU, r.Lines), xFloor, broker, xAll, float64(r.PeakRSS)/(1<<20), drain, r.Outputs, check)
 }
 
@@ -184,6 +187,7 @@ func median(rs []Result) Result {
 	}
 	m.Wall = dur(func(r Result) time.Duration { return r.Wall })
 	m.FirstCommit = dur(func(r Result) time.Duration { return r.FirstCommit })
+	m.FirstLines = num(func(r Result) int64 { return r.FirstLines })
 	m.CPU = dur(func(r Result) time.Duration { return r.CPU })
 	m.BrokerCPU = dur(func(r Result) time.Duration { return r.BrokerCPU })
 	m.Drain = dur(func(r Result) time.Duration { return r.Drain })
@@ -220,8 +224,8 @@ func reportRatios(w io.Writer, med map[string]Result, cfgs []Config) {
 					note = "not matched: " + ws.Name + " emits the latest per word per commit, Kafka Streams without cache one record per update"
 				}
 			}
-			lines = append(lines, fmt.Sprintf("%s / %s\t%s\t%s\t%s\t%s\t%s\t%s", ws.Name, ks.Name,
-				ratio(a.LinesPerSec(), b.LinesPerSec()), ratio(a.CPU.Seconds(), b.CPU.Seconds()),
+			lines = append(lines, fmt.Sprintf("%s / %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", ws.Name, ks.Name,
+				ratio(a.LinesPerSec(), b.LinesPerSec()), ratio(a.SteadyLinesPerSec(), b.SteadyLinesPerSec()), ratio(a.CPU.Seconds(), b.CPU.Seconds()),
 				ratio(a.BrokerCPU.Seconds(), b.BrokerCPU.Seconds()),
 				ratio(float64(a.PeakRSS), float64(b.PeakRSS)), ratio(float64(a.Outputs), float64(b.Outputs)), note))
 		}
@@ -231,7 +235,7 @@ func reportRatios(w io.Writer, med map[string]Result, cfgs []Config) {
 	}
 	fmt.Fprintln(w, "ratios wasmstream / Kafka Streams (of the medians; lines/s above 1 and CPU s, broker CPU s, peak RSS below 1 favour wasmstream):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  pair\tlines/s\tCPU s\tbroker CPU s\tpeak RSS\toutputs\tnote")
+	fmt.Fprintln(tw, "  pair\tlines/s\tsteady\tCPU s\tbroker CPU s\tpeak RSS\toutputs\tnote")
 	for _, l := range lines {
 		fmt.Fprintln(tw, "  "+l)
 	}
@@ -272,6 +276,7 @@ func Header(o Options, extra []string) string {
 	fmt.Fprintf(&b, "wall: process start to done (input committed, nothing left in internal topics, no topic or offset of the app moved for %s; resolution %s)\n",
 		o.Quiet, o.Poll)
 	b.WriteString("1st commit: process start to the first input offset committed (start-up: JVM or Wasm load, group join, internal topics)\n")
+	b.WriteString("steady lines/s: the lines committed after the 1st commit over the time from it to done: the throughput without start-up, which a long-running deployment does not pay\n")
 	b.WriteString("CPU s: utime+stime of the process; broker CPU s: the broker's, process start to done (- when its pid is unknown); peak RSS: VmHWM; outputs: records in the output topic read with read_committed\n")
 	b.WriteString("x floor: the process's CPU per input line over that of the I/O floor of the same emit mode (floor, floor-commit: the same topology and transactions as a plain franz-go loop, no Wasm, no state store); +broker: the process's and the broker's CPU together\n")
 	b.WriteString("check: PASS when the latest count of every word in the output equals its count in the generated input\n")

@@ -99,7 +99,9 @@ type Result struct {
 	// an input offset committed: start-up (JVM or Wasm load, group join,
 	// internal topics) plus the first commit interval.
 	FirstCommit time.Duration
-	Lines       int
+	// FirstLines are the input lines committed at that sample.
+	FirstLines int64
+	Lines      int
 	CPU         time.Duration
 	// BrokerCPU is the broker's CPU time from the process's start to done;
 	// 0 when Options.BrokerPID is unknown.
@@ -113,12 +115,26 @@ type Result struct {
 	Note    string
 }
 
-// LinesPerSec is the run's throughput.
+// LinesPerSec is the run's throughput, start-up included.
 func (r Result) LinesPerSec() float64 {
 	if r.Wall <= 0 {
 		return 0
 	}
 	return float64(r.Lines) / r.Wall.Seconds()
+}
+
+// SteadyLinesPerSec is the run's throughput once started: the lines
+// committed after its first commit over the time from then to done. It
+// leaves out what a long-running deployment does not pay per record (the
+// JVM's or the Wasm module's start, the group join, the first interval);
+// 0 when the first commit already had all input.
+func (r Result) SteadyLinesPerSec() float64 {
+	d := r.Wall - r.FirstCommit
+	n := int64(r.Lines) - r.FirstLines
+	if d <= 0 || n <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
 }
 
 // Measured reports whether the run has figures that count: it ran to the
@@ -500,7 +516,7 @@ func (b *Bench) Run(ctx context.Context, in *Input, guarantee string, c Config, 
 		defer writer.stop()
 	}
 	w := &Watch{Adm: b.adm, Group: appID, Input: input, InputEnds: in.Ends, Output: output, Prefix: appID + "-"}
-	doneAt, firstAt, stats, err := b.waitDone(ctx, p, w, logPath, writer.failed)
+	d, err := b.waitDone(ctx, p, w, logPath, writer.failed)
 	if err != nil {
 		r.Err = err
 		return r
@@ -511,7 +527,7 @@ func (b *Bench) Run(ctx context.Context, in *Input, guarantee string, c Config, 
 			r.Err = err
 			return r
 		}
-		r.Drain = max(doneAt.Sub(last), 0)
+		r.Drain = max(d.At.Sub(last), 0)
 	}
 	brokerTo, err := b.brokerCPU()
 	if err != nil {
@@ -520,7 +536,7 @@ func (b *Bench) Run(ctx context.Context, in *Input, guarantee string, c Config, 
 	}
 	r.BrokerCPU = brokerTo - brokerFrom
 	stop()
-	r.Wall, r.FirstCommit, r.CPU, r.PeakRSS = doneAt.Sub(p.Start), firstAt.Sub(p.Start), stats.CPU, stats.PeakRSS
+	r.Wall, r.FirstCommit, r.FirstLines, r.CPU, r.PeakRSS = d.At.Sub(p.Start), d.FirstAt.Sub(p.Start), d.FirstLines, d.Stats.CPU, d.Stats.PeakRSS
 
 	// Bounded by the output's size: 1 minute plus 1 ms per 100 words.
 	readBound := time.Minute + time.Duration(in.Lines*b.opt.Spec.Words/100)*time.Millisecond
@@ -534,12 +550,20 @@ func (b *Bench) Run(ctx context.Context, in *Input, guarantee string, c Config, 
 	return r
 }
 
+// doneInfo is what waitDone saw of a run.
+type doneInfo struct {
+	At         time.Time // done (DoneDetector)
+	FirstAt    time.Time // the first sample with input committed
+	FirstLines int64     // input lines committed at FirstAt
+	Stats      ProcStats // the process's, read at done
+}
+
 // waitDone samples the run every Poll until the DoneDetector says done,
 // then reads the process's CPU time and peak RSS before anything stops it.
-// It returns when the run was done and when it first committed input. It
-// fails if the process exits, the run exceeds RunTimeout, or the broker
-// cannot be asked for 10 s in a row.
-func (b *Bench) waitDone(ctx context.Context, p *Proc, w *Watch, logPath string, inputFailed func() error) (doneAt, firstAt time.Time, _ ProcStats, _ error) {
+// It fails if the process exits, the run exceeds RunTimeout, the live
+// input's writer fails (inputFailed), or the broker cannot be asked for
+// 10 s in a row.
+func (b *Bench) waitDone(ctx context.Context, p *Proc, w *Watch, logPath string, inputFailed func() error) (doneInfo, error) {
 	det := DoneDetector{Quiet: b.opt.Quiet}
 	var total int64
 	for _, e := range w.InputEnds {
@@ -549,6 +573,7 @@ func (b *Bench) waitDone(ctx context.Context, p *Proc, w *Watch, logPath string,
 	tick := time.NewTicker(b.opt.Poll)
 	defer tick.Stop()
 	var (
+		d        doneInfo
 		last     Sample
 		failing  time.Time // first of a series of failed samples
 		lastFail error
@@ -556,19 +581,19 @@ func (b *Bench) waitDone(ctx context.Context, p *Proc, w *Watch, logPath string,
 	for {
 		select {
 		case <-ctx.Done():
-			return time.Time{}, time.Time{}, ProcStats{}, fmt.Errorf("interrupted: %w", ctx.Err())
+			return doneInfo{}, fmt.Errorf("interrupted: %w", ctx.Err())
 		case <-tick.C:
 		}
 		if exited, err := p.Exited(); exited {
-			return time.Time{}, time.Time{}, ProcStats{}, fmt.Errorf("process exited before the run was done (%v; last: %s); last lines of %s:\n%s",
+			return doneInfo{}, fmt.Errorf("process exited before the run was done (%v; last: %s); last lines of %s:\n%s",
 				err, last, logPath, tail(logPath, 30))
 		}
 		if time.Now().After(deadline) {
-			return time.Time{}, time.Time{}, ProcStats{}, fmt.Errorf("not done within %s (last: %s); last lines of %s:\n%s",
+			return doneInfo{}, fmt.Errorf("not done within %s (last: %s); last lines of %s:\n%s",
 				b.opt.RunTimeout, last, logPath, tail(logPath, 30))
 		}
 		if err := inputFailed(); err != nil {
-			return time.Time{}, time.Time{}, ProcStats{}, err
+			return doneInfo{}, err
 		}
 		s, err := w.Sample(ctx)
 		if err != nil {
@@ -577,21 +602,22 @@ func (b *Bench) waitDone(ctx context.Context, p *Proc, w *Watch, logPath string,
 			}
 			lastFail = err
 			if time.Since(failing) > 10*time.Second {
-				return time.Time{}, time.Time{}, ProcStats{}, fmt.Errorf("broker unreachable for 10s while sampling progress: %w", lastFail)
+				return doneInfo{}, fmt.Errorf("broker unreachable for 10s while sampling progress: %w", lastFail)
 			}
 			continue
 		}
 		failing = time.Time{}
 		last = s
-		if firstAt.IsZero() && s.InputLag < total {
-			firstAt = s.At
+		if d.FirstAt.IsZero() && s.InputLag < total {
+			d.FirstAt, d.FirstLines = s.At, total-s.InputLag
 		}
 		if done, at := det.Observe(s); done {
 			stats, err := ReadProcStats(p.Pid())
 			if err != nil {
-				return time.Time{}, time.Time{}, ProcStats{}, err
+				return doneInfo{}, err
 			}
-			return at, firstAt, stats, nil
+			d.At, d.Stats = at, stats
+			return d, nil
 		}
 	}
 }
