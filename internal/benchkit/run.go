@@ -102,7 +102,7 @@ type Result struct {
 	// FirstLines are the input lines committed at that sample.
 	FirstLines int64
 	Lines      int
-	CPU         time.Duration
+	CPU        time.Duration
 	// BrokerCPU is the broker's CPU time from the process's start to done;
 	// 0 when Options.BrokerPID is unknown.
 	BrokerCPU time.Duration
