@@ -1,16 +1,15 @@
 /*
  * split: re-keys text by its words, like plugins/split in Go and
  * plugins/rust/split: it splits each record's value into words (the rule
- * of ../words/words.h, shared with wordcount) and emits one record per
+ * of ../common/words.h, shared with wordcount) and emits one record per
  * word, in order, keyed by the word, with the word as value, to the output
  * "words" (the host picks the partition by key hash; the timestamp is the
  * input's). Declared as a repartition output, that output brings every
  * occurrence of a word to one task of the next processor. It takes no
  * config.
  */
-#include <string.h>
-
-#include "../words/words.h"
+#include "../common/noconfig.h"
+#include "../common/words.h"
 #include "wasmstream.h"
 
 static ws_output out = WS_OUTPUT("words");
@@ -19,27 +18,8 @@ static ws_output out = WS_OUTPUT("words");
 static words scratch;
 
 int ws_init(void) {
-    ws_buf c = {0};
-    int32_t n = ws_config(&c);
-    size_t k = 0;
-    char t[8];
-    for (int32_t i = 0; i < n; i++) {
-        uint8_t b = c.data[i];
-        if (b == ' ' || b == '\t' || b == '\r' || b == '\n') continue;
-        if (k == sizeof t - 1) break;
-        t[k++] = (char)b;
-    }
-    t[k] = 0;
-    if (!(k == 0 || strcmp(t, "null") == 0 || strcmp(t, "{}") == 0)) {
-        static const char pre[] = "split: config: takes no config; got ";
-        char m[256];
-        size_t cl = c.len < sizeof m - sizeof pre ? c.len : sizeof m - sizeof pre;
-        memcpy(m, pre, sizeof pre - 1);
-        memcpy(m + sizeof pre - 1, c.data, cl);
-        ws_buf_free(&c);
-        return ws_fail_n(m, sizeof pre - 1 + cl);
-    }
-    ws_buf_free(&c);
+    int st = no_config("split");
+    if (st != WS_OK) return st;
     int32_t e = ws_output_check(&out);
     return e < 0 ? ws_fail_call("output_index", out.name, e) : WS_OK;
 }

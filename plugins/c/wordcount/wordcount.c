@@ -5,7 +5,7 @@
  * first appearance, like plugins/wordcount in Go (see its README.md).
  * Config: {"value_format": "decimal" | "int64"}.
  *
- * Words are those of ../words/words.h (shared with split): runs of letters
+ * Words are those of ../common/words.h (shared with split): runs of letters
  * and digits, lowercased, the Go plugin's rule for text in the scripts
  * that file lists.
  */
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../words/words.h"
+#include "../common/words.h"
 #include "wasmstream.h"
 
 static ws_output out = WS_OUTPUT("counts");
