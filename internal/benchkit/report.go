@@ -242,8 +242,9 @@ func reportRatios(w io.Writer, med map[string]Result, cfgs []Config) {
 	tw.Flush()
 }
 
+// ratio is a/b, or "-" when either is unknown (0).
 func ratio(a, b float64) string {
-	if b == 0 {
+	if a == 0 || b == 0 {
 		return "-"
 	}
 	return fmt.Sprintf("%.2fx", a/b)

@@ -107,6 +107,8 @@ type Result struct {
 	// 0 when Options.BrokerPID is unknown.
 	BrokerCPU time.Duration
 	PeakRSS   int64
+	// Live: the run's input was written while it ran (Options.Live).
+	Live bool
 	// Drain is, in a live run, the time from the last input line written
 	// (acknowledged) to done: how far behind its input the app ended.
 	Drain   time.Duration
@@ -127,11 +129,13 @@ func (r Result) LinesPerSec() float64 {
 // committed after its first commit over the time from then to done. It
 // leaves out what a long-running deployment does not pay per record (the
 // JVM's or the Wasm module's start, the group join, the first interval);
-// 0 when the first commit already had all input.
+// 0 when the first commit already had all input, and in a live run, whose
+// pace is its input's (a slow start only leaves it a backlog to catch up
+// on, which would read as a faster steady rate).
 func (r Result) SteadyLinesPerSec() float64 {
 	d := r.Wall - r.FirstCommit
 	n := int64(r.Lines) - r.FirstLines
-	if d <= 0 || n <= 0 {
+	if d <= 0 || n <= 0 || r.Live {
 		return 0
 	}
 	return float64(n) / d.Seconds()
@@ -423,7 +427,7 @@ func (o Options) pipelineVars(c Config, appID, input, output, guarantee, runDir 
 
 // Run runs configuration c once on in and measures it.
 func (b *Bench) Run(ctx context.Context, in *Input, guarantee string, c Config, round int) Result {
-	r := Result{Layout: in.Layout, Guarantee: guarantee, Config: c, Round: round, Lines: in.Lines}
+	r := Result{Layout: in.Layout, Guarantee: guarantee, Config: c, Round: round, Lines: in.Lines, Live: in.Live}
 	if why := c.Pending[in.Layout]; why != "" {
 		r.Pending = why
 		return r
