@@ -208,6 +208,26 @@ func loadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
+// busyWarning is a line for the table's header when the 1-minute load
+// average at the start or the end of the session was above the CPU count:
+// other processes then competed for the CPUs, and on this 2-core machine
+// that inflated wasmstream's CPU per line more than Kafka Streams' (at a
+// load of 20-40, 2.0-2.2x against 1.6-1.7x that of a quiet machine), so
+// every ratio fell by about a quarter (RATIONALE, "Benchmark against
+// Kafka Streams"). "" when neither was, or neither could be read.
+func busyWarning(cpus int, loads ...string) string {
+	for _, l := range loads {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(f[0], 64); err == nil && v > float64(cpus) {
+			return fmt.Sprintf("WARNING: a 1-minute load average above the %d CPUs: other processes competed for them, which costs wasmstream more than Kafka Streams (its CPU per line grows more); compare ratios only with tables taken at a similar load", cpus)
+		}
+	}
+	return ""
+}
+
 func run(ctx context.Context, o Options, out string, extra []string, stdout, stderr io.Writer) int {
 	b, err := NewBench(o, stderr)
 	if err != nil {
@@ -253,7 +273,11 @@ func run(ctx context.Context, o Options, out string, extra []string, stdout, std
 			}
 		}
 	}
-	extra = append(extra, fmt.Sprintf("load average (1, 5, 15 min): %s at the start, %s at the end", loadStart, loadAvg()))
+	loadEnd := loadAvg()
+	extra = append(extra, fmt.Sprintf("load average (1, 5, 15 min): %s at the start, %s at the end", loadStart, loadEnd))
+	if w := busyWarning(runtime.NumCPU(), loadStart, loadEnd); w != "" {
+		extra = append(extra, w)
+	}
 	var table strings.Builder
 	table.WriteString(Header(o, extra))
 	Report(&table, results, o.Layouts, o.Guarantees, o.Configs)

@@ -285,3 +285,15 @@ func TestChildEnvDropsWasmstreamVariables(t *testing.T) {
 		t.Fatalf("childEnv = %q", got)
 	}
 }
+
+func TestBusyWarning(t *testing.T) {
+	if w := busyWarning(2, "0.50 0.40 0.30", "1.99 1.00 0.50"); w != "" {
+		t.Fatalf("quiet machine: %q", w)
+	}
+	if w := busyWarning(2, "0.50 0.40 0.30", "7.21 3.00 1.00"); !strings.Contains(w, "above the 2 CPUs") {
+		t.Fatalf("busy at the end: %q", w)
+	}
+	if w := busyWarning(2, "unknown", ""); w != "" {
+		t.Fatalf("unknown load: %q", w)
+	}
+}
