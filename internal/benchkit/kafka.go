@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -67,19 +68,22 @@ func createTopicConfigs(ctx context.Context, adm *kadm.Client, topic string, par
 	}
 }
 
-// deleteTopics deletes topic and every topic whose name starts with
-// prefix; the runs' topics are large, and the broker's disk is shared by
-// all runs of a session.
-func deleteTopics(ctx context.Context, adm *kadm.Client, topic, prefix string) error {
+// deleteTopics deletes every topic whose name starts with prefix (not
+// empty), and topics; the runs' topics are large, and the broker's disk is
+// shared by all runs of a session.
+func deleteTopics(ctx context.Context, adm *kadm.Client, prefix string, topics ...string) error {
+	if prefix == "" {
+		return errors.New("deleteTopics: an empty prefix would name every topic")
+	}
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
 	all, err := adm.ListTopics(ctx)
 	if err != nil {
-		return fmt.Errorf("listing topics to delete %s and %s*: %w", topic, prefix, err)
+		return fmt.Errorf("listing topics to delete %s* and %s: %w", prefix, strings.Join(topics, ", "), err)
 	}
 	var del []string
 	for _, t := range all.Names() {
-		if t == topic || strings.HasPrefix(t, prefix) {
+		if strings.HasPrefix(t, prefix) || slices.Contains(topics, t) {
 			del = append(del, t)
 		}
 	}

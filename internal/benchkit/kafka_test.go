@@ -180,7 +180,10 @@ func TestWatchSample(t *testing.T) {
 		t.Fatalf("after commits: %s, want input lag 2, backlog 1, progress 7", s)
 	}
 
-	if err := deleteTopics(ctx, adm, out, app+"-"); err != nil {
+	if err := deleteTopics(ctx, adm, "", out); err == nil {
+		t.Fatal("deleteTopics took an empty prefix, which names every topic")
+	}
+	if err := deleteTopics(ctx, adm, app+"-", out); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {

@@ -54,22 +54,12 @@ type Options struct {
 
 	// Live: each run's input is written while the run goes, from the
 	// process's start, to a topic of its own, instead of once before the
-	// runs (a backlog every run reads). See InputMode.
+	// runs (a backlog every run reads from its start).
 	Live bool
 	// InputRate is the rate the input is written at, lines per second
 	// (0: as fast as the harness's producer goes): during each run when
 	// Live, before the runs otherwise.
 	InputRate float64
-}
-
-// InputMode names how the runs get their input: "backlog" (written once
-// before the runs, read by every run from its start) or "live" (written
-// during each run, from the process's start).
-func (o Options) InputMode() string {
-	if o.Live {
-		return "live"
-	}
-	return "backlog"
 }
 
 // Input is one layout's input: written once and read by every run, or
@@ -459,13 +449,12 @@ func (b *Bench) Run(ctx context.Context, in *Input, guarantee string, c Config, 
 			return
 		}
 		// A failed cleanup costs disk, not the results: say so and go on.
-		if err := deleteTopics(context.WithoutCancel(ctx), b.adm, output, appID+"-"); err != nil {
-			fmt.Fprintf(b.log, "benchkit: cleanup: %v\n", err)
-		}
+		topics := []string{output}
 		if in.Live {
-			if err := deleteTopics(context.WithoutCancel(ctx), b.adm, input, input+"-"); err != nil {
-				fmt.Fprintf(b.log, "benchkit: cleanup: %v\n", err)
-			}
+			topics = append(topics, input)
+		}
+		if err := deleteTopics(context.WithoutCancel(ctx), b.adm, appID+"-", topics...); err != nil {
+			fmt.Fprintf(b.log, "benchkit: cleanup: %v\n", err)
 		}
 		if err := os.RemoveAll(filepath.Join(runDir, "state")); err != nil {
 			fmt.Fprintf(b.log, "benchkit: cleanup: %v\n", err)
