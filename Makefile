@@ -188,7 +188,7 @@ fuzz:
 
 # Side-by-side word count against Kafka Streams 4.1.1 on a real broker of its
 # own (127.0.0.1:19192, started and stopped by scripts/bench/kstreams.sh).
-# Needs Go, Java 17+, Maven and the Debian Rust toolchain (make toolchains).
+# Needs Go, Java 17+, Maven and the Debian Rust and C toolchains (make toolchains).
 # The table is printed and written to .cache/bench/.
 #   make bench-kstreams                 the full size (500,000 lines x 8 words, 4 partitions)
 #   make bench-kstreams QUICK=1         20,000 lines: checks the harness end to end
