@@ -153,6 +153,18 @@ func (t *Trigger) AppendEncode(dst []byte) []byte {
 	return append(dst, t.Key...)
 }
 
+// EncodeTo writes t's layout into dst, which must hold EncodedSize bytes,
+// and returns the number of bytes written. It does not allocate.
+func (t *Trigger) EncodeTo(dst []byte) int {
+	le := binary.LittleEndian
+	le.PutUint64(dst[0:], uint64(t.Timestamp))
+	le.PutUint64(dst[8:], uint64(t.StreamTime))
+	le.PutUint64(dst[16:], uint64(t.WallTime))
+	le.PutUint32(dst[24:], uint32(t.Kind))
+	le.PutUint32(dst[28:], uint32(len(t.Key)))
+	return TriggerHeaderSize + copy(dst[TriggerHeaderSize:], t.Key)
+}
+
 // Decode parses src into t. It fails with ErrMalformed for a layout whose
 // lengths do not add up, an unknown kind or a key over MaxTimerKeySize.
 func (t *Trigger) Decode(src []byte) error {

@@ -21,7 +21,7 @@ func TestCopartitionedInputsNeedOnePartitionCount(t *testing.T) {
 	p.b.CreateTopic(t, clicks, 2, nil) // p.in has 3
 	pc := &p.cfg.Processors[0]
 	pc.Inputs = []string{p.in, clicks}
-	pc.Outputs = map[string]string{"joined": p.out}
+	pc.Outputs = map[string]OutputConfig{"joined": {Topic: p.out}}
 	pc.Stores = []string{"clickjoin"}
 	pc.Config = map[string]any{"window": "1m"}
 	p.cfg.State.Dir = t.TempDir()
@@ -64,16 +64,16 @@ func TestCopartitionedProcessorNextToAnother(t *testing.T) {
 			for _, tp := range []string{clicks, other, otherOut} {
 				p.b.CreateTopic(t, tp, 3, nil)
 			}
-			p.cfg.Kafka.GroupProtocol = protocol
+			p.cfg.Kafka.GroupProtocol = GroupProtocol(protocol)
 			pc := &p.cfg.Processors[0]
 			pc.Name = "join"
 			pc.Inputs = []string{p.in, clicks}
-			pc.Outputs = map[string]string{"joined": p.out}
+			pc.Outputs = map[string]OutputConfig{"joined": {Topic: p.out}}
 			pc.Stores = []string{"clickjoin"}
 			pc.Config = map[string]any{"window": "1m", "join": "inner"}
 			p.cfg.Processors = append(p.cfg.Processors, ProcessorConfig{Name: "pass",
 				Plugin: wasmbuild.Build(t, "./plugins/passthrough"), Inputs: []string{other},
-				Outputs: map[string]string{"out": otherOut}, OnError: OnErrorFail})
+				Outputs: map[string]OutputConfig{"out": {Topic: otherOut}}, OnError: OnErrorFail})
 			p.cfg.ApplyDefaults()
 			if err := p.cfg.Validate(); err != nil {
 				t.Fatal(err)

@@ -127,6 +127,9 @@ func (c *Config) deployApp(log *slog.Logger) (ideploy.App, error) {
 		Limits:  c.pluginLimits(),
 		Logger:  log,
 		Timeout: brokerTimeout,
+		// As run does: wait for the brokers up to kafka.connect_timeout,
+		// and explain a TLS or SASL refusal (reachKafka).
+		Reach: func(ctx context.Context) error { return c.reachKafka(ctx, kafka, c.Kafka.ConnectTimeout, log) },
 	}
 	for i := range c.Processors {
 		app.Processors = append(app.Processors, c.pluginSpec(&c.Processors[i]))

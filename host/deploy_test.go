@@ -141,7 +141,7 @@ func TestDeployRefusesWhatCannotRun(t *testing.T) {
 	p := newPipeline(t, engineTestdata("passthrough"), OnErrorFail)
 	ctx, log := depCtx(t), testLogger(t)
 	// Before any deploy the topic does not exist; a refusal must not create it.
-	if _, err := Deploy(ctx, p.cfg, "proc", depRead(t, engineTestdata("abi2")), "x", log); err == nil {
+	if _, err := Deploy(ctx, p.cfg, "proc", depRead(t, engineTestdata("abi3")), "x", log); err == nil {
 		t.Fatal("deploying an ABI 2 module succeeded")
 	}
 	if e := depEnd(t, p); e != -1 {
@@ -169,7 +169,7 @@ func TestDeployRefusesWhatCannotRun(t *testing.T) {
 		{"truncated", p.cfg, "proc", depRead(t, engineTestdata("truncated")), []string{`processor "proc"`, "compile"}},
 		{"not wasm", p.cfg, "proc", notWasm, []string{`processor "proc"`, "not a WebAssembly module"}},
 		{"empty", p.cfg, "proc", nil, []string{`processor "proc"`, "empty"}},
-		{"wrong ABI version", p.cfg, "proc", depRead(t, engineTestdata("abi2")), []string{`processor "proc"`, "ABI version", "supports 1"}},
+		{"wrong ABI version", p.cfg, "proc", depRead(t, engineTestdata("abi3")), []string{`processor "proc"`, "ABI version", "supports 1, 2"}},
 		{"no ABI marker", p.cfg, "proc", depRead(t, engineTestdata("noabi")), []string{`processor "proc"`, "wasmstream_abi_version"}},
 		{"missing export", p.cfg, "proc", depRead(t, engineTestdata("missingprocess")), []string{`processor "proc"`, "missing export", "wasmstream_process"}},
 		{"forbidden import", p.cfg, "proc", depRead(t, engineTestdata("forbiddenimport")), []string{`processor "proc"`, "env"}},

@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -42,13 +44,13 @@ type Host struct {
 	tables   map[string]*globaltable.Table
 	procs    []*plugin.Processor
 	embedded *kfake.Cluster
-	brokers  []string
-	kafka    kclient.Config // every Kafka client of the host starts from it
-	// outLimits is what each output topic accepts of one record, learned
-	// at startup (topics.Limits).
-	outLimits map[string]topics.Limit
-	vers      *runner.Versions
-	follower  *follower.Follower
+	// brokerFile is where the embedded broker's address is written for
+	// the topic commands ("" when it is not).
+	brokerFile string
+	brokers    []string
+	kafka      kclient.Config // every Kafka client of the host starts from it
+	vers       *runner.Versions
+	follower   *follower.Follower
 	// members are this process's consumer group members: one per
 	// processor (kafka.members: per_processor) or one for all (shared).
 	members []*member
@@ -109,10 +111,10 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // (used when kafka.brokers is empty). Default 0: any free port.
 func WithEmbeddedPort(port int) Option { return func(o *options) { o.embeddedPort = port } }
 
-// New starts a host for cfg. Like LoadConfig it works on its own copy of
-// cfg with every unset field given its documented default, and refuses an
-// invalid config (the errors name the field paths), so a Config built in
-// Go behaves as one loaded from a file. Then it compiles and validates
+// New starts a host for cfg. It works on its own copy of cfg with every
+// unset field given its documented default (ApplyDefaults), and refuses
+// an invalid config (Validate: the errors name the field paths), so a
+// Config built in Go behaves as one the CLI loads from a file. Then it compiles and validates
 // every plugin, connects to Kafka (or starts the embedded development
 // broker when kafka.brokers is empty), makes sure the topics exist, and
 // prepares the consumer. Nothing is consumed before Run.
@@ -155,6 +157,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		if err := h.startEmbedded(o.embeddedPort); err != nil {
 			return nil, err
 		}
+		h.writeEmbeddedBroker()
 		createTopics = true
 	}
 	if h.kafka, err = cfg.kafkaClient(h.brokers, h.log); err != nil {
@@ -172,11 +175,23 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		return nil, err
 	}
 	if h.stateful() {
+		if advice := cfg.oldStateDirAdvice(); advice != "" && h.embedded == nil {
+			h.log.Warn("state: starting from an empty state directory; the stores are restored from their changelogs. " + advice)
+		}
+		var stale []state.StoreInfo
+		if h.embedded != nil {
+			stale = staleTasks(cfg.StateDir())
+		}
 		db, err := state.Open(cfg.StateDir(), state.Options{Logger: h.log, SyncInterval: cfg.State.SyncInterval})
 		if err != nil {
 			return nil, fmt.Errorf("state.dir: %w", err)
 		}
 		h.state = db
+		if h.embedded != nil {
+			if err := h.clearEmbeddedState(stale); err != nil {
+				return nil, err
+			}
+		}
 	}
 	// Before the follower makes the plugins' factories: they copy the
 	// binding, whose TableState serves the tables.
@@ -195,7 +210,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	if err != nil {
 		return nil, err
 	}
-	enums, err := parseRunnerEnums(cfg)
+	enums, err := toRunnerEnums(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -207,11 +222,12 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			Inputs:          cfg.runnerInputs(pc),
 			Outputs:         p.Topics,
 			Internal:        cfg.internalOutputs(pc, p.Topics),
-			OutputLimits:    h.outputLimits(p),
+			Latest:          cfg.latestOutputs(pc, p.Binding.Outputs),
 			OnError:         enums.onError[i],
 			DeadLetterTopic: cfg.DeadLetterTopic(pc),
 			Stores:          cfg.taskStores(pc),
 			TimeStore:       len(cfg.taskStores(pc)) > 0,
+			StateCache:      stateCache(pc),
 			TimeLimits: runner.TimeLimits{Timers: pc.Limits.Timers, FiringsPerCommit: pc.Limits.TimerFirings,
 				CommitMarks: pc.Limits.CommitMarks},
 			Expiry: map[string]state.Expiry{},
@@ -222,7 +238,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			Changelogs:     cfg.changelogTopics(pc),
 		}
 		for st, e := range pc.Expire {
-			specs[i].Expiry[st] = state.Expiry{TTL: e.After.Milliseconds(), Wall: e.Clock == "wall"}
+			specs[i].Expiry[st] = state.Expiry{TTL: e.After.Milliseconds(), Wall: e.Clock == ClockWall}
 		}
 		for j, st := range specs[i].Stores {
 			if topic, ok := pc.TaskTables[st]; ok {
@@ -260,6 +276,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		OnRestoreProgress:      onRestore,
 		Restore:                o.restore,
 		Stats:                  stats,
+		Limits:                 runner.BrokerLimits(h.kafka),
 	}
 	// Every member asks for the co-partitioning assignor when any
 	// processor of the app needs it (members of one group must agree).
@@ -279,7 +296,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 // their counters and a transactional id of its own.
 func (h *Host) startMembers(ctx context.Context, base runner.Options) error {
 	var groups [][]runner.ProcessorSpec
-	if h.cfg.Kafka.Members == "shared" {
+	if h.cfg.Kafka.Members == MembersShared {
 		groups = [][]runner.ProcessorSpec{base.Processors}
 	} else {
 		for _, spec := range base.Processors {
@@ -290,6 +307,10 @@ func (h *Host) startMembers(ctx context.Context, base runner.Options) error {
 	for _, specs := range groups {
 		opts := base
 		opts.Processors = specs
+		// One set per member, kept across its runners: a runner
+		// restarted for smaller limits must not find the refused records
+		// again (refusal.go).
+		opts.Refused = runner.NewRefused()
 		opts.Stats = map[string]*runner.Stats{}
 		for _, spec := range specs {
 			opts.Stats[spec.Name] = base.Stats[spec.Name]
@@ -561,6 +582,7 @@ func (h *Host) Close() error {
 	}
 	h.procs = nil
 	if h.embedded != nil {
+		h.removeEmbeddedBroker()
 		h.embedded.Close()
 		h.embedded = nil
 	}
@@ -582,10 +604,44 @@ func (h *Host) loadPlugins(ctx context.Context) error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("processors[%d] (%s): %w", i, pc.Name, err)
+			return loadError(i, pc, err)
 		}
 	}
 	return nil
+}
+
+// stateCache is a processor's record cache per task for the runner:
+// bytes, negative for none.
+func stateCache(pc *ProcessorConfig) int {
+	if n := pc.StateCache.Bytes(state.DefaultRecordCacheBytes); n > 0 {
+		return n
+	}
+	return -1
+}
+
+// loadError is the error of processors[i]'s plugin: a path that does not
+// exist says so; a start that failed asking for outputs or stores the
+// processor does not declare (engine.ModuleError.Undeclared) gets the
+// config field to add each to.
+func loadError(i int, pc *ProcessorConfig, err error) error {
+	if _, serr := os.Stat(pc.Plugin); errors.Is(serr, fs.ErrNotExist) {
+		return fmt.Errorf("processors[%d].plugin (%s): %s not found (build the plugin first? a relative plugin path is relative to the config file's directory)",
+			i, pc.Name, pc.Plugin)
+	}
+	err = fmt.Errorf("processors[%d] (%s): %w", i, pc.Name, err)
+	var me *engine.ModuleError
+	if !errors.As(err, &me) || len(me.Undeclared) == 0 {
+		return err
+	}
+	var fixes []string
+	for _, u := range me.Undeclared {
+		if u.Kind == "output" {
+			fixes = append(fixes, fmt.Sprintf("add output %q to processors[%d].outputs (%s: <topic>)", u.Name, i, u.Name))
+		} else {
+			fixes = append(fixes, fmt.Sprintf("add store %q to processors[%d].stores", u.Name, i))
+		}
+	}
+	return fmt.Errorf("%w\nfix: %s", err, strings.Join(fixes, "; "))
 }
 
 // ensureTopics makes sure the app's topics exist (package topics). An
@@ -603,7 +659,11 @@ func (h *Host) ensureTopics(ctx context.Context, create bool) error {
 		pc := &h.cfg.Processors[i]
 		// Task tables are inputs (co-partitioned with the others) and
 		// tables (created compacted); their topic is their changelog.
-		procs[i] = topics.Processor{Name: pc.Name, Inputs: h.cfg.runnerInputs(pc), Outputs: pc.Outputs,
+		outputs := map[string]string{}
+		for name, o := range pc.Outputs {
+			outputs[name] = o.Topic
+		}
+		procs[i] = topics.Processor{Name: pc.Name, Inputs: h.cfg.runnerInputs(pc), Outputs: outputs,
 			Repartition: h.cfg.repartitionTopics(pc), RepartitionPartitions: int32(pc.RepartitionPartitions),
 			Changelogs: map[string]string{}, Tables: map[string]string{}}
 		maps.Copy(procs[i].Tables, pc.Tables)
@@ -627,45 +687,7 @@ func (h *Host) ensureTopics(ctx context.Context, create bool) error {
 	if err != nil {
 		return err
 	}
-	var outs []string
-	for _, p := range h.procs {
-		outs = append(outs, p.Topics...)
-	}
-	if h.outLimits, err = topics.Limits(ctx, adm, outs...); err != nil {
-		return err
-	}
-	// The engine refuses an emit over its output's limit as the record's
-	// failure (ETOOLARGE to the plugin, limit_exceeded), counting key,
-	// value and headers; the margin covers the batch and record framing
-	// and the version header the runner adds, which the runner's own
-	// check (runner.OutputLimit) counts exactly.
-	for _, p := range h.procs {
-		p.Binding.OutputMaxBytes = make([]int, len(p.Topics))
-		for i, t := range p.Topics {
-			max := runner.ProducerMaxBatchBytes
-			if l := int(h.outLimits[t].MaxMessageBytes); l > 0 && l < max {
-				max = l
-			}
-			p.Binding.OutputMaxBytes[i] = max - outputFramingMargin
-		}
-	}
 	return nil
-}
-
-// outputFramingMargin is what an output's limit leaves for framing: the
-// record batch header (61 bytes), the record's varints at their widest, and
-// the wasmstream-version header with room to spare.
-const outputFramingMargin = 256
-
-// outputLimits is what each of p's outputs accepts of one record, by
-// output index.
-func (h *Host) outputLimits(p *plugin.Processor) []runner.OutputLimit {
-	lims := make([]runner.OutputLimit, len(p.Topics))
-	for i, t := range p.Topics {
-		l := h.outLimits[t]
-		lims[i] = runner.OutputLimit{MaxBytes: l.MaxMessageBytes, KeyRequired: l.Compacted}
-	}
-	return lims
 }
 
 // Validate checks a config's plugins without Kafka: each compiles, speaks a
@@ -691,35 +713,32 @@ func Validate(ctx context.Context, cfg *Config, log *slog.Logger) error {
 			_ = p.RT.Close(ctx)
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("processors[%d] (%s): %w", i, pc.Name, err))
+			errs = append(errs, loadError(i, pc, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// InspectPlugin validates a module and describes it.
+// InspectPlugin validates a module and describes it, under the default
+// module limits and compile budget (runtime.module_limits).
 func InspectPlugin(ctx context.Context, wasm []byte) (PluginInfo, error) {
-	info, err := engine.Inspect(ctx, wasm)
+	return InspectPluginWith(ctx, wasm, nil)
+}
+
+// InspectPluginWith is InspectPlugin under cfg's runtime.module_limits
+// (the defaults for a nil cfg).
+func InspectPluginWith(ctx context.Context, wasm []byte, cfg *Config) (PluginInfo, error) {
+	lim := engine.ModuleLimits{Settings: budgetSettings}
+	if cfg != nil {
+		c := cfg.Clone()
+		c.ApplyDefaults()
+		lim = c.pluginLimits().Module
+	}
+	info, err := engine.InspectWith(ctx, wasm, lim)
 	if err != nil {
 		return PluginInfo{}, err
 	}
 	return pluginInfo(info), nil
-}
-
-// startEmbedded starts the in-process development broker (franz-go's kfake)
-// on 127.0.0.1.
-func (h *Host) startEmbedded(port int) error {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.DefaultNumPartitions(h.cfg.Kafka.TopicPartitions),
-		// Members hear of a rebalance within a second (default 5 s).
-		kfake.BrokerConfigs(map[string]string{"group.consumer.heartbeat.interval.ms": "1000"}))
-	if err != nil {
-		return fmt.Errorf("embedded kafka: %w", err)
-	}
-	h.embedded = c
-	h.brokers = c.ListenAddrs()
-	h.log.Warn("no kafka.brokers configured: started an embedded in-process Kafka for development only; data is not durable",
-		"address", strings.Join(h.brokers, ","))
-	return nil
 }
 
 // instanceID names this process's transactional producer. It is new at

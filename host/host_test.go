@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -26,6 +27,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/runner"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
+	"github.com/wasmstream/wasmstream/internal/wasmgen"
 )
 
 // engineTestdata is a hand-written WAT plugin of the engine's test suite.
@@ -41,12 +43,12 @@ type pipeline struct {
 
 // newPipeline makes a one-processor config on the test broker with fresh
 // topics (3 partitions).
-func newPipeline(t testing.TB, plugin string, onError string) *pipeline {
+func newPipeline(t testing.TB, plugin string, onError ErrorPolicy) *pipeline {
 	return newPipelineOn(t, testbroker.New(t), plugin, onError)
 }
 
 // newPipelineOn is newPipeline on broker b.
-func newPipelineOn(t testing.TB, b *testbroker.Broker, plugin string, onError string) *pipeline {
+func newPipelineOn(t testing.TB, b *testbroker.Broker, plugin string, onError ErrorPolicy) *pipeline {
 	p := &pipeline{b: b, in: b.Name(t, "in"), out: b.Name(t, "out")}
 	b.CreateTopic(t, p.in, 3, nil)
 	b.CreateTopic(t, p.out, 3, nil)
@@ -55,7 +57,7 @@ func newPipelineOn(t testing.TB, b *testbroker.Broker, plugin string, onError st
 		Kafka: KafkaConfig{Brokers: b.Addrs(), CommitInterval: 50 * time.Millisecond, SessionTimeout: 10 * time.Second},
 		Processors: []ProcessorConfig{{
 			Name: "proc", Plugin: plugin, Inputs: []string{p.in},
-			Outputs: map[string]string{"out": p.out}, OnError: onError,
+			Outputs: map[string]OutputConfig{"out": {Topic: p.out}}, OnError: onError,
 			// Short enough for the looping plugin's timeouts to be quick,
 			// long enough that a loaded machine (GC pauses, 2 busy cores)
 			// does not time out an ordinary record.
@@ -220,7 +222,7 @@ func TestPluginFaultsGoThroughPolicy(t *testing.T) {
 func TestUnreachableBrokerIsAnError(t *testing.T) {
 	cfg := &Config{
 		AppID: "x", Kafka: KafkaConfig{Brokers: []string{"127.0.0.1:1"}},
-		Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata("passthrough"), Inputs: []string{"in"}, Outputs: map[string]string{"out": "out"}}},
+		Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata("passthrough"), Inputs: []string{"in"}, Outputs: map[string]OutputConfig{"out": {Topic: "out"}}}},
 		Runtime:    RuntimeConfig{CacheDir: "off"},
 	}
 	cfg.ApplyDefaults()
@@ -249,16 +251,19 @@ func TestBadPluginsAreRefusedAtStart(t *testing.T) {
 	for name, want := range map[string]string{
 		"corrupt":         "plugin",
 		"noabi":           "wasmstream_abi_version",
-		"abi2":            "version",
+		"abi3":            "version",
 		"missingprocess":  "wasmstream_process",
 		"forbiddenimport": "env",
 		"initfail":        "init",
 		"inittrap":        "init",
+		// The first mistakes get the fix in the message.
+		"command":        "-buildmode=c-shared",
+		"undeclaredinit": `fix: add output "alerts" to processors[0].outputs (alerts: <topic>); add store "cards" to processors[0].stores`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := &Config{
 				AppID:      "x",
-				Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata(name), Inputs: []string{"in"}, Outputs: map[string]string{"out": "out"}}},
+				Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata(name), Inputs: []string{"in"}, Outputs: map[string]OutputConfig{"out": {Topic: "out"}}}},
 				Runtime:    RuntimeConfig{CacheDir: "off"},
 			}
 			cfg.ApplyDefaults()
@@ -271,13 +276,44 @@ func TestBadPluginsAreRefusedAtStart(t *testing.T) {
 	}
 }
 
+// runtime.module_limits' compile budget reaches every compile: a plugin
+// whose estimate is over a lowered budget is refused, naming the setting;
+// the same plugin passes the defaults.
+func TestCompileBudgetFromConfig(t *testing.T) {
+	// 20,000 globals: 2.5 MiB per instance; 25 MiB and 200 ms to compile.
+	plugin := filepath.Join(t.TempDir(), "globals.wasm")
+	if err := os.WriteFile(plugin, wasmgen.Module(wasmgen.Shape{Globals: 20000, Plugin: true}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		limits ModuleLimits
+		want   string
+	}{
+		{ModuleLimits{CompileMemory: 8 << 20}, "over the compile budget of 8 MiB (runtime.module_limits.compile_memory)"},
+		{ModuleLimits{CompileTime: time.Millisecond}, "over the compile budget of 1ms (runtime.module_limits.compile_time)"},
+		{ModuleLimits{InstanceMemory: 1 << 20}, "over the budget of 1 MiB per instance (runtime.module_limits.instance_memory)"},
+		{ModuleLimits{}, ""},
+	} {
+		cfg := &Config{
+			AppID:      "x",
+			Processors: []ProcessorConfig{{Name: "p", Plugin: plugin, Inputs: []string{"in"}, Outputs: map[string]OutputConfig{"out": {Topic: "out"}}}},
+			Runtime:    RuntimeConfig{CacheDir: "off", ModuleLimits: c.limits},
+		}
+		cfg.ApplyDefaults()
+		err := Validate(context.Background(), cfg, testLogger(t))
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%+v: Validate = %v, want %q", c.limits, err, c.want)
+		}
+	}
+}
+
 // Validate compiles through runtime.cache_dir, so the run that follows a
 // validate finds its plugins compiled.
 func TestValidateWarmsTheCompileCache(t *testing.T) {
 	dir := t.TempDir()
 	cfg := &Config{
 		AppID:      "x",
-		Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata("passthrough"), Inputs: []string{"in"}, Outputs: map[string]string{"out": "out"}}},
+		Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata("passthrough"), Inputs: []string{"in"}, Outputs: map[string]OutputConfig{"out": {Topic: "out"}}}},
 		Runtime:    RuntimeConfig{CacheDir: dir},
 	}
 	if err := Validate(context.Background(), cfg, testLogger(t)); err != nil {
@@ -310,7 +346,7 @@ func latest(recs []*kgo.Record) map[string]string {
 func TestWordcountStateSurvivesRestartAndMove(t *testing.T) {
 	p := newPipeline(t, wasmbuild.Build(t, "./plugins/wordcount"), OnErrorFail)
 	p.cfg.Processors[0].Stores = []string{p.b.Name(t, "counts")}
-	p.cfg.Processors[0].Outputs = map[string]string{"counts": p.out}
+	p.cfg.Processors[0].Outputs = map[string]OutputConfig{"counts": {Topic: p.out}}
 	// wordcount names its store "counts"; the config's store name must match.
 	p.cfg.Processors[0].Stores = []string{"counts"}
 	p.cfg.AppID = p.b.Name(t, "wc")
@@ -346,7 +382,7 @@ func TestWordcountStateSurvivesRestartAndMove(t *testing.T) {
 
 func TestChangelogWithWrongShapeIsRefused(t *testing.T) {
 	p := newPipeline(t, wasmbuild.Build(t, "./plugins/wordcount"), OnErrorFail)
-	p.cfg.Processors[0].Outputs = map[string]string{"counts": p.out}
+	p.cfg.Processors[0].Outputs = map[string]OutputConfig{"counts": {Topic: p.out}}
 	p.cfg.Processors[0].Stores = []string{"counts"}
 	p.cfg.State.Dir = t.TempDir()
 	p.b.CreateTopic(t, p.cfg.ChangelogTopic("counts"), 1, map[string]string{"cleanup.policy": "compact"})
@@ -362,7 +398,7 @@ func TestChangelogWithWrongShapeIsRefused(t *testing.T) {
 	}
 }
 
-// The Faust failure (shared/seeds/faust-recovery-stuck-offset-reset-latest.txt)
+// The Faust failure (docs/design.md#seed-faust)
 // end to end: input consumers start at "latest"; a task restores a large
 // changelog on a new machine, and while it does the changelog's log start
 // is moved past the restore position. The restore must finish — wiping the
@@ -374,7 +410,7 @@ func TestRestoreFinishesWhenLogStartMovesDuringRestore(t *testing.T) {
 	p.b.CreateTopic(t, p.in, 1, nil)
 	p.b.CreateTopic(t, p.out, 1, nil)
 	pc := &p.cfg.Processors[0]
-	pc.Inputs, pc.Outputs, pc.Stores = []string{p.in}, map[string]string{"out": p.out}, []string{"counts"}
+	pc.Inputs, pc.Outputs, pc.Stores = []string{p.in}, map[string]OutputConfig{"out": {Topic: p.out}}, []string{"counts"}
 	// Many small commits make many small changelog batches: a broker
 	// returns whole batches, so with one big batch the restore would have
 	// the whole changelog in memory before the log start could move.
@@ -584,7 +620,7 @@ func buildCounterChangelog(t *testing.T, p *pipeline, keys int) string {
 }
 
 // New works on its own copy of the config with defaults applied, as the
-// CLI's LoadConfig does: a Config built in Go without ApplyDefaults runs
+// CLI's loader does: a Config built in Go without ApplyDefaults runs
 // with the documented defaults (commit_records among them), and the
 // caller's Config is left as it was. An invalid one is refused before
 // anything starts, naming the field.
@@ -597,7 +633,7 @@ func TestNewAppliesDefaultsAndValidates(t *testing.T) {
 		AppID: b.Name(t, "app"),
 		Kafka: KafkaConfig{Brokers: b.Addrs()},
 		Processors: []ProcessorConfig{{Name: "proc", Plugin: engineTestdata("passthrough"),
-			Inputs: []string{in}, Outputs: map[string]string{"out": out}}},
+			Inputs: []string{in}, Outputs: map[string]OutputConfig{"out": {Topic: out}}}},
 		Runtime: RuntimeConfig{CacheDir: "off"},
 		State:   StateConfig{Dir: t.TempDir()},
 	}
@@ -607,7 +643,7 @@ func TestNewAppliesDefaultsAndValidates(t *testing.T) {
 	}
 	defer h.Close()
 	if h.cfg.Kafka.CommitRecords != DefaultCommitRecords || h.cfg.Kafka.CommitInterval != DefaultCommitInterval ||
-		h.cfg.Processors[0].OnError != OnErrorFail || h.cfg.Swap.CanaryWindow != DefaultCanaryWindow {
+		h.cfg.Processors[0].OnError != OnErrorFail || h.cfg.Swap.CanaryWindow != Set(DefaultCanaryWindow) {
 		t.Errorf("the host runs without the defaults: %+v", h.cfg)
 	}
 	if cfg.Kafka.CommitRecords != 0 || cfg.Processors[0].OnError != "" {
@@ -638,7 +674,7 @@ func TestStartupWaitsForBrokers(t *testing.T) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	cfg := &Config{
 		AppID: "wait", Kafka: KafkaConfig{Brokers: []string{addr}, CreateTopics: true, ConnectTimeout: time.Minute},
-		Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata("passthrough"), Inputs: []string{"in"}, Outputs: map[string]string{"out": "out"}}},
+		Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata("passthrough"), Inputs: []string{"in"}, Outputs: map[string]OutputConfig{"out": {Topic: "out"}}}},
 		Runtime:    RuntimeConfig{CacheDir: "off"},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -697,7 +733,7 @@ func TestEmitTheOutputWouldRefuseFailsOnlyItsRecord(t *testing.T) {
 			out := p.b.Name(t, "limited")
 			p.b.CreateTopic(t, out, 3, c.configs)
 			p.out = out
-			p.cfg.Processors[0].Outputs = map[string]string{"out": out}
+			p.cfg.Processors[0].Outputs = map[string]OutputConfig{"out": {Topic: out}}
 			h, stop := p.run(t)
 			bad := &kgo.Record{Topic: p.in, Value: []byte(c.value)}
 			if c.key != "" {

@@ -198,7 +198,7 @@ func deployVariant(t *testing.T, pub *control.Publisher, orig []byte, n, data in
 // the last one it holds what it held after the second.
 func TestReleaseDistinctBuilds(t *testing.T) {
 	p := newPipelineOn(t, testbroker.New(t, testbroker.OutOfProcess()), engineTestdata("passthrough"), OnErrorSkip)
-	p.cfg.Swap.CanaryWindow = 200 * time.Millisecond
+	p.cfg.Swap.CanaryWindow = Set(200 * time.Millisecond)
 	h, _ := p.run(t)
 	orig, err := os.ReadFile(engineTestdata("passthrough"))
 	if err != nil {
@@ -332,7 +332,7 @@ func fence(t *testing.T, p *pipeline, tid string) {
 // version that fails every record, and the canary rolls it back.
 func TestReleaseCanaryRollback(t *testing.T) {
 	p := newPipelineOn(t, testbroker.New(t, testbroker.OutOfProcess()), engineTestdata("passthrough"), OnErrorSkip)
-	p.cfg.Swap.CanaryWindow = 10 * time.Second
+	p.cfg.Swap.CanaryWindow = Set(10 * time.Second)
 	h, _ := p.run(t)
 	bad, err := os.ReadFile(engineTestdata("trap")) // traps on the key "boom"
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
-// The Kafka Streams seed (shared/seeds/kafka-streams-wrong-checkpoint-after-revive.txt)
+// The Kafka Streams failure (docs/design.md#seed-kstreams)
 // at the level of processes: a task's store is wiped while it restores (here
 // because the changelog's log start moves past the restore: the store is
 // then corrupt for its checkpoint), the task is revoked mid-restore (a
@@ -29,7 +29,7 @@ func TestKafkaStreamsReviveAcrossRevocation(t *testing.T) {
 	p.b.CreateTopic(t, p.in, 2, nil)
 	p.b.CreateTopic(t, p.out, 2, nil)
 	pc := &p.cfg.Processors[0]
-	pc.Inputs, pc.Outputs, pc.Stores = []string{p.in}, map[string]string{"out": p.out}, []string{"counts"}
+	pc.Inputs, pc.Outputs, pc.Stores = []string{p.in}, map[string]OutputConfig{"out": {Topic: p.out}}, []string{"counts"}
 	p.cfg.Kafka.CommitRecords = 500 // many small changelog batches
 	p.cfg.Kafka.CommitInterval = time.Second
 

@@ -3,6 +3,7 @@ package host
 import (
 	"log/slog"
 
+	"github.com/wasmstream/wasmstream/host/internal/runner"
 	"github.com/wasmstream/wasmstream/host/internal/state"
 )
 
@@ -65,3 +66,23 @@ func (s *StateReader) Scan(processor string, partition int32, store string, fn f
 
 // Close releases the directory. Idempotent.
 func (s *StateReader) Close() error { return s.r.Close() }
+
+// TaskName is the name of the task of processor on partition as the host
+// names it everywhere (logs, metrics, /v1/processors): processor/topic/
+// partition, the topic being the processor's first input (a repartition
+// input by its internal topic). "" for a processor the config lacks.
+func (c *Config) TaskName(processor string, partition int32) string {
+	for i := range c.Processors {
+		if p := &c.Processors[i]; p.Name == processor {
+			inputs := c.runnerInputs(p)
+			if len(inputs) == 0 {
+				return ""
+			}
+			// The runner names a task by the input partition it was
+			// assigned, and a co-partitioned one (several inputs) by its
+			// first input: a task with state always has that name.
+			return runner.TaskID{Processor: processor, Topic: inputs[0], Partition: partition}.String()
+		}
+	}
+	return ""
+}

@@ -156,7 +156,7 @@ func BenchmarkRollback(b *testing.B) {
 			if c.cache {
 				p.cfg.Runtime.CacheDir = b.TempDir()
 			}
-			p.cfg.Swap.CanaryWindow = 100 * time.Millisecond
+			p.cfg.Swap.CanaryWindow = Set(100 * time.Millisecond)
 			h, stop := p.run(b)
 			defer stop()
 			defer steadyFeed(b, p, 20, 10*time.Millisecond)()

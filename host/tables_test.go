@@ -20,7 +20,7 @@ func enrichPipeline(t *testing.T) (p *pipeline, customers, missing string) {
 	p.b.CreateTopic(t, missing, 1, nil)
 	pc := &p.cfg.Processors[0]
 	pc.Tables = map[string]string{"customers": customers}
-	pc.Outputs = map[string]string{"out": p.out, "missing": missing}
+	pc.Outputs = map[string]OutputConfig{"out": {Topic: p.out}, "missing": {Topic: missing}}
 	pc.Config = map[string]any{"table": "customers", "key_field": "customer_id", "as": "customer", "missing": "missing"}
 	return p, customers, missing
 }
@@ -196,7 +196,7 @@ func TestGlobalTableConfigErrors(t *testing.T) {
 		{map[string]string{"customers": "bad topic"}, `processors[0].tables.customers: "bad topic" is not a valid topic name`},
 	} {
 		cfg := &Config{AppID: "app", Processors: []ProcessorConfig{{Name: "p", Plugin: "x.wasm", Inputs: []string{"in"},
-			Outputs: map[string]string{"out": "o"}, Stores: []string{"counts"}, Tables: tc.tables}}}
+			Outputs: map[string]OutputConfig{"out": {Topic: "o"}}, Stores: []string{"counts"}, Tables: tc.tables}}}
 		cfg.ApplyDefaults()
 		err := cfg.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -24,7 +24,7 @@ func TestTaskTableEnrichment(t *testing.T) {
 	p.b.CreateTopic(t, missing, 1, nil)
 	pc := &p.cfg.Processors[0]
 	pc.TaskTables = map[string]string{"customers": customers}
-	pc.Outputs = map[string]string{"out": p.out, "missing": missing}
+	pc.Outputs = map[string]OutputConfig{"out": {Topic: p.out}, "missing": {Topic: missing}}
 	pc.Config = map[string]any{"table": "customers", "key_field": "customer_id", "as": "customer", "missing": "missing"}
 	p.cfg.State.Dir = t.TempDir()
 	if err := p.cfg.Validate(); err != nil {
@@ -131,9 +131,9 @@ func TestTaskTableConfigErrors(t *testing.T) {
 		{map[string]string{"customers": "other-in"}, `processors[1].inputs[0]: topic "other-in" is already the input of processor "p"`},
 	} {
 		cfg := &Config{AppID: "app", Processors: []ProcessorConfig{
-			{Name: "p", Plugin: "x.wasm", Inputs: []string{"in"}, Outputs: map[string]string{"out": "o"},
+			{Name: "p", Plugin: "x.wasm", Inputs: []string{"in"}, Outputs: map[string]OutputConfig{"out": {Topic: "o"}},
 				Stores: []string{"counts"}, Tables: map[string]string{"rates": "r"}, TaskTables: tc.tables},
-			{Name: "q", Plugin: "x.wasm", Inputs: []string{"other-in"}, Outputs: map[string]string{"out": "o2"}},
+			{Name: "q", Plugin: "x.wasm", Inputs: []string{"other-in"}, Outputs: map[string]OutputConfig{"out": {Topic: "o2"}}},
 		}}
 		cfg.ApplyDefaults()
 		err := cfg.Validate()

@@ -62,7 +62,7 @@ func TestWindowCountThroughTheHost(t *testing.T) {
 	late := p.b.Name(t, "late")
 	p.b.CreateTopic(t, late, 1, nil)
 	pc.Stores = []string{"windows"}
-	pc.Outputs = map[string]string{"counts": p.out, "late": late}
+	pc.Outputs = map[string]OutputConfig{"counts": {Topic: p.out}, "late": {Topic: late}}
 	pc.Config = map[string]any{"size": "1s", "late_output": "late"}
 	p.cfg.State.Dir = t.TempDir()
 	// A window start (a multiple of 1s) an hour ago: a real broker's
@@ -144,7 +144,7 @@ func TestAlertOnAQuietPartition(t *testing.T) {
 	p := newPipeline(t, wasmbuild.Build(t, "./plugins/alert"), OnErrorFail)
 	pc := &p.cfg.Processors[0]
 	pc.Stores = []string{"alert"}
-	pc.Outputs = map[string]string{"alerts": p.out}
+	pc.Outputs = map[string]OutputConfig{"alerts": {Topic: p.out}}
 	pc.Config = map[string]any{"timeout": "300ms"}
 	p.cfg.State.Dir = t.TempDir()
 	_, stop := p.run(t)
@@ -175,7 +175,7 @@ func TestStoreExpiryThroughTheHost(t *testing.T) {
 	p := newPipeline(t, wasmbuild.Build(t, "./plugins/wordcount"), OnErrorFail)
 	pc := &p.cfg.Processors[0]
 	pc.Stores = []string{"counts"}
-	pc.Outputs = map[string]string{"counts": p.out}
+	pc.Outputs = map[string]OutputConfig{"counts": {Topic: p.out}}
 	pc.Expire = map[string]StoreExpiry{"counts": {After: time.Second}}
 	p.cfg.State.Dir = t.TempDir()
 	t0 := (time.Now().UnixMilli()/1000 - 3600) * 1000
@@ -259,7 +259,7 @@ func TestStoreExpiryAddedToAFullStoreIsRefused(t *testing.T) {
 	p := newPipeline(t, wasmbuild.Build(t, "./plugins/wordcount"), OnErrorFail)
 	pc := &p.cfg.Processors[0]
 	pc.Stores = []string{"counts"}
-	pc.Outputs = map[string]string{"counts": p.out}
+	pc.Outputs = map[string]OutputConfig{"counts": {Topic: p.out}}
 	p.cfg.State.Dir = t.TempDir()
 	p.b.ProduceTo(t, 0, &kgo.Record{Topic: p.in, Partition: 0, Value: []byte("a b")})
 	_, stop := p.run(t)

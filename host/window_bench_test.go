@@ -105,7 +105,7 @@ func BenchmarkWindowCount(b *testing.B) {
 		br.CreateTopic(b, out, partitions, nil)
 		configs[i].proc.Name = "count"
 		configs[i].proc.Inputs = []string{in}
-		configs[i].proc.Outputs = map[string]string{configs[i].output: out}
+		configs[i].proc.Outputs = map[string]OutputConfig{configs[i].output: {Topic: out}}
 	}
 	res := map[string]*windowBenchResult{}
 	for _, c := range configs {

@@ -45,7 +45,7 @@ func TestWasmDirectivesMatchABI(t *testing.T) {
 	wantImports := []string{abi.ImportEmit, abi.ImportOutputIndex, abi.ImportStoreIndex, abi.ImportConfig,
 		abi.ImportLog, abi.ImportSetError, abi.ImportStateGet, abi.ImportStatePut, abi.ImportStateDelete,
 		abi.ImportScanOpen, abi.ImportScanNext, abi.ImportScanClose}
-	wantExports := []string{abi.VersionMarker, abi.ExportInput, abi.ExportProcess, abi.ExportInit}
+	wantExports := []string{abi.VersionMarker, abi.VersionMarkerBatch, abi.ExportBatch, abi.ExportInput, abi.ExportProcess, abi.ExportInit}
 	slices.Sort(imports)
 	slices.Sort(exports)
 	slices.Sort(wantImports)

@@ -12,12 +12,12 @@
 //
 //	import "github.com/wasmstream/wasmstream/sdk"
 //
-//	var out = sdk.Output("enriched") // resolved on first use, then cached
+//	var out = sdk.Output("enriched") // resolved when the instance starts
 //
 //	func init() { sdk.Handle(process) }
 //
 //	func process(r *sdk.Record) error {
-//		return out.Emit(sdk.Out{Key: r.Key, Value: r.Value, Headers: r.Headers})
+//		return out.Forward(r) // the record as it came, without a copy
 //	}
 //
 //	func main() {} // never called: c-shared runs init functions only
@@ -26,8 +26,14 @@
 // wasmstream_input, wasmstream_process, wasmstream_init) itself; a plugin
 // only registers a handler with Handle and, optionally, an init hook with
 // OnInit. Everything the plugin may do goes through this package: read the
-// record, Emit to declared outputs, read and write declared state stores,
-// read its Config, Log. The contract underneath is abi/ABI.md.
+// record, Emit (or Forward) to declared outputs, read and write declared
+// state stores, read its Config, Log. The contract underneath is
+// abi/ABI.md.
+//
+// Outputs and stores made while the plugin starts (package variables, or
+// in the OnInit hook) are resolved when the instance starts: a deployment
+// whose config lacks one fails to start, and `wasmstream validate` reports
+// it, naming every missing name and the config field to add it to.
 //
 // # Errors and failures
 //

@@ -2,7 +2,12 @@
 
 package sdk
 
-import "github.com/wasmstream/wasmstream/sdk/internal/fakeabi"
+import (
+	"runtime"
+	"strings"
+
+	"github.com/wasmstream/wasmstream/sdk/internal/fakeabi"
+)
 
 // Outside Wasm the host functions go to the in-process host installed by
 // sdk/sdktest, and the bodies of the Wasm exports are handed to it, so a
@@ -48,3 +53,25 @@ func hostScanOpen(store uint32, start, end []byte) int32 {
 
 func hostScanNext(cursor uint32, out []byte) int32 { return host().ScanNext(cursor, out) }
 func hostScanClose(cursor uint32) int32            { return host().ScanClose(cursor) }
+
+// inPackageInit reports whether the caller runs in the program's package
+// initialization (a package variable's initializer or an init function),
+// where a plugin's handles are declared (declare.go). In Wasm that is
+// everything before wasmstream_init; natively one test binary starts many
+// fake instances, so the stack tells: the runtime runs every package's
+// initialization from runtime.doInit (doInit1 since Go 1.21).
+func inPackageInit() bool {
+	var pcs [128]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
+	for {
+		f, more := frames.Next()
+		if strings.HasPrefix(f.Function, "runtime.doInit") {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
+}
+
+func initDone() {}

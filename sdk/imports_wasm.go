@@ -81,6 +81,15 @@ func hostScanNext(cursor uint32, out []byte) int32 {
 
 func hostScanClose(cursor uint32) int32 { return abiScanClose(cursor) }
 
+// started is set when the instance has started (wasmstream_init
+// succeeded): handles made before are declared (declare.go). A Wasm module
+// is one instance, so there is nothing between package initialization
+// (_initialize) and wasmstream_init.
+var started bool
+
+func inPackageInit() bool { return !started }
+func initDone()           { started = true }
+
 // The exports. //go:wasmexport works from this non-main package: a
 // c-shared build exports every such function of every linked package, and
 // the toolchain adds _initialize, which runs the package init functions
@@ -90,6 +99,18 @@ func hostScanClose(cursor uint32) int32 { return abiScanClose(cursor) }
 //
 //go:wasmexport wasmstream_abi_version_1
 func abiVersion1() {}
+
+// abiVersion2 is the ABI version 2 marker (abi.VersionMarkerBatch): the
+// SDK also takes batches. A host that speaks only version 1 uses the
+// version 1 exports; never called.
+//
+//go:wasmexport wasmstream_abi_version_2
+func abiVersion2() {}
+
+// exportBatch is abi.ExportBatch.
+//
+//go:wasmexport wasmstream_batch
+func exportBatch(n uint32) int32 { return batch(n) }
 
 // exportInput is abi.ExportInput.
 //

@@ -16,11 +16,15 @@ type OutputHandle struct {
 }
 
 // Output returns the handle of the output called name. It does not call the
-// host: the name is resolved to an index (output_index) on first use and
-// cached for the instance's life. Call Check from OnInit to fail at start if
-// the processor does not declare it.
+// host. A handle made while the plugin starts (a package variable, or in
+// the OnInit hook) is resolved when the instance starts, so a processor
+// that does not declare it fails to start (and `wasmstream validate`
+// says so); one made later is resolved (output_index) on first use. The
+// index is cached for the instance's life.
 func Output(name string) *OutputHandle {
-	return &OutputHandle{ref{name: name, call: abi.ImportOutputIndex}}
+	h := &OutputHandle{ref{name: name, call: abi.ImportOutputIndex}}
+	declare(&h.ref)
+	return h
 }
 
 // Name is the output's name.
@@ -61,6 +65,17 @@ func (o *OutputHandle) Emit(r Out) error {
 	return o.emit(r.Key, r.Value, r.Headers, r.Timestamp, abi.AnyPartition)
 }
 
+// Forward emits the input record r as it came (key, value, headers and
+// timestamp) to this output, the host picking the partition by key. For
+// the record being processed it is the cheapest emit there is: the SDK
+// hands the host its own input buffer with the fields an emit sets
+// rewritten, without encoding or copying anything (see emit), as the Rust
+// SDK's forward and the C SDK's ws_forward do. A record with timestamp 0
+// gets the current call's timestamp, as Emit gives it.
+func (o *OutputHandle) Forward(r *Record) error {
+	return o.emit(r.Key, r.Value, r.Headers, r.Timestamp, abi.AnyPartition)
+}
+
 // EmitTo is Emit to an explicit partition of the output topic. A partition
 // the topic does not have fails the record when the host produces it.
 func (o *OutputHandle) EmitTo(partition int32, r Out) error {
@@ -82,10 +97,10 @@ var emitBuf []byte
 // this path takes no branch (see "The per-record path" in sdk.go).
 func (o *OutputHandle) emit(key, value []byte, headers []Header, ts int64, partition int32) error {
 	n := curLen
-	if o.ok != generation || uint(n-1) >= abi.MaxRecordSize || len(headers) != 0 { // n in [1, abi.MaxRecordSize]
+	if o.ok != generation || uint(n-1) >= abi.MaxRecordSize || len(headers) != 0 || forwarded { // n in [1, abi.MaxRecordSize]
 		return o.emitAny(key, value, headers, ts, partition)
 	}
-	rec := inputBuf[:n]
+	rec := inputBuf[curAt : curAt+n]
 	fixed := rec[:abi.HeaderSize] // n >= abi.HeaderSize while a handler runs
 	le := binary.LittleEndian
 	// The layout's lengths (-1 for null) and where the bytes would be.
@@ -115,6 +130,13 @@ func (o *OutputHandle) emit(key, value []byte, headers []Header, ts int64, parti
 	le.PutUint64(fixed[0:], uint64(ts))
 	le.PutUint64(fixed[8:], noOffset)
 	le.PutUint64(fixed[16:], uint64(uint32(partition))|uint64(o.idx)<<32) // partition, index
+	if batching {
+		if !staged { // the call's first emit: forwarded in place
+			forwarded, staged = true, true
+			return nil
+		}
+		return stage(rec, true)
+	}
 	if res := hostEmit(rec); res < 0 {
 		return hostErr(abi.ImportEmit, o.name, res)
 	}
@@ -127,7 +149,13 @@ func (o *OutputHandle) emitAny(key, value []byte, headers []Header, ts int64, pa
 	if err != nil {
 		return err
 	}
+	if forwarded {
+		// The call's first emit is the input record, forwarded in place;
+		// its fixed fields are about to be written again.
+		materialize()
+	}
 	var rec []byte
+	input := false
 	if n := curLen; n > 0 {
 		if ts == 0 {
 			ts = cur.Timestamp
@@ -136,7 +164,7 @@ func (o *OutputHandle) emitAny(key, value []byte, headers []Header, ts int64, pa
 		// before the key length differ. (A larger input takes the other
 		// branch, which refuses it.)
 		if n <= abi.MaxRecordSize && isInput(key, value, headers) {
-			rec = inputBuf[:n]
+			rec, input = inputBuf[curAt:curAt+n], true
 		}
 	} else if ts == 0 {
 		ts = callbackTimestamp // a callback: the trigger's timestamp
@@ -160,6 +188,9 @@ func (o *OutputHandle) emitAny(key, value []byte, headers []Header, ts int64, pa
 	le.PutUint64(rec[8:], noOffset)
 	le.PutUint32(rec[16:], uint32(partition))
 	le.PutUint32(rec[20:], idx)
+	if batching {
+		return stage(rec, input)
+	}
 	if res := hostEmit(rec); res < 0 {
 		return hostErr(abi.ImportEmit, o.name, res)
 	}
@@ -174,7 +205,7 @@ func (o *OutputHandle) emitAny(key, value []byte, headers []Header, ts int64, pa
 // layout was checked by process, and the handler cannot reach its
 // length fields (its slices are capped).
 func isInput(key, value []byte, headers []Header) bool {
-	src := inputBuf[:curLen]
+	src := inputBuf[curAt : curAt+curLen]
 	_ = src[abi.HeaderSize-1]
 	le := binary.LittleEndian
 	p := abi.HeaderSize
@@ -271,6 +302,9 @@ type ref struct {
 	err  error  // a resolution that failed for good (ENONAME)
 	gen  uint32 // generation idx or err belongs to; 0 = unresolved
 	ok   uint32 // gen when idx is valid (err is nil), for emit's one check
+	// declGen is the generation whose start resolves the handle, 0 for
+	// every start (a package variable); see declare.go.
+	declGen uint32
 }
 
 func (r *ref) index() (uint32, error) {

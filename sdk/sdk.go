@@ -59,9 +59,10 @@ func Handle(fn func(r *Record) error) {
 
 // OnInit registers fn to run once per instance, after the package init
 // functions and before the first record (the wasmstream_init export). It is
-// the place to read and check Config and to Check outputs and stores, so a
-// bad deployment fails at start with a clear message instead of on every
-// record. An error fails the instance's start; its text is the reason the
+// the place to read and check Config, so a bad deployment fails at start
+// with a clear message instead of on every record. (Outputs and stores
+// that are package variables, or that fn makes, are resolved at start
+// without a Check.) An error fails the instance's start; its text is the reason the
 // host reports. Emitting and state access are not allowed during init
 // (abi.ErrnoPhase). A later call replaces the hook.
 func OnInit(fn func() error) { initHook = fn }
@@ -92,10 +93,12 @@ var (
 	curHeaders []Header
 	curNames   []string
 	// curLen is the length of the record in inputBuf while its handler
-	// runs, and 0 otherwise (a record is at least abi.HeaderSize bytes).
-	// Emits default their timestamp to cur's then, and may send the input
-	// bytes themselves (see emit).
+	// runs, and 0 otherwise (a record is at least abi.HeaderSize bytes);
+	// curAt is where it starts (0 but in a batch). Emits default their
+	// timestamp to cur's then, and may send the input bytes themselves
+	// (see emit).
 	curLen int
+	curAt  int
 )
 
 // The per-record path (process, then Emit) is written for the code Go
@@ -217,7 +220,7 @@ func process(n uint32) (status abi.Status) {
 		cur.Partition = int32(pi)
 		cur.Input = int(uint32(pi >> 32))
 	}
-	curLen = int(n)
+	curLen, curAt = int(n), 0
 	// A panicking handler fails its record, not its instance: a recovered
 	// panic returns the status set here. The deferred call is open-coded
 	// and captures nothing; it tells a panic from a return by curLen,
@@ -348,6 +351,7 @@ func field(src []byte, p int, n int32) ([]byte, int, bool) {
 // initialize is the body of the wasmstream_init export.
 func initialize() (status abi.Status) {
 	defer func() {
+		inInit = false
 		if p := recover(); p != nil {
 			status = failPanic(p)
 		}
@@ -355,11 +359,24 @@ func initialize() (status abi.Status) {
 	if handler == nil {
 		return fail("sdk: no handler: call sdk.Handle from an init function of package main")
 	}
+	// The package variables' handles first, so that a hook that Checks
+	// one does not fail first with a message about that one alone; then
+	// those the hook made.
+	if err := resolveDeclared(); err != nil {
+		return failErr(err)
+	}
 	if initHook != nil {
-		if err := initHook(); err != nil {
+		inInit = true
+		err := initHook()
+		inInit = false
+		if err != nil {
+			return failErr(err)
+		}
+		if err := resolveDeclared(); err != nil {
 			return failErr(err)
 		}
 	}
+	initDone()
 	return abi.StatusOK
 }
 

@@ -3,6 +3,7 @@ package sdk_test
 import (
 	"bytes"
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,12 +13,20 @@ import (
 	"github.com/wasmstream/wasmstream/sdk/sdktest"
 )
 
-// Handles are package variables, as in a plugin.
+// The handles most tests use. They are made by TestMain, after package
+// initialization, so that they are resolved on first use: these tests
+// exercise that path, and hosts that declare only some of them. (Package
+// variables would be resolved at every start; declare_test.go covers that.)
 var (
-	outA   = sdk.Output("a")
-	outB   = sdk.Output("b")
-	counts = sdk.Store("counts")
+	outA   *sdk.OutputHandle
+	outB   *sdk.OutputHandle
+	counts *sdk.StoreHandle
 )
+
+func TestMain(m *testing.M) {
+	outA, outB, counts = sdk.Output("a"), sdk.Output("b"), sdk.Store("counts")
+	os.Exit(m.Run())
+}
 
 // plugin registers handler and init (nil for none) as a plugin's init
 // functions would, and starts a fake host with opts.
@@ -634,5 +643,23 @@ func TestFakeStoreSeeding(t *testing.T) {
 	}
 	if outA.Name() != "a" || counts.Name() != "counts" {
 		t.Fatal("handle names")
+	}
+}
+
+// Forward emits the input record as it came: the same bytes but for the
+// fields an emit sets (offset -1, any partition, the output index).
+func TestForward(t *testing.T) {
+	h := plugin(t, func(r *sdk.Record) error { return outB.Forward(r) }, nil, sdktest.Outputs("a", "b"))
+	for _, r := range []sdktest.Record{
+		{Key: []byte("k"), Value: []byte("v"), Timestamp: 42, Offset: 7, Partition: 3},
+		{Headers: []sdk.Header{{Key: "h", Value: []byte("1")}, {Key: "n"}}, Timestamp: 5, Input: 2},
+		{Key: []byte{}, Value: []byte{}},
+	} {
+		res := h.MustProcess(r)
+		want := abi.Record{Timestamp: r.Timestamp, Offset: abi.NoOffset, Partition: abi.AnyPartition, Index: 1,
+			Key: r.Key, Value: r.Value, Headers: r.Headers}
+		if got := res.Emitted["b"]; len(got) != 1 || !bytes.Equal(got[0].Raw, want.AppendEncode(nil)) {
+			t.Fatalf("forwarded %+v: %+v", r, got)
+		}
 	}
 }

@@ -23,9 +23,12 @@ type StoreHandle struct {
 }
 
 // Store returns the handle of the store called name. Like Output, it does
-// not call the host; the name is resolved on first use and cached.
+// not call the host; a handle made while the plugin starts is resolved
+// when the instance starts, one made later on first use.
 func Store(name string) *StoreHandle {
-	return &StoreHandle{ref{name: name, call: abi.ImportStoreIndex}}
+	h := &StoreHandle{ref{name: name, call: abi.ImportStoreIndex}}
+	declare(&h.ref)
+	return h
 }
 
 // Name is the store's name.

@@ -7,6 +7,7 @@ Run from this directory:
 
     python3 gen.py > records.json            # record layout (section 5)
     python3 gen.py triggers > triggers.json  # time (section 8)
+    python3 gen.py batches > batches.json    # batches (section 10, version 2)
 """
 import json, struct, sys
 
@@ -110,5 +111,55 @@ def triggers():
                     "fired": [fmt(t) for t in sorted(ORDER, key=lambda t: (t[1], t[0], t[2]))]}
     return doc
 
+
+# Section 10 (version 2): a batch in the input buffer, and a call's staged
+# emits (emit entries).
+SLOT_RECORD, SLOT_TRIGGER = 0, 1
+
+def slot(kind, payload):
+    out = struct.pack('<IIIIII', kind, 0, 0, 0, 0, len(payload)) + payload
+    return out + bytes((-len(out)) % 8)
+
+def batch(slots):
+    return struct.pack('<IIII', len(slots), 0, 0, 0) + b"".join(slot(k, p) for k, p in slots)
+
+REC = {name: enc(ts, off, part, idx, key, val, hdrs) for name, ts, off, part, idx, key, val, hdrs in V}
+TRIG = {name: trig(ts, stream, wall, kind, key) for name, ts, stream, wall, kind, key in T}
+
+B = [
+    ("one-record", [("record", "input-100-byte-value")]),
+    ("records-of-every-size", [("record", n) for n, *_ in V]),
+    ("records-and-triggers", [("record", "minimal-null-key-null-value"), ("trigger", "event-timer"),
+                              ("record", "headers-null-and-empty"), ("trigger", "commit-mark"),
+                              ("trigger", "processing-timer-empty-key")]),
+]
+
+# Emit entries: each record of the list, u32 length first, back to back.
+E = [
+    ("none", []),
+    ("one", ["emit-any-partition"]),
+    ("several", ["emit-any-partition", "minimal-null-key-null-value", "headers-null-and-empty"]),
+]
+
+EM = {
+    "short-length": bytes(3),
+    "length-beyond-data": struct.pack('<I', 40) + bytes(36),
+    "second-entry-short": struct.pack('<I', 36) + REC["minimal-null-key-null-value"] + bytes(2),
+}
+
+def batches():
+    doc = {"batches": [], "emits": [], "malformed_emits": []}
+    for name, slots in B:
+        ss = [(SLOT_RECORD if k == "record" else SLOT_TRIGGER, REC[n] if k == "record" else TRIG[n]) for k, n in slots]
+        doc["batches"].append({"name": name,
+            "slots": [{"kind": k, "name": n} for k, n in slots],
+            "encoded": batch(ss).hex()})
+    for name, recs in E:
+        doc["emits"].append({"name": name, "records": recs,
+            "encoded": b"".join(struct.pack('<I', len(REC[r])) + REC[r] for r in recs).hex()})
+    for name, b in EM.items():
+        doc["malformed_emits"].append({"name": name, "encoded": b.hex()})
+    return doc
+
 which = sys.argv[1] if len(sys.argv) > 1 else "records"
-print(json.dumps({"records": records, "triggers": triggers}[which](), indent=1))
+print(json.dumps({"records": records, "triggers": triggers, "batches": batches}[which](), indent=1))

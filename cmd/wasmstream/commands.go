@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/configload"
 	"github.com/wasmstream/wasmstream/internal/demo"
 )
 
@@ -24,12 +27,18 @@ const (
 )
 
 type env struct {
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	environ        []string
 }
 
 func doMain(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) int {
-	e := &env{stdout: stdout, stderr: stderr, environ: environ}
+	return doMainIO(ctx, args, os.Stdin, stdout, stderr, environ)
+}
+
+// doMainIO is doMain with the standard input too (topic produce reads it).
+func doMainIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, environ: environ}
 	if len(args) == 0 {
 		fmt.Fprint(stderr, topUsage())
 		return exitUsage
@@ -63,6 +72,13 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer, enviro
 			}
 		}
 		return e.state(args[1:])
+	case "topic":
+		if len(args) < 2 || topicCommands[args[1]] == nil {
+			if helpHere("topic") {
+				return exitOK
+			}
+		}
+		return e.topic(ctx, args[1:])
 	case "deploy":
 		return e.deploy(ctx, args[1:])
 	case "rollback":
@@ -95,7 +111,7 @@ const proceed = -1
 func (e *env) configFlags(name string, args []string, fileOptional bool, extra ...func(*pflag.FlagSet)) (*pflag.FlagSet, string, int) {
 	fs := e.flagSet(name)
 	path := fs.StringP("config", "c", "", "pipeline config file (YAML)")
-	host.ConfigFlags(fs)
+	configload.Flags(fs)
 	for _, f := range extra {
 		f(fs)
 	}
@@ -121,7 +137,13 @@ func (e *env) flagError(name string, err error) int {
 }
 
 func (e *env) loadConfig(path string, fs *pflag.FlagSet) (*host.Config, bool) {
-	cfg, err := host.LoadConfig(path, e.environ, fs)
+	return e.loadConfigWith(configload.Load, path, fs)
+}
+
+// loadConfigWith loads the config with load (configload.Load or
+// configload.LoadKafka) and reports a bad one.
+func (e *env) loadConfigWith(load func(string, []string, *pflag.FlagSet) (*host.Config, error), path string, fs *pflag.FlagSet) (*host.Config, bool) {
+	cfg, err := load(path, e.environ, fs)
 	if err != nil {
 		from := path
 		if from == "" {
@@ -178,7 +200,7 @@ func (e *env) run(ctx context.Context, args []string) int {
 		stderr = bars
 		opts = append(opts, host.WithRestoreProgress(bars.Update))
 	}
-	log := loggerTo(stderr, cfg.Log.Level, cfg.Log.Format)
+	log := loggerTo(stderr, string(cfg.Log.Level), string(cfg.Log.Format))
 	h, err := host.New(ctx, cfg, append(opts, host.WithLogger(log))...)
 	if err != nil && ctx.Err() != nil {
 		// Stopped (SIGTERM, SIGINT) while starting: nothing was consumed,
@@ -199,7 +221,12 @@ func (e *env) run(ctx context.Context, args []string) int {
 		go bars.watch(h.Ready, time.Second, stop)
 	}
 	if h.Embedded() {
-		fmt.Fprintf(stderr, "wasmstream: DEVELOPMENT MODE: embedded Kafka at %s (set kafka.brokers for a real cluster)\n", strings.Join(h.Brokers(), ","))
+		reach := "--brokers " + strings.Join(h.Brokers(), ",")
+		if path != "" {
+			reach = "-c " + path
+		}
+		fmt.Fprintf(stderr, "wasmstream: DEVELOPMENT MODE: embedded Kafka at %s (set kafka.brokers for a real cluster; it keeps nothing between runs). "+
+			"Feed and read it with: wasmstream topic produce|consume %s TOPIC\n", strings.Join(h.Brokers(), ","), reach)
 	}
 	log.Info("running", "app_id", cfg.AppID, "processors", len(cfg.Processors), "brokers", strings.Join(h.Brokers(), ","))
 	if err := h.Run(ctx); err != nil {
@@ -229,7 +256,7 @@ func (e *env) validate(ctx context.Context, args []string) int {
 
 func (e *env) inspect(ctx context.Context, args []string) int {
 	fs := e.flagSet("plugin inspect")
-	path := fs.StringP("config", "c", "", "pipeline config file (YAML) whose runtime.max_module_size applies")
+	path := fs.StringP("config", "c", "", "pipeline config file (YAML) whose runtime.max_module_size and runtime.module_limits apply")
 	maxSize := fs.String("max-module-size", "", "largest module to read, like 64MiB (default: runtime.max_module_size of -c, else "+host.ByteSize(host.DefaultMaxModuleSize).String()+")")
 	if err := fs.Parse(args); err != nil {
 		return e.flagError("plugin inspect", err)
@@ -239,9 +266,10 @@ func (e *env) inspect(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	limit := host.ByteSize(host.DefaultMaxModuleSize)
+	var cfg *host.Config
 	if *path != "" {
-		cfg, ok := e.loadConfig(*path, nil)
-		if !ok {
+		var ok bool
+		if cfg, ok = e.loadConfig(*path, nil); !ok {
 			return exitError
 		}
 		limit = cfg.Runtime.MaxModuleSize
@@ -258,7 +286,7 @@ func (e *env) inspect(ctx context.Context, args []string) int {
 		fmt.Fprintf(e.stderr, "wasmstream: %v\n", err)
 		return exitError
 	}
-	info, err := host.InspectPlugin(ctx, wasm)
+	info, err := host.InspectPluginWith(ctx, wasm, cfg)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "wasmstream: %s: %v\n", file, err)
 		return exitError
@@ -273,7 +301,7 @@ func (e *env) inspect(ctx context.Context, args []string) int {
 func readModule(file string, limit host.ByteSize) ([]byte, error) {
 	f, err := os.Open(file)
 	if err != nil {
-		return nil, err
+		return nil, absPathError(err)
 	}
 	defer f.Close()
 	over := func(n int64) error {
@@ -290,6 +318,18 @@ func readModule(file string, limit host.ByteSize) ([]byte, error) {
 		return nil, over(int64(len(wasm)))
 	}
 	return wasm, nil
+}
+
+// absPathError makes a file error name the absolute path it tried ("open
+// /home/me/x.wasm: no such file or directory", not "open x.wasm: ...").
+func absPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && !filepath.IsAbs(pe.Path) {
+		if abs, aerr := filepath.Abs(pe.Path); aerr == nil {
+			return &fs.PathError{Op: pe.Op, Path: abs, Err: pe.Err}
+		}
+	}
+	return err
 }
 
 func printInfo(w io.Writer, file string, info host.PluginInfo) {
@@ -316,6 +356,13 @@ func printInfo(w io.Writer, file string, info host.PluginInfo) {
 		inits = []string{"none"}
 	}
 	fmt.Fprintf(w, "initializers: %s\n", strings.Join(inits, ", "))
+	mib := func(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+	cpu := info.CompileTime.Round(time.Millisecond)
+	if cpu >= time.Second {
+		cpu = cpu.Round(100 * time.Millisecond)
+	}
+	fmt.Fprintf(w, "compile cost: about %s and %v of CPU to compile, %s per instance (estimates; runtime.module_limits)\n",
+		mib(info.CompileMemory), cpu, mib(info.InstanceMemory))
 	fmt.Fprintf(w, "exports (%d):\n", len(info.Exports))
 	for _, s := range info.Exports {
 		fmt.Fprintf(w, "  %s\n", s)
@@ -366,7 +413,7 @@ func indent(s string) string {
 // hasConfigEnv reports whether environ sets any config variable.
 func hasConfigEnv(environ []string) bool {
 	for _, kv := range environ {
-		if strings.HasPrefix(kv, host.EnvPrefix) {
+		if strings.HasPrefix(kv, configload.EnvPrefix) {
 			return true
 		}
 	}

@@ -56,7 +56,7 @@ func (e *env) deploy(ctx context.Context, args []string) int {
 	}
 	wasm, err := os.ReadFile(file)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "wasmstream deploy: %v\n", err)
+		fmt.Fprintf(e.stderr, "wasmstream deploy: %v\n", absPathError(err))
 		return exitError
 	}
 	res, err := host.Deploy(ctx, cfg, processor, wasm, label, e.logger(commandLogLevel(fs, cfg)))
@@ -108,7 +108,7 @@ func (e *env) rollback(ctx context.Context, args []string) int {
 // --log-level asks for another (the config's log.level is for run).
 func commandLogLevel(fs *pflag.FlagSet, cfg *host.Config) string {
 	if fs.Changed("log-level") {
-		return cfg.Log.Level
+		return string(cfg.Log.Level)
 	}
 	return "warn"
 }

@@ -83,7 +83,7 @@ func TestDeployCommandRefusals(t *testing.T) {
 	}{
 		{[]string{"deploy", "-c", cfg, "proc", "/no/such/file.wasm"}, "no such file"},
 		{[]string{"deploy", "-c", cfg, "proc", notWasm}, `processor "proc" cannot run this module (nothing published)`},
-		{[]string{"deploy", "-c", cfg, "proc", testdata("abi2")}, "unsupported ABI version"},
+		{[]string{"deploy", "-c", cfg, "proc", testdata("abi3")}, "unsupported ABI version"},
 		{[]string{"deploy", "-c", cfg, "proc", testdata("missingprocess")}, "missing export: wasmstream_process"},
 		{[]string{"deploy", "-c", cfg, "proc", testdata("inittrap")}, "init trapped"},
 		{[]string{"deploy", "-c", cfg, "nope", testdata("trap")}, `unknown processor "nope"; the config's processors: proc`},
@@ -112,6 +112,21 @@ func TestDeployUsageErrors(t *testing.T) {
 	} {
 		if code, out, errs := runCLI(t, args...); code != exitUsage || out != "" || errs == "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want a usage error", args, code, out, errs)
+		}
+	}
+}
+
+// deploy and rollback wait for unreachable brokers as run does, up to
+// kafka.connect_timeout, and then say so naming the brokers and the
+// setting.
+func TestDeployUnreachableBrokers(t *testing.T) {
+	plugin, _ := filepath.Abs(testdata("passthrough"))
+	cfg := writeFile(t, t.TempDir(), "pipeline.yaml", "app_id: a\nkafka:\n  brokers: [127.0.0.1:1]\n  connect_timeout: 1s\n"+
+		"runtime: {cache_dir: \"off\"}\nprocessors:\n  - {name: proc, plugin: "+plugin+", inputs: [in], outputs: {out: out}}\n")
+	for _, args := range [][]string{{"deploy", "-c", cfg, "proc", plugin}, {"rollback", "-c", cfg, "proc"}} {
+		code, _, errs := runCLI(t, args...)
+		if code != exitError || !strings.Contains(errs, "cannot reach Kafka at 127.0.0.1:1 (gave up after 1s") || !strings.Contains(errs, "kafka.connect_timeout") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errs)
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/wasmstream/wasmstream/internal/scaffold"
 )
 
 // cmdDoc is the help of one command: `wasmstream CMD --help`, `wasmstream
@@ -75,6 +77,95 @@ directory and pass --state-dir.`,
 			"wasmstream state dump -c pipeline.yaml --store counts --partition 2 --format hex --limit 20",
 		},
 	},
+	{name: "topic", summary: "put records into topics, read them out, list, create and describe topics",
+		usage: "wasmstream topic produce|consume|list|create|describe [TOPIC] [-c pipeline.yaml | --brokers HOST:PORT] [flags]", hidden: true,
+		details: strings.TrimSpace(topicConnection),
+		examples: []string{
+			"wasmstream topic create payments -c pipeline.yaml",
+			"printf 'acct-1:1999\\nacct-2:250000\\n' | wasmstream topic produce payments -c pipeline.yaml -k :",
+			"wasmstream topic consume payment-alerts -c pipeline.yaml --follow",
+		}},
+	{
+		name:    "topic produce",
+		summary: "write stdin's lines to a topic, partitioned by key as the host partitions",
+		usage:   "wasmstream topic produce TOPIC [-c pipeline.yaml | --brokers HOST:PORT] [-k SEP] [--format text|json] [--partition N] [-H NAME=VALUE]",
+		details: `Reads standard input and writes a record per line as it reads (empty lines
+are skipped), then waits for every record to be acknowledged. In text, a
+line is the value and the key is null, or with -k SEP (--key-sep) a line is
+KEY SEP VALUE, split at the first SEP. In json, a line is an object:
+
+  {"key": "acct-1", "value": "1999", "headers": {"source": "test"},
+   "timestamp": 1700000000000, "partition": 0}
+
+where each field may be left out (key and value: null; timestamp: now;
+partition: by key), timestamp may also be RFC 3339 ("2025-01-02T15:04:05Z"),
+headers may be a list of {"key", "value"} objects (order and repeated
+names kept), and key_base64, value_base64 carry bytes that are not text.
+Consume's --format json writes this shape, so its output can be produced
+again (topic and offset are ignored).
+
+A keyed record goes to the partition Kafka's default partitioner chooses,
+murmur2 of the key, which is also how the host partitions what it writes
+(repartition topics, outputs): the record reaches the task that owns its
+key. kcat's default partitioner (librdkafka's consistent_random, CRC32)
+puts keys elsewhere; with kcat, pass -X partitioner=murmur2_random.
+` + topicConnection,
+		examples: []string{
+			"printf 'acct-1:1999\\nacct-2:250000\\n' | wasmstream topic produce payments -c pipeline.yaml -k :",
+			"wasmstream topic produce lines --brokers 127.0.0.1:19092 < words.txt",
+			"echo '{\"key\":\"s1\",\"value\":\"ok\",\"timestamp\":\"2025-01-02T15:04:05Z\"}' | wasmstream topic produce beats -c pipeline.yaml --format json",
+		},
+	},
+	{
+		name:    "topic consume",
+		summary: "print a topic's records (committed ones, from a position or time)",
+		usage:   "wasmstream topic consume TOPIC [-c pipeline.yaml | --brokers HOST:PORT] [--from WHERE] [--follow] [-n N] [--format text|json|TEMPLATE] [-p N,...]",
+		details: `Prints each record, from --from to the end of each partition as it was when
+the command started, or with --follow until Ctrl-C. Only committed records
+are read (read_committed, as the host reads its inputs; --read-uncommitted
+for all). --from is start (default), end, an offset, +N (N after the
+start), -N (the last N offsets), or @TIME: the first record at or after
+TIME, in ms since the epoch, RFC 3339, or a negative duration (@-10m).
+
+--format text prints "PARTITION/OFFSET KEY VALUE {HEADER=VALUE, ...}", a null
+key or value as (null) and anything that is not printable text Go-quoted;
+json prints an object per line (topic, partition, offset, timestamp, key,
+value, headers), which topic produce --format json reads back; a template
+prints its verbs: %k key, %v value, %p partition, %o offset, %t topic, %h
+headers, %d timestamp (ms), %T timestamp (RFC 3339), %% and \n, \t.
+` + topicConnection,
+		examples: []string{
+			"wasmstream topic consume payment-alerts -c pipeline.yaml",
+			"wasmstream topic consume word-counts -c pipeline.yaml --format '%k -> %v\\n'",
+			"wasmstream topic consume greetings -c pipeline.yaml --from end --follow --format '%p %o %h %v\\n'",
+			"wasmstream topic consume orders --brokers 127.0.0.1:19092 --from @-10m -n 5 --format json",
+		},
+	},
+	{
+		name:     "topic list",
+		summary:  "list the cluster's topics with their partitions and replication factor",
+		usage:    "wasmstream topic list [-c pipeline.yaml | --brokers HOST:PORT] [--internal]",
+		details:  topicConnection,
+		examples: []string{"wasmstream topic list -c pipeline.yaml", "wasmstream topic list --brokers 127.0.0.1:19092 --internal"},
+	},
+	{
+		name:    "topic create",
+		summary: "create a topic",
+		usage:   "wasmstream topic create TOPIC [-c pipeline.yaml | --brokers HOST:PORT] [-p PARTITIONS] [-r REPLICAS] [--topic-config NAME=VALUE]",
+		details: `Creates a topic with -p partitions (default kafka.topic_partitions: 3 unless
+the config says otherwise, as the host creates topics) and the broker's
+replication factor unless -r says otherwise. A topic that exists is an
+error naming its partitions.
+` + topicConnection,
+		examples: []string{"wasmstream topic create payments -c pipeline.yaml -p 6", "wasmstream topic create customers --brokers 127.0.0.1:19092 --topic-config cleanup.policy=compact"},
+	},
+	{
+		name:     "topic describe",
+		summary:  "show a topic's partitions, offsets and configs",
+		usage:    "wasmstream topic describe TOPIC [-c pipeline.yaml | --brokers HOST:PORT]",
+		details:  "Shows each partition's leader, replicas, in-sync replicas, and start, end and\nlast stable offsets, and the configs set on the topic.\n" + topicConnection,
+		examples: []string{"wasmstream topic describe payments -c pipeline.yaml"},
+	},
 	{
 		name:    "deploy",
 		summary: "publish a new plugin version; running processes switch at their next commit point",
@@ -104,12 +195,14 @@ to look at afterwards with wasmstream state dump.`,
 	},
 	{
 		name:    "init",
-		summary: "write a new processor project in Go, Rust or C",
-		usage:   "wasmstream init NAME --lang go|rust|c [--dir DIR] [--sdk DIR]",
-		details: strings.TrimSpace(strings.TrimPrefix(initUsage, strings.SplitN(initUsage, "\n", 2)[0])),
+		summary: "write a new processor project, its SDK vendored in (" + scaffold.Names() + ")",
+		usage:   "wasmstream init NAME --lang " + langList("|") + " [--dir DIR] [--sdk DIR]\n  wasmstream init --update-sdk [--dir DIR] [--sdk DIR]",
+		details: strings.TrimSpace(initUsage[strings.Index(initUsage, "\n\n"):]),
 		examples: []string{
 			"wasmstream init wordcount --lang rust",
-			"wasmstream init alerts --lang go --dir ~/src/alerts --sdk ~/src/wasmstream",
+			"wasmstream init alerts --lang go --dir ~/src/alerts",
+			"wasmstream init velocity --lang ts",
+			"cd ~/src/alerts && wasmstream init --update-sdk     # the SDK of this wasmstream",
 		},
 	},
 	{
@@ -125,6 +218,16 @@ to look at afterwards with wasmstream state dump.`,
 		examples: []string{"wasmstream help", "wasmstream help run", "wasmstream help state dump"},
 	},
 }
+
+// topicConnection is how every topic command finds its brokers.
+const topicConnection = `
+The brokers: -c pipeline.yaml takes its kafka.brokers, with its kafka.tls and
+kafka.sasl settings (and WASMSTREAM_KAFKA__* variables); --brokers HOST:PORT
+overrides them. When kafka.brokers is empty the pipeline runs on the
+embedded development broker inside its "wasmstream run", which writes the
+broker's address to <state.dir>/<app_id>.embedded-broker while it runs:
+-c finds it there, and says so when no such run is going on. Brokers that
+do not answer are waited for up to kafka.connect_timeout, at most 10s.`
 
 func docFor(name string) *cmdDoc {
 	for i := range docs {
@@ -217,5 +320,5 @@ func (e *env) help(ctx context.Context, args []string) int {
 		fmt.Fprintf(e.stderr, "wasmstream help: no command %q\n\n%s", name, topUsage())
 		return exitUsage
 	}
-	return doMain(ctx, append(append([]string{}, args...), "--help"), e.stdout, e.stderr, e.environ)
+	return doMainIO(ctx, append(append([]string{}, args...), "--help"), e.stdin, e.stdout, e.stderr, e.environ)
 }

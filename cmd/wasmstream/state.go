@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -75,7 +76,14 @@ func (e *env) stateDump(args []string) int {
 		fmt.Fprintf(e.stderr, "wasmstream state dump: state dir %s is in use by a running wasmstream; stop it or copy the directory (and pass --state-dir with the copy's parent)\n  (%v)\n", dir, err)
 		return exitError
 	case errors.Is(err, host.ErrNoState):
-		fmt.Fprintf(e.stderr, "wasmstream state dump: no local state in %s (state.dir %q, app_id %q): no wasmstream with this config has run on this machine\n  (%v)\n", dir, cfg.State.Dir, cfg.AppID, err)
+		if old := cfg.OldStateDir(); old != "" {
+			fmt.Fprintf(e.stderr, "wasmstream state dump: no local state in %s: state.dir (%s) is relative to the config file's directory since this release; "+
+				"an earlier wasmstream, which resolved it against the working directory, kept this app's state in %s.\n"+
+				"  Read it with --state-dir %s, or move it (mv %s %s) or set state.dir: %s in the config\n",
+				dir, cfg.State.Dir, old, filepath.Dir(old), old, dir, filepath.Dir(old))
+			return exitError
+		}
+		fmt.Fprintf(e.stderr, "wasmstream state dump: no local state in %s (state.dir %s, app_id %q): no wasmstream with this config has run on this machine with this state.dir\n  (%v)\n", dir, cfg.State.Dir, cfg.AppID, err)
 		return exitError
 	case err != nil:
 		fmt.Fprintf(e.stderr, "wasmstream state dump: %v\n", err)
@@ -109,7 +117,7 @@ func (e *env) stateDump(args []string) int {
 		return exitOK
 	}
 	for _, t := range tasks {
-		if err := dumpTask(out, r, t, format, limit, cfg.ChangelogTopic(storeName)); err != nil {
+		if err := dumpTask(out, r, t, cfg.TaskName(t.Processor, t.Partition), format, limit, cfg.ChangelogTopic(storeName)); err != nil {
 			fmt.Fprintf(e.stderr, "wasmstream state dump: %v\n", err)
 			return exitError
 		}
@@ -118,8 +126,8 @@ func (e *env) stateDump(args []string) int {
 }
 
 // dumpTask prints one task's store: its checkpoint, then its keys.
-func dumpTask(out io.Writer, r *host.StateReader, t host.StateStore, format string, limit int, changelog string) error {
-	fmt.Fprintf(out, "\ntask %s/%d\n", t.Processor, t.Partition)
+func dumpTask(out io.Writer, r *host.StateReader, t host.StateStore, task, format string, limit int, changelog string) error {
+	fmt.Fprintf(out, "\ntask %s\n", task)
 	if t.HasCheckpoint {
 		fmt.Fprintf(out, "  checkpoint: changelog offset %d (%s partition %d; the store holds every changelog record below it)\n",
 			t.Checkpoint, changelog, t.Partition)

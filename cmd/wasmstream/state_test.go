@@ -117,7 +117,7 @@ func TestStatefulRunStateDumpAndRestore(t *testing.T) {
 	for _, want := range []string{
 		"(opened read-only)",
 		`store "counts" of processor "wordcount"`,
-		"task wordcount/0",
+		"task wordcount/" + p.in + "/0", // the runner's name, as in the logs and /v1
 		"checkpoint: changelog offset ",
 		"the  0x0000000000000003  (big-endian uint64 3)",
 		"cat  0x0000000000000001  (big-endian uint64 1)",
@@ -182,5 +182,31 @@ func TestStatefulRunStateDumpAndRestore(t *testing.T) {
 	}
 	if !strings.Contains(stderr, `msg="restore: complete"`) || !strings.Contains(stderr, `msg="stopped cleanly"`) {
 		t.Errorf("log lines missing with bars on; stderr:\n%s", stderr)
+	}
+}
+
+// state.dir is relative to the config file: state dump run from another
+// directory reads the same state, a missing one is named by its absolute
+// path, and the layout of an earlier wasmstream (state.dir relative to the
+// working directory) is found and explained.
+func TestStateDumpPaths(t *testing.T) {
+	conf, wd := t.TempDir(), t.TempDir()
+	t.Chdir(wd)
+	cfg := writeFile(t, conf, "pipeline.yaml", "app_id: paths\nprocessors:\n  - {name: p, plugin: p.wasm, inputs: [in], stores: [counts]}\n")
+	want := filepath.Join(conf, "wasmstream-state", "paths")
+	code, _, errs := runCLI(t, "state", "dump", "-c", cfg, "--store", "counts")
+	if code != exitError || !strings.Contains(errs, "no local state in "+want+" ") || !strings.Contains(errs, "has run on this machine with this state.dir") {
+		t.Errorf("no state: exit %d, stderr %q; want the absolute %s named", code, errs, want)
+	}
+	old := filepath.Join(wd, "wasmstream-state", "paths")
+	if err := os.MkdirAll(old, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = runCLI(t, "state", "dump", "-c", cfg, "--store", "counts")
+	for _, w := range []string{"no local state in " + want, "relative to the config file's directory since this release",
+		"kept this app's state in " + old, "--state-dir " + filepath.Dir(old), "mv " + old + " " + want} {
+		if code != exitError || !strings.Contains(errs, w) {
+			t.Errorf("old layout: exit %d, stderr %q; want %q", code, errs, w)
+		}
 	}
 }

@@ -24,7 +24,7 @@ type topics struct{ impressions, clicks, joined string }
 
 func topicsOf(cfg *host.Config) topics {
 	p := cfg.Processors[0]
-	return topics{impressions: p.Inputs[0], clicks: p.Inputs[1], joined: p.Outputs["joined"]}
+	return topics{impressions: p.Inputs[0], clicks: p.Inputs[1], joined: p.Outputs["joined"].Topic}
 }
 
 type result struct {
@@ -151,7 +151,7 @@ func TestExampleOnTestBroker(t *testing.T) {
 	b.CreateTopic(t, clicks, 3, nil)
 	b.CreateTopic(t, joined, 3, nil)
 	p.Inputs = []string{imps, clicks}
-	p.Outputs["joined"] = joined
+	p.Outputs["joined"] = host.OutputConfig{Topic: joined}
 	h, produce, read := exampletest.OnTestBroker(t, b, cfg)
 	runExample(t, cfg, h, produce, read)
 }

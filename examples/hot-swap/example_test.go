@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/configload"
 	"github.com/wasmstream/wasmstream/internal/exampletest"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
@@ -49,13 +50,13 @@ func TestDeployAndRollBackOnTwoProcesses(t *testing.T) {
 	appID, in, out := b.Name(t, "hot-swap"), b.Name(t, "names"), b.Name(t, "greetings")
 	cacheDir := filepath.Join(dir, "cache")
 	load := func() *host.Config {
-		cfg, err := host.LoadConfig(filepath.Join(dir, "pipeline.yaml"), []string{"WASMSTREAM_KAFKA__BROKERS=" + strings.Join(b.Addrs(), ",")}, nil)
+		cfg, err := configload.Load(filepath.Join(dir, "pipeline.yaml"), []string{"WASMSTREAM_KAFKA__BROKERS=" + strings.Join(b.Addrs(), ",")}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg.AppID = appID
 		cfg.Processors[0].Inputs = []string{in}
-		cfg.Processors[0].Outputs = map[string]string{"greetings": out}
+		cfg.Processors[0].Outputs = map[string]host.OutputConfig{"greetings": {Topic: out}}
 		cfg.Runtime.CacheDir = cacheDir
 		return cfg
 	}
@@ -212,7 +213,7 @@ func version(r *kgo.Record) string {
 	return ""
 }
 
-// feeder writes names to the input, as the example's produce program does,
+// feeder writes names to the input, as the README's produce loop does,
 // a few every 10 ms, and remembers where each landed.
 type feeder struct {
 	mu      sync.Mutex

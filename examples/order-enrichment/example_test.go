@@ -22,7 +22,7 @@ type topics struct{ orders, customers, enriched, unknown string }
 
 func topicsOf(cfg *host.Config) topics {
 	p := cfg.Processors[0]
-	return topics{orders: p.Inputs[0], customers: p.Tables["customers"], enriched: p.Outputs["out"], unknown: p.Outputs["missing"]}
+	return topics{orders: p.Inputs[0], customers: p.Tables["customers"], enriched: p.Outputs["out"].Topic, unknown: p.Outputs["missing"].Topic}
 }
 
 func rec(topic, key, value string) *kgo.Record {
@@ -112,7 +112,7 @@ func TestExampleOnTestBroker(t *testing.T) {
 	b.CreateTopic(t, unknown, 1, nil)
 	p.Inputs = []string{orders}
 	p.Tables["customers"] = customers
-	p.Outputs["out"], p.Outputs["missing"] = enriched, unknown
+	p.Outputs["out"], p.Outputs["missing"] = host.OutputConfig{Topic: enriched}, host.OutputConfig{Topic: unknown}
 	h, produce, read := exampletest.OnTestBroker(t, b, cfg)
 	runExample(t, cfg, h, produce, read)
 }

@@ -14,7 +14,7 @@ import (
 
 func taskTableTopics(cfg *host.Config) topics {
 	p := cfg.Processors[0]
-	return topics{orders: p.Inputs[0], customers: p.TaskTables["customers"], enriched: p.Outputs["out"], unknown: p.Outputs["missing"]}
+	return topics{orders: p.Inputs[0], customers: p.TaskTables["customers"], enriched: p.Outputs["out"].Topic, unknown: p.Outputs["missing"].Topic}
 }
 
 // runTaskTable is runExample for pipeline-task-table.yaml: orders are
@@ -60,7 +60,7 @@ func TestTaskTableOnTestBroker(t *testing.T) {
 	b.CreateTopic(t, unknown, 1, nil)
 	p.Inputs = []string{orders}
 	p.TaskTables["customers"] = customers
-	p.Outputs["out"], p.Outputs["missing"] = enriched, unknown
+	p.Outputs["out"], p.Outputs["missing"] = host.OutputConfig{Topic: enriched}, host.OutputConfig{Topic: unknown}
 	h, produce, read := exampletest.OnTestBroker(t, b, cfg)
 	runTaskTable(t, cfg, h, produce, read)
 }

@@ -3,6 +3,9 @@
 package paymentalerts_test
 
 import (
+	"bytes"
+	"context"
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/exampletest"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 // plugins is the example's own processor, built to processor.wasm next to
@@ -31,7 +35,7 @@ var payments = map[string]string{
 // what reached each topic.
 func runExample(t *testing.T, cfg *host.Config, read func(topic string) []*kgo.Record, produce func(...*kgo.Record), h *host.Host) map[string][]string {
 	p := &cfg.Processors[0]
-	in, audited, alerts, dlq := p.Inputs[0], p.Outputs["audited"], p.Outputs["alerts"], cfg.DeadLetterTopic(p)
+	in, audited, alerts, dlq := p.Inputs[0], p.Outputs["audited"].Topic, p.Outputs["alerts"].Topic, cfg.DeadLetterTopic(p)
 	defer exampletest.Run(t, h)()
 	var recs []*kgo.Record
 	for k, v := range payments {
@@ -78,6 +82,35 @@ func TestExampleAsShippedOnEmbeddedBroker(t *testing.T) {
 	check(t, runExample(t, cfg, read, produce, h))
 }
 
+// The README's commands: its sample payments through "wasmstream topic
+// produce -k :", its alerts read back with "wasmstream topic consume", on
+// the running pipeline's embedded broker found from the config alone.
+func TestReadmeTopicCommands(t *testing.T) {
+	cfg := exampletest.Setup(t, "payment-alerts", plugins, nil)
+	h, _, _ := exampletest.Embedded(t, cfg)
+	defer exampletest.Run(t, h)()
+	tool := exampletest.Topics(t, cfg)
+	ctx := context.Background()
+	in := "p1:acct-1,1999\np2:acct-2,250000\np3:acct-3,oops\n" // the README's printf
+	if res, err := tool.Produce(ctx, strings.NewReader(in), host.ProduceOptions{Topic: "payments", KeySep: ":"}); err != nil || res.Records != 3 {
+		t.Fatalf("topic produce: %+v, %v", res, err)
+	}
+	var out bytes.Buffer
+	testutil.Eventually(t, 60*time.Second, func() error {
+		out.Reset()
+		if _, err := tool.Consume(ctx, &out, host.ConsumeOptions{Topic: "payment-alerts"}); err != nil {
+			return err
+		}
+		if !strings.Contains(out.String(), "acct-2") {
+			return fmt.Errorf("payment-alerts holds %q", out.String())
+		}
+		return nil
+	})
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 1 || !strings.HasPrefix(strings.SplitN(lines[0], " ", 2)[1], "acct-2 ") {
+		t.Errorf("topic consume payment-alerts printed %q; want the one alert, keyed acct-2", out.String())
+	}
+}
+
 // The same example against the test broker (real Kafka under make test),
 // pointed there with the environment as a user would.
 func TestExampleOnTestBroker(t *testing.T) {
@@ -89,7 +122,8 @@ func TestExampleOnTestBroker(t *testing.T) {
 	cfg.AppID = b.Name(t, cfg.AppID)
 	p.Inputs = []string{b.Name(t, p.Inputs[0])}
 	for k, v := range p.Outputs {
-		p.Outputs[k] = b.Name(t, v)
+		v.Topic = b.Name(t, v.Topic)
+		p.Outputs[k] = v
 	}
 	h, produce, read := exampletest.OnTestBroker(t, b, cfg)
 	check(t, runExample(t, cfg, read, produce, h))

@@ -31,8 +31,8 @@ func topicsOf(t *testing.T, cfg *host.Config) topics {
 	}
 	wc, al := &cfg.Processors[0], &cfg.Processors[1]
 	return topics{
-		readings: wc.Inputs[0], counts: wc.Outputs["counts"], late: wc.Outputs["late"],
-		heartbeats: al.Inputs[0], alerts: al.Outputs["alerts"],
+		readings: wc.Inputs[0], counts: wc.Outputs["counts"].Topic, late: wc.Outputs["late"].Topic,
+		heartbeats: al.Inputs[0], alerts: al.Outputs["alerts"].Topic,
 	}
 }
 
@@ -208,7 +208,8 @@ func TestExampleOnTestBroker(t *testing.T) {
 		p := &cfg.Processors[i]
 		p.Inputs = []string{b.Name(t, p.Inputs[0])}
 		for k, v := range p.Outputs {
-			p.Outputs[k] = b.Name(t, v)
+			v.Topic = b.Name(t, v.Topic)
+			p.Outputs[k] = v
 		}
 	}
 	h, produce, read := exampletest.OnTestBroker(t, b, cfg)

@@ -43,7 +43,7 @@ func trueCounts() map[string]int {
 // i%3, and checks the counts: each word's records count 1, 2, ... its
 // true count, once each.
 func runExample(t *testing.T, cfg *host.Config, h *host.Host, produce func(...*kgo.Record), read func(string) []*kgo.Record) {
-	in, out := cfg.Processors[0].Inputs[0], cfg.Processors[1].Outputs["counts"]
+	in, out := cfg.Processors[0].Inputs[0], cfg.Processors[1].Outputs["counts"].Topic
 	defer exampletest.Run(t, h)()
 	var recs []*kgo.Record
 	for i, l := range lines {
@@ -101,7 +101,7 @@ func TestExampleOnTestBroker(t *testing.T) {
 	b.CreateTopic(t, in, 3, nil)
 	b.CreateTopic(t, out, 3, nil)
 	cfg.Processors[0].Inputs = []string{in}
-	cfg.Processors[1].Outputs["counts"] = out
+	cfg.Processors[1].Outputs["counts"] = host.OutputConfig{Topic: out}
 	h, _, read := exampletest.OnTestBroker(t, b, cfg)
 	// Each line to the partition runExample gives it.
 	produce := func(recs ...*kgo.Record) {

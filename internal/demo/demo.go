@@ -137,7 +137,7 @@ func runMask(ctx context.Context, o Options, dir string, brokers []string, suffi
 			Name:    "mask-pii",
 			Plugin:  plugin,
 			Inputs:  []string{in},
-			Outputs: map[string]string{"out": outTopic},
+			Outputs: map[string]host.OutputConfig{"out": {Topic: outTopic}},
 			Config:  map[string]any{"fields": []any{"email", "card.number"}, "mode": "hash", "salt": "demo-salt"},
 			OnError: host.OnErrorDeadLetter,
 		}},

@@ -50,7 +50,7 @@ func runWordcount(ctx context.Context, o Options, dir string, brokers []string, 
 				Name:    wcProcessor,
 				Plugin:  plugin,
 				Inputs:  []string{in},
-				Outputs: map[string]string{"counts": outTopic},
+				Outputs: map[string]host.OutputConfig{"counts": {Topic: outTopic}},
 				Stores:  []string{wcStore},
 			}},
 			State: host.StateConfig{Dir: stateDir},
@@ -180,7 +180,7 @@ processors:
     inputs: [%s]
     outputs: {counts: %s}
     stores: [%s]
-`, q(cfg.AppID), q(cfg.Kafka.Brokers[0]), q(cfg.State.Dir), q(p.Name), q(p.Plugin), q(p.Inputs[0]), q(p.Outputs["counts"]), q(p.Stores[0]))
+`, q(cfg.AppID), q(cfg.Kafka.Brokers[0]), q(cfg.State.Dir), q(p.Name), q(p.Plugin), q(p.Inputs[0]), q(p.Outputs["counts"].Topic), q(p.Stores[0]))
 	return os.WriteFile(path, []byte(yml), 0o644)
 }
 

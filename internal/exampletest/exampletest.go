@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/configload"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
@@ -52,7 +53,7 @@ func SetupFile(t *testing.T, name, file string, plugins map[string]string, envir
 			t.Fatal(err)
 		}
 	}
-	cfg, err := host.LoadConfig(filepath.Join(root, "examples", name, file), environ, nil)
+	cfg, err := configload.Load(filepath.Join(root, "examples", name, file), environ, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +88,19 @@ func Embedded(t *testing.T, cfg *host.Config, opts ...kgo.Opt) (h *host.Host, pr
 		}
 	}
 	return h, produce, func(topic string) []*kgo.Record { return ReadAll(t, h.Brokers(), topic) }
+}
+
+// Topics opens the topic tool as the README's "wasmstream topic ... -c
+// pipeline.yaml" does while h runs cfg: on the embedded broker, which it
+// finds through the address file h writes.
+func Topics(t *testing.T, cfg *host.Config) *host.TopicTool {
+	t.Helper()
+	tool, err := host.OpenTopicTool(context.Background(), cfg, Quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tool.Close)
+	return tool
 }
 
 // OnTestBroker makes a host of cfg, which must point at b, and returns it

@@ -112,7 +112,7 @@ func TestBadConfig(t *testing.T) {
 		}
 	}
 	if _, err := sdktest.Start(t, sdktest.Config(`{"timeout":"1m"}`), sdktest.Stores("alert")); err == nil ||
-		!strings.Contains(err.Error(), `output_index "alerts": ENONAME`) {
+		!strings.Contains(err.Error(), `not declared by the processor (add to its outputs or stores in the pipeline config): output "alerts"`) {
 		t.Errorf("undeclared output: %v", err)
 	}
 }

@@ -134,7 +134,7 @@ func TestBadConfig(t *testing.T) {
 		}
 	}
 	if _, err := sdktest.Start(t, sdktest.Config(`{"size":"1m"}`), sdktest.Outputs("counts")); err == nil ||
-		!strings.Contains(err.Error(), `store_index "windows": ENONAME`) {
+		!strings.Contains(err.Error(), `not declared by the processor (add to its outputs or stores in the pipeline config): store "windows"`) {
 		t.Errorf("undeclared store: %v", err)
 	}
 }

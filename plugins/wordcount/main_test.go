@@ -200,10 +200,10 @@ func TestWordCountBadConfig(t *testing.T) {
 			t.Errorf("got %v, want %s", err, tc.want)
 		}
 	}
-	if _, err := sdktest.Start(t, sdktest.Outputs("counts")); err == nil || !strings.Contains(err.Error(), `store_index "counts": ENONAME`) {
+	if _, err := sdktest.Start(t, sdktest.Outputs("counts")); err == nil || !strings.Contains(err.Error(), `not declared by the processor (add to its outputs or stores in the pipeline config): store "counts"`) {
 		t.Errorf("undeclared store: %v", err)
 	}
-	if _, err := sdktest.Start(t, sdktest.Stores("counts")); err == nil || !strings.Contains(err.Error(), `output_index "counts": ENONAME`) {
+	if _, err := sdktest.Start(t, sdktest.Stores("counts")); err == nil || !strings.Contains(err.Error(), `not declared by the processor (add to its outputs or stores in the pipeline config): output "counts"`) {
 		t.Errorf("undeclared output: %v", err)
 	}
 }

@@ -308,7 +308,7 @@ func (j *Join) scan(tag byte, key []byte, lo, hi int64) ([]buffered, error) {
 		}
 		out = append(out, buffered{
 			key: append([]byte(nil), k...), ts: ts, flags: v[0],
-			value: append([]byte(nil), v[1:]...),
+			value: append([]byte{}, v[1:]...), // an empty value is not null
 		})
 	}
 	return out, it.Err()

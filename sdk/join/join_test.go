@@ -123,6 +123,15 @@ func TestOuter(t *testing.T) {
 	expect(t, "l@100 expires l@50", h.Process(rec(leftIn, "c", "l", 100)), "b l@50|-")
 }
 
+// An empty value is a value, not null, whichever side is buffered.
+func TestEmptyIsNotNull(t *testing.T) {
+	h, _ := start(t, join.Spec{Before: 5, After: 5, Kind: join.Outer})
+	expect(t, "l@10 empty", h.Process(rec(leftIn, "a", "", 10)))
+	expect(t, "r@12 joins", h.Process(rec(rightIn, "a", "r", 12)), "a @10|r@12")
+	expect(t, "r@40 empty", h.Process(rec(rightIn, "b", "", 40)))
+	expect(t, "l@41 joins", h.Process(rec(leftIn, "b", "l", 41)), "b l@41|@40")
+}
+
 func TestLateCountedAndRouted(t *testing.T) {
 	h, j := start(t, join.Spec{Before: 10, After: 10, Grace: 5, LateOutput: late})
 	h.MustProcess(rec(leftIn, "a", "l", 100))

@@ -451,6 +451,18 @@ func (h *calls) TimeNow(clock uint32) int64 {
 	return int64(abi.ErrnoInval.Result())
 }
 
+// markedKeys is the number of distinct keys marked in the window, the
+// current call's included.
+func (t *timeState) markedKeys() int {
+	n := len(t.marks)
+	for k := range t.stagedMarks {
+		if _, ok := t.marks[k]; !ok {
+			n++
+		}
+	}
+	return n
+}
+
 // CommitMark implements the commit_mark import.
 func (h *calls) CommitMark(key []byte) int32 {
 	if r := h.check(abi.ImportCommitMark, true); r != 0 {
@@ -466,7 +478,7 @@ func (h *calls) CommitMark(key []byte) int32 {
 	k := string(key)
 	_, committed := t.marks[k]
 	_, staged := t.stagedMarks[k]
-	if !committed && !staged && len(t.marks)+len(t.stagedMarks) >= t.opts.maxMarks {
+	if !committed && !staged && t.markedKeys() >= t.opts.maxMarks {
 		return abi.ErrnoLimit.Result()
 	}
 	if t.stagedMarks == nil {

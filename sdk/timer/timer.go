@@ -182,10 +182,28 @@ func decode(n uint32, t *abi.Trigger) abi.Status {
 	if uint64(n) > uint64(len(buf)) {
 		return guest.Fail("sdk/timer: trigger length beyond the input buffer")
 	}
-	if err := t.Decode(buf[:n]); err != nil {
+	return decodeBytes(buf[:n], t)
+}
+
+func decodeBytes(b []byte, t *abi.Trigger) abi.Status {
+	if err := t.Decode(b); err != nil {
 		return guest.Fail("sdk/timer: trigger: " + err.Error())
 	}
 	return abi.StatusOK
+}
+
+func init() { guest.Trigger = batchTrigger }
+
+// batchTrigger is a trigger of a batch: the callback its kind names.
+func batchTrigger(b []byte) abi.Status {
+	var t abi.Trigger
+	if st := decodeBytes(b, &t); st != abi.StatusOK {
+		return st
+	}
+	if t.Kind == abi.TriggerCommit {
+		return runCommit(&t)
+	}
+	return runTimer(&t)
 }
 
 // fire is the body of wasmstream_on_timer.
@@ -194,6 +212,10 @@ func fire(n uint32) abi.Status {
 	if st := decode(n, &t); st != abi.StatusOK {
 		return st
 	}
+	return runTimer(&t)
+}
+
+func runTimer(t *abi.Trigger) abi.Status {
 	if onTimer == nil {
 		return guest.Fail("sdk/timer: a timer fired but no handler is registered: call timer.Handle from an init function")
 	}
@@ -210,6 +232,10 @@ func commitKey(n uint32) abi.Status {
 	if st := decode(n, &t); st != abi.StatusOK {
 		return st
 	}
+	return runCommit(&t)
+}
+
+func runCommit(t *abi.Trigger) abi.Status {
 	if onCommit == nil {
 		return guest.Fail("sdk/timer: a marked key reached its commit point but no handler is registered: call timer.OnCommit from an init function")
 	}

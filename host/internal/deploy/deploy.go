@@ -33,6 +33,11 @@ type App struct {
 	Logger     *slog.Logger
 	// Timeout bounds each first contact with the brokers.
 	Timeout time.Duration
+	// Reach, if set, waits for the brokers before the first request, and
+	// returns an error that says what is wrong and which setting to
+	// change (a refused TLS handshake, failed SASL authentication,
+	// brokers that stay unreachable), as a running process reports it.
+	Reach func(context.Context) error
 }
 
 // Result is what Deploy or Rollback published.
@@ -246,6 +251,11 @@ func openControl(ctx context.Context, app App, create bool) (*control.Publisher,
 	topic := control.TopicName(app.AppID)
 	brokers := strings.Join(app.Kafka.Brokers, ",")
 	ccfg := control.Config{Kafka: app.Kafka, Topic: topic}
+	if app.Reach != nil {
+		if err := app.Reach(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
 	if create {
 		tctx, cancel := context.WithTimeout(ctx, app.Timeout)
 		err := control.EnsureTopic(tctx, app.Kafka, topic)

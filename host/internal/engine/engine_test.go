@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,8 +31,9 @@ func TestModuleErrors(t *testing.T) {
 	}{
 		{"corrupt", NotWasm, []string{"not a WebAssembly module", "256 bytes", "44208"}},
 		{"truncated", CompileFailed, []string{"truncated"}},
-		{"noabi", NoABIMarker, []string{"wasmstream_abi_version_N", "wasmstream_abi_version_1: func () -> ()"}},
-		{"abi2", UnsupportedABIVersion, []string{"offers ABI version(s) 2", "supports 1"}},
+		{"noabi", NoABIMarker, []string{"wasmstream_abi_version_N", "wasmstream_abi_version_1: func () -> ()",
+			"link sdk/c/wasmstream.c into a C plugin"}},
+		{"abi3", UnsupportedABIVersion, []string{"offers ABI version(s) 3", "supports 1, 2"}},
 		{"missingprocess", MissingExport, []string{"wasmstream_process, want func (i32) -> i32"}},
 		{"nomemory", MissingExport, []string{`export its linear memory as "memory"`}},
 		{"nomem", MissingExport, []string{`export its linear memory as "memory"`}},
@@ -113,14 +115,14 @@ func TestInspectAndInfo(t *testing.T) {
 		t.Errorf("instrumented %d functions, %d loops", info.InstrumentedFunctions, info.InstrumentedLoops)
 	}
 
-	// A module speaking versions 1 and 2 (with an export only version 2
+	// A module speaking versions 1 and 3 (with an export only version 3
 	// knows) is accepted as version 1.
-	info, err = Inspect(bg, wasmFile(t, "abi12"))
+	info, err = Inspect(bg, wasmFile(t, "abi13"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.ABIVersion != 1 || fmt.Sprint(info.ABIVersions) != "[1 2]" {
-		t.Errorf("abi12: %+v", info)
+	if info.ABIVersion != 1 || fmt.Sprint(info.ABIVersions) != "[1 3]" {
+		t.Errorf("abi13: %+v", info)
 	}
 }
 
@@ -394,6 +396,44 @@ func TestUndeclaredOutput(t *testing.T) {
 	}
 	if got := sink.take(); len(got) != 0 {
 		t.Fatalf("the sink got %d records", len(got))
+	}
+}
+
+// A start that fails after asking for names the processor does not
+// declare carries them, at most 16, so that the host can say which config
+// field to add them to.
+func TestStartNamesUndeclared(t *testing.T) {
+	r, _ := newRuntime(t, Options{})
+	m := compileFile(t, r, "undeclaredinit")
+	_, err := m.Instantiate(bg, Binding{Name: "proc", Outputs: []string{"b"}, Sink: &sinkCapture{}})
+	var me *ModuleError
+	if !errors.As(err, &me) || me.Kind != InitFailed || !strings.Contains(me.Msg, "undeclared") {
+		t.Fatalf("start: %v", err)
+	}
+	want := []Undeclared{{"output", "alerts"}, {"store", "cards"}, {"output", "a"}}
+	if len(me.Undeclared) != maxUndeclared || !slices.Equal(me.Undeclared[:3], want) {
+		t.Fatalf("undeclared %v, want %d starting with %v", me.Undeclared, maxUndeclared, want)
+	}
+	for _, u := range me.Undeclared {
+		if u.Name == "b" {
+			t.Fatalf("the declared output b is listed: %v", me.Undeclared)
+		}
+	}
+}
+
+// A WASI command module (a Go plugin built without -buildmode=c-shared)
+// traps in its first export; the error says how to build it instead.
+func TestCommandModuleSaysHowToBuild(t *testing.T) {
+	r, _ := newRuntime(t, Options{})
+	_, err := compileFile(t, r, "command").Instantiate(bg, Binding{Name: "proc"})
+	if err == nil || !errors.Is(err, InitTrapped) || !strings.Contains(err.Error(), "-buildmode=c-shared") ||
+		!strings.Contains(err.Error(), "exports _start, not _initialize") {
+		t.Fatalf("start: %v", err)
+	}
+	// A reactor whose init traps gets no such advice.
+	_, err = compileFile(t, r, "cfginit").Instantiate(bg, Binding{Name: "proc", Config: []byte("f")})
+	if err != nil && strings.Contains(err.Error(), "c-shared") {
+		t.Fatalf("a reactor: %v", err)
 	}
 }
 

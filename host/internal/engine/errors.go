@@ -46,7 +46,7 @@ const (
 	// LimitExceeded: the record asked the host to stage more than
 	// Options.Record allows (emits, bytes emitted, state bytes written), or
 	// emitted a record larger than its output accepts
-	// (Binding.OutputMaxBytes). The plugin got ELIMIT or ETOOLARGE; the
+	// (the Sink refused it with an errno). The plugin got ELIMIT or ETOOLARGE; the
 	// record fails whatever it did next. Errno says which. The instance is
 	// kept.
 	LimitExceeded
@@ -223,6 +223,19 @@ type ModuleError struct {
 	Kind   ModuleErrorKind // why
 	Msg    string          // what exactly, naming exports, imports and signatures
 	Err    error           // underlying error, if any
+	// Undeclared are, for a start that failed (InitFailed, InitTrapped),
+	// the names the plugin asked for during it (output_index,
+	// store_index) that the Binding does not declare, in the order asked
+	// (at most 16): what a caller can tell the user to add to the
+	// processor's config.
+	Undeclared []Undeclared
+}
+
+// Undeclared is a name a plugin asked for that its processor does not
+// declare.
+type Undeclared struct {
+	Kind string // "output" or "store"
+	Name string
 }
 
 // Error reads like: module "m": missing export: wasmstream_process, want func (i32) -> i32.

@@ -31,7 +31,7 @@ func TestGoSDKPassthrough(t *testing.T) {
 	r, _ := newRuntime(t, Options{})
 	m := goSDKPassthrough(t, r)
 	info := m.Info()
-	if !info.HasInitialize || info.InstrumentedLoops == 0 || info.ABIVersion != 1 {
+	if !info.HasInitialize || info.InstrumentedLoops == 0 || info.ABIVersion != 2 || !info.Batch {
 		t.Errorf("info: %+v", info)
 	}
 	i, sink := instantiate(t, m, Binding{Config: []byte("{}")})

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -44,7 +45,7 @@ var hostFuncs = []hostFunc{
 	}},
 	{abi.ImportOutputIndex, i32s(2), i32, func(ctx context.Context, _ api.Module, s []uint64) {
 		i := instanceOf(ctx)
-		ret(s, i.nameIndex(abi.ImportOutputIndex, i.b.Outputs, u32(s[0]), u32(s[1])))
+		ret(s, i.outputIndex(u32(s[0]), u32(s[1])))
 	}},
 	{abi.ImportStoreIndex, i32s(2), i32, func(ctx context.Context, _ api.Module, s []uint64) {
 		i := instanceOf(ctx)
@@ -132,6 +133,9 @@ var noInstance = &Instance{phase: phaseNone}
 
 func instanceOf(ctx context.Context) *Instance {
 	if i, ok := ctx.Value(instanceKey{}).(*Instance); ok && i.cur != nil {
+		if i.bat.active {
+			i.sync() // attribute this host call to the batch's call in progress
+		}
 		return i
 	}
 	return noInstance
@@ -213,6 +217,14 @@ func (i *Instance) emit(ptr, n uint32) int32 {
 	if err := i.emitRec.Decode(b); err != nil {
 		return abi.ErrnoInval.Result()
 	}
+	return i.acceptEmit(int(n))
+}
+
+// acceptEmit checks the record decoded into i.emitRec (n bytes encoded)
+// against the record's limits and its output's size, counts it and hands
+// it to the Sink. The result is emit's: 0 or -errno, the failure recorded
+// on the call.
+func (i *Instance) acceptEmit(n int) int32 {
 	if uint64(i.emitRec.Index) >= uint64(len(i.b.Outputs)) {
 		i.misuse("%s: %s: output index %d, but the processor declares %d output(s)",
 			abi.ImportEmit, abi.ErrnoNoOutput.Name(), i.emitRec.Index, len(i.b.Outputs))
@@ -222,29 +234,23 @@ func (i *Instance) emit(ptr, n uint32) int32 {
 	if i.emits >= lim.MaxEmits {
 		return i.overLimit(abi.ErrnoLimit, "%s: %s: more than %d emits in one record", abi.ImportEmit, abi.ErrnoLimit.Name(), lim.MaxEmits)
 	}
-	if i.emitBytes+int(n) > lim.MaxEmitBytes {
+	if i.emitBytes+n > lim.MaxEmitBytes {
 		return i.overLimit(abi.ErrnoLimit, "%s: %s: more than %d bytes emitted in one record", abi.ImportEmit, abi.ErrnoLimit.Name(), lim.MaxEmitBytes)
 	}
-	if size, max := kafkaSize(&i.emitRec), i.b.OutputMaxBytes[i.emitRec.Index]; size > max {
-		return i.overLimit(abi.ErrnoTooLarge, "%s: %s: a %d-byte record (key, value and headers) to output %q, which accepts at most %d",
-			abi.ImportEmit, abi.ErrnoTooLarge.Name(), size, i.b.Outputs[i.emitRec.Index], max)
-	}
 	i.emits++
-	i.emitBytes += int(n)
+	i.emitBytes += n
 	if err := i.sinkEmit(); err != nil {
+		var refused abi.Errno
+		if errors.As(err, &refused) && refused > 0 {
+			// The Sink refuses this record for its output (too large for
+			// the topic, a key the topic requires): the plugin gets the
+			// errno and the record fails with the Sink's reason.
+			return i.overLimit(refused, "%s: %s: output %q: %v", abi.ImportEmit, refused.Name(), i.b.Outputs[i.emitRec.Index], err)
+		}
 		i.hostFail("sink", err)
 		return abi.ErrnoIO.Result()
 	}
 	return 0
-}
-
-// kafkaSize is what OutputMaxBytes measures: key, value and headers.
-func kafkaSize(r *abi.Record) int {
-	n := len(r.Key) + len(r.Value)
-	for _, h := range r.Headers {
-		n += len(h.Key) + len(h.Value)
-	}
-	return n
 }
 
 // chargeState counts n state bytes against Options.Record.MaxStateBytes;
@@ -346,6 +352,15 @@ func (i *Instance) setError(ptr, n uint32) int32 {
 	return 0
 }
 
+// outputIndex is output_index.
+func (i *Instance) outputIndex(ptr, n uint32) int32 {
+	r := i.nameIndex(abi.ImportOutputIndex, i.b.Outputs, ptr, n)
+	if r == abi.ErrnoNoName.Result() {
+		i.undeclaredName("output", ptr, n)
+	}
+	return r
+}
+
 // storeIndex is store_index: the processor's stores, then its tables.
 func (i *Instance) storeIndex(ptr, n uint32) int32 {
 	r := i.nameIndex(abi.ImportStoreIndex, i.b.Stores, ptr, n)
@@ -355,8 +370,21 @@ func (i *Instance) storeIndex(ptr, n uint32) int32 {
 	r = i.nameIndex(abi.ImportStoreIndex, i.b.Tables, ptr, n)
 	if r >= 0 {
 		r += int32(len(i.b.Stores))
+	} else if r == abi.ErrnoNoName.Result() {
+		i.undeclaredName("store", ptr, n)
 	}
 	return r
+}
+
+// undeclaredName remembers a name that got ENONAME during the start
+// (noteUndeclared); nameIndex has read it already, so it is in memory.
+func (i *Instance) undeclaredName(kind string, ptr, n uint32) {
+	if i.phase != phaseInit {
+		return
+	}
+	if b, ok := i.read(abi.ImportOutputIndex, ptr, n); ok {
+		i.noteUndeclared(kind, b)
+	}
 }
 
 // checkStore validates the phase and the store index of a state call.

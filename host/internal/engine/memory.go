@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/tetratelabs/wazero/experimental"
 )
@@ -22,6 +23,29 @@ type linearMemory struct {
 	// (Counts.MemoryBytes): buf's capacity is added and taken off as it
 	// changes.
 	total *atomic.Int64
+	// base and size publish buf's address and length for the watchdog
+	// (view), which reads a running batch's progress from another
+	// goroutine; nil when freed.
+	base atomic.Pointer[byte]
+	size atomic.Uint64
+}
+
+// view returns the memory's address and length as last published. Safe
+// for concurrent use; the address stays readable while the caller holds
+// it (the garbage collector keeps the buffer alive).
+func (l *linearMemory) view() (unsafe.Pointer, uint64) {
+	return unsafe.Pointer(l.base.Load()), l.size.Load()
+}
+
+// publish makes buf visible to view.
+func (l *linearMemory) publish() {
+	if cap(l.buf) == 0 {
+		l.base.Store(nil)
+		l.size.Store(0)
+		return
+	}
+	l.base.Store(unsafe.SliceData(l.buf[:cap(l.buf)]))
+	l.size.Store(uint64(len(l.buf)))
 }
 
 func newLinearMemory(limit uint64, total *atomic.Int64) *linearMemory {
@@ -35,10 +59,12 @@ func (l *linearMemory) Allocate(capacity, _ uint64) experimental.LinearMemory {
 	return l
 }
 
-// setBuf makes b the memory's buffer and counts the change in capacity.
+// setBuf makes b the memory's buffer, counts the change in capacity and
+// publishes it for view.
 func (l *linearMemory) setBuf(b []byte) {
 	l.total.Add(int64(cap(b)) - int64(cap(l.buf)))
 	l.buf = b
+	l.publish()
 }
 
 // Reallocate grows the memory to size bytes, or returns nil (memory.grow
@@ -51,6 +77,7 @@ func (l *linearMemory) Reallocate(size uint64) []byte {
 	}
 	if size <= uint64(cap(l.buf)) {
 		l.buf = l.buf[:size]
+		l.publish()
 		return l.buf
 	}
 	grown := make([]byte, size, min(max(size, 2*uint64(cap(l.buf))), l.limit))

@@ -20,7 +20,7 @@ import (
 )
 
 // SupportedABIVersions are the ABI versions this host speaks, ascending.
-var SupportedABIVersions = []int{abi.Version}
+var SupportedABIVersions = []int{abi.Version, abi.VersionBatch}
 
 // Info describes a validated module (what `wasmstream plugin inspect` shows).
 type Info struct {
@@ -55,6 +55,10 @@ type Info struct {
 	// OnCommit).
 	HasOnTimer  bool
 	HasOnCommit bool
+	// Batch tells that the host speaks version 2 with the module: it
+	// exports wasmstream_batch and takes many calls at once
+	// (Instance.ProcessBatch; abi/ABI.md section 10).
+	Batch bool
 	// ImportsTimerSet, ImportsTimerCancel, ImportsTimeNow and
 	// ImportsCommitMark tell which time functions the module imports
 	// (abi/ABI.md section 8.2). A module importing any of them needs
@@ -67,6 +71,13 @@ type Info struct {
 	// checks the engine inserted (one per function body and loop head).
 	InstrumentedFunctions int
 	InstrumentedLoops     int
+	// CompileMemory and CompileTime are the compile budget's estimates of
+	// what compiling the module takes (host memory, CPU time), and
+	// InstanceMemory of what each instance holds besides its linear memory
+	// and tables (ModuleLimits, compilecost.go).
+	CompileMemory  int64
+	CompileTime    time.Duration
+	InstanceMemory int64
 }
 
 // UsesTime reports whether the module imports any time function.
@@ -114,6 +125,10 @@ type Module struct {
 	compiled  wazero.CompiledModule
 	info      Info
 	initFuncs []string // exports to call after instantiation, in order
+	// command is a WASI command module (it exports _start and no
+	// _initialize), whose language runtime the host never starts: a Go
+	// plugin built without -buildmode=c-shared traps in its first export.
+	command bool
 
 	mu     sync.Mutex
 	refs   int // live Instances
@@ -129,6 +144,7 @@ const (
 	sigInit       = "() -> i32"
 	sigOnTimer    = "(i32) -> i32"
 	sigOnCommit   = "(i32) -> i32"
+	sigBatch      = "(i32) -> i32"
 )
 
 // Compile validates wasm against the ABI, instruments it and compiles it.
@@ -147,7 +163,7 @@ func (r *Runtime) Compile(ctx context.Context, name string, wasm []byte) (*Modul
 	if err != nil {
 		return nil, err
 	}
-	m := &Module{rt: r, name: name, compiled: compiled, info: info}
+	m := &Module{rt: r, name: name, compiled: compiled, info: info, command: isCommand(info)}
 	r.modules.Add(1)
 	if ins.hasStart {
 		m.initFuncs = append(m.initFuncs, exportStart)
@@ -161,13 +177,35 @@ func (r *Runtime) Compile(ctx context.Context, name string, wasm []byte) (*Modul
 	return m, nil
 }
 
+// isCommand reports whether a module is a WASI command: it exports _start
+// (which the host does not call) and not _initialize.
+func isCommand(info Info) bool {
+	start := false
+	for _, e := range info.Exports {
+		start = start || (e.Name == "_start" && e.Kind == "func")
+	}
+	return start && !info.HasInitialize
+}
+
+// commandHint follows the failure of a command module's initializer: the
+// reason, and the fix.
+const commandHint = "; the module is a WASI command (it exports _start, not _initialize), so its language runtime " +
+	"never started: build a Go plugin with `GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared`, a C plugin with " +
+	"`-mexec-model=reactor`, a Rust plugin as a cdylib"
+
 // Inspect validates wasm exactly as Compile does (against the default memory
 // limit, ModuleLimits and CompileTimeout) without a Runtime and without
 // instantiating it. It returns when ctx ends, even mid-compilation.
 func Inspect(ctx context.Context, wasm []byte) (Info, error) {
+	return InspectWith(ctx, wasm, ModuleLimits{})
+}
+
+// InspectWith is Inspect with the module limits lim (zero fields: the
+// defaults).
+func InspectWith(ctx context.Context, wasm []byte, lim ModuleLimits) (Info, error) {
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().WithCoreFeatures(api.CoreFeaturesV2))
 	closeRT := func() { _ = rt.Close(context.Background()) }
-	_, _, info, err := compile(ctx, rt, "", wasm, DefaultMemoryLimit, ModuleLimits{}.withDefaults(), DefaultCompileTimeout, closeRT)
+	_, _, info, err := compile(ctx, rt, "", wasm, DefaultMemoryLimit, lim.withDefaults(), DefaultCompileTimeout, closeRT)
 	return info, err
 }
 
@@ -219,8 +257,8 @@ func (m *Module) err(kind ModuleErrorKind, msg string, err error) error {
 }
 
 // compile instruments, compiles and validates wasm in rt. The shape limits
-// are checked first (instrumentWith); wazero's compilation then runs under
-// timeout and returns early when ctx ends.
+// and the compile budget are checked first (instrumentBudgeted); wazero's
+// compilation then runs under timeout and returns early when ctx ends.
 // finished is called once, when rt is no longer in use by this compile
 // (for an abandoned compilation, only once wazero is done with it).
 func compile(ctx context.Context, rt wazero.Runtime, name string, wasm []byte, limit uint64, lim ModuleLimits, timeout time.Duration, finished func()) (wazero.CompiledModule, *instrumented, Info, error) {
@@ -236,7 +274,7 @@ func compile(ctx context.Context, rt wazero.Runtime, name string, wasm []byte, l
 	if err := ctx.Err(); err != nil {
 		return fail(CompileFailed, "canceled before compiling", err)
 	}
-	ins, err := instrumentWith(wasm, lim)
+	ins, err := instrumentBudgeted(wasm, lim)
 	var ol *errOverLimit
 	switch {
 	case errors.Is(err, errNotWasm):
@@ -320,6 +358,9 @@ func validate(name string, c wazero.CompiledModule, ins *instrumented, wasm []by
 		HasStart:              ins.hasStart,
 		InstrumentedFunctions: ins.funcs,
 		InstrumentedLoops:     ins.loops,
+		CompileMemory:         ins.cost.mem,
+		CompileTime:           time.Duration(ins.cost.ns),
+		InstanceMemory:        ins.cost.inst,
 	}
 	funcs := c.ExportedFunctions()
 	kinds := map[string]string{}
@@ -344,7 +385,9 @@ func validate(name string, c wazero.CompiledModule, ins *instrumented, wasm []by
 	}
 	slices.Sort(info.ABIVersions)
 	if len(info.ABIVersions) == 0 {
-		return fail(NoABIMarker, "no %sN export; a version %d plugin exports %s: func %s",
+		return fail(NoABIMarker, "no %sN export; a version %d plugin exports %s: func %s, which the SDK "+
+			"provides: link sdk/c/wasmstream.c into a C plugin, use wasmstream::processor! in a Rust one, import "+
+			"github.com/wasmstream/wasmstream/sdk in a Go one",
 			abi.VersionMarkerPrefix, abi.Version, abi.VersionMarker, sigMarker)
 	}
 	for _, v := range info.ABIVersions {
@@ -456,6 +499,22 @@ func validate(name string, c wazero.CompiledModule, ins *instrumented, wasm []by
 		if e.has != nil {
 			*e.has = true
 		}
+	}
+
+	// Version 2 adds wasmstream_batch (abi/ABI.md section 10); a module
+	// that speaks version 1 only may export anything under that name.
+	if info.ABIVersion >= abi.VersionBatch {
+		d, ok := funcs[abi.ExportBatch]
+		switch {
+		case !ok && kinds[abi.ExportBatch] != "":
+			return fail(WrongSignature, "%s is a %s export, want func %s", abi.ExportBatch, kinds[abi.ExportBatch], sigBatch)
+		case !ok:
+			return fail(MissingExport, "%s, want func %s (the module declares ABI version %d with %s)",
+				abi.ExportBatch, sigBatch, abi.VersionBatch, abi.VersionMarkerBatch)
+		case signatureOf(d) != sigBatch:
+			return fail(WrongSignature, "%s is func %s, want func %s", abi.ExportBatch, signatureOf(d), sigBatch)
+		}
+		info.Batch = true
 	}
 
 	// Time imports whose callbacks are missing: what they ask for could

@@ -80,8 +80,10 @@ func Load(ctx context.Context, cfg Config) (*Follower, error) {
 		// The registry starts each processor with the version chosen here;
 		// refusals are recorded once it has.
 		refused := f.fromControl(ctx, p, st)
-		start := p.Factory(p.Module, plugin.Info(p.Version).ID)
-		if !cfg.Versions.Start(p.Spec.Name, plugin.Info(p.Version), start) {
+		info := plugin.Info(p.Version)
+		info.ABIVersion = p.Module.Info().ABIVersion
+		start := p.Factory(p.Module, info.ID)
+		if !cfg.Versions.Start(p.Spec.Name, info, start) {
 			_ = start.Close(ctx) // registered already: not the registry's
 		}
 		p.Module = nil
@@ -216,6 +218,7 @@ func (f *Follower) onManifest(ctx context.Context, m control.Manifest, load cont
 		return
 	}
 	info := plugin.Info(m.Version)
+	info.ABIVersion = mod.Info().ABIVersion
 	f.log.Info("new plugin version from the control topic; tasks switch at their next commit point",
 		"processor", name, "version", info.ID, "reason", m.Reason, "deployed_by", m.DeployedBy,
 		"load_ms", loaded.Milliseconds(), "compile_ms", (time.Since(start) - loaded).Milliseconds())

@@ -189,7 +189,7 @@ func TestPipelineOverSASLSSL(t *testing.T) {
 				Kafka: host.KafkaConfig{Brokers: sb.addrs, CreateTopics: true, TopicPartitions: 2,
 					CommitInterval: 50 * time.Millisecond, TLS: tlsCfg, SASL: saslCfg},
 				Processors: []host.ProcessorConfig{{Name: "proc", Plugin: filepath.Join("..", "engine", "testdata", "statecounter.wasm"),
-					Inputs: []string{in}, Outputs: map[string]string{"out": out}, Stores: []string{"counts"}}},
+					Inputs: []string{in}, Outputs: map[string]host.OutputConfig{"out": {Topic: out}}, Stores: []string{"counts"}}},
 				Runtime: host.RuntimeConfig{CacheDir: "off"},
 			}
 			cfg.ApplyDefaults()
@@ -273,17 +273,7 @@ func TestPipelineOverSASLSSL(t *testing.T) {
 // listener with the given security.
 func newHostErr(t *testing.T, sb *secureBroker, tlsCfg host.TLSConfig, saslCfg host.SASLConfig) error {
 	t.Helper()
-	cfg := &host.Config{
-		AppID: name(t, "app"),
-		Kafka: host.KafkaConfig{Brokers: sb.addrs, CreateTopics: true, TLS: tlsCfg, SASL: saslCfg},
-		Processors: []host.ProcessorConfig{{Name: "proc", Plugin: filepath.Join("..", "engine", "testdata", "passthrough.wasm"),
-			Inputs: []string{name(t, "in")}, Outputs: map[string]string{"out": name(t, "out")}}},
-		Runtime: host.RuntimeConfig{CacheDir: "off"},
-	}
-	cfg.ApplyDefaults()
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	cfg := secureConfig(t, sb, tlsCfg, saslCfg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	h, err := host.New(ctx, cfg, host.WithLogger(testbroker.Logger(t, slog.LevelWarn)))
@@ -294,8 +284,46 @@ func newHostErr(t *testing.T, sb *secureBroker, tlsCfg host.TLSConfig, saslCfg h
 	return err
 }
 
-// TestSecurityErrors: each misconfiguration fails host.New with one line
-// that names the cause and the setting to change, and never the password.
+// deployErrs returns the errors of host.Deploy and host.Rollback for a
+// config reaching the secured listener with the given security.
+func deployErrs(t *testing.T, sb *secureBroker, tlsCfg host.TLSConfig, saslCfg host.SASLConfig) (deploy, rollback error) {
+	t.Helper()
+	cfg := secureConfig(t, sb, tlsCfg, saslCfg)
+	wasm, err := os.ReadFile(cfg.Processors[0].Plugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	log := testbroker.Logger(t, slog.LevelWarn)
+	if _, deploy = host.Deploy(ctx, cfg, "proc", wasm, "v2", log); deploy == nil {
+		t.Fatal("host.Deploy succeeded")
+	}
+	if _, rollback = host.Rollback(ctx, cfg, "proc", log); rollback == nil {
+		t.Fatal("host.Rollback succeeded")
+	}
+	return deploy, rollback
+}
+
+func secureConfig(t *testing.T, sb *secureBroker, tlsCfg host.TLSConfig, saslCfg host.SASLConfig) *host.Config {
+	t.Helper()
+	cfg := &host.Config{
+		AppID: name(t, "app"),
+		Kafka: host.KafkaConfig{Brokers: sb.addrs, CreateTopics: true, TLS: tlsCfg, SASL: saslCfg},
+		Processors: []host.ProcessorConfig{{Name: "proc", Plugin: filepath.Join("..", "engine", "testdata", "passthrough.wasm"),
+			Inputs: []string{name(t, "in")}, Outputs: map[string]host.OutputConfig{"out": {Topic: name(t, "out")}}}},
+		Runtime: host.RuntimeConfig{CacheDir: "off"},
+	}
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestSecurityErrors: each misconfiguration fails host.New, and deploy
+// and rollback, with one line that names the cause and the setting to
+// change, and never the password.
 func TestSecurityErrors(t *testing.T) {
 	sb := newSecureBroker(t)
 	good := sb.security(kafkasec.ScramSHA256)
@@ -319,7 +347,11 @@ func TestSecurityErrors(t *testing.T) {
 		sec := good
 		sec.SASL.Password = "wrong-password"
 		tlsCfg, saslCfg := hostSecurity(sec)
-		check(t, newHostErr(t, sb, tlsCfg, saslCfg), "SASL SCRAM-SHA-256 authentication", "wrong username or password", "kafka.sasl.password")
+		want := []string{"SASL SCRAM-SHA-256 authentication", "wrong username or password", "kafka.sasl.password"}
+		check(t, newHostErr(t, sb, tlsCfg, saslCfg), want...)
+		deploy, rollback := deployErrs(t, sb, tlsCfg, saslCfg)
+		check(t, deploy, want...)
+		check(t, rollback, want...)
 	})
 	t.Run("unknown CA", func(t *testing.T) {
 		dir := t.TempDir()
@@ -328,8 +360,14 @@ func TestSecurityErrors(t *testing.T) {
 		sec.TLS.CAFile = filepath.Join(dir, "other-ca.pem")
 		tlsCfg, saslCfg := hostSecurity(sec)
 		check(t, newHostErr(t, sb, tlsCfg, saslCfg), "signed by an authority not in", "kafka.tls.ca_file")
+		deploy, rollback := deployErrs(t, sb, tlsCfg, saslCfg)
+		check(t, deploy, "signed by an authority not in", "kafka.tls.ca_file")
+		check(t, rollback, "signed by an authority not in", "kafka.tls.ca_file")
 	})
 	t.Run("plaintext to TLS", func(t *testing.T) {
 		check(t, newHostErr(t, sb, host.TLSConfig{}, host.SASLConfig{}), "the broker at", "kafka.tls.enabled: true")
+		deploy, rollback := deployErrs(t, sb, host.TLSConfig{}, host.SASLConfig{})
+		check(t, deploy, "the broker at", "kafka.tls.enabled: true")
+		check(t, rollback, "the broker at", "kafka.tls.enabled: true")
 	})
 }

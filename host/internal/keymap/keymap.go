@@ -163,6 +163,10 @@ func (w *Window[V]) All() iter.Seq2[string, V] {
 	}
 }
 
+// Values returns the values in the order their keys were first set; the
+// slice is the window's own, valid until the next Set or Reset.
+func (w *Window[V]) Values() []V { return w.vals }
+
 // Reset removes every key.
 func (w *Window[V]) Reset() {
 	if len(w.vals) > 1<<16 {

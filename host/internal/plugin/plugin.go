@@ -327,10 +327,7 @@ func (f *factory) Instantiate(ctx context.Context, task runner.TaskID, env runne
 		return nil, err
 	}
 	info := f.module.Info()
-	if info.HasOnTimer || info.HasOnCommit {
-		return timeInstance{instance{inst}, info.HasOnTimer, info.HasOnCommit}, nil
-	}
-	return instance{inst}, nil
+	return &instance{Instance: inst, onTimer: info.HasOnTimer, onCommit: info.HasOnCommit}, nil
 }
 
 // taskTime adapts a task's time to the engine's Time: the runner's limit
@@ -353,33 +350,66 @@ func (t taskTime) Mark(key []byte, ts int64) (bool, error) {
 	return added, err
 }
 
-// instance adapts an engine instance to the runner, classifying failures.
-type instance struct{ *engine.Instance }
-
-// timeInstance is an instance whose module exports a time callback: the
-// runner's TimeProcessor.
-type timeInstance struct {
-	instance
+// instance adapts an engine instance to the runner (a runner.Processor,
+// BatchProcessor and TimeProcessor), classifying failures: the one layer
+// between the two.
+type instance struct {
+	*engine.Instance
+	// onTimer and onCommit say which time callbacks the module exports.
 	onTimer, onCommit bool
+	// calls and hooks are ProcessBatch's, reused: the runner's calls as
+	// the engine's, and its hooks with failures classified.
+	calls []engine.Call
+	hooks classified
 }
 
-func (i timeInstance) TimeCallbacks() (onTimer, onCommit bool) { return i.onTimer, i.onCommit }
+// ProcessBatch implements runner.BatchProcessor.
+func (i *instance) ProcessBatch(ctx context.Context, calls []runner.Call, h runner.CallHooks, yieldAt time.Time) int {
+	i.calls = i.calls[:0]
+	for _, c := range calls {
+		i.calls = append(i.calls, engine.Call{Record: c.Record, Trigger: c.Trigger})
+	}
+	i.hooks.h = h
+	n := i.Instance.ProcessBatch(ctx, i.calls, &i.hooks, yieldAt)
+	i.hooks.h = nil
+	clear(i.calls) // no record kept past the batch
+	return n
+}
 
-func (i timeInstance) OnTimer(ctx context.Context, trig *abi.Trigger) error {
+// classified are a runner's hooks as the engine's: a call's failure gets
+// its kind (RecordFailure).
+type classified struct{ h runner.CallHooks }
+
+func (c *classified) Begin(k int) { c.h.Begin(k) }
+
+func (c *classified) End(k int, err error) bool {
+	if err != nil {
+		err = RecordFailure(err)
+	}
+	return c.h.End(k, err)
+}
+
+// TimeCallbacks implements runner.TimeProcessor.
+func (i *instance) TimeCallbacks() (onTimer, onCommit bool) { return i.onTimer, i.onCommit }
+
+// OnTimer implements runner.TimeProcessor.
+func (i *instance) OnTimer(ctx context.Context, trig *abi.Trigger) error {
 	if err := i.Instance.OnTimer(ctx, trig); err != nil {
 		return RecordFailure(err)
 	}
 	return nil
 }
 
-func (i timeInstance) OnCommit(ctx context.Context, trig *abi.Trigger) error {
+// OnCommit implements runner.TimeProcessor.
+func (i *instance) OnCommit(ctx context.Context, trig *abi.Trigger) error {
 	if err := i.Instance.OnCommit(ctx, trig); err != nil {
 		return RecordFailure(err)
 	}
 	return nil
 }
 
-func (i instance) Process(ctx context.Context, rec *abi.Record) error {
+// Process implements runner.Processor.
+func (i *instance) Process(ctx context.Context, rec *abi.Record) error {
 	if err := i.Instance.Process(ctx, rec); err != nil {
 		return RecordFailure(err)
 	}

@@ -437,7 +437,7 @@ func TestTaskWaitsForALaggingInput(t *testing.T) {
 	}
 	c.sawRecords()
 	c.sawEnd(20)
-	c.fetched(19)
+	c.hold([]*kgo.Record{{Offset: 19}})
 	if tk.lagging([][]*kgo.Record{rec, nil}) {
 		t.Fatal("waits for an input fetched to its end")
 	}
@@ -463,18 +463,18 @@ func TestTaskWaitsForALaggingInput(t *testing.T) {
 	c0 := tk.win.in(0)
 	c0.sawRecords()
 	c0.sawEnd(10)
-	c0.fetched(9)
+	c0.hold([]*kgo.Record{{Offset: 9}})
 	if !c0.caughtUp() {
 		t.Fatal("an input fetched to its end is not caught up")
 	}
 	c0.stopAt(5)
-	if at, ok := c0.takeStop(); !ok || at != 5 || c0.caughtUp() {
-		t.Fatalf("after a rewind to %d (%v) the input still counts as caught up", at, ok)
+	if at, ok := c0.takeStop(); !ok || at != 5 || c0.caughtUp() || len(c0.held) != 0 {
+		t.Fatalf("after a rewind to %d (%v) the input still counts as caught up, or holds %d records", at, ok, len(c0.held))
 	}
-	c0.fetched(9)
+	c0.hold([]*kgo.Record{{Offset: 9}})
 	c0.aborted()
-	if c0.caughtUp() {
-		t.Fatal("after an abort the input still counts as caught up")
+	if c0.caughtUp() || len(c0.held) != 0 {
+		t.Fatal("after an abort the input still counts as caught up, or holds records")
 	}
 	single := &task{win: newWindow(1, 0), proc: &procState{Stats: newStats()}}
 	if single.lagging([][]*kgo.Record{nil}) {

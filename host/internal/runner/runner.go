@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -26,10 +25,38 @@ import (
 
 // Processor is one plugin instance serving one task. Process must not keep
 // rec or anything it points to after it returns. A Processor is used by one
-// goroutine at a time.
+// goroutine at a time. One that is also a BatchProcessor gets the task's
+// records in batches.
 type Processor interface {
 	Process(ctx context.Context, rec *abi.Record) error
 	Close(ctx context.Context) error
+}
+
+// Call is one call into a processor instance: a record, or (later) a
+// trigger.
+type Call struct {
+	Record  *abi.Record
+	Trigger *abi.Trigger
+}
+
+// CallHooks are the task's side of a batch of calls (calls.go): where each
+// call begins (before its state, time and sink calls) and ends.
+type CallHooks interface {
+	// Begin is called once per call that runs, before anything it does.
+	Begin(k int)
+	// End is called once per call that ran, after its emits reached the
+	// Sink: err is nil when it succeeded. true runs no call after k.
+	End(k int, err error) (stop bool)
+}
+
+// BatchProcessor is a Processor that takes many calls at once, each with
+// the outcome, limits and time budget it would have alone (the engine's
+// Instance.ProcessBatch). It returns how many calls ended through Begin
+// and End; the rest did not run and are handed again. From yieldAt on it
+// returns once the call in progress ends; the first call always runs.
+type BatchProcessor interface {
+	Processor
+	ProcessBatch(ctx context.Context, calls []Call, h CallHooks, yieldAt time.Time) int
 }
 
 // Sink receives a processor's emits. rec aliases plugin memory: Emit copies
@@ -117,10 +144,10 @@ type ProcessorSpec struct {
 	// records carry no HeaderVersion (on the word count's repartition
 	// hop the header was ~38 of a record's ~58 bytes; RATIONALE.md).
 	Internal []bool
-	// OutputLimits[i] is what Outputs[i] accepts of one record (learned
-	// from the topic at startup); nil or a zero MaxBytes means the
-	// producer's own limit only.
-	OutputLimits []OutputLimit
+	// Latest[i] says Outputs[i] takes only the last record emitted for each
+	// key in a commit window, produced at its commit point (latest.go);
+	// nil: every output takes every record.
+	Latest []bool
 	// OnError is what a failed record does to its task.
 	OnError         ErrorPolicy
 	DeadLetterTopic string
@@ -135,6 +162,10 @@ type ProcessorSpec struct {
 	// input (copartition.go); the inputs have equal partition counts.
 	Stores     []string
 	Changelogs []string
+	// StateCache is each task's record cache of committed values, in
+	// bytes (state.Task.SetCacheBudget): 0 is the state database's
+	// default, negative none.
+	StateCache int
 	// TimeStore says the last of Stores is the tasks' time store: their
 	// pending timers and stream time, kept, changelogged and restored
 	// like any store but never visible to the plugin.
@@ -247,6 +278,14 @@ type Options struct {
 	Copartitioned [][]string
 	// ExtraOpts are appended to the client options (tests use them).
 	ExtraOpts []kgo.Opt
+	// Limits reads what the topics the runner produces to accept of one
+	// record (BrokerLimits), when it starts and when the broker refused a
+	// record (limits.go); nil: the producer's own limits only.
+	Limits LimitSource
+	// Refused are the calls whose outputs the broker refused, to fail on
+	// their next pass (refusal.go); a host that replaces a runner passes
+	// the same set on. Default: a set of the runner's own.
+	Refused *Refused
 }
 
 // Runner runs the processors of one process as one consumer group member.
@@ -255,15 +294,18 @@ type Runner struct {
 	log  *slog.Logger
 	vers *Versions // the one record of active versions (opts.Versions)
 	cl   *kgo.Client
-	// committer ends commit windows the way the guarantee says (alo.go,
-	// eos.go; the lock order is in eos.go).
-	committer committer
-	byTopic   map[string]*procState // input topic -> processor
-	procs     []*procState
+	// cp is the commit point: the open commit window of every task and the
+	// one way to end it (commitpoint.go; the locks: docs/locks.md).
+	cp *commitPoint
+	// timeNext names the first task the last commit point's calls did not
+	// reach (timers.go: timePoint); "" when it reached every one.
+	timeNext string
+	byTopic  map[string]*procState // input topic -> processor
+	procs    []*procState
 
 	// mu guards everything the poll loop and the group callbacks share:
-	// tasks, their windows, the commit schedule, the transaction state.
-	// Grabbed by the loop except while it polls, and by group callbacks.
+	// tasks, their windows, the commit point. Grabbed by the loop except
+	// while it polls, and by group callbacks (docs/locks.md).
 	mu sync.Mutex
 	// closing is set when the client is being closed; callbacks then do
 	// nothing (the tasks are already closed).
@@ -273,21 +315,19 @@ type Runner struct {
 	// ProtocolClassic).
 	protocol GroupProtocol
 
+	// lims is what the topics it produces to accept (limits.go); refused
+	// the calls that fail on their next pass, and prober, if set, what
+	// finds them (refusal.go; tests set it, the runner otherwise probes
+	// with a client of its own).
+	lims    limits
+	refused *Refused
+	prober  prober
+
 	restorer     *restore.Restorer // nil without stateful processors
 	restoreSlots chan struct{}     // one per running restore (MaxRestores)
 	progress     restoreProgress
 	wake         chan struct{} // a restore finished; buffered 1
 
-	produceErr atomic.Pointer[error] // first produce failure since the last commit point
-	// broken is set when outputs failed: the work since the last commit
-	// point can never be committed by this runner (I1). Run stops; a new
-	// runner restarts from the committed offsets.
-	broken error
-	// sinceCommit counts the records processed since the last commit
-	// point, lastCommit is when it was: the commit schedule.
-	sinceCommit int
-	lastCommit  time.Time
-	commits     commitSamples // durations of commit points that had work
 }
 
 type procState struct {
@@ -299,7 +339,8 @@ type procState struct {
 	// the pause every commit point makes, the baseline of stalls.
 	gaps stallSamples
 
-	// mu guards lag, which the loop writes and Lag reads.
+	// mu guards lag and times, which the loop writes (under Runner.mu)
+	// and Lag and TaskTimes read (docs/locks.md).
 	mu sync.Mutex
 	// lag is each task's consumer lag as of its latest fetch: the end of
 	// its partition (the last stable offset: the host reads committed)
@@ -310,6 +351,12 @@ type procState struct {
 
 	// tableStore maps each task table's topic to its store.
 	tableStore map[string]int
+
+	// limits[i] is what Outputs[i] accepts of one record, deadLetterLimit
+	// what the dead-letter topic does (limits.go). Written by the loop
+	// while no task runs.
+	limits          []TopicLimit
+	deadLetterLimit TopicLimit
 
 	// held is, for a co-partitioned processor, the partitions of each input
 	// this member is assigned (copartition.go). Loop and callbacks, under
@@ -362,6 +409,16 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 	if err != nil {
 		return nil, err
 	}
+	r.refused = opts.Refused
+	if r.refused == nil {
+		r.refused = NewRefused()
+	}
+	r.lims.src = opts.Limits
+	byTopic, err := r.readLimits(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	r.lims.batch = batchSizes(byTopic)
 	for _, ps := range r.procs {
 		r.vers.OnPropose(ps.spec.Name, r.wakeLoop)
 	}
@@ -397,7 +454,7 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 	defer r.mu.Unlock()
 	if opts.Guarantee == ExactlyOnce {
 		eos := &exactlyOnce{r: r}
-		r.committer = eos
+		r.cp = &commitPoint{r: r, g: eos}
 		kopts := r.clientOpts(topics, gopts, eos, transactionTimeout(opts, protocol))
 		if eos.sess, err = kgo.NewGroupTransactSession(kopts...); err != nil {
 			return nil, fmt.Errorf("runner: kafka client: %w", err)
@@ -405,7 +462,7 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 		r.cl = eos.sess.Client()
 		return r, nil
 	}
-	r.committer = &atLeastOnce{r}
+	r.cp = &commitPoint{r: r, g: &atLeastOnce{r: r}}
 	if r.cl, err = kgo.NewClient(r.clientOpts(topics, gopts, nil, 0)...); err != nil {
 		return nil, fmt.Errorf("runner: kafka client: %w", err)
 	}
@@ -516,6 +573,7 @@ func (r *Runner) clientOpts(topics []string, group []kgo.Opt, eos *exactlyOnce, 
 		kgo.OnPartitionsLost(r.groupCallback(cbLost, r.lose)),
 		kgo.RecordPartitioner(outputPartitioner{kgo.StickyKeyPartitioner(nil)}),
 		kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchMaxBytesFn(r.lims.batchBytes()),
 		// A partition resumed after its restore joins the next fetch only
 		// when the one in flight returns; the default 5 s wait would delay
 		// every task start by up to that.
@@ -562,14 +620,14 @@ func (r *Runner) RestoreProgress() []restore.Progress { return r.progress.snapsh
 // had work to commit (at most 4096), how many there were in all, and their
 // total duration. Safe for concurrent use.
 func (r *Runner) CommitLatencies() (latest []time.Duration, count int, total time.Duration) {
-	return r.commits.snapshot()
+	return r.cp.samples.snapshot()
 }
 
 // CommitHistogram returns the durations of every commit point that had
 // work, as counts per CommitBounds bucket (the last: above the last bound)
 // and their total. Safe for concurrent use.
 func (r *Runner) CommitHistogram() (counts []uint64, total time.Duration) {
-	return r.commits.histogram()
+	return r.cp.samples.histogram()
 }
 
 // Stats returns the counters of the named processor, or nil.
@@ -581,10 +639,6 @@ func (r *Runner) Stats(processor string) *Stats {
 	}
 	return nil
 }
-
-// commitTimeout bounds one commit point (flush, offset commit or
-// transaction end).
-const commitTimeout = 30 * time.Second
 
 // DefaultMaxRestores is how many task restores run at once by default.
 const DefaultMaxRestores = 4
@@ -605,7 +659,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		}
 	}()
 	r.mu.Lock()
-	r.lastCommit = time.Now()
+	r.cp.restart()
 	r.mu.Unlock()
 	for {
 		done, err := r.iterate(ctx)
@@ -627,14 +681,22 @@ func (r *Runner) iterate(ctx context.Context) (done bool, err error) {
 		r.mu.Unlock()
 		return true, nil
 	}
-	r.committer.rearm(ctx)
+	r.cp.g.rearm(ctx)
 	r.finishRestores()
 	r.advanceSwaps(ctx)
-	pollCtx, cancel := r.pollContext(ctx)
-	r.mu.Unlock()
-
-	fetches := r.cl.PollRecords(pollCtx, r.opts.MaxPoll)
-	cancel()
+	r.refill()
+	var fetches kgo.Fetches
+	if r.holdsWork() {
+		// Records wait in the tasks' windows: take what the client has
+		// buffered, without waiting for more.
+		r.mu.Unlock()
+		fetches = r.cl.PollRecords(nil, r.opts.MaxPoll)
+	} else {
+		pollCtx, cancel := r.pollContext(ctx)
+		r.mu.Unlock()
+		fetches = r.cl.PollRecords(pollCtx, r.opts.MaxPoll)
+		cancel()
+	}
 	if fetches.IsClientClosed() {
 		return true, nil
 	}
@@ -645,7 +707,7 @@ func (r *Runner) iterate(ctx context.Context) (done bool, err error) {
 	if err := r.process(ctx, fetches); err != nil {
 		return false, err
 	}
-	return false, r.commitPoint(ctx)
+	return false, r.cp.run(ctx)
 }
 
 // process runs a poll's records through their tasks.
@@ -656,9 +718,6 @@ func (r *Runner) process(ctx context.Context, fetches kgo.Fetches) error {
 		}
 		r.log.Warn("fetch error", "topic", topic, "partition", p, "err", ferr)
 	})
-	if err := r.committer.begin(fetches); err != nil {
-		return err
-	}
 	return r.processFetches(ctx, fetches)
 }
 
@@ -674,10 +733,7 @@ func (r *Runner) process(ctx context.Context, fetches kgo.Fetches) error {
 // is paused until the loop resumes it, so with every partition restoring
 // the poll would otherwise wait forever.
 func (r *Runner) pollContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	wait := r.opts.CommitInterval
-	if r.sinceCommit > 0 {
-		wait = max(r.opts.CommitInterval-time.Since(r.lastCommit), time.Millisecond)
-	}
+	wait := max(time.Until(r.cp.deadline()), time.Millisecond)
 	pctx, cancel := context.WithTimeout(ctx, wait)
 	// Tasks can be assigned, and their restores or a swap's instances
 	// finish, during this very poll: listen even when nothing is pending.
@@ -693,14 +749,9 @@ func (r *Runner) pollContext(ctx context.Context) (context.Context, context.Canc
 	return pctx, func() { close(stop); cancel() }
 }
 
-// processFetches runs every task's share of the poll, tasks in parallel.
+// processFetches hands a poll's records to their tasks, which hold them
+// (window.go), and runs every task that holds records, tasks in parallel.
 func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error {
-	type work struct {
-		t     *task
-		batch [][]*kgo.Record // by the task's input
-	}
-	var batch []*work
-	byTask := map[*task]*work{}
 	fetches.EachPartition(func(ftp kgo.FetchTopicPartition) {
 		if len(ftp.Records) == 0 {
 			if t := r.tasks[r.taskID(ftp.Topic, ftp.Partition)]; t != nil {
@@ -726,67 +777,102 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 			return
 		}
 		i := t.inputOf(ftp.Topic)
-		t.win.in(i).sawRecords()
-		t.win.in(i).sawEnd(ftp.LastStableOffset)
-		w := byTask[t]
-		if w == nil {
-			w = &work{t: t, batch: make([][]*kgo.Record, len(t.topics))}
-			byTask[t] = w
-			batch = append(batch, w)
+		c := t.win.in(i)
+		c.sawRecords()
+		c.sawEnd(ftp.LastStableOffset)
+		c.hold(ftp.Records)
+		t.proc.Stats.Fetched.Add(int64(len(ftp.Records)))
+		t.waitingInput = false
+		if len(c.held) >= maxHeld {
+			// The task is slower than its input: stop fetching the
+			// partition until it has worked through what it holds (again
+			// if something else resumed it meanwhile: a finished restore).
+			c.heldFull = true
+			r.cl.PauseFetchPartitions(map[string][]int32{ftp.Topic: {ftp.Partition}})
 		}
-		w.batch[i] = ftp.Records
 	})
+	var batch []*task
+	for _, t := range r.tasks {
+		if t.restoring == nil && t.failed == nil && t.win.holding() {
+			batch = append(batch, t)
+		}
+	}
 	if len(batch) == 0 {
 		return nil
 	}
+	if err := r.cp.opened(); err != nil {
+		return err
+	}
 	// Time isolation (I9): the work of one poll ends by the commit point it
 	// is due at, whatever a plugin does. Each task stops at the first record
-	// boundary past the deadline (its rest is fetched again after the
-	// commit point), so a commit point comes at most one record's time
-	// (limits.record_timeout) late and a transaction never nears its
-	// timeout. The cheapest tasks take the processing slots first, so a
-	// slow or looping processor delays the others by at most one of its
-	// records.
-	deadline := r.commitDeadline()
-	sort.SliceStable(batch, func(i, j int) bool { return batch[i].t.recordCost < batch[j].t.recordCost })
+	// boundary past the deadline (the records it did not reach wait in its
+	// window for the next one), so a commit point comes at most one
+	// record's time (limits.record_timeout) late and a transaction never
+	// nears its timeout. The cheapest tasks take the processing slots
+	// first, so a slow or looping processor delays the others by at most
+	// one of its records.
+	deadline := r.cp.deadline()
+	sort.SliceStable(batch, func(i, j int) bool { return batch[i].recordCost < batch[j].recordCost })
 	errs := make([]error, len(batch))
 	processed := make([]int, len(batch))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
-	for i, w := range batch {
-		for in, recs := range w.batch {
-			if len(recs) > 0 {
-				w.t.win.in(in).fetched(recs[len(recs)-1].Offset)
-			}
-		}
-		recs := slices.Clone(w.batch) // processBatch consumes its slices
+	for i, t := range batch {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			processed[i], errs[i] = w.t.processBatch(ctx, recs, deadline)
+			processed[i], errs[i] = t.processBatch(ctx, deadline)
 		}()
 	}
 	wg.Wait()
 	for i, n := range processed {
-		r.sinceCommit += n
-		w := batch[i]
-		for in, recs := range w.batch {
-			if len(recs) == 0 {
-				continue
-			}
-			c := w.t.win.in(in)
-			w.t.setLag(in, -1, c.fetchedEnd())
-			// A task that stopped before the end of its records (failed
-			// under on_error: fail, cut at the deadline, or shutting down)
-			// must not have the rest counted as consumed: fetch them again
-			// from where it stopped.
+		r.cp.processed(n)
+		t := batch[i]
+		for in := range t.topics {
+			c := t.win.in(in)
+			t.setLag(in, -1, c.fetchedEnd())
+			// A task that stopped at a failure (on_error: fail) must not
+			// have the records after it counted as consumed: fetch them
+			// again from where it stopped.
 			if at, stopped := c.takeStop(); stopped {
-				r.rewind(w.t, in, at)
+				r.rewind(t, in, at)
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// refill resumes the partitions paused for holding too many records once
+// their task is down to half of maxHeld: after processing, or after an
+// abort or a rewind dropped what they held. A task that stopped or is
+// restoring keeps its partitions paused for that reason instead.
+func (r *Runner) refill() {
+	for _, t := range r.tasks {
+		for in := range t.topics {
+			c := t.win.in(in)
+			if c.heldFull && len(c.held) < maxHeld/2 && t.failed == nil && t.restoring == nil {
+				c.heldFull = false
+				r.cl.ResumeFetchPartitions(map[string][]int32{t.topics[in]: {t.id.Partition}})
+			}
+		}
+	}
+}
+
+// maxHeld is how many fetched records a task's input partition may hold
+// unprocessed (window.go) before it is paused (Kafka Streams' default
+// buffered.records.per.partition is the same); it is resumed at half.
+const maxHeld = 1000
+
+// holdsWork reports whether a task holds records it can process now, so
+// the next poll must not wait for new ones.
+func (r *Runner) holdsWork() bool {
+	for _, t := range r.tasks {
+		if t.restoring == nil && t.failed == nil && !t.waitingInput && t.win.holding() {
+			return true
+		}
+	}
+	return false
 }
 
 // taskID names the task of an input partition (an empty processor for a
@@ -863,7 +949,7 @@ func (r *Runner) taskFor(ctx context.Context, topic string, partition int32) (*t
 // then), or nothing once the runner is closing (the tasks are closed).
 func (r *Runner) groupCallback(kind callbackKind, run func(context.Context, map[string][]int32)) func(context.Context, *kgo.Client, map[string][]int32) {
 	return func(ctx context.Context, _ *kgo.Client, parts map[string][]int32) {
-		if r.committer.deferCallback(kind, parts) {
+		if r.cp.g.deferCallback(kind, parts) {
 			return
 		}
 		r.mu.Lock()
@@ -896,7 +982,7 @@ func (r *Runner) assign(ctx context.Context, assigned map[string][]int32) {
 // if it saw the rebalance coming; otherwise the open transaction is
 // aborted by the session and every task rewinds to its committed offsets.
 func (r *Runner) revoke(ctx context.Context, revoked map[string][]int32) {
-	r.committer.beforeRevoke(ctx)
+	r.cp.g.beforeRevoke(ctx)
 	r.closeTasks(ctx, revoked)
 	r.log.Info("partitions revoked", "partitions", revoked)
 }
@@ -904,9 +990,9 @@ func (r *Runner) revoke(ctx context.Context, revoked map[string][]int32) {
 // lose drops the tasks without committing: another member may already own
 // the partitions, so nothing of ours may be committed for them.
 func (r *Runner) lose(ctx context.Context, lost map[string][]int32) {
-	r.committer.beforeLose()
+	r.cp.g.beforeLose()
 	r.closeTasks(ctx, lost)
-	r.sinceCommit = 0
+	r.cp.lost()
 	r.log.Warn("partitions lost; uncommitted work for them is dropped", "partitions", lost)
 }
 
@@ -967,12 +1053,7 @@ func (r *Runner) shutdown() error {
 			r.restorer.Close()
 		}
 	}()
-	var err error
-	if (r.sinceCommit > 0 || r.committer.open()) && r.broken == nil {
-		if err = r.commit(ctx); err != nil {
-			err = fmt.Errorf("final commit: %w", err)
-		}
-	}
+	err := r.cp.final(ctx)
 	for id, t := range r.tasks {
 		t.close(ctx)
 		delete(r.tasks, id)

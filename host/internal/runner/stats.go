@@ -9,14 +9,22 @@ import (
 // Stats are one processor's counters. All fields are safe for concurrent
 // use; they only grow.
 type Stats struct {
-	RecordsIn    atomic.Int64 // records handed to the plugin
+	RecordsIn atomic.Int64 // records handed to the plugin
+	// Fetched counts the records polls brought for the processor's tasks:
+	// above RecordsIn by what was fetched again after aborts and rewinds
+	// (records cut at a commit point wait in their task, not fetched again).
+	Fetched      atomic.Int64
 	RecordsOut   atomic.Int64 // records emitted by successful records
 	Skipped      atomic.Int64 // failed records skipped (on_error: skip)
 	DeadLettered atomic.Int64 // failed records sent to the dead-letter topic
 	// Cuts counts the times a task's share of a poll was cut at the commit
-	// deadline: it was slow, and its remaining records were fetched again
-	// after the commit point (time isolation).
+	// deadline: it was slow, and its remaining records waited in its window
+	// for the next one (time isolation).
 	Cuts atomic.Int64
+	// TimePointsCut counts the commit points whose calls (timers, commit
+	// marks) did not reach every task within their budget: the tasks left
+	// go first at the next one.
+	TimePointsCut atomic.Int64
 	// InputWaits counts the times a task of several inputs gave up waiting
 	// for an input that lagged (maxInputWait) and went on without it.
 	InputWaits   atomic.Int64
@@ -24,9 +32,12 @@ type Stats struct {
 	StoppedTasks atomic.Int64 // such tasks this process holds now (a gauge)
 	Commits      atomic.Int64 // commit points that committed offsets
 	Aborts       atomic.Int64 // transactions aborted (exactly_once): their work is redone
-	Swaps        atomic.Int64 // tasks switched to a new plugin version
-	SwapFailures atomic.Int64 // tasks whose new version did not instantiate (they kept the old)
-	Rollbacks    atomic.Int64 // automatic rollbacks of a version that failed its canary
+	// RefusalAborts counts windows aborted because the broker refused
+	// records they produced (refusal.go), under either guarantee.
+	RefusalAborts atomic.Int64
+	Swaps         atomic.Int64 // tasks switched to a new plugin version
+	SwapFailures  atomic.Int64 // tasks whose new version did not instantiate (they kept the old)
+	Rollbacks     atomic.Int64 // automatic rollbacks of a version that failed its canary
 
 	// Time (ABI.md section 8). Failed callbacks count in Skipped,
 	// DeadLettered and the failure kinds like records.
@@ -55,6 +66,17 @@ func newStats() *Stats { return &Stats{} }
 
 // NewStats returns zeroed counters, for Options.Stats.
 func NewStats() *Stats { return newStats() }
+
+// observeLatencyN counts n records that took d each (a batch's time
+// averaged over its records).
+func (s *Stats) observeLatencyN(d time.Duration, n int) {
+	i := 0
+	for i < len(LatencyBounds) && d >= LatencyBounds[i] {
+		i++
+	}
+	s.LatencyBuckets[i].Add(int64(n))
+	s.LatencySumNs.Add(int64(d) * int64(n))
+}
 
 func (s *Stats) observeLatency(d time.Duration) {
 	s.LatencySumNs.Add(int64(d))

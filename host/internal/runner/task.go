@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/keymap"
 	"github.com/wasmstream/wasmstream/host/internal/state"
 	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
@@ -40,9 +42,16 @@ type task struct {
 	// holds the offset it stopped at.
 	failed error
 
-	in     abi.Record // reused input record
-	staged []*kgo.Record
-	emits  arena // the staged records and their bytes
+	calls    taskCalls    // the batch of record calls being run (calls.go)
+	triggers triggerCalls // the batch of timer or commit calls being run
+	staged   []*kgo.Record
+	// stagedOut is the output index of each staged record; latest holds,
+	// for each output that takes the latest record per key, the window's
+	// records by key (latest.go).
+	stagedOut []int
+	latest    []keymap.Window[*kgo.Record]
+	emits     arena   // the staged records and their bytes
+	origins   origins // the origins of produced records (refusal.go)
 
 	// ver is the plugin version inst runs. prep is an instance of the
 	// processor's newer version being made in the background; prevInst the
@@ -73,14 +82,20 @@ type task struct {
 	// when the spec has one) and commit marks.
 	tk *timekeeper
 	// waitingSince is when the task began to wait for a lagging input
-	// (zero: it is not waiting); see lagging.
+	// (zero: it is not waiting); see lagging. waitingInput is set when its
+	// last batch stopped to wait, and cleared when a fetch brings any of
+	// its inputs: a waiting task is not a reason to poll without waiting.
 	waitingSince time.Time
+	waitingInput bool
 }
 
 func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, error) {
 	t := &task{id: id, r: r, proc: ps, topics: ps.taskTopics(id.Topic),
 		ver: newVersion(r.vers.Active(ps.spec.Name), versions.Canary{})}
 	t.win = newWindow(len(t.topics), len(ps.spec.Stores))
+	if slices.Contains(ps.spec.Latest, true) {
+		t.latest = make([]keymap.Window[*kgo.Record], len(ps.spec.Outputs))
+	}
 	for _, topic := range t.topics {
 		t.index = append(t.index, ps.inputIndex[topic])
 		store, ok := ps.tableStore[topic]
@@ -92,6 +107,9 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 	if len(ps.spec.Stores) > 0 {
 		t.st = r.opts.State.Task(ps.spec.Name, id.Partition, ps.spec.Stores)
 		t.st.SetName(id.String()) // one task name in logs, metrics and /v1
+		if ps.spec.StateCache != 0 {
+			t.st.SetCacheBudget(ps.spec.StateCache)
+		}
 	}
 	if ps.spec.TimeStore && t.st != nil {
 		t.tk = newTimekeeper(t.st, len(ps.spec.Stores)-1, ps.spec.TimeLimits)
@@ -127,6 +145,13 @@ func (t *task) env() Env { return Env{Sink: t, State: t.st, Time: t.tk} }
 // applied is dropped (never written), the plugin instance is closed.
 func (t *task) close(ctx context.Context) {
 	t.stopRestore()
+	// A partition paused for holding too many records must not stay
+	// paused for its next task (pauses outlive assignments).
+	for in, topic := range t.topics {
+		if t.win.in(in).heldFull {
+			t.r.cl.ResumeFetchPartitions(map[string][]int32{topic: {t.id.Partition}})
+		}
+	}
 	if t.failed != nil {
 		t.proc.Stats.StoppedTasks.Add(-1) // no longer this process's
 	}
@@ -182,17 +207,15 @@ func (t *task) Emit(output int, rec *abi.Record) error {
 			kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: HeaderVersion, Value: t.ver.header})
 		}
 	}
-	var lim OutputLimit
-	if lims := t.proc.spec.OutputLimits; output < len(lims) {
+	var lim TopicLimit
+	if lims := t.proc.limits; output < len(lims) {
 		lim = lims[output]
 	}
-	switch tooLarge, needsKey := lim.check(kr); {
-	case tooLarge:
-		return abi.ErrnoTooLarge
-	case needsKey:
-		return abi.ErrnoInval
+	if err := lim.check(kr, t.tk.wall); err != nil {
+		return fmt.Errorf("topic %s: %w", outs[output], err)
 	}
 	t.staged = append(t.staged, kr)
+	t.stagedOut = append(t.stagedOut, output)
 	return nil
 }
 
@@ -206,8 +229,18 @@ func (t *task) Emit(output int, rec *abi.Record) error {
 // the first record boundary after deadline once it has finished a record
 // (so every task moves on every poll): records not reached are not counted
 // and are fetched again from where each input stopped.
-func (t *task) processBatch(ctx context.Context, batch [][]*kgo.Record, deadline time.Time) (int, error) {
+func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error) {
 	done := 0
+	// batch[i] is what input i holds; what is left of it stays held.
+	batch := make([][]*kgo.Record, len(t.topics))
+	for i := range batch {
+		batch[i] = t.win.in(i).held
+	}
+	defer func() {
+		for i := range batch {
+			t.win.in(i).held = batch[i]
+		}
+	}()
 	// stopAll marks the first record not reached on every input.
 	stopAll := func() {
 		for i, recs := range batch {
@@ -219,8 +252,7 @@ func (t *task) processBatch(ctx context.Context, batch [][]*kgo.Record, deadline
 	if t.restoring != nil {
 		// Fetching is paused while the task restores, so records can only
 		// be here if they were fetched before the pause took effect. They
-		// are not processed on incomplete state: fetch them again later.
-		stopAll()
+		// are not processed on incomplete state: they wait, held.
 		return 0, nil
 	}
 	// The time store is read once the state is restored: the stream time
@@ -240,77 +272,115 @@ func (t *task) processBatch(ctx context.Context, batch [][]*kgo.Record, deadline
 		t.r.log.Error("task stopped: its stores do not match the config", "task", t.id.String(), "err", err)
 		return 0, nil
 	}
+	// The records go to the plugin in batches of calls (calls.go), built
+	// in the order they run; pos[i] is how many of input i's records the
+	// loop has taken, and batch[i] what is left of them. Records a batch
+	// did not run go back.
+	orig := slices.Clone(batch)
+	pos := make([]int, len(batch))
+	take := func(in int) { pos[in]++; batch[in] = orig[in][pos[in]:] }
+	c := &t.calls
 	for {
-		in := nextInput(batch)
-		if in < 0 {
-			break
-		}
-		if t.lagging(batch) {
-			// An input with records on the broker that this poll did not
-			// bring: its next record may be older than any here. Stop,
-			// to be fetched again with it (bounded by maxInputWait).
-			stopAll()
-			break
-		}
-		kr := batch[in][0]
-		cur := t.win.in(in)
-		if t.failed != nil {
-			// Never count a record past the failed one.
-			stopAll()
-			t.win.stopAtFailure()
-			break
-		}
-		if ctx.Err() != nil {
-			stopAll()
-			break
-		}
-		// lastProcessed is when the previous record of this batch ended
-		// (done > 0): no clock read of its own on the per-record path.
-		if done > 0 && !t.lastProcessed.Before(deadline) {
-			stopAll()
-			t.proc.Stats.Cuts.Add(1)
-			break
-		}
-		batch[in] = batch[in][1:]
-		if !cur.take(kr.Offset) {
-			continue // already processed (a re-fetch after a rewind)
-		}
-		var err error
-		if store := t.table[in]; store >= 0 {
-			err = t.writeTable(kr, store)
-		} else {
-			// Only the plugin's records judge its version's canary.
-			err = t.processOne(ctx, kr, t.index[in])
-			t.canaryIn++
-			if err != nil {
-				t.canaryFailed++
-			}
-		}
-		if err != nil {
-			if handled := t.onFailure(kr, err); !handled {
-				stopAll() // the other inputs' records not reached
-				cur.failed(kr.Offset)
-				// Counted as finished for the commit schedule only (its
-				// offset does not move): the window must still reach its
-				// commit point though no record of it succeeded, to end
-				// the transaction its poll opened and to judge a canary
-				// (a new version failing every task's first record would
-				// otherwise leave the loop polling paused partitions).
-				done++
+		c.reset(t)
+		for len(c.calls) < maxCalls {
+			in := nextInput(batch)
+			if in < 0 {
 				break
 			}
+			if len(c.calls) > 0 {
+				// The conditions below apply between records: run what
+				// is taken first, then look again.
+				if t.table[in] >= 0 || t.lagging(batch) {
+					break
+				}
+			} else {
+				if t.lagging(batch) {
+					// An input with records on the broker that this poll
+					// did not bring: its next record may be older than
+					// any here. Wait for it, the records held (bounded by
+					// maxInputWait).
+					t.waitingInput = true
+					return done, nil
+				}
+				if t.failed != nil {
+					// Never count a record past the failed one.
+					stopAll()
+					t.win.stopAtFailure()
+					return done, nil
+				}
+				if ctx.Err() != nil {
+					return done, nil
+				}
+				// lastProcessed is when the previous batch of this poll
+				// ended (done > 0): every task moves on every poll. The
+				// records not reached stay held for the next window.
+				if done > 0 && !t.lastProcessed.Before(deadline) {
+					t.proc.Stats.Cuts.Add(1)
+					return done, nil
+				}
+			}
+			kr := batch[in][0]
+			take(in)
+			cur := t.win.in(in)
+			if !cur.take(kr.Offset) {
+				continue // already processed (a re-fetch after a rewind)
+			}
+			if store := t.table[in]; store >= 0 {
+				// A task table's record is the host's own write, a call of
+				// its own (the batch is empty: see above).
+				if err := t.writeTable(kr, store); err != nil && !t.onFailure(kr, err) {
+					stopAll()
+					cur.failed(kr.Offset)
+					done++ // see the plugin's failures below
+					return done, nil
+				}
+				cur.processed(kr.Offset, kr.LeaderEpoch)
+				done++
+				if t.tk.eventDue() {
+					if err := t.check(ctx, false, &callBudget{deadline: deadline}); err != nil {
+						return done, err
+					}
+				}
+				continue
+			}
+			c.add(kr, in)
+			if t.tk.eventDueAt(c.recs[len(c.calls)-1].Timestamp) {
+				break // the check runs after this record (End stops there)
+			}
 		}
-		cur.processed(kr.Offset, kr.LeaderEpoch)
-		done++
-		// The record may have moved the stream time: the event-time check
-		// (ABI.md section 8.3).
-		if t.tk.eventDue() {
-			if err := t.check(ctx, false, deadline); err != nil {
+		if len(c.calls) == 0 {
+			return done, nil
+		}
+		n := c.run(ctx, deadline)
+		for k := len(c.calls) - 1; k >= n; k-- {
+			in := c.ins[k] // not run: back to its input, in order
+			pos[in]--
+			batch[in] = orig[in][pos[in]:]
+		}
+		done += n
+		switch c.stop {
+		case stopFailed:
+			stopAll() // the other inputs' records not reached
+			// The failed record counts as finished for the commit
+			// schedule only (its offset does not move): the window must
+			// still reach its commit point though no record of it
+			// succeeded, to end the transaction its poll opened and to
+			// judge a canary (a new version failing every task's first
+			// record would otherwise leave the loop polling paused
+			// partitions).
+			t.win.in(c.ins[c.at]).failed(c.krs[c.at].Offset)
+			return done, nil
+		case stopTimers:
+			// The record moved the stream time: the event-time check
+			// (ABI.md section 8.3).
+			if err := t.check(ctx, false, &callBudget{deadline: deadline}); err != nil {
 				return done, err
 			}
 		}
+		if n == 0 {
+			return done, nil // canceled before the first call
+		}
 	}
-	return done, nil
 }
 
 // maxInputWait bounds how long a task of several inputs waits for an input
@@ -387,37 +457,11 @@ func (t *task) partitions() map[string][]int32 {
 	return parts
 }
 
-// processOne runs the plugin on one record and, if it succeeds, produces
-// its staged emits.
-func (t *task) processOne(ctx context.Context, kr *kgo.Record, index uint32) error {
-	stats := t.proc.Stats
-	stats.RecordsIn.Add(1)
-	t.fill(kr, index)
-	t.staged = t.staged[:0]
-	start := time.Now()
-	t.tk.observe(t.in.Timestamp)
-	t.tk.beginCall(start.UnixMilli())
-	err := t.inst.Process(ctx, &t.in)
-	end := time.Now()
-	stats.observeLatency(end.Sub(start))
-	t.recordCost = (3*t.recordCost + end.Sub(start)) / 4
-	if !t.stallFrom.IsZero() {
-		t.proc.stalls.add(start.Sub(t.stallFrom))
-		t.stallFrom = time.Time{}
-	} else if !t.gapFrom.IsZero() {
-		t.proc.gaps.add(start.Sub(t.gapFrom))
-		t.gapFrom = time.Time{}
-	}
-	t.lastProcessed = end
-	t.endCall(err == nil)
-	return err
-}
-
 // endCall ends a call into the plugin (a record, a timer, a commit call),
 // which is atomic (ABI.md section 3): if it succeeded (ok), its state
 // writes and time changes join the commit window and its emits are
 // produced; if not, all of them are dropped.
-func (t *task) endCall(ok bool) {
+func (t *task) endCall(ok bool, key originKey) {
 	if t.st != nil {
 		if ok {
 			t.st.CommitRecord()
@@ -426,28 +470,23 @@ func (t *task) endCall(ok bool) {
 		}
 	}
 	t.tk.endCall(ok)
-	if ok {
-		for _, out := range t.staged {
-			t.r.produce(out)
+	if ok && len(t.staged) > 0 {
+		// The call's records carry it as their origin, for the broker's
+		// refusal of one (refusal.go).
+		o := t.origins.new(key, false)
+		produced := 0
+		for k, out := range t.staged {
+			out.Context = o
+			if t.keepLatest(t.stagedOut[k], out) {
+				continue
+			}
+			t.r.cp.produce(out)
+			produced++
 		}
-		t.proc.Stats.RecordsOut.Add(int64(len(t.staged)))
+		t.proc.Stats.RecordsOut.Add(int64(produced))
 	}
-	t.staged = t.staged[:0]
-}
-
-// fill points the reused abi.Record at kr's bytes, of input index; no copy.
-func (t *task) fill(kr *kgo.Record, index uint32) {
-	in := &t.in
-	in.Timestamp = kr.Timestamp.UnixMilli()
-	in.Offset = kr.Offset
-	in.Partition = kr.Partition
-	in.Index = index
-	in.Key = kr.Key
-	in.Value = kr.Value
-	in.Headers = in.Headers[:0]
-	for _, h := range kr.Headers {
-		in.Headers = append(in.Headers, abi.Header{Key: h.Key, Value: h.Value})
-	}
+	clear(t.staged) // the arena's chunks are not kept alive by the slice
+	t.staged, t.stagedOut = t.staged[:0], t.stagedOut[:0]
 }
 
 // onFailure applies the processor's error policy to a failed record and
@@ -463,16 +502,46 @@ func (t *task) onFailure(kr *kgo.Record, err error) bool {
 		t.r.log.Warn("record failed; skipped (on_error: skip)", attrs...)
 		return true
 	case DeadLetter:
-		t.r.produce(t.deadLetter(kr, kind, err))
-		stats.DeadLettered.Add(1)
-		t.r.log.Warn("record failed; sent to dead-letter topic "+t.proc.spec.DeadLetterTopic, attrs...)
-		return true
+		dlerr := t.produceDeadLetter(t.deadLetter(kr, kind, err), recordOrigin(t.proc.spec.Name, kr), err)
+		if dlerr == nil {
+			stats.DeadLettered.Add(1)
+			t.r.log.Warn("record failed; sent to dead-letter topic "+t.proc.spec.DeadLetterTopic, attrs...)
+			return true
+		}
+		err = fmt.Errorf("%w; and it cannot be dead-lettered: %w", err, dlerr)
+		attrs[len(attrs)-1] = err
+		fallthrough
 	default:
 		t.stop(fmt.Errorf("record %s/%d@%d failed: %w", kr.Topic, kr.Partition, kr.Offset, err))
 		t.r.cl.PauseFetchPartitions(t.partitions())
 		t.r.log.Error("record failed; task stopped at this offset (on_error: fail)", attrs...)
 		return false
 	}
+}
+
+// produceDeadLetter produces dl, the dead letter of the failure err of the
+// call key, unless the dead-letter topic would refuse it (its limits, or
+// the broker refused it on a former pass): then nothing is produced, and
+// the error says why.
+func (t *task) produceDeadLetter(dl *kgo.Record, key originKey, err error) error {
+	refused, _ := t.r.refused.get(key)
+	if refused.deadLetter != nil {
+		return refused.deadLetter
+	}
+	lerr := t.proc.deadLetterLimit.check(dl, t.tk.wall)
+	if refused.restamp || errors.Is(lerr, abi.ErrnoTimestamp) {
+		// The failed record's timestamp (the refused emit's, often) need
+		// not stop its dead letter: it goes in a header instead.
+		dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: HeaderSourceTime, Value: []byte(strconv.FormatInt(dl.Timestamp.UnixMilli(), 10))})
+		dl.Timestamp = time.Time{}
+		lerr = t.proc.deadLetterLimit.check(dl, t.tk.wall)
+	}
+	if lerr != nil {
+		return fmt.Errorf("topic %s: %w", dl.Topic, lerr)
+	}
+	dl.Context = t.origins.new(key, true)
+	t.r.cp.produce(dl)
+	return nil
 }
 
 // produceChangelog sends one changelog record per key the task changed
@@ -498,7 +567,7 @@ func (t *task) produceChangelog() {
 		}
 		t.r.cl.Produce(context.Background(), rec, func(rec *kgo.Record, err error) {
 			if err != nil {
-				t.r.onProduced(rec, err)
+				t.r.cp.onProduced(rec, err)
 				return
 			}
 			t.win.changelogAcked(store, rec.Offset)
@@ -528,6 +597,11 @@ const (
 	HeaderSourceTopic = "wasmstream-source-topic"
 	HeaderSourcePart  = "wasmstream-source-partition"
 	HeaderSourceOff   = "wasmstream-source-offset"
+	// HeaderSourceTime is the failed record's timestamp (decimal unix ms)
+	// on a dead letter stamped with the time it was written instead,
+	// because the dead-letter topic refuses the record's own (Kafka 4
+	// refuses timestamps over an hour ahead by default).
+	HeaderSourceTime = "wasmstream-source-timestamp"
 )
 
 func (t *task) deadLetter(kr *kgo.Record, kind FailureKind, err error) *kgo.Record {

@@ -93,7 +93,10 @@ type timekeeper struct {
 
 	// firings counts the timers fired in this commit window.
 	firings int
-	kbuf    []byte
+	// canceled is set when the current call canceled a pending timer (a
+	// batch of firings then stops: a later one may be the canceled timer).
+	canceled bool
+	kbuf     []byte
 
 	// stores are the processor's own stores, by index; formatsOK is set
 	// once checkFormats found them matching their expiry config.
@@ -220,6 +223,7 @@ func (k *timekeeper) beginCall(now int64) {
 		k.wall = now
 	}
 	k.staged = 0
+	k.canceled = false
 	k.callMarks.Reset()
 	if k.st != nil {
 		k.st.SetClocks(k.stream, k.wall)
@@ -280,7 +284,11 @@ func (k *timekeeper) CancelTimer(kind abi.TimerKind, ts int64, key []byte) (bool
 	if err := k.load(); err != nil {
 		return false, err
 	}
-	return k.remove(kind, ts, key)
+	removed, err := k.remove(kind, ts, key)
+	if removed {
+		k.canceled = true
+	}
+	return removed, err
 }
 
 func (k *timekeeper) remove(kind abi.TimerKind, ts int64, key []byte) (bool, error) {
@@ -465,6 +473,13 @@ func decodeTimerKey(k []byte) (kind abi.TimerKind, ts int64, key []byte) {
 // a record costs one comparison when none is.
 func (k *timekeeper) eventDue() bool {
 	return k.st != nil && k.loaded && k.minDue[abi.TimerEventTime] <= k.stream
+}
+
+// eventDueAt reports whether an event-time timer may be due once a record
+// with timestamp ts has moved the stream time (a batch of records ends
+// there, so the check runs right after it).
+func (k *timekeeper) eventDueAt(ts int64) bool {
+	return k.st != nil && k.loaded && k.minDue[abi.TimerEventTime] <= max(k.stream, ts)
 }
 
 // commitWork reports whether the commit point has calls to make for the

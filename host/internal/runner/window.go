@@ -22,17 +22,26 @@ import (
 // poll, the loop between polls. The changelog positions are the exception:
 // produce promises set them concurrently, hence atomics.
 //
+// A cursor also holds its partition's records fetched but not processed
+// yet (held): a batch cut at the commit deadline, or waiting for another
+// input, goes on from them after the commit point instead of fetching them
+// again. They are dropped whenever the consumer is set back (an abort, a
+// rewind, a failure's stop), so a record is never both held and fetched
+// again.
+//
 // Cursor transitions:
 //
+//	hold(rs)       fetched records join held
 //	take(o)        a record at o is about to run: start = o if the cursor was empty
 //	processed(o)   it finished (or its failure was handled): next = o+1, dirty
 //	failed(o)      it failed under on_error: fail: failedAt = stoppedAt = o
 //	stopAt(o)      the batch stopped before o (cancel, restoring): stoppedAt = o
-//	takeStop()     the loop rewinds to stoppedAt and clears it
+//	takeStop()     the loop rewinds to stoppedAt and clears it, and held
 //	committed()    a commit point committed next: dirty and start cleared
-//	aborted()      the work was dropped (abort): next, dirty, start cleared;
-//	               the consumer re-delivers
-//	rewound()      at_least_once rollback: rewind to start; next, dirty, start cleared
+//	aborted()      the work was dropped (abort): next, dirty, start, held
+//	               cleared; the consumer re-delivers
+//	rewound()      at_least_once rollback: rewind to start; next, dirty,
+//	               start, held cleared
 type window struct {
 	// cursors[i] is where the task stands on its i-th input partition.
 	cursors []cursor
@@ -71,6 +80,12 @@ type cursor struct {
 	// when a fetch next shows the partition.
 	empty     bool
 	waitedOut bool
+
+	// held are the partition's records fetched and not processed yet, in
+	// offset order; heldFull is set while the partition is paused because
+	// there were too many (maxHeld).
+	held     []*kgo.Record
+	heldFull bool
 }
 
 // newWindow returns the empty window of a task reading inputs partitions
@@ -143,7 +158,18 @@ func (w *window) stopAtFailure() {
 func (w *window) refetched() {
 	for i := range w.cursors {
 		w.cursors[i].fetchEnd, w.cursors[i].empty = -1, false
+		w.cursors[i].held = nil
 	}
+}
+
+// holding reports whether any input holds records not processed yet.
+func (w *window) holding() bool {
+	for i := range w.cursors {
+		if len(w.cursors[i].held) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // resumed forgets the failure that stopped the task (a rollback gave its
@@ -200,11 +226,23 @@ func (c *cursor) takeStop() (int64, bool) {
 	}
 	c.stoppedAt = -1
 	c.fetchEnd, c.empty = at, false
+	c.held = nil
 	return at, true
 }
 
-// fetched records the offset after the batch's last fetched record.
-func (c *cursor) fetched(lastOffset int64) { c.fetchEnd = lastOffset + 1 }
+// hold adds fetched records (in offset order, after those held) and
+// records the offset after the last.
+func (c *cursor) hold(recs []*kgo.Record) {
+	if len(recs) == 0 {
+		return
+	}
+	if len(c.held) == 0 {
+		c.held = recs
+	} else {
+		c.held = append(c.held[:len(c.held):len(c.held)], recs...)
+	}
+	c.fetchEnd = recs[len(recs)-1].Offset + 1
+}
 
 // sawEmpty records a fetch of the partition without records.
 func (c *cursor) sawEmpty() { c.empty, c.waitedOut = true, false }
@@ -274,6 +312,7 @@ func (c *cursor) aborted() {
 	c.dirty = false
 	c.start = -1
 	c.fetchEnd, c.empty = -1, false
+	c.held = nil
 }
 
 // rewound drops the cursor's offsets for an at_least_once rollback and
@@ -288,6 +327,7 @@ func (c *cursor) rewound() (from int64, ok bool) {
 	c.next = -1
 	c.dirty = false
 	c.fetchEnd, c.empty = from, false
+	c.held = nil
 	return from, true
 }
 

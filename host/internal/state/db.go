@@ -88,6 +88,10 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// DefaultRecordCacheBytes is Options.RecordCacheBytes's default: each
+// task's cache of committed values (Task.SetCacheBudget).
+const DefaultRecordCacheBytes = 16 << 20
+
 // DefaultSyncInterval is Options.SyncInterval's default: a crash loses at
 // most a second of commits, whose records restore reads again from the
 // changelog; one fsync a second costs nothing measurable next to the
@@ -97,7 +101,7 @@ const DefaultSyncInterval = time.Second
 const (
 	defaultBlockCache  = 64 << 20
 	defaultMemTable    = 8 << 20
-	defaultRecordCache = 16 << 20
+	defaultRecordCache = DefaultRecordCacheBytes
 	defaultIngest      = 1 << 20
 )
 

@@ -499,6 +499,39 @@ func TestModel(t *testing.T) {
 	}
 }
 
+// SetCacheBudget turns a task's cache of committed values off (reads go to
+// Pebble, with the same results) and on again.
+func TestTaskCacheBudget(t *testing.T) {
+	db := openMem(t, Options{})
+	tk := restored(t, db, "p", 0, "s")
+	mustPut(t, tk, 0, "k", "v")
+	tk.CommitRecord()
+	if err := tk.Apply(map[int]int64{0: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if tk.cacheBytes == 0 {
+		t.Fatal("the committed value was not cached with the default budget")
+	}
+	tk.SetCacheBudget(0)
+	if tk.cacheBytes != 0 || len(tk.stores[0].cache) != 0 {
+		t.Fatalf("cache holds %d bytes after it was turned off", tk.cacheBytes)
+	}
+	if v, ok := mustGet(t, tk, 0, "k"); !ok || v != "v" {
+		t.Fatalf("k = %q %v", v, ok)
+	}
+	if _, ok := mustGet(t, tk, 0, "missing"); ok {
+		t.Fatal("a missing key was found")
+	}
+	if tk.cacheBytes != 0 {
+		t.Fatalf("reads filled a cache that is off: %d bytes", tk.cacheBytes)
+	}
+	tk.SetCacheBudget(1 << 20)
+	mustGet(t, tk, 0, "k")
+	if tk.cacheBytes == 0 {
+		t.Fatal("a read did not fill the cache turned on again")
+	}
+}
+
 func runModel(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	fs := vfs.NewMem()
@@ -517,6 +550,9 @@ func runModel(t *testing.T, seed uint64) {
 	defer func() { db.Close() }()
 	stores := []string{"x", "y"}
 	tk := restored(t, db, "m", 0, stores...)
+	if seed == 3 {
+		tk.SetCacheBudget(300) // the task's own budget, not the database's
+	}
 	// A neighbour task with the same keys must never leak in.
 	nb := restored(t, db, "m", 1, stores...)
 	for s := range stores {

@@ -78,6 +78,9 @@ type Task struct {
 	wipeGen atomic.Uint64
 
 	cacheBytes int
+	// cacheBudget bounds cacheBytes (SetCacheBudget); the DB's
+	// RecordCacheBytes until set. <= 0: no cache.
+	cacheBudget int
 	// streamNow and wallNow are the clocks the current call sees, for the
 	// stores with an expiry (SetClocks).
 	streamNow, wallNow int64
@@ -95,6 +98,7 @@ func newTask(db *DB, processor string, partition int32, names []string) *Task {
 		prefix:    taskPrefix(processor, partition),
 		iters:     map[*iterator]struct{}{},
 	}
+	t.cacheBudget = db.cache
 	t.end = prefixEnd(t.prefix)
 	seen := map[string]bool{}
 	for _, n := range names {
@@ -115,6 +119,21 @@ func newTask(db *DB, processor string, partition int32, names []string) *Task {
 		t.stores = append(t.stores, s)
 	}
 	return t
+}
+
+// SetCacheBudget sets the bytes the task's cache of committed values may
+// hold (keys, values and a fixed overhead per entry; the DB's
+// RecordCacheBytes until set); 0 or less turns it off, reads then going to
+// Pebble for every key the commit window has not written. Entries over a
+// smaller budget are evicted at the next insertion.
+func (t *Task) SetCacheBudget(n int) {
+	t.cacheBudget = n
+	if n <= 0 {
+		for _, s := range t.stores {
+			clear(s.cache)
+		}
+		t.cacheBytes = 0
+	}
 }
 
 // Processor, Partition and Stores describe the task.
@@ -631,7 +650,7 @@ func (t *Task) restoredDone(s *store, nextOffset int64) {
 // position, so eviction is random replacement: cheap, no per-access
 // bookkeeping on the hot path.
 func (t *Task) cachePut(s *store, k string, e entry) {
-	budget := t.db.cache
+	budget := t.cacheBudget
 	if budget <= 0 {
 		return
 	}

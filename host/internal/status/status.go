@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/host/internal/admin"
-	"github.com/wasmstream/wasmstream/host/internal/engine"
 	"github.com/wasmstream/wasmstream/host/internal/plugin"
 	"github.com/wasmstream/wasmstream/host/internal/restore"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
@@ -174,12 +173,7 @@ func (h *Running) plugin(p *plugin.Processor, active versions.Info) admin.Plugin
 		out.Path = ""
 	}
 	if active.Hash != info.SHA256 {
-		out.Size, out.ABIVersion = active.Size, 0
-		// It compiled, so it speaks one of the host's versions: known
-		// when the host speaks only one.
-		if len(engine.SupportedABIVersions) == 1 {
-			out.ABIVersion = engine.SupportedABIVersions[0]
-		}
+		out.Size, out.ABIVersion = active.Size, active.ABIVersion
 	}
 	return out
 }

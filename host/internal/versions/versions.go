@@ -43,6 +43,9 @@ type Info struct {
 	Hash  string
 	Label string
 	Size  int64 // bytes of the module; 0 when unknown
+	// ABIVersion is the ABI version the host speaks with the module; 0
+	// when unknown (not compiled by this process).
+	ABIVersion int
 }
 
 // Canary watches a newly swapped version: if, within Window after a task

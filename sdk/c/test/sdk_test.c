@@ -9,18 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "wasmstream_fake.h"
 
-static int failures;
-#define CHECK(cond, ...)                                           \
-    do {                                                           \
-        if (!(cond)) {                                             \
-            fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                          \
-            fputc('\n', stderr);                                   \
-            failures++;                                            \
-        }                                                          \
-    } while (0)
 
 static ws_output out = WS_OUTPUT("out");
 static ws_output nope = WS_OUTPUT("nope");

@@ -24,4 +24,9 @@ var (
 	// Fail fails the current call with msg (set_error) and returns
 	// StatusFailed.
 	Fail func(msg string) abi.Status
+	// Trigger runs one trigger of a batch (abi/ABI.md section 10): the
+	// timer or commit callback its kind names, as wasmstream_on_timer or
+	// wasmstream_on_commit would. Set by package sdk/timer; nil in a
+	// plugin that does not import it.
+	Trigger func(trig []byte) abi.Status
 )

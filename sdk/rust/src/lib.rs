@@ -30,10 +30,17 @@
 //! are unit-tested with plain `cargo test`.
 //!
 //! The crate has no dependencies and mirrors the Go SDK (package `sdk`):
-//! the same host semantics, the same error texts.
+//! the same host semantics, the same error texts. Time (timers, the
+//! clocks, commit marks) is in [`timer`], windowed aggregation in
+//! [`window`], stream-stream joins in [`join`], with the Go packages'
+//! semantics and state layout.
 
 pub mod abi;
+pub mod join;
+mod layout;
 pub mod sys;
+pub mod timer;
+pub mod window;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 
@@ -284,10 +291,8 @@ impl Output {
             return Err(Error::host("emit", self.0.name, Errno::TOOLARGE));
         }
         let ts = if r.timestamp == 0 { __rt::input_timestamp() } else { r.timestamp };
-        let res = __rt::with_emit_buf(|buf| {
-            buf.clear();
-            abi::encode(buf, ts, abi::NO_OFFSET, partition, idx, r.key, r.value, r.headers);
-            sys::emit(buf)
+        let res = __rt::emit_encoded(n, |buf| {
+            abi::encode(buf, ts, abi::NO_OFFSET, partition, idx, r.key, r.value, r.headers)
         });
         check("emit", self.0.name, res).map(|_| ())
     }
@@ -561,35 +566,162 @@ pub fn error(msg: &str) {
     log(Level::Error, msg)
 }
 
-/// Exports the processor: `processor!(process)` or `processor!(process,
-/// init)`, where `process: fn(&Record) -> Result<()>` runs once per record
-/// and `init: fn() -> Result<()>` once per instance before the first record
-/// (read the config and `check` outputs and stores there; emits and state
-/// calls are refused during init). Use it once, in the cdylib's root.
+/// An output or store handle that `processor!`'s `handles = [...]` resolves
+/// when the instance starts.
+pub trait Handle: Sync {
+    /// "output" or "store".
+    fn kind(&self) -> &'static str;
+    /// The name the processor's config declares it under.
+    fn name(&self) -> &'static str;
+    /// Resolves the name now (ENONAME if the processor does not declare it).
+    fn check(&self) -> Result<()>;
+}
+
+impl Handle for Output {
+    fn kind(&self) -> &'static str {
+        "output"
+    }
+    fn name(&self) -> &'static str {
+        self.0.name
+    }
+    fn check(&self) -> Result<()> {
+        Output::check(self)
+    }
+}
+
+impl Handle for Store {
+    fn kind(&self) -> &'static str {
+        "store"
+    }
+    fn name(&self) -> &'static str {
+        self.0.name
+    }
+    fn check(&self) -> Result<()> {
+        Store::check(self)
+    }
+}
+
+/// Resolves `handles` (the instance's start, before the init function):
+/// the names the processor's config does not declare fail the start, all
+/// of them in one message that says where to add them. The same text as
+/// the Go and C SDKs: outputs first, then stores, each by name.
+pub fn check_handles(handles: &[&dyn Handle]) -> Result<()> {
+    let mut missing: Vec<(&'static str, &'static str)> = Vec::new();
+    for h in handles {
+        if let Err(e) = h.check() {
+            if e.errno() != Some(Errno::NONAME) {
+                return Err(e);
+            }
+            missing.push((h.kind(), h.name()));
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    // "output" < "store": outputs first.
+    missing.sort();
+    missing.dedup();
+    let list: Vec<String> = missing.iter().map(|(k, n)| format!("{} {:?}", k, n)).collect();
+    Err(Error::msg(format!(
+        "sdk: not declared by the processor (add to its outputs or stores in the pipeline config): {}",
+        list.join(", ")
+    )))
+}
+
+/// The body of wasmstream_init: the handles, then the init function.
+#[doc(hidden)]
+pub fn __init(handles: &[&dyn Handle], init: fn() -> Result<()>) -> i32 {
+    if let Err(e) = check_handles(handles) {
+        return __rt::fail_err(&e);
+    }
+    __rt::init(init)
+}
+
+/// Exports the processor. The forms:
+///
+/// ```text
+/// processor!(process);
+/// processor!(process, init);
+/// processor!(process, init, handles = [OUT, SEEN], on_timer = fired, on_commit = committed);
+/// processor!(process, handles = [OUT, SEEN]);   // the clauses without an init function
+/// ```
+///
+/// `process: fn(&Record) -> Result<()>` runs once per record; `init: fn() ->
+/// Result<()>` once per instance before the first record (read the config
+/// there; emits and state calls are refused during init). The clauses, in
+/// any order, each optional:
+///
+/// - `handles = [..]`: the processor's `Output` and `Store` statics, resolved
+///   when the instance starts (before `init`), so that a deployment whose
+///   config lacks one of them is refused at start (and by `wasmstream
+///   validate`) with a message naming each, instead of failing records.
+/// - `on_timer = f`, `f: fn(&timer::Firing) -> Result<()>`: called once per
+///   due timer (module `timer`); required by a processor that sets timers.
+/// - `on_commit = f`, `f: fn(&Commit) -> Result<()>`: called once per key
+///   marked in the ending commit window (`commit_mark`); required by a
+///   processor that marks keys.
+///
+/// Use it once, in the cdylib's root.
 #[macro_export]
 macro_rules! processor {
     ($process:path) => {
         $crate::processor!($process, $crate::__rt::no_init);
     };
-    ($process:path, $init:path, on_commit = $on_commit:path) => {
-        $crate::processor!($process, $init);
-
-        /// abi/ABI.md section 8.3: a key marked in the ending commit window.
-        #[cfg(target_arch = "wasm32")]
-        #[no_mangle]
-        pub extern "C" fn wasmstream_on_commit(len: u32) -> i32 {
-            $crate::__rt::on_commit(len, $on_commit)
-        }
-
-        #[cfg(not(target_arch = "wasm32"))]
-        #[doc(hidden)]
-        pub static __WASMSTREAM_ON_COMMIT: fn(&$crate::Commit<'_>) -> $crate::Result<()> = $on_commit;
+    // Clauses without an init function.
+    ($process:path, handles = $($rest:tt)*) => {
+        $crate::__processor!(@munch $process, $crate::__rt::no_init, [] [] [] handles = $($rest)*);
     };
-    ($process:path, $init:path) => {
-        /// The ABI version marker; never called.
+    ($process:path, on_timer = $($rest:tt)*) => {
+        $crate::__processor!(@munch $process, $crate::__rt::no_init, [] [] [] on_timer = $($rest)*);
+    };
+    ($process:path, on_commit = $($rest:tt)*) => {
+        $crate::__processor!(@munch $process, $crate::__rt::no_init, [] [] [] on_commit = $($rest)*);
+    };
+    ($process:path, $init:path $(, $($rest:tt)*)?) => {
+        $crate::__processor!(@munch $process, $init, [] [] [] $($($rest)*)?);
+    };
+}
+
+/// `Some(f)` as the function type `t`, or `None` without `f`: a callback
+/// of `processor!` for wasmstream_batch.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __opt {
+    ($t:ty;) => {
+        None::<$t>
+    };
+    ($t:ty; $f:path) => {
+        Some($f as $t)
+    };
+}
+
+/// The clauses of `processor!`, gathered one at a time: [on_timer]
+/// [on_commit] [handles].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __processor {
+    (@munch $p:path, $i:path, [$($t:path)?] [$($c:path)?] [$($h:expr),* $(,)?]
+        handles = [$($nh:expr),* $(,)?] $(, $($rest:tt)*)?) => {
+        $crate::__processor!(@munch $p, $i, [$($t)?] [$($c)?] [$($h,)* $($nh),*] $($($rest)*)?);
+    };
+    (@munch $p:path, $i:path, [] [$($c:path)?] [$($h:expr),* $(,)?]
+        on_timer = $nt:path $(, $($rest:tt)*)?) => {
+        $crate::__processor!(@munch $p, $i, [$nt] [$($c)?] [$($h),*] $($($rest)*)?);
+    };
+    (@munch $p:path, $i:path, [$($t:path)?] [] [$($h:expr),* $(,)?]
+        on_commit = $nc:path $(, $($rest:tt)*)?) => {
+        $crate::__processor!(@munch $p, $i, [$($t)?] [$nc] [$($h),*] $($($rest)*)?);
+    };
+    (@munch $process:path, $init:path, [$($on_timer:path)?] [$($on_commit:path)?] [$($h:expr),* $(,)?]) => {
+        /// The ABI version markers; never called. Version 2 (batches)
+        /// on a host that speaks it, version 1 on an older one.
         #[cfg(target_arch = "wasm32")]
         #[no_mangle]
         pub extern "C" fn wasmstream_abi_version_1() {}
+
+        #[cfg(target_arch = "wasm32")]
+        #[no_mangle]
+        pub extern "C" fn wasmstream_abi_version_2() {}
 
         /// The WASI reactor initializer: runs the static constructors
         /// (wasi-libc's environment setup among them) once. Without an
@@ -618,20 +750,66 @@ macro_rules! processor {
             $crate::__rt::process(len, $process)
         }
 
+        /// abi/ABI.md section 10: the calls of a batch, each through the
+        /// same function as its single-call export.
+        #[cfg(target_arch = "wasm32")]
+        #[no_mangle]
+        pub extern "C" fn wasmstream_batch(len: u32) -> i32 {
+            $crate::__rt::batch(
+                len,
+                $process,
+                $crate::__opt!($crate::__rt::TimerFn; $($on_timer)?),
+                $crate::__opt!($crate::__rt::CommitFn; $($on_commit)?),
+            )
+        }
+
         /// abi/ABI.md section 3: once per instance, before the first record.
         #[cfg(target_arch = "wasm32")]
         #[no_mangle]
         pub extern "C" fn wasmstream_init() -> i32 {
-            $crate::__rt::init($init)
+            let handles: &[&dyn $crate::Handle] = &[$(&$h),*];
+            // Without handles, the check and its text are not linked.
+            if handles.is_empty() {
+                return $crate::__rt::init($init);
+            }
+            $crate::__init(handles, $init)
         }
 
+        $(
+            /// abi/ABI.md section 8.3: a due timer.
+            #[cfg(target_arch = "wasm32")]
+            #[no_mangle]
+            pub extern "C" fn wasmstream_on_timer(len: u32) -> i32 {
+                $crate::timer::__on_timer(len, $on_timer)
+            }
+
+            #[cfg(not(target_arch = "wasm32"))]
+            #[doc(hidden)]
+            pub static __WASMSTREAM_ON_TIMER: fn(&$crate::timer::Firing<'_>) -> $crate::Result<()> = $on_timer;
+        )?
+
+        $(
+            /// abi/ABI.md section 8.3: a key marked in the ending commit window.
+            #[cfg(target_arch = "wasm32")]
+            #[no_mangle]
+            pub extern "C" fn wasmstream_on_commit(len: u32) -> i32 {
+                $crate::__rt::on_commit(len, $on_commit)
+            }
+
+            #[cfg(not(target_arch = "wasm32"))]
+            #[doc(hidden)]
+            pub static __WASMSTREAM_ON_COMMIT: fn(&$crate::Commit<'_>) -> $crate::Result<()> = $on_commit;
+        )?
+
         /// Natively the exports are not built; this names the processor
-        /// (and keeps its functions from being reported unused).
+        /// and its handles (and keeps its functions from being reported
+        /// unused); `testing::Host::handles` takes the same list.
         #[cfg(not(target_arch = "wasm32"))]
         #[doc(hidden)]
         pub static __WASMSTREAM_PROCESSOR: (
             fn(&$crate::Record<'_>) -> $crate::Result<()>,
             fn() -> $crate::Result<()>,
-        ) = ($process, $init);
+            &[&dyn $crate::Handle],
+        ) = ($process, $init, &[$(&$h),*]);
     };
 }

@@ -22,6 +22,9 @@ mod imports {
         pub fn scan_next(cursor: u32, out: *mut u8, cap: u32) -> i32;
         pub fn scan_close(cursor: u32) -> i32;
         pub fn commit_mark(key: *const u8, key_len: u32) -> i32;
+        pub fn timer_set(kind: u32, ts: i64, key: *const u8, key_len: u32) -> i32;
+        pub fn timer_cancel(kind: u32, ts: i64, key: *const u8, key_len: u32) -> i32;
+        pub fn time_now(clock: u32) -> i64;
     }
 }
 
@@ -83,6 +86,30 @@ mod calls {
     #[inline]
     pub fn commit_mark(key: &[u8]) -> i32 {
         unsafe { h::commit_mark(key.as_ptr(), key.len() as u32) }
+    }
+    // Likewise: the host refuses a module importing timer_set or
+    // timer_cancel without exporting wasmstream_on_timer.
+    #[inline]
+    pub fn timer_set(kind: u32, ts: i64, key: &[u8]) -> i32 {
+        unsafe { h::timer_set(kind, ts, key.as_ptr(), key.len() as u32) }
+    }
+    #[inline]
+    pub fn timer_cancel(kind: u32, ts: i64, key: &[u8]) -> i32 {
+        unsafe { h::timer_cancel(kind, ts, key.as_ptr(), key.len() as u32) }
+    }
+    /// A time (ms since the epoch), `abi::NO_TIME`, or a small negative
+    /// `-errno`.
+    #[inline]
+    pub fn time_now(clock: u32) -> i64 {
+        unsafe { h::time_now(clock) }
+    }
+    /// The address of `p` in linear memory, as the ABI's pointers are (a
+    /// batch's staged emits, abi/ABI.md section 10). Natively the fake host
+    /// hands out handles that it resolves.
+    #[doc(hidden)]
+    #[inline]
+    pub fn address(p: *const u8) -> u32 {
+        p as usize as u32
     }
 }
 

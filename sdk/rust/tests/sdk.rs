@@ -207,14 +207,14 @@ fn commit_marks() {
     assert_eq!(fresh(&h.process(&rec("a", "", 40))), b"1");
     let full = h.process(&rec("c", "", 50));
     assert_eq!(full.error.as_deref(), Some("sdk: commit_mark: ELIMIT: per-record limit reached"));
-    let calls = h.commit();
-    let keys: Vec<&[u8]> = calls.iter().map(|(k, _)| k.as_slice()).collect();
+    let calls = h.commit().callbacks;
+    let keys: Vec<&[u8]> = calls.iter().map(|c| c.key.as_slice()).collect();
     assert_eq!(keys, [&b"a"[..], &b"b"[..]]);
-    for ((_, o), ts) in calls.iter().zip([40, 20]) {
-        assert_eq!(o.error, None);
-        assert_eq!(o.emitted[0].value.as_deref(), Some(&b"committed"[..]));
-        assert_eq!(o.emitted[0].timestamp, ts, "the last mark's timestamp");
+    for (c, ts) in calls.iter().zip([40, 20]) {
+        assert_eq!(c.error, None);
+        assert_eq!(c.emitted[0].value.as_deref(), Some(&b"committed"[..]));
+        assert_eq!(c.emitted[0].timestamp, ts, "the last mark's timestamp");
     }
-    assert!(h.commit().is_empty(), "marks are cleared by the commit");
+    assert!(h.commit().callbacks.is_empty(), "marks are cleared by the commit");
     assert_eq!(fresh(&h.process(&rec("b", "", 60))), b"1", "a new window");
 }

@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wasmstream.h"
+#include "wasmstream_time.h"
 
-static ws_output out = WS_OUTPUT("out");
-static ws_output side = WS_OUTPUT("side");
-static ws_store kv = WS_STORE("kv");
-static ws_store aux = WS_STORE("aux");
+WS_DECLARE_OUTPUT(out, "out");
+WS_DECLARE_OUTPUT(side, "side");
+WS_DECLARE_STORE(kv, "kv");
+WS_DECLARE_STORE(aux, "aux");
 static ws_buf val;
 
 /* A result in the script's words: a number, ok or the errno name. */
@@ -65,6 +65,12 @@ int ws_init(void) {
     int32_t e1 = ws_emit(&out, &o);
     int32_t e2 = ws_get(&kv, "k", 1, &val);
     snprintf(m, sizeof m, "init emit %s get %s", okres(e1), okres(e2));
+    ws_logs(WS_LOG_INFO, m);
+    int64_t ms;
+    int32_t t1 = ws_timer_set(WS_EVENT_TIME, 1, "k", 1), t2 = ws_timer_cancel(WS_EVENT_TIME, 1, "k", 1);
+    int32_t t3 = ws_stream_time(&ms), t4 = ws_wall_time(&ms), t5 = ws_commit_mark("k", 1);
+    snprintf(m, sizeof m, "init time set %s cancel %s stream %s wall %s mark %s", okres(t1), okres(t2), okres(t3),
+             okres(t4), okres(t5));
     ws_logs(WS_LOG_INFO, m);
     TRY(ws_output_check(&out), "output_index", out.name);
     TRY(ws_output_check(&side), "output_index", side.name);
@@ -193,6 +199,114 @@ static int is(const ws_bytes key, const char *cmd) {
     return key.len == (int32_t)(4 + n) && memcmp(key.ptr + 4, cmd, n) == 0;
 }
 
+/* ---- the time script (README.md, "Time") ---- */
+
+static int now(void) {
+    int64_t st, wt;
+    char m[64], b[16];
+    TRY(ws_stream_time(&st), "time_now", NULL);
+    TRY(ws_wall_time(&wt), "time_now", NULL);
+    snprintf(m, sizeof m, "%lld %lld", (long long)st, (long long)wt);
+    NOTE("now", m);
+    NOTE("now-bad-clock", res((int32_t)ws_host_time_now(2), b));
+    return WS_OK;
+}
+
+static int timers(void) {
+    static uint8_t big[WS_MAX_TIMER_KEY_SIZE + 1], maxkey[WS_MAX_TIMER_KEY_SIZE];
+    char b[16];
+    memset(maxkey, 'm', sizeof maxkey);
+    NOTE("set-new", res(ws_timer_set(WS_EVENT_TIME, 5000, "a", 1), b));
+    NOTE("set-again", res(ws_timer_set(WS_EVENT_TIME, 5000, "a", 1), b));
+    NOTE("set-processing", res(ws_timer_set(WS_PROCESSING_TIME, 5000, "a", 1), b));
+    NOTE("set-empty-key", res(ws_timer_set(WS_EVENT_TIME, 4000, "", 0), b));
+    NOTE("cancel", res(ws_timer_cancel(WS_PROCESSING_TIME, 5000, "a", 1), b));
+    NOTE("cancel-again", res(ws_timer_cancel(WS_PROCESSING_TIME, 5000, "a", 1), b));
+    NOTE("set-kind-2", res(ws_timer_set(2, 1, "k", 1), b));
+    NOTE("set-kind-7", res(ws_timer_set(7, 1, "k", 1), b));
+    NOTE("set-negative", res(ws_timer_set(WS_EVENT_TIME, -1, "k", 1), b));
+    NOTE("set-long-key", res(ws_timer_set(WS_EVENT_TIME, 1, big, sizeof big), b));
+    NOTE("set-order", res(ws_timer_set(9, -1, big, sizeof big), b));
+    NOTE("cancel-kind-2", res(ws_timer_cancel(2, 1, "k", 1), b));
+    NOTE("cancel-long-key", res(ws_timer_cancel(WS_EVENT_TIME, 1, big, sizeof big), b));
+    NOTE("set-max-key", res(ws_timer_set(WS_EVENT_TIME, 9000, maxkey, sizeof maxkey), b));
+    int64_t wall;
+    TRY(ws_wall_time(&wall), "time_now", NULL);
+    struct {
+        uint32_t kind;
+        int64_t ts;
+        const char *key;
+    } set[] = {{WS_EVENT_TIME, 6000, "fail"},
+               {WS_EVENT_TIME, 6000, "chain"},
+               {WS_PROCESSING_TIME, wall + 5000, "p"},
+               {WS_EVENT_TIME, 7000, "fault"},
+               {WS_EVENT_TIME, 7000, "zzz"}};
+    for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
+        TRY(ws_timer_set(set[i].kind, set[i].ts, set[i].key, strlen(set[i].key)), "timer_set", NULL);
+    /* Up to the task's limit; then the ones set are cancelled again. */
+    int n = 0;
+    int32_t limit = 0;
+    for (; n < 10; n++)
+        if ((limit = ws_timer_set(WS_EVENT_TIME, 100000 + n, "l", 1)) < 0) break;
+    for (int j = 0; j < n; j++) TRY(ws_timer_cancel(WS_EVENT_TIME, 100000 + j, "l", 1), "timer_cancel", NULL);
+    char m[32];
+    snprintf(m, sizeof m, "%d %s", n, okres(limit));
+    NOTE("set-limit", m);
+    return WS_OK;
+}
+
+static int marks(void) {
+    static uint8_t big[WS_MAX_TIMER_KEY_SIZE + 1];
+    char b[16], m[32];
+    NOTE("mark-new", res(ws_commit_mark("m2", 2), b));
+    NOTE("mark-again", res(ws_commit_mark("m2", 2), b));
+    TRY(ws_commit_mark("m1", 2), "commit_mark", NULL);
+    TRY(ws_commit_mark("cfail", 5), "commit_mark", NULL);
+    int32_t lk = ws_commit_mark(big, sizeof big);
+    int n = 0;
+    int32_t limit = 0;
+    for (; n < 10; n++) {
+        snprintf(m, sizeof m, "x%d", n);
+        if ((limit = ws_commit_mark(m, strlen(m))) < 0) break;
+    }
+    NOTE("mark-long-key", res(lk, b));
+    snprintf(m, sizeof m, "%d %s", n, okres(limit));
+    NOTE("mark-limit", m);
+    return WS_OK;
+}
+
+static int key_is(ws_bytes k, const char *s) { return k.len == (int32_t)strlen(s) && !memcmp(k.ptr, s, (size_t)k.len); }
+
+int ws_on_timer(const ws_trigger *t) {
+    char m[128], b[16];
+    snprintf(m, sizeof m, "%s %lld %lld %lld %d", t->kind == WS_EVENT_TIME ? "event" : "processing", (long long)t->time,
+             (long long)t->stream_time, (long long)t->wall_time, (int)t->key.len);
+    NOTE("fired", m);
+    if (key_is(t->key, "fail")) {
+        TRY(ws_put(&kv, "timer-fail", 10, "x", 1), "state_put", kv.name);
+        TRY(ws_timer_set(WS_EVENT_TIME, 6500, "lost", 4), "timer_set", NULL);
+        TRY(ws_commit_mark("lost-mark", 9), "commit_mark", NULL);
+        return ws_fail("conformance: timer failed on purpose");
+    }
+    if (key_is(t->key, "chain")) {
+        NOTE("chain-set", res(ws_timer_set(WS_EVENT_TIME, t->time, "chain2", 6), b));
+        NOTE("chain-mark", res(ws_commit_mark("t-chain", 7), b));
+    }
+    if (key_is(t->key, "fault")) ws_host_emit((const void *)(uintptr_t)0xFFFFFF00u, 1000);
+    return WS_OK;
+}
+
+int ws_on_commit(const ws_trigger *t) {
+    char m[128];
+    int32_t again = ws_commit_mark("again", 5);
+    snprintf(m, sizeof m, "%.*s %lld %lld %lld", (int)t->key.len, (const char *)t->key.ptr, (long long)t->time,
+             (long long)t->stream_time, (long long)t->wall_time);
+    NOTE("commit", m);
+    NOTE("commit-mark", okres(again));
+    if (key_is(t->key, "cfail")) return ws_fail("conformance: commit failed on purpose");
+    return WS_OK;
+}
+
 int ws_process(const ws_record *r) {
     if (r->key.len < 4 || memcmp(r->key.ptr, "cmd:", 4) != 0) return echo(r);
     char b1[16], b2[16], b3[16], b4[16], b5[16];
@@ -265,6 +379,13 @@ int ws_process(const ws_record *r) {
         ws_host_emit((const void *)(uintptr_t)0xFFFFFF00u, 1000);
         return WS_OK;
     }
+    if (is(r->key, "trap")) {
+        /* A byte far outside linear memory: a Wasm trap (out of bounds
+         * memory access), the same in every language. */
+        volatile const uint8_t *p = (volatile const uint8_t *)(uintptr_t)0xFFFFFFF0u;
+        (void)*p;
+        return WS_OK;
+    }
     if (is(r->key, "nooutput")) {
         ws_out o = {ws_str("k"), WS_NULL, NULL, 0, 0};
         uint8_t rec[64];
@@ -272,6 +393,14 @@ int ws_process(const ws_record *r) {
         ws_host_emit(rec, (uint32_t)ws_encoded_size(&o));
         return WS_OK;
     }
+    if (is(r->key, "now")) return now();
+    if (is(r->key, "timers")) return timers();
+    if (is(r->key, "mark")) return marks();
+    if (is(r->key, "timerfault")) {
+        ws_host_timer_set(WS_EVENT_TIME, 1, (const void *)(uintptr_t)0xFFFFFF00u, 100);
+        return WS_OK;
+    }
+    if (is(r->key, "noop")) return WS_OK;
     if (is(r->key, "eio")) {
         int32_t e = ws_get(&kv, "eio", 3, &val);
         char m[64];

@@ -29,6 +29,7 @@ func setup() error {
 	e1 := out.Emit(sdk.Out{})
 	_, _, e2 := kv.Get([]byte("k"))
 	sdk.LogInfo("init emit " + res(e1) + " get " + res(e2))
+	sdk.LogInfo(initTime())
 	for _, err := range []error{out.Check(), side.Check(), kv.Check(), aux.Check()} {
 		if err != nil {
 			return err
@@ -131,9 +132,23 @@ func process(r *sdk.Record) error {
 	case "fault":
 		rawEmitAt(0xFFFFFF00, 1000)
 		return nil
+	case "trap":
+		rawTrap()
+		return nil
 	case "nooutput":
 		rec := abi.Record{Offset: abi.NoOffset, Partition: abi.AnyPartition, Index: 9, Key: []byte("k")}
 		rawEmit(rec.AppendEncode(nil))
+		return nil
+	case "now":
+		return now()
+	case "timers":
+		return timers()
+	case "mark":
+		return marks()
+	case "timerfault":
+		rawTimerSetAt(abi.TimerEventTime, 1, 0xFFFFFF00, 100)
+		return nil
+	case "noop":
 		return nil
 	case "eio":
 		_, _, err := kv.Get([]byte("eio"))
@@ -149,7 +164,7 @@ func echo(r *sdk.Record) error {
 	if err := side.EmitTo(r.Partition&3, sdk.Out{Key: r.Value, Value: r.Key}); err != nil {
 		return err
 	}
-	return side.Emit(sdk.Out{Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp})
+	return side.Forward(r)
 }
 
 func state() error {

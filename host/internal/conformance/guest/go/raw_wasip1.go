@@ -2,7 +2,11 @@
 
 package main
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
 
 // The host functions called directly, for the script's steps that the SDK
 // never takes (bad indices, bad cursors, bad levels, bad pointers).
@@ -34,6 +38,12 @@ func hostScanNext(cursor uint32, out unsafe.Pointer, outCap uint32) int32
 //go:wasmimport wasmstream scan_close
 func hostScanClose(cursor uint32) int32
 
+//go:wasmimport wasmstream timer_set
+func hostTimerSetAt(kind uint32, ts int64, ptr, n uint32) int32
+
+//go:wasmimport wasmstream time_now
+func hostTimeNow(clock uint32) int64
+
 func bp(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
 func sp(s string) unsafe.Pointer { return unsafe.Pointer(unsafe.StringData(s)) }
 
@@ -55,3 +65,16 @@ func rawScanOpen(store uint32, start, end []byte) int32 {
 func rawScanNext(cursor uint32, out []byte) int32 {
 	return hostScanNext(cursor, bp(out), uint32(len(out)))
 }
+
+func rawTimerSetAt(kind abi.TimerKind, ts int64, ptr, n uint32) int32 {
+	return hostTimerSetAt(uint32(kind), ts, ptr, n)
+}
+
+func rawTimeNow(clock uint32) int64 { return hostTimeNow(clock) }
+
+// trapSink keeps rawTrap's load from being optimized away.
+var trapSink byte
+
+// rawTrap loads a byte far outside linear memory: a Wasm trap (out of
+// bounds memory access), not a Go panic the SDK would recover.
+func rawTrap() { trapSink = *(*byte)(unsafe.Add(unsafe.Pointer(nil), 0xFFFFFFF0)) }

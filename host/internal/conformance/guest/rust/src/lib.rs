@@ -2,20 +2,22 @@
 //! (host/internal/conformance/README.md has the script it follows, the same
 //! in every language). It is not a plugin to deploy.
 
-use wasmstream::{abi, sys, Errno, Error, Header, Out, Output, Record, Result, Store};
+use wasmstream::timer::{self, Firing};
+use wasmstream::{abi, sys, Commit, Errno, Error, Header, Out, Output, Record, Result, Store};
 
 static OUT: Output = Output::new("out");
 static SIDE: Output = Output::new("side");
 static KV: Store = Store::new("kv");
 static AUX: Store = Store::new("aux");
 
-wasmstream::processor!(process, init);
+wasmstream::processor!(process, init, handles = [OUT, SIDE, KV, AUX], on_timer = fired, on_commit = committed);
 
 fn init() -> Result<()> {
     wasmstream::info(&format!("init config {}", wasmstream::config().len()));
     let e1 = OUT.emit(&Out::default());
     let e2 = KV.get(b"k");
     wasmstream::info(&format!("init emit {} get {}", res(&e1), res(&e2)));
+    wasmstream::info(&init_time());
     OUT.check()?;
     SIDE.check()?;
     KV.check()?;
@@ -66,10 +68,29 @@ fn notes(pairs: &[(&str, String)]) -> Result<()> {
 extern "C" {
     #[link_name = "emit"]
     fn emit_at(ptr: u32, len: u32) -> i32;
+    #[link_name = "timer_set"]
+    fn timer_set_at(kind: u32, ts: i64, ptr: u32, len: u32) -> i32;
+}
+
+/// Loads a byte far outside linear memory: a Wasm trap (out of bounds
+/// memory access), the same in every language.
+#[cfg(target_arch = "wasm32")]
+fn trap() {
+    unsafe { core::ptr::read_volatile(0xFFFF_FFF0usize as *const u8) };
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn trap() {
+    unreachable!("conformance: a raw address exists only in Wasm")
 }
 
 #[cfg(not(target_arch = "wasm32"))]
 unsafe fn emit_at(_: u32, _: u32) -> i32 {
+    unreachable!("conformance: a raw address exists only in Wasm")
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+unsafe fn timer_set_at(_: u32, _: i64, _: u32, _: u32) -> i32 {
     unreachable!("conformance: a raw address exists only in Wasm")
 }
 
@@ -128,12 +149,26 @@ fn process(r: &Record) -> Result<()> {
             unsafe { emit_at(0xFFFF_FF00, 1000) };
             Ok(())
         }
+        b"trap" => {
+            trap();
+            Ok(())
+        }
+        // Rust only (TestRustPanicInBatch): a panic aborts, so it traps.
+        b"panic" => panic!("conformance: panic on purpose"),
         b"nooutput" => {
             let mut rec = Vec::new();
             abi::encode(&mut rec, 0, abi::NO_OFFSET, abi::ANY_PARTITION, 9, Some(b"k"), None, &[]);
             sys::emit(&rec);
             Ok(())
         }
+        b"now" => now(),
+        b"timers" => timers(),
+        b"mark" => marks(),
+        b"timerfault" => {
+            unsafe { timer_set_at(timer::EVENT_TIME, 1, 0xFFFF_FF00, 100) };
+            Ok(())
+        }
+        b"noop" => Ok(()),
         b"eio" => {
             let e = KV.get(b"eio");
             Err(Error::msg(format!("conformance: eio {}", res(&e))))
@@ -219,4 +254,125 @@ fn scan() -> Result<()> {
         ("get-bad-store", raw(sys::state_get(7, b"k", &mut buf))),
         ("scan-bad-store", raw(sys::scan_open(7, b"", b""))),
     ])
+}
+
+// The time script (README.md, "Time").
+
+/// init's time line: every time call is refused during init.
+fn init_time() -> String {
+    format!(
+        "init time set {} cancel {} stream {} wall {} mark {}",
+        res(&timer::set(timer::EVENT_TIME, 1, b"k")),
+        res(&timer::cancel(timer::EVENT_TIME, 1, b"k")),
+        res(&timer::stream_time()),
+        res(&timer::wall_time()),
+        res(&timer::mark(b"k"))
+    )
+}
+
+/// A time call's result in the script's words: 1, 0 or the errno's name.
+fn changed(r: Result<bool>) -> String {
+    match r {
+        Ok(true) => "1".into(),
+        Ok(false) => "0".into(),
+        Err(_) => res(&r),
+    }
+}
+
+fn now() -> Result<()> {
+    let (st, wt) = (timer::stream_time()?, timer::wall_time()?);
+    notes(&[("now", format!("{} {}", st, wt)), ("now-bad-clock", raw(sys::time_now(2) as i32))])
+}
+
+fn timers() -> Result<()> {
+    use timer::{cancel, set, EVENT_TIME as E, PROCESSING_TIME as P};
+    let (k, big) = (&b"k"[..], vec![0u8; abi::MAX_TIMER_KEY_SIZE + 1]);
+    notes(&[
+        ("set-new", changed(set(E, 5000, b"a"))),
+        ("set-again", changed(set(E, 5000, b"a"))),
+        ("set-processing", changed(set(P, 5000, b"a"))),
+        ("set-empty-key", changed(set(E, 4000, b""))),
+        ("cancel", changed(cancel(P, 5000, b"a"))),
+        ("cancel-again", changed(cancel(P, 5000, b"a"))),
+        ("set-kind-2", changed(set(2, 1, k))),
+        ("set-kind-7", changed(set(7, 1, k))),
+        ("set-negative", changed(set(E, -1, k))),
+        ("set-long-key", changed(set(E, 1, &big))),
+        ("set-order", changed(set(9, -1, &big))),
+        ("cancel-kind-2", changed(cancel(2, 1, k))),
+        ("cancel-long-key", changed(cancel(E, 1, &big))),
+        ("set-max-key", changed(set(E, 9000, &vec![b'm'; abi::MAX_TIMER_KEY_SIZE]))),
+    ])?;
+    let wall = timer::wall_time()?;
+    for (kind, ts, key) in [(E, 6000, "fail"), (E, 6000, "chain"), (P, wall + 5000, "p"), (E, 7000, "fault"), (E, 7000, "zzz")] {
+        set(kind, ts, key.as_bytes())?;
+    }
+    // Up to the task's limit; then the ones set are cancelled again.
+    let mut n = 0;
+    let mut limit: Result<bool> = Ok(true);
+    while n < 10 {
+        limit = set(E, 100_000 + n, b"l");
+        if limit.is_err() {
+            break;
+        }
+        n += 1;
+    }
+    for j in 0..n {
+        cancel(E, 100_000 + j, b"l")?;
+    }
+    note("set-limit", &format!("{} {}", n, res(&limit)))
+}
+
+fn marks() -> Result<()> {
+    notes(&[("mark-new", changed(timer::mark(b"m2"))), ("mark-again", changed(timer::mark(b"m2")))])?;
+    timer::mark(b"m1")?;
+    timer::mark(b"cfail")?;
+    let long = changed(timer::mark(&vec![0u8; abi::MAX_TIMER_KEY_SIZE + 1]));
+    let mut n = 0;
+    let mut limit: Result<bool> = Ok(true);
+    while n < 10 {
+        limit = timer::mark(format!("x{}", n).as_bytes());
+        if limit.is_err() {
+            break;
+        }
+        n += 1;
+    }
+    notes(&[("mark-long-key", long), ("mark-limit", format!("{} {}", n, res(&limit)))])
+}
+
+fn fired(f: &Firing) -> Result<()> {
+    let kind = if f.kind() == timer::EVENT_TIME { "event" } else { "processing" };
+    note("fired", &format!("{} {} {} {} {}", kind, f.time(), f.stream_time(), f.wall_time(), f.key().len()))?;
+    match f.key() {
+        b"fail" => {
+            KV.put(b"timer-fail", b"x")?;
+            timer::set(timer::EVENT_TIME, 6500, b"lost")?;
+            timer::mark(b"lost-mark")?;
+            Err("conformance: timer failed on purpose".into())
+        }
+        b"chain" => {
+            let set = changed(timer::set(timer::EVENT_TIME, f.time(), b"chain2"));
+            notes(&[("chain-set", set), ("chain-mark", changed(timer::mark(b"t-chain")))])
+        }
+        b"fault" => {
+            unsafe { emit_at(0xFFFF_FF00, 1000) };
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+fn committed(c: &Commit) -> Result<()> {
+    let again = timer::mark(b"again");
+    notes(&[
+        (
+            "commit",
+            format!("{} {} {} {}", String::from_utf8_lossy(c.key()), c.timestamp(), c.stream_time(), c.wall_time()),
+        ),
+        ("commit-mark", res(&again)),
+    ])?;
+    if c.key() == b"cfail" {
+        return Err("conformance: commit failed on purpose".into());
+    }
+    Ok(())
 }

@@ -1,7 +1,0 @@
-;; abi2: a plugin for a future ABI version 2 only.
-(module
-  (memory (export "memory") 1)
-  (func (export "wasmstream_abi_version_2"))
-  (func (export "wasmstream_input") (param $n i32) (result i32) (i32.const 1024))
-  (func (export "wasmstream_process") (param $n i32) (result i32) (i32.const 0))
-)
