@@ -12,9 +12,11 @@
 #   make rust-plugins / c-plugins   the Rust and C plugins into bin/plugins/{rust,c}/
 #   make bench-polyglot   the plugins in Go, Rust and C against the wazero floor, and end to end
 #   make demo        go run ./cmd/wasmstream demo
-#   make check       gofmt, vet (native and wasip1), go mod tidy, and the policy tests
-#                    (internal/lint: import boundaries, the host's public surface).
-#                    It does not rebuild the demo plugins: make demo-plugins does.
+#   make check       gofmt, vet (native and wasip1), go mod tidy, staticcheck, and the
+#                    policy tests (internal/lint: import boundaries, the host's public
+#                    surface, no tracked build outputs, the committed .wasm fixtures
+#                    rebuilt from their sources and compared).
+#   make demo-plugins   the plugins `wasmstream demo` embeds (make build runs it)
 #   make bench       the per-record benchmarks
 #   make chaos       only the process-level crash, fencing and rebalance-storm tests
 #                    (internal/chaos; make test runs them too, after the rest)
@@ -49,7 +51,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS = -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-build:
+build: demo-plugins
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/wasmstream ./cmd/wasmstream
 
 vet:
@@ -103,9 +105,12 @@ plugins:
 	for p in $(PLUGINS); do GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o bin/plugins/$$p.wasm ./plugins/$$p || exit 1; done
 
 # The demo embeds prebuilt plugins so that `wasmstream demo` needs no Go
-# toolchain; rebuild them after changing the plugins or the SDK.
+# toolchain. Go builds are reproducible (same toolchain, -trimpath, no VCS
+# stamp), so rebuilding unchanged sources rewrites the same bytes;
+# internal/lint's TestDemoPluginsMatchSources rebuilds them the same way and
+# fails while the committed ones are stale.
 demo-plugins:
-	for p in mask wordcount; do GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags=-s -o internal/demo/plugins/$$p.wasm ./plugins/$$p || exit 1; done
+	for p in mask wordcount; do GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 $(GO) build -buildmode=c-shared -trimpath -buildvcs=false -ldflags=-s -o internal/demo/plugins/$$p.wasm ./plugins/$$p || exit 1; done
 
 # docs/config.md from host.Config's doc comments (a test fails while stale).
 docs:
@@ -128,7 +133,9 @@ kafka-down:
 # path: a rustup toolchain first on PATH usually has no Wasm target. lld-14 is
 # listed because Debian's rustc links wasm32 through /usr/bin/rust-lld, a link to
 # lld-14 that the packages only recommend (and --no-install-recommends skips).
-TOOLCHAIN_PKGS = clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32 rustc cargo libstd-rust-dev-wasm32 lld-14 gcc
+# wabt (wat2wasm) and python3 rebuild the engine's test modules from their
+# sources (internal/lint's TestEngineFixturesMatchSources).
+TOOLCHAIN_PKGS = clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32 rustc cargo libstd-rust-dev-wasm32 lld-14 gcc wabt python3
 RUST_ENV = RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc CARGO_NET_OFFLINE=true
 CARGO = /usr/bin/cargo
 WASI_CC = clang-19 --target=wasm32-wasi --sysroot=/usr -isystem /usr/include/wasm32-wasi -L/usr/lib/wasm32-wasi \
