@@ -37,6 +37,7 @@ type pipeline struct {
 	b       *testbroker.Broker
 	cfg     *Config
 	in, out string
+	opts    []Option // for every New in run, after the test logger
 }
 
 // newPipeline makes a one-processor config on the test broker with fresh
@@ -70,7 +71,7 @@ func testLogger(t testing.TB) *slog.Logger { return testbroker.Logger(t, slog.Le
 
 // run starts the host; the returned func stops it and returns Run's error.
 func (p *pipeline) run(t testing.TB) (*Host, func() error) {
-	h, err := New(context.Background(), p.cfg, WithLogger(testLogger(t)))
+	h, err := New(context.Background(), p.cfg, append([]Option{WithLogger(testLogger(t))}, p.opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -305,7 +306,9 @@ func latest(recs []*kgo.Record) map[string]string {
 
 // State survives restarts and moves between machines through its
 // changelog: a host with an empty state directory restores the counts, a
-// host with an old local store catches up from its checkpoint.
+// host with an old local store catches up from its checkpoint: it reads
+// only what the changelog gained since, never wiping or reading it again
+// from the start.
 func TestWordcountStateSurvivesRestartAndMove(t *testing.T) {
 	p := newPipeline(t, wasmbuild.Build(t, "./plugins/wordcount"), OnErrorFail)
 	p.cfg.Processors[0].Stores = []string{p.b.Name(t, "counts")}
@@ -316,6 +319,25 @@ func TestWordcountStateSurvivesRestartAndMove(t *testing.T) {
 	dirA, dirB := t.TempDir(), t.TempDir()
 	line := func(text string) {
 		p.b.Produce(t, &kgo.Record{Topic: p.in, Key: []byte("k"), Value: []byte(text)})
+	}
+	// The finished restores of the running host, one per changelog partition.
+	var mu sync.Mutex
+	var restores []RestoreProgress
+	p.opts = []Option{WithRestoreProgress(func(pr RestoreProgress) {
+		if pr.Done {
+			mu.Lock()
+			restores = append(restores, pr)
+			mu.Unlock()
+		}
+	})}
+	restored := func() (n int64, done []RestoreProgress) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, pr := range restores {
+			n += pr.Restored
+		}
+		done, restores = restores, nil
+		return n, done
 	}
 	runWith := func(dir string, lines ...string) map[string]string {
 		p.cfg.State.Dir = dir
@@ -333,13 +355,33 @@ func TestWordcountStateSurvivesRestartAndMove(t *testing.T) {
 	if got["a"] != "2" || got["b"] != "2" || got["c"] != "1" {
 		t.Fatalf("first run counts %v", got)
 	}
+	restored() // the first run's restores found empty changelogs
 	got = runWith(dirB, "a") // an empty state dir: restored from the changelog
 	if got["a"] != "3" {
 		t.Fatalf("after moving to an empty state dir, a = %s, want 3", got["a"])
 	}
+	full, fullDone := restored()
 	got = runWith(dirA, "b") // the old dir: its checkpoint is behind the changelog
 	if got["b"] != "3" {
 		t.Fatalf("back on the first state dir, b = %s, want 3", got["b"])
+	}
+	// The old dir caught up from its checkpoint: it read only the second
+	// run's changes (the count of a), fewer than the full restore of the
+	// first run's, and read every partition that held the first run's
+	// changes from past the log start, wiping nothing.
+	caughtUp, done := restored()
+	if caughtUp == 0 || caughtUp >= full {
+		t.Fatalf("back on the first state dir, the restore read %d changelog records; the full restore read %d: want at least 1 and fewer (restores %+v)", caughtUp, full, done)
+	}
+	for _, f := range fullDone {
+		if f.Restored == 0 {
+			continue
+		}
+		for _, d := range done {
+			if d.Topic == f.Topic && d.Partition == f.Partition && (d.Start == 0 || d.Wipes != 0) {
+				t.Fatalf("back on the first state dir, %s/%d was restored from offset %d with %d wipes; want from its checkpoint, past the first run's changes", d.Topic, d.Partition, d.Start, d.Wipes)
+			}
+		}
 	}
 }
 
