@@ -355,7 +355,8 @@ func TestWordcountStateSurvivesRestartAndMove(t *testing.T) {
 	if got["a"] != "2" || got["b"] != "2" || got["c"] != "1" {
 		t.Fatalf("first run counts %v", got)
 	}
-	restored() // the first run's restores found empty changelogs
+	// The first run's restores found empty changelogs.
+	restored()
 	got = runWith(dirB, "a") // an empty state dir: restored from the changelog
 	if got["a"] != "3" {
 		t.Fatalf("after moving to an empty state dir, a = %s, want 3", got["a"])
