@@ -183,7 +183,8 @@ c-plugins: toolchains
 conformance: toolchains
 	$(GO) test -count=1 -v ./host/internal/conformance/
 
-# Go, Rust and C plugins side by side with the raw wazero floor (per record),
+# Go, Rust and C plugins side by side with the WAT floors (CPU per record, one
+# record per call and in batches of 100: ABI version 2),
 # and the word count end to end through the host (kfake, or
 # WASMSTREAM_TEST_BROKERS for a real broker).
 bench-polyglot: toolchains

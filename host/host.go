@@ -50,11 +50,8 @@ type Host struct {
 	brokerFile string
 	brokers    []string
 	kafka      kclient.Config // every Kafka client of the host starts from it
-	// outLimits is what each output topic accepts of one record, learned
-	// at startup (topics.Limits).
-	outLimits map[string]topics.Limit
-	vers      *runner.Versions
-	follower  *follower.Follower
+	vers       *runner.Versions
+	follower   *follower.Follower
 	// members are this process's consumer group members: one per
 	// processor (kafka.members: per_processor) or one for all (shared).
 	members []*member
@@ -110,10 +107,10 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // (used when kafka.brokers is empty). Default 0: any free port.
 func WithEmbeddedPort(port int) Option { return func(o *options) { o.embeddedPort = port } }
 
-// New starts a host for cfg. Like LoadConfig it works on its own copy of
-// cfg with every unset field given its documented default, and refuses an
-// invalid config (the errors name the field paths), so a Config built in
-// Go behaves as one loaded from a file. Then it compiles and validates
+// New starts a host for cfg. It works on its own copy of cfg with every
+// unset field given its documented default (ApplyDefaults), and refuses
+// an invalid config (Validate: the errors name the field paths), so a
+// Config built in Go behaves as one the CLI loads from a file. Then it compiles and validates
 // every plugin, connects to Kafka (or starts the embedded development
 // broker when kafka.brokers is empty), makes sure the topics exist, and
 // prepares the consumer. Nothing is consumed before Run.
@@ -202,7 +199,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	if err != nil {
 		return nil, err
 	}
-	enums, err := parseRunnerEnums(cfg)
+	enums, err := toRunnerEnums(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +212,6 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			Outputs:         p.Topics,
 			Internal:        cfg.internalOutputs(pc, p.Topics),
 			Latest:          cfg.latestOutputs(pc, p.Binding.Outputs),
-			OutputLimits:    h.outputLimits(p),
 			OnError:         enums.onError[i],
 			DeadLetterTopic: cfg.DeadLetterTopic(pc),
 			Stores:          cfg.taskStores(pc),
@@ -231,7 +227,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			Changelogs:     cfg.changelogTopics(pc),
 		}
 		for st, e := range pc.Expire {
-			specs[i].Expiry[st] = state.Expiry{TTL: e.After.Milliseconds(), Wall: e.Clock == "wall"}
+			specs[i].Expiry[st] = state.Expiry{TTL: e.After.Milliseconds(), Wall: e.Clock == ClockWall}
 		}
 		for j, st := range specs[i].Stores {
 			if topic, ok := pc.TaskTables[st]; ok {
@@ -269,6 +265,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		OnRestoreProgress:      onRestore,
 		Restore:                o.restore,
 		Stats:                  stats,
+		Limits:                 runner.BrokerLimits(h.kafka),
 	}
 	// Every member asks for the co-partitioning assignor when any
 	// processor of the app needs it (members of one group must agree).
@@ -288,7 +285,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 // their counters and a transactional id of its own.
 func (h *Host) startMembers(ctx context.Context, base runner.Options) error {
 	var groups [][]runner.ProcessorSpec
-	if h.cfg.Kafka.Members == "shared" {
+	if h.cfg.Kafka.Members == MembersShared {
 		groups = [][]runner.ProcessorSpec{base.Processors}
 	} else {
 		for _, spec := range base.Processors {
@@ -299,6 +296,10 @@ func (h *Host) startMembers(ctx context.Context, base runner.Options) error {
 	for _, specs := range groups {
 		opts := base
 		opts.Processors = specs
+		// One set per member, kept across its runners: a runner
+		// restarted for smaller limits must not find the refused records
+		// again (refusal.go).
+		opts.Refused = runner.NewRefused()
 		opts.Stats = map[string]*runner.Stats{}
 		for _, spec := range specs {
 			opts.Stats[spec.Name] = base.Stats[spec.Name]
@@ -675,45 +676,7 @@ func (h *Host) ensureTopics(ctx context.Context, create bool) error {
 	if err != nil {
 		return err
 	}
-	var outs []string
-	for _, p := range h.procs {
-		outs = append(outs, p.Topics...)
-	}
-	if h.outLimits, err = topics.Limits(ctx, adm, outs...); err != nil {
-		return err
-	}
-	// The engine refuses an emit over its output's limit as the record's
-	// failure (ETOOLARGE to the plugin, limit_exceeded), counting key,
-	// value and headers; the margin covers the batch and record framing
-	// and the version header the runner adds, which the runner's own
-	// check (runner.OutputLimit) counts exactly.
-	for _, p := range h.procs {
-		p.Binding.OutputMaxBytes = make([]int, len(p.Topics))
-		for i, t := range p.Topics {
-			max := runner.ProducerMaxBatchBytes
-			if l := int(h.outLimits[t].MaxMessageBytes); l > 0 && l < max {
-				max = l
-			}
-			p.Binding.OutputMaxBytes[i] = max - outputFramingMargin
-		}
-	}
 	return nil
-}
-
-// outputFramingMargin is what an output's limit leaves for framing: the
-// record batch header (61 bytes), the record's varints at their widest, and
-// the wasmstream-version header with room to spare.
-const outputFramingMargin = 256
-
-// outputLimits is what each of p's outputs accepts of one record, by
-// output index.
-func (h *Host) outputLimits(p *plugin.Processor) []runner.OutputLimit {
-	lims := make([]runner.OutputLimit, len(p.Topics))
-	for i, t := range p.Topics {
-		l := h.outLimits[t]
-		lims[i] = runner.OutputLimit{MaxBytes: l.MaxMessageBytes, KeyRequired: l.Compacted}
-	}
-	return lims
 }
 
 // Validate checks a config's plugins without Kafka: each compiles, speaks a

@@ -42,7 +42,7 @@ type pipeline struct {
 
 // newPipeline makes a one-processor config on the test broker with fresh
 // topics (3 partitions).
-func newPipeline(t testing.TB, plugin string, onError string) *pipeline {
+func newPipeline(t testing.TB, plugin string, onError ErrorPolicy) *pipeline {
 	b := testbroker.New(t)
 	p := &pipeline{b: b, in: b.Name(t, "in"), out: b.Name(t, "out")}
 	b.CreateTopic(t, p.in, 3, nil)
@@ -404,7 +404,7 @@ func TestChangelogWithWrongShapeIsRefused(t *testing.T) {
 	}
 }
 
-// The Faust failure (shared/seeds/faust-recovery-stuck-offset-reset-latest.txt)
+// The Faust failure (docs/design.md#seed-faust)
 // end to end: input consumers start at "latest"; a task restores a large
 // changelog on a new machine, and while it does the changelog's log start
 // is moved past the restore position. The restore must finish — wiping the
@@ -626,7 +626,7 @@ func buildCounterChangelog(t *testing.T, p *pipeline, keys int) string {
 }
 
 // New works on its own copy of the config with defaults applied, as the
-// CLI's LoadConfig does: a Config built in Go without ApplyDefaults runs
+// CLI's loader does: a Config built in Go without ApplyDefaults runs
 // with the documented defaults (commit_records among them), and the
 // caller's Config is left as it was. An invalid one is refused before
 // anything starts, naming the field.
@@ -649,7 +649,7 @@ func TestNewAppliesDefaultsAndValidates(t *testing.T) {
 	}
 	defer h.Close()
 	if h.cfg.Kafka.CommitRecords != DefaultCommitRecords || h.cfg.Kafka.CommitInterval != DefaultCommitInterval ||
-		h.cfg.Processors[0].OnError != OnErrorFail || h.cfg.Swap.CanaryWindow != DefaultCanaryWindow {
+		h.cfg.Processors[0].OnError != OnErrorFail || h.cfg.Swap.CanaryWindow != Set(DefaultCanaryWindow) {
 		t.Errorf("the host runs without the defaults: %+v", h.cfg)
 	}
 	if cfg.Kafka.CommitRecords != 0 || cfg.Processors[0].OnError != "" {

@@ -14,7 +14,7 @@ import (
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
-// The Kafka Streams seed (shared/seeds/kafka-streams-wrong-checkpoint-after-revive.txt)
+// The Kafka Streams failure (docs/design.md#seed-kstreams)
 // at the level of processes: a task's store is wiped while it restores (here
 // because the changelog's log start moves past the restore: the store is
 // then corrupt for its checkpoint), the task is revoked mid-restore (a

@@ -34,7 +34,7 @@ func (h nopHost) StateGet(_ uint32, _, out []byte) int32 {
 
 // The per-record path (decode, handler, encode, emit) must not allocate for
 // a record without headers; a state read allocates exactly its result.
-// Guards STYLE.md item 5 and the brief's "no fmt in the hot path".
+// Guards the SDK's weight (sdk/doc.go, "Weight"): no fmt in the hot path.
 func TestPerRecordAllocations(t *testing.T) {
 	prev := fakeabi.CurrentHost()
 	fakeabi.SetHost(nopHost{value: []byte("12345678")})

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/configload"
 	"github.com/wasmstream/wasmstream/internal/demo"
 )
 
@@ -110,7 +111,7 @@ const proceed = -1
 func (e *env) configFlags(name string, args []string, fileOptional bool, extra ...func(*pflag.FlagSet)) (*pflag.FlagSet, string, int) {
 	fs := e.flagSet(name)
 	path := fs.StringP("config", "c", "", "pipeline config file (YAML)")
-	host.ConfigFlags(fs)
+	configload.Flags(fs)
 	for _, f := range extra {
 		f(fs)
 	}
@@ -136,11 +137,11 @@ func (e *env) flagError(name string, err error) int {
 }
 
 func (e *env) loadConfig(path string, fs *pflag.FlagSet) (*host.Config, bool) {
-	return e.loadConfigWith(host.LoadConfig, path, fs)
+	return e.loadConfigWith(configload.Load, path, fs)
 }
 
-// loadConfigWith loads the config with load (host.LoadConfig or
-// host.LoadKafkaConfig) and reports a bad one.
+// loadConfigWith loads the config with load (configload.Load or
+// configload.LoadKafka) and reports a bad one.
 func (e *env) loadConfigWith(load func(string, []string, *pflag.FlagSet) (*host.Config, error), path string, fs *pflag.FlagSet) (*host.Config, bool) {
 	cfg, err := load(path, e.environ, fs)
 	if err != nil {
@@ -199,7 +200,7 @@ func (e *env) run(ctx context.Context, args []string) int {
 		stderr = bars
 		opts = append(opts, host.WithRestoreProgress(bars.Update))
 	}
-	log := loggerTo(stderr, cfg.Log.Level, cfg.Log.Format)
+	log := loggerTo(stderr, string(cfg.Log.Level), string(cfg.Log.Format))
 	h, err := host.New(ctx, cfg, append(opts, host.WithLogger(log))...)
 	if err != nil && ctx.Err() != nil {
 		// Stopped (SIGTERM, SIGINT) while starting: nothing was consumed,
@@ -404,7 +405,7 @@ func indent(s string) string {
 // hasConfigEnv reports whether environ sets any config variable.
 func hasConfigEnv(environ []string) bool {
 	for _, kv := range environ {
-		if strings.HasPrefix(kv, host.EnvPrefix) {
+		if strings.HasPrefix(kv, configload.EnvPrefix) {
 			return true
 		}
 	}

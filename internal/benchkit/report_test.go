@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/configload"
 )
 
 // config returns the configuration called name.
@@ -173,11 +173,11 @@ func TestPipelineTemplatesLoad(t *testing.T) {
 			if err := os.WriteFile(path, src, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := host.LoadConfig(path, nil, nil)
+			cfg, err := configload.Load(path, nil, nil)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, src)
 			}
-			if cfg.AppID != v.AppID || cfg.Guarantee != v.Guarantee || cfg.Kafka.CommitInterval != 100*time.Millisecond ||
+			if cfg.AppID != v.AppID || string(cfg.Guarantee) != v.Guarantee || cfg.Kafka.CommitInterval != 100*time.Millisecond ||
 				strings.Join(cfg.Kafka.Brokers, ",") != v.Brokers || cfg.State.Dir != v.StateDir || cfg.Runtime.CacheDir != v.CacheDir {
 				t.Fatalf("loaded %+v from\n%s", cfg, src)
 			}

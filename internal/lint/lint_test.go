@@ -67,9 +67,9 @@ type rule struct {
 
 var rules = []rule{
 	{under: "abi", allow: []string{"abi/..."},
-		why: "abi/ is the contract every host and SDK shares: standard library only (DESIGN.md section 7)"},
+		why: "abi/ is the contract every host and SDK shares: standard library only (docs/design.md section 2)"},
 	{under: "sdk", allow: []string{"abi", "sdk/..."},
-		why: "the SDK imports only the standard library and abi/ (DESIGN.md section 7, STYLE.md item 5)"},
+		why: "the SDK imports only the standard library and abi/ (docs/design.md section 2: every plugin links it, so it must carry no weight)"},
 	{under: "plugins", allow: []string{"abi", "sdk", "sdk/timer", "sdk/window", "sdk/join", "plugins/..."},
 		why: "plugins link the SDK and their shared helpers only; never sdk/sdktest (testing) or the host"},
 }
@@ -133,7 +133,7 @@ func TestSDKWasmWeight(t *testing.T) {
 	pkgs := list(t, []string{"GOOS=wasip1", "GOARCH=wasm"}, module+"/sdk", module+"/sdk/timer", module+"/sdk/window", module+"/sdk/join")
 	for path := range pkgs {
 		if matches(path, wasmWeight) {
-			t.Errorf("sdk links %s on wasip1 (every plugin pays for it; see STYLE.md item 5)", path)
+			t.Errorf("sdk links %s on wasip1 (every plugin pays for it in size and instantiation time)", path)
 		}
 	}
 }

@@ -29,8 +29,9 @@ func pluginWasm(t testing.TB, lang, name string) []byte {
 }
 
 // compareLangs runs records through plugin name in every language with
-// binding b and requires the Rust and C transcripts (and final stores) to
-// equal Go's. It returns Go's steps for the caller's own checks.
+// binding b, one record at a time and in batches, and requires every
+// transcript (and final store) to equal Go's one at a time. It returns
+// Go's steps for the caller's own checks.
 func compareLangs(t *testing.T, name string, b binding, records []abi.Record) []step {
 	t.Helper()
 	return compareIn(t, langs, name, b, records)
@@ -43,30 +44,82 @@ func compareIn(t *testing.T, langs []string, name string, b binding, records []a
 	var goSteps []step
 	var want, wantState string
 	for _, lang := range langs {
-		p := start(t, name+"-"+lang, pluginWasm(t, lang, name), b)
-		steps := []step{{name: "init", logs: p.initLogs}}
-		for i, r := range records {
-			steps = append(steps, p.process("record "+itoa(i), r))
-			// With marks, a commit point after every fourth record and
-			// after the last.
-			if b.marks && (i%4 == 3 || i == len(records)-1) {
-				steps = append(steps, p.commit()...)
+		for _, batched := range []bool{false, true} {
+			p := start(t, name+"-"+lang, pluginWasm(t, lang, name), b)
+			steps := []step{{name: "init", logs: p.initLogs}}
+			if batched {
+				steps = append(steps, p.batched(t, records)...)
+			} else {
+				for i, r := range records {
+					steps = append(steps, p.process("record "+itoa(i), r))
+					// With marks, a commit point after every fourth record and
+					// after the last.
+					if b.marks && (i%4 == 3 || i == len(records)-1) {
+						steps = append(steps, p.commit()...)
+					}
+				}
 			}
-		}
-		got := transcript(b.outputs, steps)
-		state := strings.Join(p.state.dump(b.stores), "\n")
-		if lang == "go" {
-			goSteps, want, wantState = steps, got, state
-			continue
-		}
-		if got != want {
-			t.Errorf("%s %s differs from go: %s", lang, name, firstDiff(want, got))
-		}
-		if state != wantState {
-			t.Errorf("%s %s: final state differs from go: %s", lang, name, firstDiff(wantState, state))
+			got := transcript(b.outputs, steps)
+			state := strings.Join(p.state.dump(b.stores), "\n")
+			label := lang
+			if batched {
+				label += " batched"
+			}
+			if want == "" {
+				goSteps, want, wantState = steps, got, state
+				continue
+			}
+			if got != want {
+				t.Errorf("%s %s differs from go: %s", label, name, firstDiff(want, got))
+			}
+			if state != wantState {
+				t.Errorf("%s %s: final state differs from go: %s", label, name, firstDiff(wantState, state))
+			}
 		}
 	}
 	return goSteps
+}
+
+// batched runs records through ProcessBatch, with marks a commit point
+// (its calls in a batch too) after every fourth record and after the last,
+// as the one-at-a-time run has them. A plugin that speaks ABI version 2
+// must take them in batches: every batch but the first of a run is
+// explained by a failed call, after which the host cuts.
+func (p *plugin) batched(t *testing.T, records []abi.Record) []step {
+	t.Helper()
+	var steps []step
+	batches, cuts := 0, 0
+	run := func(done []step, n int) {
+		steps = append(steps, done...)
+		batches += n
+		cuts++
+		for _, s := range done {
+			if s.err != nil {
+				cuts++
+			}
+		}
+	}
+	for lo := 0; lo < len(records); {
+		hi := len(records)
+		if p.b.marks {
+			hi = min(lo+4, hi)
+		}
+		var names []string
+		for i := lo; i < hi; i++ {
+			names = append(names, "record "+itoa(i))
+		}
+		run(p.processBatch(names, records[lo:hi]))
+		if p.b.marks {
+			run(p.commitBatch())
+		}
+		lo = hi
+	}
+	if !p.inst.Info().Batch {
+		t.Errorf("the module speaks ABI version %d: no batches", p.inst.Info().ABIVersion)
+	} else if batches > cuts {
+		t.Errorf("%d batches for %d records, where failures explain %d: the plugin took them (nearly) one at a time", batches, len(records), cuts)
+	}
+	return steps
 }
 
 func TestPassthroughSameInEveryLanguage(t *testing.T) {

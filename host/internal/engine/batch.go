@@ -217,8 +217,9 @@ func (i *Instance) runBatch(ctx context.Context, calls []Call, h BatchHooks, yie
 	if n < 2 {
 		return 0, false
 	}
+	due := i.recordDue()
 	if uint64(size) > uint64(i.cur.inCap) {
-		if err := i.growInput(ctx, size); err != nil {
+		if err := i.growInput(ctx, size, due); err != nil {
 			// The plugin may still take the calls one at a time; a
 			// trap in its wasmstream_input has discarded the instance
 			// and the single-call path revives it.
@@ -267,7 +268,13 @@ func (i *Instance) runBatch(ctx context.Context, calls []Call, h BatchHooks, yie
 
 	i.beginCall(phaseNone)
 	i.stack[0] = uint64(size)
-	intr, err := i.call(l.batch, i.rt.recordTicks)
+	// A call's stderr (a Rust panic's message before its trap) is its own,
+	// as its host calls are: a write syncs first, so a call that wrote
+	// before making any host call has begun (its begin resets the line
+	// error messages quote) and the calls before it have ended.
+	i.stderr.batch = i
+	intr, err := i.call(l.batch, due)
+	i.stderr.batch = nil
 	i.watch.Store(nil)
 	ended := i.finishBatch(ctx, intr, err)
 	if i.logs.pending > 0 {

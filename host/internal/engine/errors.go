@@ -46,7 +46,7 @@ const (
 	// LimitExceeded: the record asked the host to stage more than
 	// Options.Record allows (emits, bytes emitted, state bytes written), or
 	// emitted a record larger than its output accepts
-	// (Binding.OutputMaxBytes). The plugin got ELIMIT or ETOOLARGE; the
+	// (the Sink refused it with an errno). The plugin got ELIMIT or ETOOLARGE; the
 	// record fails whatever it did next. Errno says which. The instance is
 	// kept.
 	LimitExceeded

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -236,26 +237,20 @@ func (i *Instance) acceptEmit(n int) int32 {
 	if i.emitBytes+n > lim.MaxEmitBytes {
 		return i.overLimit(abi.ErrnoLimit, "%s: %s: more than %d bytes emitted in one record", abi.ImportEmit, abi.ErrnoLimit.Name(), lim.MaxEmitBytes)
 	}
-	if size, max := kafkaSize(&i.emitRec), i.b.OutputMaxBytes[i.emitRec.Index]; size > max {
-		return i.overLimit(abi.ErrnoTooLarge, "%s: %s: a %d-byte record (key, value and headers) to output %q, which accepts at most %d",
-			abi.ImportEmit, abi.ErrnoTooLarge.Name(), size, i.b.Outputs[i.emitRec.Index], max)
-	}
 	i.emits++
 	i.emitBytes += n
 	if err := i.sinkEmit(); err != nil {
+		var refused abi.Errno
+		if errors.As(err, &refused) && refused > 0 {
+			// The Sink refuses this record for its output (too large for
+			// the topic, a key the topic requires): the plugin gets the
+			// errno and the record fails with the Sink's reason.
+			return i.overLimit(refused, "%s: %s: output %q: %v", abi.ImportEmit, refused.Name(), i.b.Outputs[i.emitRec.Index], err)
+		}
 		i.hostFail("sink", err)
 		return abi.ErrnoIO.Result()
 	}
 	return 0
-}
-
-// kafkaSize is what OutputMaxBytes measures: key, value and headers.
-func kafkaSize(r *abi.Record) int {
-	n := len(r.Key) + len(r.Value)
-	for _, h := range r.Headers {
-		n += len(h.Key) + len(h.Value)
-	}
-	return n
 }
 
 // chargeState counts n state bytes against Options.Record.MaxStateBytes;

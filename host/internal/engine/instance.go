@@ -24,8 +24,11 @@ type Sink interface {
 	// Emit is called once per accepted emit, during Process, OnTimer or
 	// OnCommit and on its goroutine. output indexes Binding.Outputs. rec and every slice in it
 	// alias guest memory and a scratch record the engine reuses: copy what
-	// you keep before returning. An error makes emit return EIO to the
-	// plugin and fails the record (HostFailed).
+	// you keep before returning. An error that wraps an abi.Errno refuses
+	// the record for its output (too large for its topic, say): the plugin
+	// gets that errno and the record fails (LimitExceeded, with the
+	// error's text). Any other error makes emit return EIO to the plugin
+	// and fails the record (HostFailed).
 	Emit(output int, rec *abi.Record) error
 }
 
@@ -76,13 +79,6 @@ type Binding struct {
 	// Config is the processor's configuration (JSON) served by the config
 	// import. Copied by Instantiate.
 	Config []byte
-	// OutputMaxBytes, when set, has one entry per output: the largest
-	// record that output accepts, counted as key + value + every header's
-	// key and value, in bytes (the host derives it from the topic's
-	// max.message.bytes and the producer's limit, minus the batch
-	// overhead). An emit over it returns ETOOLARGE and fails the record
-	// (LimitExceeded). A zero or missing entry means abi.MaxRecordSize.
-	OutputMaxBytes []int
 	// Sink receives emits; required when Outputs is not empty.
 	Sink Sink
 	// State serves the state imports; required when Stores is not empty.
@@ -201,17 +197,6 @@ func (m *Module) Instantiate(ctx context.Context, b Binding) (*Instance, error) 
 	if imp := m.info.timeImport(); imp != "" && b.Time == nil {
 		return nil, fmt.Errorf("engine: processor %q: the module imports %s.%s but the binding has no Time", b.Name, abi.ImportModule, imp)
 	}
-	if len(b.OutputMaxBytes) > len(b.Outputs) {
-		return nil, fmt.Errorf("engine: processor %q: %d OutputMaxBytes for %d outputs", b.Name, len(b.OutputMaxBytes), len(b.Outputs))
-	}
-	outMax := make([]int, len(b.Outputs))
-	for k := range outMax {
-		outMax[k] = abi.MaxRecordSize
-		if k < len(b.OutputMaxBytes) && b.OutputMaxBytes[k] > 0 {
-			outMax[k] = b.OutputMaxBytes[k]
-		}
-	}
-	b.OutputMaxBytes = outMax
 	b.Outputs = append([]string(nil), b.Outputs...)
 	b.Stores = append([]string(nil), b.Stores...)
 	b.Tables = append([]string(nil), b.Tables...)
@@ -251,7 +236,8 @@ func (m *Module) Instantiate(ctx context.Context, b Binding) (*Instance, error) 
 // success path Process makes no heap allocation in the host (the Sink,
 // State and Time may).
 func (i *Instance) Process(ctx context.Context, rec *abi.Record) error {
-	buf, err := i.input(ctx, rec.EncodedSize())
+	due := i.recordDue()
+	buf, err := i.input(ctx, rec.EncodedSize(), due)
 	if err != nil {
 		return err
 	}
@@ -260,12 +246,18 @@ func (i *Instance) Process(ctx context.Context, rec *abi.Record) error {
 		i.streamNow, i.wallNow = i.b.Time.Now()
 	}
 	i.markTS = rec.Timestamp
-	return i.run(ctx, phaseRecord, len(buf))
+	return i.run(ctx, phaseRecord, len(buf), due)
 }
 
+// recordDue is the watchdog tick by which the guest calls made for a
+// record (or trigger) starting now must be done: one record time budget
+// for all of them, the input buffer's growth included.
+func (i *Instance) recordDue() int64 { return i.rt.tick.Load() + i.rt.recordTicks }
+
 // input returns the plugin's input buffer, n bytes long, after reviving a
-// discarded instance and asking the plugin for a larger buffer if needed.
-func (i *Instance) input(ctx context.Context, n int) ([]byte, error) {
+// discarded instance and asking the plugin for a larger buffer if needed
+// (a call that must be done by the watchdog tick due).
+func (i *Instance) input(ctx context.Context, n int, due int64) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -275,7 +267,7 @@ func (i *Instance) input(ctx context.Context, n int) ([]byte, error) {
 		}
 	}
 	if n > int(i.cur.inCap) {
-		if err := i.growInput(ctx, n); err != nil {
+		if err := i.growInput(ctx, n, due); err != nil {
 			return nil, err
 		}
 	}
@@ -289,7 +281,7 @@ func (i *Instance) input(ctx context.Context, n int) ([]byte, error) {
 // run calls the export of phase p (wasmstream_process, _on_timer or
 // _on_commit) on the n bytes now in the input buffer and classifies the
 // outcome: nil or a *RecordError, as Process documents.
-func (i *Instance) run(ctx context.Context, p phase, n int) error {
+func (i *Instance) run(ctx context.Context, p phase, n int, due int64) error {
 	l := i.cur
 	fn, name := l.process, abi.ExportProcess
 	switch p {
@@ -300,7 +292,7 @@ func (i *Instance) run(ctx context.Context, p phase, n int) error {
 	}
 	i.beginCall(p)
 	i.stack[0] = uint64(n)
-	intr, err := i.call(fn, i.rt.recordTicks)
+	intr, err := i.call(fn, due)
 	i.closeCursors()
 	i.phase = phaseNone
 	if i.logs.pending > 0 {
@@ -339,13 +331,14 @@ func (i *Instance) Close(ctx context.Context) error {
 // Name is the processor name of the binding.
 func (i *Instance) Name() string { return i.b.Name }
 
-// call runs fn under the watchdog with the arguments and results in
-// i.stack. intr reports that the watchdog interrupted it.
-func (i *Instance) call(fn api.Function, ticks int64) (intr bool, err error) {
+// call runs fn under the watchdog, to be done by the watchdog tick due,
+// with the arguments and results in i.stack. intr reports that the
+// watchdog interrupted it.
+func (i *Instance) call(fn api.Function, due int64) (intr bool, err error) {
 	i.cur.lm.growFailed = false
 	// Store the deadline, then read closing; Runtime.Close does the
 	// opposite, so either this call sees closing or Close sees the call.
-	i.deadline.Store(i.rt.tick.Load() + ticks)
+	i.deadline.Store(max(due, 1))
 	if i.rt.closing.Load() {
 		i.deadline.Store(0)
 		return false, ErrClosed
@@ -549,7 +542,7 @@ func (i *Instance) start(ctx context.Context) error {
 	i.undeclared = i.undeclared[:0]
 	for _, name := range m.initFuncs {
 		i.beginCall(phaseInit)
-		intr, err := i.call(mod.ExportedFunction(name), i.rt.initTicks)
+		intr, err := i.call(mod.ExportedFunction(name), i.rt.tick.Load()+i.rt.initTicks)
 		i.phase = phaseNone
 		if intr || err != nil {
 			if errors.Is(err, ErrClosed) && !intr {
@@ -577,7 +570,7 @@ func (i *Instance) start(ctx context.Context) error {
 			}
 		}
 	}
-	ptr, kind, msg, err := i.callInput(ctx, defaultInputSize)
+	ptr, kind, msg, err := i.callInput(ctx, defaultInputSize, i.rt.tick.Load()+i.rt.initTicks, i.rt.opts.InitTimeout)
 	if kind != 0 {
 		if kind == InstanceLost {
 			i.discard(ctx)
@@ -636,20 +629,21 @@ func displayName(export string) string {
 	return export
 }
 
-// callInput asks the plugin for an input buffer of size bytes. ptr 0 means
-// the plugin has none. kind != 0 is a failure; a trap has already discarded
-// the instance.
-func (i *Instance) callInput(ctx context.Context, size uint32) (ptr uint32, kind FailureKind, msg string, err error) {
+// callInput asks the plugin for an input buffer of size bytes, a call
+// done by the watchdog tick due (limit names its budget in messages). ptr
+// 0 means the plugin has none. kind != 0 is a failure; a trap has already
+// discarded the instance.
+func (i *Instance) callInput(ctx context.Context, size uint32, due int64, limit time.Duration) (ptr uint32, kind FailureKind, msg string, err error) {
 	l := i.cur
 	i.beginCall(phaseInit)
 	i.stack[0] = uint64(size)
-	intr, err := i.call(l.input, i.rt.initTicks)
+	intr, err := i.call(l.input, due)
 	i.phase = phaseNone
 	if intr || err != nil {
 		if !intr && errors.Is(err, ErrClosed) {
 			return 0, InstanceLost, "the runtime is closed", err
 		}
-		kind, msg := i.classify(err, intr, i.rt.opts.InitTimeout)
+		kind, msg := i.classify(err, intr, limit)
 		i.discard(ctx)
 		return 0, kind, fmt.Sprintf("%s(%d): %s: %s", abi.ExportInput, size, kind, msg), err
 	}
@@ -668,8 +662,9 @@ func (i *Instance) callInput(ctx context.Context, size uint32) (ptr uint32, kind
 }
 
 // growInput gets an input buffer for a record of n bytes: first a power of
-// two (so that slowly growing records do not ask every time), then exactly n.
-func (i *Instance) growInput(ctx context.Context, n int) error {
+// two (so that slowly growing records do not ask every time), then exactly
+// n; its calls are the record's, done by the watchdog tick due.
+func (i *Instance) growInput(ctx context.Context, n int, due int64) error {
 	if n > math.MaxInt32 {
 		return i.recordErr(PluginFailed, fmt.Sprintf("record of %d bytes is too large for the plugin's memory", n), nil)
 	}
@@ -681,7 +676,7 @@ func (i *Instance) growInput(ctx context.Context, n int) error {
 		if size < uint32(n) {
 			continue
 		}
-		ptr, kind, msg, err := i.callInput(ctx, size)
+		ptr, kind, msg, err := i.callInput(ctx, size, due, i.rt.opts.RecordTimeout)
 		if kind == ABIMisuse {
 			return i.misused(ctx, msg)
 		}

@@ -5,7 +5,7 @@
 // caller hands it records (abi.Record), a Sink for emits and a State for
 // store access.
 //
-// # Limits (DESIGN.md I6, I7)
+// # Limits (docs/design.md, I6 and I7)
 //
 // Memory is capped per instance (Options.MemoryLimit), and so are tables
 // (ModuleLimits.MaxTableEntries), the call stack (Options.StackLimit) and

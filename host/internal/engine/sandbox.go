@@ -9,7 +9,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 )
 
-// The sandbox (DESIGN.md I6). wazero's ModuleConfig defaults are already
+// The sandbox (docs/design.md#i6). wazero's ModuleConfig defaults are already
 // closed (no FS, env, args, sockets; fake clocks; a seeded random source),
 // but the engine states every one of them explicitly so that a change of
 // wazero default cannot open a hole, and so that the values are documented

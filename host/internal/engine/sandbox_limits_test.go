@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
@@ -129,13 +130,13 @@ func TestRecordLimits(t *testing.T) {
 		{"emit", big, abi.ErrnoLimit, "more than 16777216 bytes emitted in one record"},
 		{"ecnt", "v", abi.ErrnoLimit, "more than 10000 emits in one record"},
 		{"stat", big, abi.ErrnoLimit, "more than 16777216 state bytes written in one record"},
-		{"big1", strings.Repeat("v", 2000), abi.ErrnoTooLarge, `a 2004-byte record (key, value and headers) to output "out", which accepts at most 1000`},
+		{"big1", strings.Repeat("v", 2000), abi.ErrnoTooLarge, `emit: ETOOLARGE: output "out": over the 1000 bytes the topic accepts`},
 	} {
 		sink := &stagingSink{}
-		i, _, st := hostile(t, Options{}, Binding{Sink: sink, OutputMaxBytes: []int{1000}})
-		if c.key != "big1" {
-			i.b.OutputMaxBytes[0] = abi.MaxRecordSize
+		if c.key == "big1" {
+			sink.max = 1000
 		}
+		i, _, st := hostile(t, Options{}, Binding{Sink: sink})
 		err := i.Process(bg, rec(c.key, c.value))
 		var re *RecordError
 		if !errors.As(err, &re) || re.Kind != LimitExceeded || re.Errno != c.errno || !IsLimitExceeded(err) || LimitExceeded.Discards() {
@@ -159,13 +160,19 @@ func TestRecordLimits(t *testing.T) {
 	}
 }
 
-// stagingSink keeps every emitted byte, as the host's pending transaction does.
+// stagingSink keeps every emitted byte, as the host's pending transaction
+// does; with max, it refuses a record whose key and value are over it, as
+// the runner refuses one its topic would.
 type stagingSink struct {
 	kept  [][]byte
 	bytes int
+	max   int
 }
 
 func (s *stagingSink) Emit(_ int, r *abi.Record) error {
+	if s.max > 0 && len(r.Key)+len(r.Value) > s.max {
+		return fmt.Errorf("over the %d bytes the topic accepts: %w", s.max, abi.ErrnoTooLarge)
+	}
 	s.kept = append(s.kept, bytes.Clone(r.Value))
 	s.bytes += len(r.Value) + len(r.Key)
 	return nil

@@ -97,7 +97,8 @@ func (i *Instance) trigger(ctx context.Context, p phase, exported bool, trig *ab
 	if len(trig.Key) > abi.MaxTimerKeySize {
 		return fmt.Errorf("engine: processor %q: a %d-byte trigger key, over abi.MaxTimerKeySize (%d)", i.b.Name, len(trig.Key), abi.MaxTimerKeySize)
 	}
-	buf, err := i.input(ctx, trig.EncodedSize())
+	due := i.recordDue()
+	buf, err := i.input(ctx, trig.EncodedSize(), due)
 	if err != nil {
 		return err
 	}
@@ -107,7 +108,7 @@ func (i *Instance) trigger(ctx context.Context, p phase, exported bool, trig *ab
 	}
 	encodeTrigger(buf, trig, i.streamNow, i.wallNow)
 	i.markTS = trig.Timestamp
-	return i.run(ctx, p, len(buf))
+	return i.run(ctx, p, len(buf), due)
 }
 
 // encodeTrigger writes trig into buf (exactly its encoded size) with the

@@ -314,10 +314,7 @@ func (f *factory) Instantiate(ctx context.Context, task runner.TaskID, env runne
 		return nil, err
 	}
 	info := f.module.Info()
-	if info.HasOnTimer || info.HasOnCommit {
-		return timeInstance{&instance{Instance: inst}, info.HasOnTimer, info.HasOnCommit}, nil
-	}
-	return &instance{Instance: inst}, nil
+	return &instance{Instance: inst, onTimer: info.HasOnTimer, onCommit: info.HasOnCommit}, nil
 }
 
 // taskTime adapts a task's time to the engine's Time: the runner's limit
@@ -340,9 +337,13 @@ func (t taskTime) Mark(key []byte, ts int64) (bool, error) {
 	return added, err
 }
 
-// instance adapts an engine instance to the runner, classifying failures.
+// instance adapts an engine instance to the runner (a runner.Processor,
+// BatchProcessor and TimeProcessor), classifying failures: the one layer
+// between the two.
 type instance struct {
 	*engine.Instance
+	// onTimer and onCommit say which time callbacks the module exports.
+	onTimer, onCommit bool
 	// calls and hooks are ProcessBatch's, reused: the runner's calls as
 	// the engine's, and its hooks with failures classified.
 	calls []engine.Call
@@ -375,29 +376,26 @@ func (c *classified) End(k int, err error) bool {
 	return c.h.End(k, err)
 }
 
-// timeInstance is an instance whose module exports a time callback: the
-// runner's TimeProcessor.
-type timeInstance struct {
-	*instance
-	onTimer, onCommit bool
-}
+// TimeCallbacks implements runner.TimeProcessor.
+func (i *instance) TimeCallbacks() (onTimer, onCommit bool) { return i.onTimer, i.onCommit }
 
-func (i timeInstance) TimeCallbacks() (onTimer, onCommit bool) { return i.onTimer, i.onCommit }
-
-func (i timeInstance) OnTimer(ctx context.Context, trig *abi.Trigger) error {
+// OnTimer implements runner.TimeProcessor.
+func (i *instance) OnTimer(ctx context.Context, trig *abi.Trigger) error {
 	if err := i.Instance.OnTimer(ctx, trig); err != nil {
 		return RecordFailure(err)
 	}
 	return nil
 }
 
-func (i timeInstance) OnCommit(ctx context.Context, trig *abi.Trigger) error {
+// OnCommit implements runner.TimeProcessor.
+func (i *instance) OnCommit(ctx context.Context, trig *abi.Trigger) error {
 	if err := i.Instance.OnCommit(ctx, trig); err != nil {
 		return RecordFailure(err)
 	}
 	return nil
 }
 
+// Process implements runner.Processor.
 func (i *instance) Process(ctx context.Context, rec *abi.Record) error {
 	if err := i.Instance.Process(ctx, rec); err != nil {
 		return RecordFailure(err)

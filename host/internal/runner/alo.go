@@ -10,117 +10,77 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// atLeastOnce is the at_least_once committer. A commit point waits until
-// every produced record is acknowledged, applies the tasks' state, then
-// commits the input offsets of the processed records: an offset is never
-// committed before the outputs of the records below it are acknowledged
-// (I1). A crash between the steps processes records again, on top of
-// applied state: at-least-once.
-type atLeastOnce struct{ r *Runner }
+// atLeastOnce is the at_least_once guarantee (commitpoint.go's strategy).
+// A window is sealed by waiting until every record produced for it is
+// acknowledged; the state is applied, and only then are the input offsets
+// of the processed records committed: an offset is never committed before
+// the outputs of the records below it are acknowledged (I1). A crash
+// between the steps processes records again, on top of applied state:
+// at-least-once. Outputs cannot be taken back, so a produce failure fails
+// the runner (its offsets never move past the failed record) and a failed
+// canary leaves the bad version's outputs standing (the window's offsets,
+// state and latest records are dropped, and its records processed again).
+type atLeastOnce struct {
+	r *Runner
+	// work is set when work was done since the last commit point (a
+	// record processed, a commit call made): the commit point has
+	// outputs to flush and state to apply.
+	work bool
+}
 
-func (*atLeastOnce) openNow() error                                      { return nil }
-func (*atLeastOnce) open() bool                                          { return false }
+func (c *atLeastOnce) open() error                                       { c.work = true; return nil }
+func (c *atLeastOnce) pending() bool                                     { return c.work }
+func (*atLeastOnce) abortsOnProduceFailure() bool                        { return false }
 func (*atLeastOnce) wantsCommit() bool                                   { return false }
 func (*atLeastOnce) deferCallback(callbackKind, map[string][]int32) bool { return false }
 func (*atLeastOnce) rearm(context.Context)                               {}
 func (*atLeastOnce) beforeLose()                                         {}
+func (*atLeastOnce) runQueued(context.Context)                           {}
 
 // beforeRevoke commits everything processed, so the new owner goes on from
 // there.
 func (c *atLeastOnce) beforeRevoke(ctx context.Context) {
-	if err := c.r.commit(ctx); err != nil {
+	if err := c.r.cp.commit(ctx); err != nil {
 		// The new owner re-reads from the last committed offset: duplicates
 		// are possible under at-least-once, loss is not.
 		c.r.log.Error("commit on revoke failed; the records since the last commit will be processed again", "err", err)
 	}
 }
 
-func (c *atLeastOnce) commit(ctx context.Context) error {
-	r := c.r
-	if failed := r.failedCanaries(); len(failed) > 0 {
-		return c.rollBack(ctx, failed)
+// seal waits until every record produced for the window is acknowledged
+// (or failed: the commit point checks). Without commit (a canary rollback)
+// the outputs stand all the same.
+func (c *atLeastOnce) seal(ctx context.Context, _ map[string]map[int32]kgo.EpochOffset, commit bool) (bool, error) {
+	c.work = false
+	if err := c.r.cl.Flush(ctx); err != nil {
+		return false, fmt.Errorf("flushing outputs: %w", err)
 	}
-	for _, t := range r.tasks {
-		t.produceLatest()
-		t.produceChangelog()
-	}
-	if err := r.cl.Flush(ctx); err != nil {
-		return fmt.Errorf("flushing outputs: %w", err)
-	}
-	if perr := r.produceErr.Load(); perr != nil {
-		r.broken = fmt.Errorf("producing outputs failed, offsets not committed past the failed records: %w", *perr)
-		return r.broken
-	}
-	// Outputs and changelog records are acknowledged: the state can be
-	// applied, and only then the input offsets move.
-	for _, t := range r.tasks {
-		if err := t.applyState(); err != nil {
-			r.broken = err
-			return err
-		}
-	}
-	offsets := r.commitOffsets()
-	if len(offsets) > 0 {
-		var cerr error
-		r.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			cerr = commitError(resp, err)
-		})
-		if cerr != nil {
-			if retriableCommitErr(cerr) {
-				// The group moved on (a rebalance, a newer member epoch):
-				// the offsets stay uncommitted and go with the next commit
-				// point, or the next owner processes the records again
-				// (at-least-once). The outputs are already acknowledged.
-				r.log.Info("offset commit refused by the group; retrying at the next commit point", "err", cerr)
-				r.timeCommitted() // outputs and state are in: only offsets wait
-				r.windowsClosed()
-				return nil
-			}
-			return fmt.Errorf("committing offsets: %w", cerr)
-		}
-		for _, p := range r.procs {
-			p.Stats.Commits.Add(1)
-		}
-	}
-	for _, t := range r.tasks {
-		t.win.committed()
-	}
-	r.timeCommitted()
-	r.windowsClosed()
-	return nil
+	return commit, nil
 }
 
-// rollBack is the commit point at which a swapped version failed its
-// canary. What it produced cannot be taken back (its outputs stand:
-// at-least-once), but nothing since the last commit point is committed:
-// every task drops its pending state and rewinds to the first record it
-// processed since then, and the previous version processes those records
-// again, the failed ones included.
-func (c *atLeastOnce) rollBack(ctx context.Context, failed []*task) error {
-	r := c.r
-	if err := r.cl.Flush(ctx); err != nil {
-		return fmt.Errorf("flushing outputs: %w", err)
+// commitOffsets commits the processed offsets once the state is applied.
+func (c *atLeastOnce) commitOffsets(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset) (bool, error) {
+	if len(offsets) == 0 {
+		return false, nil
 	}
-	for _, t := range r.tasks {
-		rewound := false
-		for i := range t.topics {
-			if from, ok := t.win.in(i).rewound(); ok {
-				r.rewind(t, i, from)
-				rewound = true
-			}
-		}
-		if !rewound {
-			continue
-		}
-		if t.st != nil {
-			t.st.Discard()
-		}
-		t.tk.reset()
-		t.dropLatest()
+	var cerr error
+	c.r.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		cerr = commitError(resp, err)
+	})
+	if cerr != nil && retriableCommitErr(cerr) {
+		return true, nil
 	}
-	r.windowsClosed()
-	r.rollBack(ctx, failed)
-	return nil
+	return false, cerr
+}
+
+// rewind makes the task fetch its window's records again, from the first
+// one on each input.
+func (c *atLeastOnce) rewind(t *task) {
+	for i := range t.topics {
+		if from, ok := t.win.in(i).rewound(); ok {
+			c.r.rewind(t, i, from)
+		}
+	}
 }
 
 func commitError(resp *kmsg.OffsetCommitResponse, err error) error {

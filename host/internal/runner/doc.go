@@ -1,28 +1,43 @@
 // Package runner moves records between Kafka and processor instances: one
-// consumer group member per process, one task per input partition, commit
-// points that never pass a record whose effects are not acknowledged.
+// consumer group member per runner, one task per input partition (or per
+// partition of a co-partitioned processor's inputs), commit points that
+// never pass a record whose effects are not acknowledged.
 //
 // It knows Kafka and nothing of Wasm: a processor instance is anything with
-// Process and Close (the engine's Instance is one).
+// Process and Close, taking batches of calls when it is a BatchProcessor
+// (the engine's Instance, through host/internal/plugin, is one).
 //
 // A record's path, and the file that owns each step:
 //
-//	runner.go    the loop (Run, iterate): finish restores, advance swaps,
-//	             poll, process (processFetches, tasks in parallel), commit
-//	             point; group callbacks; New and the client's options
-//	task.go      one task: processBatch, processOne, Emit, the error
-//	             policies (onFailure, deadLetter), changelog records, applyState
-//	window.go    a task's commit window: the offset to commit, where a
-//	             batch stopped, the changelog positions (I1, I5)
-//	commit.go    the committer interface and the commit schedule
-//	alo.go       at_least_once: flush, apply state, commit offsets (I1);
-//	             the canary rollback's rewind
-//	eos.go       exactly_once: one transaction per commit point, End's
-//	             watchdog, callbacks queued while End runs (I2); the lock order
-//	swap.go      versions, Swap, the canary and rollBack (I8)
-//	restoring.go restores before a task's first record (I4)
-//	failure.go   failure kinds and their labels (metrics, dead letters; I7)
-//	enums.go     Guarantee, ErrorPolicy, StartOffset, GroupProtocol
-//	group.go     choosing the group protocol
-//	stats.go     counters, latency buckets, commit samples
+//	runner.go      the loop (Run, iterate): finish restores, advance swaps,
+//	               poll, hand the records to their tasks, run the tasks in
+//	               parallel (processFetches), the commit point; group
+//	               callbacks; New and the client's options
+//	task.go        one task: processBatch (the order records run in, task
+//	               tables, lagging inputs), Emit, the error policies
+//	               (onFailure, deadLetter), changelog records, applyState
+//	calls.go       batches of calls into the instance and the hooks that
+//	               end each call as it would end alone (I7)
+//	window.go      a task's commit window on its inputs: the offset to
+//	               commit, the records held, where a batch stopped, the
+//	               changelog positions (I1, I5)
+//	commitpoint.go the commit point: the one owner of the open window of
+//	               every task, its schedule, and the one commit, abort and
+//	               fail path (I1, I2, I3)
+//	eos.go         exactly_once's strategy: one transaction per window,
+//	               End's watchdog, callbacks queued while End runs (I2)
+//	alo.go         at_least_once's strategy: flush, then state, then
+//	               offsets (I1); a rollback's rewind
+//	latest.go      outputs that take the latest record per key
+//	timekeeper.go  a task's time: stream and wall clocks, timers, marks (I10)
+//	timers.go      timer checks and the commit point's calls
+//	swap.go        versions, the canary and rollBack (I8)
+//	restoring.go   restores before a task's first record (I4)
+//	copartition.go tasks of several inputs
+//	failure.go     failure kinds and their labels (metrics, dead letters; I7)
+//	enums.go       Guarantee, ErrorPolicy, StartOffset, GroupProtocol
+//	group.go       choosing the group protocol
+//	stats.go       counters, latency buckets, commit samples
+//
+// The locks it takes, and in which order, are in docs/locks.md.
 package runner

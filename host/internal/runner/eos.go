@@ -1,41 +1,14 @@
 package runner
 
-// The exactly_once committer: one Kafka transaction per commit point,
-// through franz-go's GroupTransactSession.
+// The exactly_once guarantee (commitpoint.go's strategy): one Kafka
+// transaction per commit window, through franz-go's GroupTransactSession.
 //
-// Lock order (a lock may be taken while holding the ones before it, never
-// the ones after):
-//
-//	Runner.mu -> exactlyOnce.cbMu -> procState.mu -> leaf locks
-//
-// Runner.mu      grabbed by the loop for everything but the poll itself (so
-//                also for the whole of a commit point and its End), and by
-//                group callbacks that are not deferred.
-// cbMu           grabbed when End starts and ends (ending), when a callback
-//                asks whether to queue itself (deferCallback, without
-//                Runner.mu: it runs on a kgo goroutine while the loop holds
-//                Runner.mu inside End), and when the loop drains the queue.
-//                Nothing else is taken under it.
-// procState.mu   grabbed when version bookkeeping or lag changes (loop,
-//                under Runner.mu) or is read (Swap, ActiveVersion, Lag).
-// leaf locks     restoreProgress.mu, commitSamples.mu: grabbed when a
-//                sample or a progress report is added or read; they take
-//                nothing else.
-//
-// Atomics (no lock):
-//
-//	rebalanceWanted  set by OnPartitionsCallbackBlocked (a kgo goroutine)
-//	                 when a rebalance waits for this member; swapped to
-//	                 false by the loop, which then commits before it calls
-//	                 AllowRebalance.
-//	callbackBlocked  set by the same signal, cleared when any group
-//	                 callback runs; read by End's watchdog.
-//	Runner.produceErr set by produce promises (kgo goroutines) on the first
-//	                 failure; swapped by the commit point, which then aborts.
+// The locks and atomics it shares with group callbacks and produce
+// promises are in docs/locks.md (Runner.mu, then cbMu).
 //
 // A transaction's states, as the loop sees them:
 //
-//	idle --begin (a poll with records)--> open --commit point--> ending
+//	idle --open (records or commit calls to run)--> open --commit point--> ending
 //	ending --End committed--> committed: state applied, windows closed --> idle
 //	ending --End aborted----> aborted: state dropped, consumer rewound
 //	                          by the session, queued callbacks run --> idle
@@ -57,12 +30,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// maxProduceAborts is how many transactions in a row may be aborted because
-// a produce failed before the runner stops with the error: an output topic
-// that vanished or a record the broker always refuses would otherwise be
-// retried forever.
-const maxProduceAborts = 5
-
 // endStuckAfter is how long a transaction end may wait for the group before
 // the runner lets the blocked group callbacks run (see end).
 const endStuckAfter = time.Second
@@ -73,10 +40,6 @@ type exactlyOnce struct {
 
 	// Loop only, under Runner.mu.
 	inTxn bool // a transaction is open
-	// produceAborts counts consecutive transactions aborted because a
-	// produce failed; past maxProduceAborts the runner gives up instead of
-	// spinning.
-	produceAborts int
 	// disarmed is set when a revoke or loss reached the runner: the
 	// session passes no further one on until its End (see rearm).
 	disarmed bool
@@ -117,8 +80,18 @@ func (c *exactlyOnce) onCallbackBlocked(context.Context, *kgo.Client) {
 	c.rebalanceWanted.Store(true)
 }
 
-func (c *exactlyOnce) open() bool        { return c.inTxn }
-func (c *exactlyOnce) wantsCommit() bool { return c.rebalanceWanted.Swap(false) }
+func (c *exactlyOnce) pending() bool                { return c.inTxn }
+func (c *exactlyOnce) wantsCommit() bool            { return c.rebalanceWanted.Swap(false) }
+func (c *exactlyOnce) abortsOnProduceFailure() bool { return true }
+
+// rewind: an aborting End sets the client back to the committed offsets,
+// so the task's window only forgets its positions.
+func (c *exactlyOnce) rewind(t *task) { t.win.aborted() }
+
+// commitOffsets: the transaction committed them (seal).
+func (c *exactlyOnce) commitOffsets(context.Context, map[string]map[int32]kgo.EpochOffset) (bool, error) {
+	return false, nil
+}
 
 // beforeRevoke does nothing but disarm: the loop has already committed if
 // it saw the rebalance coming; otherwise the session aborts the open
@@ -152,10 +125,10 @@ func (c *exactlyOnce) rearm(ctx context.Context) {
 	c.runQueued(ctx)
 }
 
-// openNow opens a transaction for work about to be done: records, or a
+// open opens a transaction for work about to be done: records, or a
 // commit point's timer and commit calls. Every output, changelog record
 // and dead letter is produced inside one.
-func (c *exactlyOnce) openNow() error {
+func (c *exactlyOnce) open() error {
 	if c.inTxn {
 		return nil
 	}
@@ -166,91 +139,40 @@ func (c *exactlyOnce) openNow() error {
 	return nil
 }
 
-// commit is an exactly_once commit point. The changelog records of every
-// task's changes join the open transaction; the session then commits the
-// outputs, changelog records, dead letters and the input offsets of every
-// processed record as one transaction. Only if it committed is each task's
-// state batch applied to the local store with its checkpoint (I2, I3). If
-// it aborted (a rebalance, a fenced or timed-out producer, a failed
-// produce), the session has rewound the consumer to the committed offsets
-// and every task drops its window: the work is done again, and none of the
-// aborted outputs is visible to read_committed consumers.
-func (c *exactlyOnce) commit(ctx context.Context) error {
-	r := c.r
-	defer c.runQueued(ctx)
+// seal ends the open transaction: with commit, its produces flushed first
+// (so a produce that fails during the flush still turns the commit into an
+// abort), the session commits the outputs, changelog records, dead letters
+// and the windows' input offsets (offsets) as one transaction; otherwise,
+// or when a produce failed, it aborts it, and the session sets the client
+// back to the committed offsets. An error is End's (not retryable: the
+// producer is fenced or in a fatal state) or the flush's.
+func (c *exactlyOnce) seal(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, commit bool) (bool, error) {
 	if !c.inTxn {
-		r.sinceCommit = 0
-		return nil
+		return true, nil // nothing was opened: nothing to commit
 	}
-	for _, t := range r.tasks {
-		t.produceLatest()
-		t.produceChangelog()
-	}
-	try := kgo.TryCommit
-	failedCanaries := r.failedCanaries()
-	if len(failedCanaries) > 0 {
-		// A swapped version failed its canary: nothing it produced since
-		// the last commit point may be committed.
-		try = kgo.TryAbort
-	}
-	var perr error
-	if p := r.produceErr.Swap(nil); p != nil {
-		perr = *p
-		try = kgo.TryAbort
-	}
-	if try == kgo.TryCommit {
-		// Flush here so a produce that fails during the flush still turns
-		// the commit into an abort.
+	r := c.r
+	try := kgo.TryAbort
+	if commit {
 		if err := r.cl.Flush(ctx); err != nil {
-			return fmt.Errorf("flushing the transaction: %w", err)
+			return false, fmt.Errorf("flushing the transaction: %w", err)
 		}
-		if p := r.produceErr.Swap(nil); p != nil {
-			perr = *p
-			try = kgo.TryAbort
+		if r.cp.produceErr.Load() == nil {
+			try = kgo.TryCommit
 		}
 	}
 	// The transaction commits the windows' offsets, not the client's own
 	// record of what was polled: records held in a window (a batch cut at
 	// the deadline) were polled but not processed.
-	offsets := r.commitOffsets()
 	committed, err := c.end(kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
 		setTxnOffsets(req, offsets)
 		return nil
 	}), try)
 	c.disarmed = false // End reset the session's revoke and loss flags
-	// Every record of the transaction has its answer by now (End flushes
-	// or aborts them all); an abort fails the buffered ones with "client is
-	// aborting buffered records", which must not count against the next
-	// transaction.
-	r.produceErr.Store(nil)
 	c.inTxn = false
-	r.windowsClosed()
 	if err != nil {
-		// End's errors are not retryable: the producer is fenced or in a
-		// fatal state. Nothing of this transaction is committed.
-		c.dropWindows()
-		r.broken = fmt.Errorf("ending the transaction: %w", err)
-		return r.broken
+		return false, fmt.Errorf("ending the transaction: %w", err)
 	}
-	if !committed {
-		return c.aborted(ctx, failedCanaries, perr)
-	}
-	c.produceAborts = 0
-	r.timeCommitted()
-	for _, t := range r.tasks {
-		if err := t.applyState(); err != nil {
-			// The transaction is committed but the local store could not
-			// take it: the store is now behind its changelog, which the
-			// next restore repairs. Stop rather than process on it.
-			r.broken = err
-			return err
-		}
-		t.win.committed()
-	}
-	for _, p := range r.procs {
-		p.Stats.Commits.Add(1)
-	}
-	return nil
+	return committed, nil
 }
 
 // setTxnOffsets makes req commit offsets and nothing else: the client
@@ -293,47 +215,6 @@ func setTxnOffsets(req *kmsg.TxnOffsetCommitRequest, offsets map[string]map[int3
 		topics = append(topics, rt)
 	}
 	req.Topics = topics
-}
-
-// aborted finishes a commit point whose transaction aborted: the windows
-// are dropped, and a failed canary rolls its version back.
-func (c *exactlyOnce) aborted(ctx context.Context, failedCanaries []*task, perr error) error {
-	r := c.r
-	c.dropWindows()
-	for _, p := range r.procs {
-		p.Stats.Aborts.Add(1)
-	}
-	if len(failedCanaries) > 0 {
-		r.log.Warn("transaction aborted: a swapped plugin version failed its canary; its records are processed again by the previous version")
-		r.rollBack(ctx, failedCanaries)
-		return nil
-	}
-	if perr == nil {
-		r.log.Info("transaction aborted (rebalance or fenced); processing again from the committed offsets")
-		return nil
-	}
-	c.produceAborts++
-	r.log.Warn("transaction aborted because a produce failed; processing again from the committed offsets",
-		"err", perr, "consecutive", c.produceAborts)
-	if c.produceAborts >= maxProduceAborts {
-		r.broken = fmt.Errorf("%d transactions in a row aborted because producing failed: %w", c.produceAborts, perr)
-		return r.broken
-	}
-	return nil
-}
-
-// dropWindows forgets every task's uncommitted work after an abort: state
-// changes are discarded and the windows dropped, because the consumer will
-// deliver the aborted records again.
-func (c *exactlyOnce) dropWindows() {
-	for _, t := range c.r.tasks {
-		if t.st != nil {
-			t.st.Discard()
-		}
-		t.tk.reset()
-		t.dropLatest()
-		t.win.aborted()
-	}
 }
 
 // end ends the open transaction. The session's End makes sure the member

@@ -61,7 +61,7 @@ func TestHeldRecordsAcrossAborts(t *testing.T) {
 			}
 			return nil
 		})
-		r.produceErr.Store(&injected)
+		r.cp.produceErr.Store(&injected)
 		testutil.Eventually(t, 30*time.Second, func() error {
 			if a := r.Stats("upper").Aborts.Load(); a <= int64(k) {
 				return fmt.Errorf("%d aborts, want %d", a, k+1)

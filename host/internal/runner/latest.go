@@ -33,7 +33,7 @@ func (t *task) produceLatest() {
 	for i := range t.latest {
 		w := &t.latest[i]
 		for _, rec := range w.Values() {
-			t.r.produce(rec)
+			t.r.cp.produce(rec)
 		}
 		produced += w.Len()
 		w.Reset()

@@ -40,7 +40,7 @@ func testLatestPerKey(t *testing.T, eos bool) {
 			return nil
 		})
 		injected := errors.New("injected produce failure")
-		r.produceErr.Store(&injected)
+		r.cp.produceErr.Store(&injected)
 	}
 	f.waitCommitted(t, f.endOffsets(t, f.in))
 	if err := stop(); err != nil {

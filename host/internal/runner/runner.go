@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -144,10 +143,6 @@ type ProcessorSpec struct {
 	// key in a commit window, produced at its commit point (latest.go);
 	// nil: every output takes every record.
 	Latest []bool
-	// OutputLimits[i] is what Outputs[i] accepts of one record (learned
-	// from the topic at startup); nil or a zero MaxBytes means the
-	// producer's own limit only.
-	OutputLimits []OutputLimit
 	// OnError is what a failed record does to its task.
 	OnError         ErrorPolicy
 	DeadLetterTopic string
@@ -278,6 +273,14 @@ type Options struct {
 	Copartitioned [][]string
 	// ExtraOpts are appended to the client options (tests use them).
 	ExtraOpts []kgo.Opt
+	// Limits reads what the topics the runner produces to accept of one
+	// record (BrokerLimits), when it starts and when the broker refused a
+	// record (limits.go); nil: the producer's own limits only.
+	Limits LimitSource
+	// Refused are the calls whose outputs the broker refused, to fail on
+	// their next pass (refusal.go); a host that replaces a runner passes
+	// the same set on. Default: a set of the runner's own.
+	Refused *Refused
 }
 
 // Runner runs the processors of one process as one consumer group member.
@@ -286,15 +289,18 @@ type Runner struct {
 	log  *slog.Logger
 	vers *Versions // the one record of active versions (opts.Versions)
 	cl   *kgo.Client
-	// committer ends commit windows the way the guarantee says (alo.go,
-	// eos.go; the lock order is in eos.go).
-	committer committer
-	byTopic   map[string]*procState // input topic -> processor
-	procs     []*procState
+	// cp is the commit point: the open commit window of every task and the
+	// one way to end it (commitpoint.go; the locks: docs/locks.md).
+	cp *commitPoint
+	// timeNext names the first task the last commit point's calls did not
+	// reach (timers.go: timePoint); "" when it reached every one.
+	timeNext string
+	byTopic  map[string]*procState // input topic -> processor
+	procs    []*procState
 
 	// mu guards everything the poll loop and the group callbacks share:
-	// tasks, their windows, the commit schedule, the transaction state.
-	// Grabbed by the loop except while it polls, and by group callbacks.
+	// tasks, their windows, the commit point. Grabbed by the loop except
+	// while it polls, and by group callbacks (docs/locks.md).
 	mu sync.Mutex
 	// closing is set when the client is being closed; callbacks then do
 	// nothing (the tasks are already closed).
@@ -304,21 +310,19 @@ type Runner struct {
 	// ProtocolClassic).
 	protocol GroupProtocol
 
+	// lims is what the topics it produces to accept (limits.go); refused
+	// the calls that fail on their next pass, and prober, if set, what
+	// finds them (refusal.go; tests set it, the runner otherwise probes
+	// with a client of its own).
+	lims    limits
+	refused *Refused
+	prober  prober
+
 	restorer     *restore.Restorer // nil without stateful processors
 	restoreSlots chan struct{}     // one per running restore (MaxRestores)
 	progress     restoreProgress
 	wake         chan struct{} // a restore finished; buffered 1
 
-	produceErr atomic.Pointer[error] // first produce failure since the last commit point
-	// broken is set when outputs failed: the work since the last commit
-	// point can never be committed by this runner (I1). Run stops; a new
-	// runner restarts from the committed offsets.
-	broken error
-	// sinceCommit counts the records processed since the last commit
-	// point, lastCommit is when it was: the commit schedule.
-	sinceCommit int
-	lastCommit  time.Time
-	commits     commitSamples // durations of commit points that had work
 }
 
 type procState struct {
@@ -330,7 +334,8 @@ type procState struct {
 	// the pause every commit point makes, the baseline of stalls.
 	gaps stallSamples
 
-	// mu guards lag, which the loop writes and Lag reads.
+	// mu guards lag and times, which the loop writes (under Runner.mu)
+	// and Lag and TaskTimes read (docs/locks.md).
 	mu sync.Mutex
 	// lag is each task's consumer lag as of its latest fetch: the end of
 	// its partition (the last stable offset: the host reads committed)
@@ -341,6 +346,12 @@ type procState struct {
 
 	// tableStore maps each task table's topic to its store.
 	tableStore map[string]int
+
+	// limits[i] is what Outputs[i] accepts of one record, deadLetterLimit
+	// what the dead-letter topic does (limits.go). Written by the loop
+	// while no task runs.
+	limits          []TopicLimit
+	deadLetterLimit TopicLimit
 
 	// held is, for a co-partitioned processor, the partitions of each input
 	// this member is assigned (copartition.go). Loop and callbacks, under
@@ -393,6 +404,16 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 	if err != nil {
 		return nil, err
 	}
+	r.refused = opts.Refused
+	if r.refused == nil {
+		r.refused = NewRefused()
+	}
+	r.lims.src = opts.Limits
+	byTopic, err := r.readLimits(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	r.lims.batch = batchSizes(byTopic)
 	for _, ps := range r.procs {
 		r.vers.OnPropose(ps.spec.Name, r.wakeLoop)
 	}
@@ -428,7 +449,7 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 	defer r.mu.Unlock()
 	if opts.Guarantee == ExactlyOnce {
 		eos := &exactlyOnce{r: r}
-		r.committer = eos
+		r.cp = &commitPoint{r: r, g: eos}
 		kopts := r.clientOpts(topics, gopts, eos, transactionTimeout(opts, protocol))
 		if eos.sess, err = kgo.NewGroupTransactSession(kopts...); err != nil {
 			return nil, fmt.Errorf("runner: kafka client: %w", err)
@@ -436,7 +457,7 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 		r.cl = eos.sess.Client()
 		return r, nil
 	}
-	r.committer = &atLeastOnce{r}
+	r.cp = &commitPoint{r: r, g: &atLeastOnce{r: r}}
 	if r.cl, err = kgo.NewClient(r.clientOpts(topics, gopts, nil, 0)...); err != nil {
 		return nil, fmt.Errorf("runner: kafka client: %w", err)
 	}
@@ -547,6 +568,7 @@ func (r *Runner) clientOpts(topics []string, group []kgo.Opt, eos *exactlyOnce, 
 		kgo.OnPartitionsLost(r.groupCallback(cbLost, r.lose)),
 		kgo.RecordPartitioner(outputPartitioner{kgo.StickyKeyPartitioner(nil)}),
 		kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchMaxBytesFn(r.lims.batchBytes()),
 		// A partition resumed after its restore joins the next fetch only
 		// when the one in flight returns; the default 5 s wait would delay
 		// every task start by up to that.
@@ -593,14 +615,14 @@ func (r *Runner) RestoreProgress() []restore.Progress { return r.progress.snapsh
 // had work to commit (at most 4096), how many there were in all, and their
 // total duration. Safe for concurrent use.
 func (r *Runner) CommitLatencies() (latest []time.Duration, count int, total time.Duration) {
-	return r.commits.snapshot()
+	return r.cp.samples.snapshot()
 }
 
 // CommitHistogram returns the durations of every commit point that had
 // work, as counts per CommitBounds bucket (the last: above the last bound)
 // and their total. Safe for concurrent use.
 func (r *Runner) CommitHistogram() (counts []uint64, total time.Duration) {
-	return r.commits.histogram()
+	return r.cp.samples.histogram()
 }
 
 // Stats returns the counters of the named processor, or nil.
@@ -612,10 +634,6 @@ func (r *Runner) Stats(processor string) *Stats {
 	}
 	return nil
 }
-
-// commitTimeout bounds one commit point (flush, offset commit or
-// transaction end).
-const commitTimeout = 30 * time.Second
 
 // DefaultMaxRestores is how many task restores run at once by default.
 const DefaultMaxRestores = 4
@@ -636,7 +654,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 		}
 	}()
 	r.mu.Lock()
-	r.lastCommit = time.Now()
+	r.cp.restart()
 	r.mu.Unlock()
 	for {
 		done, err := r.iterate(ctx)
@@ -658,7 +676,7 @@ func (r *Runner) iterate(ctx context.Context) (done bool, err error) {
 		r.mu.Unlock()
 		return true, nil
 	}
-	r.committer.rearm(ctx)
+	r.cp.g.rearm(ctx)
 	r.finishRestores()
 	r.advanceSwaps(ctx)
 	r.refill()
@@ -684,7 +702,7 @@ func (r *Runner) iterate(ctx context.Context) (done bool, err error) {
 	if err := r.process(ctx, fetches); err != nil {
 		return false, err
 	}
-	return false, r.commitPoint(ctx)
+	return false, r.cp.run(ctx)
 }
 
 // process runs a poll's records through their tasks.
@@ -710,10 +728,7 @@ func (r *Runner) process(ctx context.Context, fetches kgo.Fetches) error {
 // is paused until the loop resumes it, so with every partition restoring
 // the poll would otherwise wait forever.
 func (r *Runner) pollContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	wait := r.opts.CommitInterval
-	if r.sinceCommit > 0 {
-		wait = max(r.opts.CommitInterval-time.Since(r.lastCommit), time.Millisecond)
-	}
+	wait := max(time.Until(r.cp.deadline()), time.Millisecond)
 	pctx, cancel := context.WithTimeout(ctx, wait)
 	// Tasks can be assigned, and their restores or a swap's instances
 	// finish, during this very poll: listen even when nothing is pending.
@@ -780,7 +795,7 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 	if len(batch) == 0 {
 		return nil
 	}
-	if err := r.committer.openNow(); err != nil {
+	if err := r.cp.opened(); err != nil {
 		return err
 	}
 	// Time isolation (I9): the work of one poll ends by the commit point it
@@ -791,7 +806,7 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 	// nears its timeout. The cheapest tasks take the processing slots
 	// first, so a slow or looping processor delays the others by at most
 	// one of its records.
-	deadline := r.commitDeadline()
+	deadline := r.cp.deadline()
 	sort.SliceStable(batch, func(i, j int) bool { return batch[i].recordCost < batch[j].recordCost })
 	errs := make([]error, len(batch))
 	processed := make([]int, len(batch))
@@ -807,7 +822,7 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 	}
 	wg.Wait()
 	for i, n := range processed {
-		r.sinceCommit += n
+		r.cp.processed(n)
 		t := batch[i]
 		for in := range t.topics {
 			c := t.win.in(in)
@@ -929,7 +944,7 @@ func (r *Runner) taskFor(ctx context.Context, topic string, partition int32) (*t
 // then), or nothing once the runner is closing (the tasks are closed).
 func (r *Runner) groupCallback(kind callbackKind, run func(context.Context, map[string][]int32)) func(context.Context, *kgo.Client, map[string][]int32) {
 	return func(ctx context.Context, _ *kgo.Client, parts map[string][]int32) {
-		if r.committer.deferCallback(kind, parts) {
+		if r.cp.g.deferCallback(kind, parts) {
 			return
 		}
 		r.mu.Lock()
@@ -962,7 +977,7 @@ func (r *Runner) assign(ctx context.Context, assigned map[string][]int32) {
 // if it saw the rebalance coming; otherwise the open transaction is
 // aborted by the session and every task rewinds to its committed offsets.
 func (r *Runner) revoke(ctx context.Context, revoked map[string][]int32) {
-	r.committer.beforeRevoke(ctx)
+	r.cp.g.beforeRevoke(ctx)
 	r.closeTasks(ctx, revoked)
 	r.log.Info("partitions revoked", "partitions", revoked)
 }
@@ -970,9 +985,9 @@ func (r *Runner) revoke(ctx context.Context, revoked map[string][]int32) {
 // lose drops the tasks without committing: another member may already own
 // the partitions, so nothing of ours may be committed for them.
 func (r *Runner) lose(ctx context.Context, lost map[string][]int32) {
-	r.committer.beforeLose()
+	r.cp.g.beforeLose()
 	r.closeTasks(ctx, lost)
-	r.sinceCommit = 0
+	r.cp.lost()
 	r.log.Warn("partitions lost; uncommitted work for them is dropped", "partitions", lost)
 }
 
@@ -1033,12 +1048,7 @@ func (r *Runner) shutdown() error {
 			r.restorer.Close()
 		}
 	}()
-	var err error
-	if (r.sinceCommit > 0 || r.committer.open()) && r.broken == nil {
-		if err = r.commit(ctx); err != nil {
-			err = fmt.Errorf("final commit: %w", err)
-		}
-	}
+	err := r.cp.final(ctx)
 	for id, t := range r.tasks {
 		t.close(ctx)
 		delete(r.tasks, id)

@@ -416,7 +416,7 @@ func testGroupMembersShareWork(t *testing.T, eos bool) {
 	}
 }
 
-// The zio-kafka failure (shared/seeds/zio-kafka-buffered-records-lost-on-rebalance.txt):
+// The zio-kafka failure (docs/design.md#seed-zio):
 // records fetched for a partition that survives a rebalance must be
 // processed exactly once after it. Member 1 is slow, so the client holds
 // fetched, unprocessed records for all its partitions when member 2 joins;

@@ -87,7 +87,7 @@ func (ps *procState) setTaskVersion(reg *Versions, id TaskID, v *version) {
 // processed record waiting for a commit. A task switches once an instance
 // of the new version is ready; until then it goes on with the old one.
 func (r *Runner) advanceSwaps(ctx context.Context) {
-	if r.committer.open() || r.sinceCommit != 0 {
+	if r.cp.holds() {
 		return
 	}
 	active := make(map[*procState]*versions.Version[Plugin], len(r.procs))

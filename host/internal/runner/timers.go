@@ -3,7 +3,10 @@ package runner
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -21,17 +24,30 @@ import (
 // fire at the next check (after the next record, or the next commit point).
 const maxFiringsPerCheck = 1024
 
+// callBudget is the time a run of plugin calls the host makes on its own
+// behalf may take: a commit point's, across all its tasks, or a check
+// after a record. Calls start while it lasts and the first one always
+// starts, so a run ends at most one call (limits.record_timeout) after its
+// deadline, whatever the number of tasks or calls.
+type callBudget struct {
+	deadline time.Time
+	started  bool // a call of the run has started
+}
+
+// mayStart reports whether another call may start.
+func (b *callBudget) mayStart() bool { return !b.started || time.Now().Before(b.deadline) }
+
 // check fires the task's due timers, one call each in firing order:
 // event-time timers by the stream time and, when processing is set,
 // processing-time timers by the wall clock read now. Timers set by the
 // calls fire at the next check. At most the window's remaining firings run;
 // the rest wait in order for the next window. A call failing under
 // on_error: fail stops the task where it stands on each input.
-// Past deadline the check stops after its first firing (time isolation:
-// a flood of slow timers cannot hold the commit point); the rest fire at
-// the next check. The firings go to the plugin in batches (calls.go). The
-// error is a fatal one (the state could not be read).
-func (t *task) check(ctx context.Context, processing bool, deadline time.Time) error {
+// The firings start while the budget lasts (time isolation: a flood of
+// slow timers cannot hold the commit point); the rest fire at the next
+// check. The firings go to the plugin in batches (calls.go). The error is a
+// fatal one (the state could not be read).
+func (t *task) check(ctx context.Context, processing bool, b *callBudget) error {
 	if t.failed != nil || t.restoring != nil {
 		return nil
 	}
@@ -46,8 +62,8 @@ func (t *task) check(ctx context.Context, processing bool, deadline time.Time) e
 		ok, _ = tp.TimeCallbacks()
 	}
 	c := &t.triggers
-	for first := true; len(due) > 0; first = false {
-		if t.failed != nil || ctx.Err() != nil || (!first && !time.Now().Before(deadline)) {
+	for len(due) > 0 {
+		if t.failed != nil || ctx.Err() != nil || !b.mayStart() {
 			return nil
 		}
 		// The batch: the due timers still pending (an earlier firing of
@@ -83,8 +99,8 @@ func (t *task) check(ctx context.Context, processing bool, deadline time.Time) e
 		if len(c.trigs) == 0 {
 			return nil
 		}
-		ran := c.run(ctx, deadline) // its first firing runs whatever the time
-
+		ran := c.run(ctx, b.deadline) // its first firing runs whatever the time
+		b.started = b.started || ran > 0
 		t.tk.firings += ran
 		if c.fatal != nil {
 			return c.fatal
@@ -115,8 +131,8 @@ func (t *task) dropFired(tm timer, now int64) error {
 // wasmstream_on_commit call per key marked in the window (including marks
 // made by the check), in key order and in batches (calls.go), then the
 // stream time saved with the window.
-func (t *task) commitCalls(ctx context.Context, now int64, deadline time.Time) error {
-	if err := t.check(ctx, true, deadline); err != nil {
+func (t *task) commitCalls(ctx context.Context, now int64, b *callBudget) error {
+	if err := t.check(ctx, true, b); err != nil {
 		return err
 	}
 	marks := t.tk.takeMarks()
@@ -131,8 +147,8 @@ func (t *task) commitCalls(ctx context.Context, now int64, deadline time.Time) e
 				"task", t.id.String(), "keys", len(marks))
 		} else {
 			c := &t.triggers
-			for first := true; len(marks) > 0 && t.failed == nil && ctx.Err() == nil; first = false {
-				if !first && !time.Now().Before(deadline) {
+			for len(marks) > 0 && t.failed == nil && ctx.Err() == nil {
+				if !b.mayStart() {
 					// Slow commit calls: the keys left are called at the
 					// next commit point, so the transaction stays short.
 					t.tk.carryMarks(marks)
@@ -142,7 +158,9 @@ func (t *task) commitCalls(ctx context.Context, now int64, deadline time.Time) e
 				for _, m := range marks[:min(len(marks), maxCalls)] {
 					c.add(abi.Trigger{Timestamp: m.ts, StreamTime: t.tk.stream, WallTime: max(now, t.tk.wall), Kind: abi.TriggerCommit, Key: m.key}, nil)
 				}
-				marks = marks[c.run(ctx, deadline):]
+				ran := c.run(ctx, b.deadline)
+				b.started = b.started || ran > 0
+				marks = marks[ran:]
 			}
 		}
 	}
@@ -173,18 +191,25 @@ func (t *task) callbackFailed(trig *abi.Trigger, err error, dropped func()) {
 	}
 	attrs := []any{"task", t.id.String(), "call", what, "trigger_kind", trig.Kind.String(), "ts", trig.Timestamp, "kind", kind.String(), "err", err}
 	switch t.proc.spec.OnError {
-	case Skip, DeadLetter:
+	case Skip:
 		if dropped != nil {
 			dropped()
 		}
-		if t.proc.spec.OnError == Skip {
-			stats.Skipped.Add(1)
-			t.r.log.Warn(what+" failed; skipped (on_error: skip)", attrs...)
+		stats.Skipped.Add(1)
+		t.r.log.Warn(what+" failed; skipped (on_error: skip)", attrs...)
+	case DeadLetter:
+		dlerr := t.produceDeadLetter(t.deadLetterTrigger(trig, kind, err), triggerOrigin(t.proc.spec.Name, t.id.Partition, trig), err)
+		if dlerr == nil {
+			if dropped != nil {
+				dropped()
+			}
+			stats.DeadLettered.Add(1)
+			t.r.log.Warn(what+" failed; sent to dead-letter topic "+t.proc.spec.DeadLetterTopic, attrs...)
 			return
 		}
-		t.r.produce(t.deadLetterTrigger(trig, kind, err))
-		stats.DeadLettered.Add(1)
-		t.r.log.Warn(what+" failed; sent to dead-letter topic "+t.proc.spec.DeadLetterTopic, attrs...)
+		err = fmt.Errorf("%w; and it cannot be dead-lettered: %w", err, dlerr)
+		attrs[len(attrs)-1] = err
+		fallthrough
 	default:
 		// The timer stays pending (its removal was dropped with the call)
 		// and fires again when the task restarts.
@@ -221,11 +246,21 @@ const HeaderTriggerKind = "wasmstream-trigger-kind"
 
 // timePoint runs every task's commit-point calls, inside the commit
 // window's transaction (opened here when the window had no records, so a
-// quiet partition's processing-time timers still fire).
+// quiet partition's processing-time timers still fire). All of them share
+// one budget, one commit interval (callBudget), whatever the number of
+// tasks: a commit point takes at most a commit interval and one call
+// (limits.record_timeout) in plugins, so no plugin can bring it near the
+// transaction timeout. The tasks run in order of their names, from the
+// first one the previous commit point did not reach: a task the budget
+// does not reach keeps its due timers pending and its marked keys carried
+// (ABI.md 8.3), goes first next time, and still saves its stream time.
 func (r *Runner) timePoint(ctx context.Context) error {
 	start := time.Now()
-	now, deadline := start.UnixMilli(), start.Add(r.opts.CommitInterval)
-	for _, t := range r.tasks {
+	now := start.UnixMilli()
+	b := &callBudget{deadline: start.Add(r.opts.CommitInterval)}
+	tasks := r.timeOrder()
+	r.timeNext = ""
+	for _, t := range tasks {
 		if t.restoring != nil {
 			continue
 		}
@@ -246,14 +281,37 @@ func (r *Runner) timePoint(ctx context.Context) error {
 		if !t.tk.commitWork(now) {
 			continue
 		}
-		if err := r.committer.openNow(); err != nil {
+		if err := r.cp.opened(); err != nil {
 			return err
 		}
-		if err := t.commitCalls(ctx, now, deadline); err != nil {
+		if !b.mayStart() {
+			if r.timeNext == "" {
+				r.timeNext = t.id.String()
+				t.proc.Stats.TimePointsCut.Add(1)
+			}
+			t.tk.carryMarks(t.tk.takeMarks())
+			if err := t.tk.saveStream(); err != nil {
+				return fmt.Errorf("task %s: saving the stream time: %w", t.id, err)
+			}
+			continue
+		}
+		if err := t.commitCalls(ctx, now, b); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// timeOrder is the tasks in order of their names, starting at timeNext,
+// the first task the previous commit point did not reach.
+func (r *Runner) timeOrder() []*task {
+	tasks := slices.Collect(maps.Values(r.tasks))
+	slices.SortFunc(tasks, func(a, b *task) int { return strings.Compare(a.id.String(), b.id.String()) })
+	if r.timeNext != "" {
+		i, _ := slices.BinarySearchFunc(tasks, r.timeNext, func(t *task, name string) int { return strings.Compare(t.id.String(), name) })
+		tasks = append(tasks[i:], tasks[:i]...)
+	}
+	return tasks
 }
 
 // timeDue reports whether a commit point has time work though no record
