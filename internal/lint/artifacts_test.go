@@ -19,6 +19,7 @@ var fixtures = []struct {
 }{
 	{"internal/demo/plugins/*.wasm", "TestDemoPluginsMatchSources"},
 	{"host/internal/engine/testdata/*.wasm", "TestEngineFixturesMatchSources"},
+	{"host/internal/conformance/testdata/*.wasm", "TestConformanceFixturesMatchSources"},
 }
 
 // maxTracked bounds any other tracked file (the largest source file is
@@ -192,6 +193,53 @@ func TestEngineFixturesMatchSources(t *testing.T) {
 			t.Errorf("gen.sh builds %s, which is not committed: %s", name, fix)
 		case !bytes.Equal(got, want):
 			t.Errorf("testdata/%s differs from what gen.sh builds from its source: %s", name, fix)
+		}
+	}
+}
+
+// TestConformanceFixturesMatchSources compiles each .wat of the conformance
+// suite's testdata (the hand-written floors of BenchmarkPolyglot) with
+// wat2wasm and compares it with the committed .wasm of the same name, which
+// the suite reads; a .wasm without its .wat fails too. Needs wat2wasm
+// (Debian's wabt, in make toolchains).
+func TestConformanceFixturesMatchSources(t *testing.T) {
+	root := moduleRoot(t)
+	src := filepath.Join(root, "host/internal/conformance/testdata")
+	if _, err := exec.LookPath("wat2wasm"); err != nil {
+		t.Fatal("wat2wasm not found: it checks the conformance suite's modules against their sources; install it (`make toolchains`: Debian package wabt)")
+	}
+	wats, _ := filepath.Glob(filepath.Join(src, "*.wat"))
+	committed, _ := filepath.Glob(filepath.Join(src, "*.wasm"))
+	if len(committed) == 0 {
+		t.Fatalf("no host/internal/conformance/testdata/*.wasm: the fixture entry is stale")
+	}
+	names := map[string]bool{}
+	for _, f := range append(wats, committed...) {
+		names[strings.TrimSuffix(strings.TrimSuffix(filepath.Base(f), ".wat"), ".wasm")] = true
+	}
+	dir := t.TempDir()
+	for name := range names {
+		fix := "run `wat2wasm host/internal/conformance/testdata/" + name + ".wat -o host/internal/conformance/testdata/" + name + ".wasm` and commit both (testdata/README.md)"
+		got, err := os.ReadFile(filepath.Join(src, name+".wasm"))
+		if err != nil {
+			t.Errorf("testdata/%s.wat has no committed .wasm: %s", name, fix)
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(src, name+".wat")); err != nil {
+			t.Errorf("testdata/%s.wasm is committed without its source %s.wat: add the source or remove the module", name, name)
+			continue
+		}
+		out := filepath.Join(dir, name+".wasm")
+		cmd := exec.Command("wat2wasm", filepath.Join(src, name+".wat"), "-o", out)
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("wat2wasm testdata/%s.wat: %v\n%s", name, err, msg)
+		}
+		want, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("testdata/%s.wasm differs from what wat2wasm builds from %s.wat: %s", name, name, fix)
 		}
 	}
 }
