@@ -345,7 +345,19 @@ func TestAutoRollbackFleet(t *testing.T) {
 	}
 	old := hosts[0].Versions()[0].Active.ID
 	f := feed(t, p, 20, 20*time.Millisecond)
-	time.Sleep(300 * time.Millisecond)
+	// The bad version arrives under load, once the old one has run a
+	// batch of the feed.
+	testutil.Eventually(t, 60*time.Second, func() error {
+		var n int64
+		for _, h := range hosts {
+			st, _ := h.Stats("proc")
+			n += st.RecordsIn
+		}
+		if n < 20 {
+			return fmt.Errorf("the old version processed %d records, want 20", n)
+		}
+		return nil
+	})
 	bad := deploy(t, p, wasmbuild.Build(t, "./internal/testplugins/counterbad"), "bad")
 	// The first host to see the failures rolls back and publishes it; the
 	// other follows the control topic (or rolls back on its own first).

@@ -227,12 +227,17 @@ func TestRunStoppedWhileStarting(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	// accepted is closed once run has connected: from then on it waits for
+	// an answer that never comes, so the stop below lands during start.
+	accepted := make(chan struct{})
 	go func() {
+		var once sync.Once
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
+			once.Do(func() { close(accepted) })
 			defer c.Close()
 		}
 	}()
@@ -241,7 +246,15 @@ func TestRunStoppedWhileStarting(t *testing.T) {
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	go func() { done <- doMain(ctx, []string{"run", "-c", cfg}, &stdout, &stderr, nil) }()
-	time.Sleep(300 * time.Millisecond)
+	select {
+	case <-accepted:
+	case code := <-done:
+		cancel()
+		t.Fatalf("run exited %d before connecting to the broker; stderr:\n%s", code, stderr.String())
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatalf("run did not connect to the broker within 30s; stderr:\n%s", stderr.String())
+	}
 	cancel()
 	select {
 	case code := <-done:
