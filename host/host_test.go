@@ -25,6 +25,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host/internal/runner"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
@@ -556,28 +557,19 @@ func TestAdminEndpoint(t *testing.T) {
 	if code, body := httpGet(t, base+"/healthz"); code != http.StatusOK {
 		t.Fatalf("healthz %d %s", code, body)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if code, _ := httpGet(t, base+"/readyz"); code == http.StatusOK {
-			break
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if code, body := httpGet(t, base+"/readyz"); code != http.StatusOK {
+			return fmt.Errorf("never ready: readyz %d %q", code, body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("never ready")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	p.produce(t, "ok1", "boom", "ok2")
-	var code int
-	var body string
-	for {
-		if code, body = httpGet(t, base+"/healthz"); code == http.StatusServiceUnavailable || time.Now().After(deadline) {
-			break
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if code, body := httpGet(t, base+"/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "proc") {
+			return fmt.Errorf("healthz after a failed task: %d %q", code, body)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, "proc") {
-		t.Fatalf("healthz after a failed task: %d %q", code, body)
-	}
+		return nil
+	})
 	_, metrics := httpGet(t, base+"/metrics")
 	for _, want := range []string{`wasmstream_record_failures_total{processor="proc",kind="trap"} 1`, `wasmstream_tasks_failed_total{processor="proc"} 1`} {
 		if !strings.Contains(metrics, want) {

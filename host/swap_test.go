@@ -114,21 +114,17 @@ func activeManifest(t testing.TB, p *pipeline) control.Manifest {
 // waitVersion waits until h runs version id on every task it has (at least one).
 func waitVersion(t testing.TB, h *Host, id string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testutil.Eventually(t, 60*time.Second, func() error {
 		v := h.Versions()[0]
 		all := len(v.Tasks) > 0 && v.Active.ID == id
 		for _, tv := range v.Tasks {
 			all = all && tv == id
 		}
-		if all {
-			return
+		if !all {
+			return fmt.Errorf("host runs %+v, want %s on every task", v, id)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("host runs %+v, want %s on every task", v, id)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func headerOf(r *kgo.Record, key string) string {
@@ -361,13 +357,12 @@ func TestAutoRollbackFleet(t *testing.T) {
 	bad := deploy(t, p, wasmbuild.Build(t, "./internal/testplugins/counterbad"), "bad")
 	// The first host to see the failures rolls back and publishes it; the
 	// other follows the control topic (or rolls back on its own first).
-	deadline := time.Now().Add(60 * time.Second)
-	for rollbacks(hosts[0])+rollbacks(hosts[1]) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no rollback: %+v / %+v", hosts[0].Versions(), hosts[1].Versions())
+	testutil.Eventually(t, 60*time.Second, func() error {
+		if rollbacks(hosts[0])+rollbacks(hosts[1]) == 0 {
+			return fmt.Errorf("no rollback: %+v / %+v", hosts[0].Versions(), hosts[1].Versions())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, h := range hosts {
 		waitVersion(t, h, old)
 	}
