@@ -28,6 +28,7 @@ var guests = []guest{
 	{"c", func(t testing.TB) string {
 		return polybuild.C(t, "host/internal/conformance/guest/c/conformance.c", "sdk/c/wasmstream_time.c")
 	}},
+	{"ts", func(t testing.TB) string { return polybuild.TS(t, "host/internal/conformance/guest/ts/conformance.ts") }},
 }
 
 // wasm builds the guest and reads its module.

@@ -11,12 +11,13 @@ import (
 	"github.com/wasmstream/wasmstream/internal/polybuild"
 )
 
-// The bundled plugins written in Rust (plugins/rust) and C (plugins/c) must
-// do exactly what the Go ones (plugins/<name>) do: these tests run each
-// language's module through the engine on the same records and compare
-// every emitted record, failure and final store byte for byte.
+// The bundled plugins written in Rust (plugins/rust), C (plugins/c) and
+// TypeScript (plugins/ts) must do exactly what the Go ones
+// (plugins/<name>) do: these tests run each language's module through the
+// engine on the same records and compare every emitted record, failure
+// and final store byte for byte.
 
-var langs = []string{"go", "rust", "c"}
+var langs = []string{"go", "rust", "c", "ts"}
 
 // pluginWasm builds plugin name in lang and returns the module.
 func pluginWasm(t testing.TB, lang, name string) []byte {
@@ -30,8 +31,8 @@ func pluginWasm(t testing.TB, lang, name string) []byte {
 
 // compareLangs runs records through plugin name in every language with
 // binding b, one record at a time and in batches, and requires every
-// transcript (and final store) to equal Go's one at a time. It returns
-// Go's steps for the caller's own checks.
+// transcript (and final store) of Go, Rust, C and TypeScript to equal Go's
+// one at a time. It returns Go's steps for the caller's own checks.
 func compareLangs(t *testing.T, name string, b binding, records []abi.Record) []step {
 	t.Helper()
 	return compareIn(t, langs, name, b, records)
@@ -226,8 +227,8 @@ func TestSplitSameInGoAndRust(t *testing.T) {
 	}
 }
 
-// wordcount's emit: commit (commit marks, ABI.md 8.2) exists in Go and
-// Rust (the C SDK has no commit marks).
+// wordcount's emit: commit (commit marks, ABI.md 8.2) exists in Go, Rust
+// and TypeScript (the C plugin has no commit marks).
 func TestWordcountEmitCommitSameInGoAndRust(t *testing.T) {
 	recs := wordRecords()
 	for i := range recs {
@@ -237,7 +238,7 @@ func TestWordcountEmitCommitSameInGoAndRust(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			b := binding{outputs: []string{"counts"}, stores: []string{"counts"}, marks: true,
 				config: `{"value_format":"` + format + `","emit":"commit"}`}
-			steps := compareIn(t, []string{"go", "rust"}, "wordcount", b, recs)
+			steps := compareIn(t, []string{"go", "rust", "ts"}, "wordcount", b, recs)
 			var commits, recordEmits int
 			for _, s := range steps {
 				if strings.HasPrefix(s.name, "commit ") {

@@ -201,7 +201,7 @@ func (f *refusals) take() (list []refusal, onlyRefusals bool) {
 // next passes their outputs fail them, and their dead letters are stamped
 // anew or not written. It outlives a runner (Options.Refused): a runner
 // restarted to read smaller limits must not redo the aborts that found
-// them. A call's entry stays until a window that used it commits: a window
+// them. A nil *Refused is an empty set that convicts nothing. A call's entry stays until a window that used it commits: a window
 // aborted again (for another record) must fail it again. Written by the
 // commit point; read by task goroutines while they process.
 type Refused struct {
@@ -264,7 +264,7 @@ func (s *Refused) convict(k originKey, topic string, err error, deadLetter, rest
 
 // get returns k's entry (a copy) and marks it used by the open window.
 func (s *Refused) get(k originKey) (refusedCall, bool) {
-	if s.n.Load() == 0 {
+	if s == nil || s.n.Load() == 0 {
 		return refusedCall{}, false
 	}
 	s.mu.Lock()
@@ -280,7 +280,7 @@ func (s *Refused) get(k originKey) (refusedCall, bool) {
 // committed forgets the entries a committed window used: their calls are
 // behind the committed position.
 func (s *Refused) committed() {
-	if s.n.Load() == 0 {
+	if s == nil || s.n.Load() == 0 {
 		return
 	}
 	s.mu.Lock()
@@ -294,7 +294,12 @@ func (s *Refused) committed() {
 }
 
 // Len is how many calls the set holds.
-func (s *Refused) Len() int { return int(s.n.Load()) }
+func (s *Refused) Len() int {
+	if s == nil {
+		return 0
+	}
+	return int(s.n.Load())
+}
 
 // RefusedError is the failure of a call whose output the broker refused.
 type RefusedError struct {
