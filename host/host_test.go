@@ -475,8 +475,7 @@ func TestRestoreFinishesWhenLogStartMovesDuringRestore(t *testing.T) {
 		}
 		h.Close()
 	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for !h.Ready() || wipes.Load() == 0 {
+	testutil.Eventually(t, 60*time.Second, func() error {
 		select {
 		case err := <-deleteErr:
 			if err != nil {
@@ -484,11 +483,11 @@ func TestRestoreFinishesWhenLogStartMovesDuringRestore(t *testing.T) {
 			}
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("restore did not finish with a wipe (ready=%v wipes=%d)", h.Ready(), wipes.Load())
+		if !h.Ready() || wipes.Load() == 0 {
+			return fmt.Errorf("restore did not finish with a wipe (ready=%v wipes=%d)", h.Ready(), wipes.Load())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	// Processing resumes on the rebuilt store: a key whose changelog record
 	// survived the move continues its count; a key whose record was
 	// deleted starts again at 1.
@@ -509,20 +508,16 @@ func TestRestoreFinishesWhenLogStartMovesDuringRestore(t *testing.T) {
 	}
 	p.b.Produce(t, &kgo.Record{Topic: p.in, Key: []byte(keptKey), Value: []byte("after-1")},
 		&kgo.Record{Topic: p.in, Key: []byte(deletedKey), Value: []byte("after-2")})
-	deadline = time.Now().Add(60 * time.Second)
-	for {
+	testutil.Eventually(t, 60*time.Second, func() error {
 		got := latest(p.b.ReadCommitted(t, p.out, 30*time.Second))
-		if got["after-1"] != "" && got["after-2"] != "" {
-			if got["after-1"] != keptKey+":2" || got["after-2"] != deletedKey+":1" {
-				t.Fatalf("after the restore: %q and %q, want %s:2 and %s:1", got["after-1"], got["after-2"], keptKey, deletedKey)
-			}
-			break
+		if got["after-1"] == "" || got["after-2"] == "" {
+			return errors.New("processing did not resume after the restore")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("processing did not resume after the restore")
+		if got["after-1"] != keptKey+":2" || got["after-2"] != deletedKey+":1" {
+			t.Fatalf("after the restore: %q and %q, want %s:2 and %s:1", got["after-1"], got["after-2"], keptKey, deletedKey)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	t.Logf("restore wiped %d time(s) and finished", wipes.Load())
 }
 
