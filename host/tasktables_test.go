@@ -50,7 +50,7 @@ func TestTaskTableEnrichment(t *testing.T) {
 	}
 
 	p.b.Produce(t, customer(customers, "c1", `{"name":"Ann"}`), customer(customers, "c2", `{"name":"Bob"}`))
-	h, stop := p.run(t)
+	_, stop := p.run(t)
 	order("o1", "c1")
 	order("o2", "c9")
 	p.waitProcessed(t)
@@ -82,7 +82,7 @@ func TestTaskTableEnrichment(t *testing.T) {
 	time.Sleep(5 * time.Millisecond)
 	p.b.Produce(t, customer(customers, "c1", `{"name":"Ann","tier":"platinum"}`))
 	p.cfg.State.Dir = t.TempDir()
-	h, stop = p.run(t)
+	h, stop := p.run(t)
 	p.waitProcessed(t)
 	wantOut("o5", `{"order":"o5","customer_id":"c1","customer":{"name":"Ann","tier":"gold"}}`)
 	order("o6", "c1")
