@@ -153,9 +153,8 @@ RUST_ENV = RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc CARGO_NET_OFFLINE=true
 CARGO = /usr/bin/cargo
 WASI_CC = clang-19 --target=wasm32-wasi --sysroot=/usr -isystem /usr/include/wasm32-wasi -L/usr/lib/wasm32-wasi \
 	-mexec-model=reactor -O2 -std=c11 -Wall -Wextra -Werror -Wl,-z,stack-size=65536 -Wl,--strip-all -Isdk/c
-POLY_PLUGINS = passthrough filter wordcount
-# split exists in Rust too (the general word count of bench-kstreams).
-RUST_PLUGINS = $(POLY_PLUGINS) split
+# split is the first step of bench-kstreams' general word count.
+POLY_PLUGINS = passthrough filter wordcount split
 
 .PHONY: toolchains ts-toolchain rust-plugins c-plugins ts-plugins conformance bench-polyglot
 
@@ -201,7 +200,7 @@ $(TS_SDK)/node_modules/.package-lock.json: $(TS_SDK)/package-lock.json $(TS_SDK)
 rust-plugins: toolchains
 	@mkdir -p bin/plugins/rust
 	cd plugins/rust && $(RUST_ENV) $(CARGO) build --release --target wasm32-wasi
-	for p in $(RUST_PLUGINS); do cp plugins/rust/target/wasm32-wasi/release/$$p.wasm bin/plugins/rust/ || exit 1; done
+	for p in $(POLY_PLUGINS); do cp plugins/rust/target/wasm32-wasi/release/$$p.wasm bin/plugins/rust/ || exit 1; done
 
 c-plugins: toolchains
 	@mkdir -p bin/plugins/c
@@ -232,7 +231,7 @@ bench-polyglot: toolchains
 FUZZTIME ?= 1m
 FUZZ_TARGETS = ./abi:FuzzRecordDecode ./abi:FuzzScanEntry \
 	./host/internal/engine:FuzzModuleShape ./host/internal/engine:FuzzInstrument \
-	./host/internal/engine:FuzzHostCalls \
+	./host/internal/engine:FuzzHostCalls ./host/internal/engine:FuzzCompileBudget \
 	./host/internal/control:FuzzManifest ./host/internal/control:FuzzStoreApply
 
 .PHONY: fuzz
@@ -243,16 +242,20 @@ fuzz:
 
 # Side-by-side word count against Kafka Streams 4.1.1 on a real broker of its
 # own (127.0.0.1:19192, started and stopped by scripts/bench/kstreams.sh).
-# Needs Go, Java 17+, Maven and the Debian Rust toolchain (make toolchains).
+# Needs Go, Java 17+, Maven and the Debian Rust and C toolchains (make toolchains).
 # The table is printed and written to .cache/bench/.
 #   make bench-kstreams                 the full size (500,000 lines x 8 words, 4 partitions)
 #   make bench-kstreams QUICK=1         20,000 lines: checks the harness end to end
 #   make bench-kstreams BENCH_ARGS='-repeats 3 -configs ks-cache-on,wasmstream-general-commit'
 # Configurations (internal/benchkit/configs.go, in run order): wasmstream,
-# ks-cache-off, wasmstream-general, wasmstream-general-rust, ks-cache-on,
-# wasmstream-general-commit, wasmstream-general-rust-commit.
+# floor, ks-cache-off, wasmstream-general, -general-rust, -general-c,
+# floor-commit, wasmstream-general-commit, ks-cache-on,
+# wasmstream-general-rust-commit, and -general-latest, -general-rust-latest,
+# -general-rust-latest-cache once the binary's config accepts them. floor and
+# floor-commit are the I/O floor (bin/benchkit floor: the same topology and
+# transactions as a plain franz-go loop).
 .PHONY: bench-kstreams
-bench-kstreams: build plugins rust-plugins
+bench-kstreams: build plugins rust-plugins c-plugins
 	timeout 900 mvn -q -B -f scripts/bench/kstreams/pom.xml package
 	$(GO) build -o bin/benchkit ./internal/benchkit
 	QUICK=$(QUICK) scripts/bench/kstreams.sh $(BENCH_ARGS)

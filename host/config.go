@@ -322,8 +322,12 @@ type Limits struct {
 	CommitMarks int `koanf:"commit_marks"`
 }
 
-// ModuleLimits bound the shape of the modules the host compiles (checked
-// before compiling; a module over them is refused with the reason).
+// ModuleLimits bound the shape of the modules the host compiles and what
+// compiling and instantiating one may cost (checked before compiling; a
+// module over them is refused with the reason). They apply wherever the
+// host compiles a module: at startup, in validate, deploy and plugin
+// inspect (with -c; without, the defaults), and for each version the
+// control topic names.
 type ModuleLimits struct {
 	// Functions bounds the functions a module defines. Default 100000.
 	Functions int `koanf:"functions"`
@@ -339,6 +343,29 @@ type ModuleLimits struct {
 	// TableEntries bounds the entries of all of a module's tables
 	// together (declared maxima are lowered to fit). Default 1048576.
 	TableEntries int `koanf:"table_entries"`
+	// CompileMemory is the compile budget: the most host memory that
+	// compiling one module may take, as estimated from the module's
+	// totals before it is compiled (functions times locals, code bytes,
+	// branches, types, br_table targets, segments, exports, ...; the
+	// estimate stays above the growth of the process's resident memory
+	// measured for every kind of module, RATIONALE.md "The compile
+	// budget"). A module over it is refused with the estimate and what
+	// makes it up. Go SDK plugins of 2 MB estimate at about 170MiB.
+	// Default 512MiB.
+	CompileMemory ByteSize `koanf:"compile_memory"`
+	// CompileTime is the compile budget in time: the most CPU time that
+	// compiling one module may take, as estimated from the same totals
+	// with per-unit times measured on a 2-core x86-64 machine (a Go SDK
+	// plugin estimates at about 3s and takes 1s). A module over it is
+	// refused; runtime.compile_timeout still bounds a compilation that
+	// runs long on a slower machine. Default 10s.
+	CompileTime time.Duration `koanf:"compile_time"`
+	// InstanceMemory bounds the host memory one instance of a module
+	// holds besides its linear memory and tables (globals, function
+	// references, element and data segments), as estimated from the
+	// module; a module over it is refused, since the host makes an
+	// instance per task. Default 16MiB.
+	InstanceMemory ByteSize `koanf:"instance_memory"`
 }
 
 // StateConfig is where local state lives.
@@ -570,8 +597,19 @@ func (c *Config) pluginLimits() plugin.Limits {
 			MaxNestingDepth:   ml.NestingDepth,
 			MaxGlobals:        ml.Globals,
 			MaxTableEntries:   uint32(ml.TableEntries),
+			CompileMemory:     int64(ml.CompileMemory),
+			CompileTime:       ml.CompileTime,
+			InstanceMemory:    int64(ml.InstanceMemory),
+			Settings:          budgetSettings,
 		},
 	}
+}
+
+// budgetSettings name the compile budget's settings in the engine's errors.
+var budgetSettings = engine.BudgetSettings{
+	CompileMemory:  "runtime.module_limits.compile_memory",
+	CompileTime:    "runtime.module_limits.compile_time",
+	InstanceMemory: "runtime.module_limits.instance_memory",
 }
 
 // canary is the watch a newly deployed version is under: a zero Window

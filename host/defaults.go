@@ -80,6 +80,9 @@ func (c *Config) ApplyDefaults() {
 	orDefault(&ml.NestingDepth, engine.DefaultMaxNestingDepth)
 	orDefault(&ml.Globals, engine.DefaultMaxGlobals)
 	orDefault(&ml.TableEntries, engine.DefaultMaxTableEntries)
+	orDefault(&ml.CompileMemory, ByteSize(engine.DefaultCompileMemory))
+	orDefault(&ml.CompileTime, engine.DefaultCompileTime)
+	orDefault(&ml.InstanceMemory, ByteSize(engine.DefaultInstanceMemory))
 
 	c.Swap.CanaryWindow.orDefault(DefaultCanaryWindow)
 	c.Swap.MaxFailureRatio.orDefault(DefaultMaxFailureRatio)

@@ -708,9 +708,22 @@ func Validate(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	return errors.Join(errs...)
 }
 
-// InspectPlugin validates a module and describes it.
+// InspectPlugin validates a module and describes it, under the default
+// module limits and compile budget (runtime.module_limits).
 func InspectPlugin(ctx context.Context, wasm []byte) (PluginInfo, error) {
-	info, err := engine.Inspect(ctx, wasm)
+	return InspectPluginWith(ctx, wasm, nil)
+}
+
+// InspectPluginWith is InspectPlugin under cfg's runtime.module_limits
+// (the defaults for a nil cfg).
+func InspectPluginWith(ctx context.Context, wasm []byte, cfg *Config) (PluginInfo, error) {
+	lim := engine.ModuleLimits{Settings: budgetSettings}
+	if cfg != nil {
+		c := cfg.Clone()
+		c.ApplyDefaults()
+		lim = c.pluginLimits().Module
+	}
+	info, err := engine.InspectWith(ctx, wasm, lim)
 	if err != nil {
 		return PluginInfo{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -27,6 +28,7 @@ import (
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 	"github.com/wasmstream/wasmstream/internal/testutil"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
+	"github.com/wasmstream/wasmstream/internal/wasmgen"
 )
 
 // engineTestdata is a hand-written WAT plugin of the engine's test suite.
@@ -269,6 +271,37 @@ func TestBadPluginsAreRefusedAtStart(t *testing.T) {
 			}
 			t.Logf("%s: %v", name, err)
 		})
+	}
+}
+
+// runtime.module_limits' compile budget reaches every compile: a plugin
+// whose estimate is over a lowered budget is refused, naming the setting;
+// the same plugin passes the defaults.
+func TestCompileBudgetFromConfig(t *testing.T) {
+	// 20,000 globals: 2.5 MiB per instance; 25 MiB and 200 ms to compile.
+	plugin := filepath.Join(t.TempDir(), "globals.wasm")
+	if err := os.WriteFile(plugin, wasmgen.Module(wasmgen.Shape{Globals: 20000, Plugin: true}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		limits ModuleLimits
+		want   string
+	}{
+		{ModuleLimits{CompileMemory: 8 << 20}, "over the compile budget of 8 MiB (runtime.module_limits.compile_memory)"},
+		{ModuleLimits{CompileTime: time.Millisecond}, "over the compile budget of 1ms (runtime.module_limits.compile_time)"},
+		{ModuleLimits{InstanceMemory: 1 << 20}, "over the budget of 1 MiB per instance (runtime.module_limits.instance_memory)"},
+		{ModuleLimits{}, ""},
+	} {
+		cfg := &Config{
+			AppID:      "x",
+			Processors: []ProcessorConfig{{Name: "p", Plugin: plugin, Inputs: []string{"in"}, Outputs: map[string]OutputConfig{"out": {Topic: "out"}}}},
+			Runtime:    RuntimeConfig{CacheDir: "off", ModuleLimits: c.limits},
+		}
+		cfg.ApplyDefaults()
+		err := Validate(context.Background(), cfg, testLogger(t))
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%+v: Validate = %v, want %q", c.limits, err, c.want)
+		}
 	}
 }
 

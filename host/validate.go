@@ -24,6 +24,13 @@ const (
 	maxFetchBytes = 256 << 20
 )
 
+// The smallest compile budgets: below them no module compiles (the
+// estimate's fixed parts, host/internal/engine/compilecost.go).
+const (
+	minCompileMemory  = 8 << 20
+	minInstanceMemory = 1 << 20
+)
+
 var nameRE = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
 
 // Validate checks the config and returns every problem found, each naming
@@ -63,6 +70,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Runtime.MaxModuleSize < 1024 {
 		bad("runtime.max_module_size", "%d bytes is too small", c.Runtime.MaxModuleSize)
+	}
+	if ml := c.Runtime.ModuleLimits; ml.CompileMemory < minCompileMemory {
+		bad("runtime.module_limits.compile_memory", "%s is below %s, which compiling any module takes", ml.CompileMemory, ByteSize(minCompileMemory))
+	}
+	if ml := c.Runtime.ModuleLimits; ml.CompileTime < 0 {
+		bad("runtime.module_limits.compile_time", "must not be negative")
+	}
+	if ml := c.Runtime.ModuleLimits; ml.InstanceMemory < minInstanceMemory {
+		bad("runtime.module_limits.instance_memory", "%s is below %s, which any instance takes", ml.InstanceMemory, ByteSize(minInstanceMemory))
 	}
 	for _, f := range []struct {
 		path string

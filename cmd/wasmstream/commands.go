@@ -256,7 +256,7 @@ func (e *env) validate(ctx context.Context, args []string) int {
 
 func (e *env) inspect(ctx context.Context, args []string) int {
 	fs := e.flagSet("plugin inspect")
-	path := fs.StringP("config", "c", "", "pipeline config file (YAML) whose runtime.max_module_size applies")
+	path := fs.StringP("config", "c", "", "pipeline config file (YAML) whose runtime.max_module_size and runtime.module_limits apply")
 	maxSize := fs.String("max-module-size", "", "largest module to read, like 64MiB (default: runtime.max_module_size of -c, else "+host.ByteSize(host.DefaultMaxModuleSize).String()+")")
 	if err := fs.Parse(args); err != nil {
 		return e.flagError("plugin inspect", err)
@@ -266,9 +266,10 @@ func (e *env) inspect(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	limit := host.ByteSize(host.DefaultMaxModuleSize)
+	var cfg *host.Config
 	if *path != "" {
-		cfg, ok := e.loadConfig(*path, nil)
-		if !ok {
+		var ok bool
+		if cfg, ok = e.loadConfig(*path, nil); !ok {
 			return exitError
 		}
 		limit = cfg.Runtime.MaxModuleSize
@@ -285,7 +286,7 @@ func (e *env) inspect(ctx context.Context, args []string) int {
 		fmt.Fprintf(e.stderr, "wasmstream: %v\n", err)
 		return exitError
 	}
-	info, err := host.InspectPlugin(ctx, wasm)
+	info, err := host.InspectPluginWith(ctx, wasm, cfg)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "wasmstream: %s: %v\n", file, err)
 		return exitError
@@ -355,6 +356,13 @@ func printInfo(w io.Writer, file string, info host.PluginInfo) {
 		inits = []string{"none"}
 	}
 	fmt.Fprintf(w, "initializers: %s\n", strings.Join(inits, ", "))
+	mib := func(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+	cpu := info.CompileTime.Round(time.Millisecond)
+	if cpu >= time.Second {
+		cpu = cpu.Round(100 * time.Millisecond)
+	}
+	fmt.Fprintf(w, "compile cost: about %s and %v of CPU to compile, %s per instance (estimates; runtime.module_limits)\n",
+		mib(info.CompileMemory), cpu, mib(info.InstanceMemory))
 	fmt.Fprintf(w, "exports (%d):\n", len(info.Exports))
 	for _, s := range info.Exports {
 		fmt.Fprintf(w, "  %s\n", s)

@@ -189,6 +189,9 @@ processors:
 		{"zero commit interval", base, []string{"WASMSTREAM_KAFKA__COMMIT_INTERVAL=0s"}, []string{"kafka.commit_interval: 0 is not allowed"}},
 		{"unitless env", base, []string{"WASMSTREAM_KAFKA__SESSION_TIMEOUT=30"}, []string{"kafka.session_timeout", "missing unit"}},
 		{"zero module size", base + "runtime: {max_module_size: 0}\n", nil, []string{"runtime.max_module_size: 0 is not allowed"}},
+		{"zero compile time", base + "runtime: {module_limits: {compile_time: 0s}}\n", nil, []string{"runtime.module_limits.compile_time: 0 is not allowed"}},
+		{"tiny compile budget", base + "runtime: {module_limits: {compile_memory: 1MiB, instance_memory: 64KiB}}\n", nil,
+			[]string{"runtime.module_limits.compile_memory: 1MiB is below 8MiB", "runtime.module_limits.instance_memory: 64KiB is below 1MiB"}},
 		{"two at once", base + "    limits: {memory: 0, record_timeout: 7}\n", nil,
 			[]string{"processors[0].limits.memory: 0 is not allowed", "processors[0].limits.record_timeout: 7 has no unit"}},
 	} {
