@@ -120,7 +120,7 @@ var thinFace = []string{
 	// deploy
 	"Deploy", "Rollback", "DeployResult", "RollbackResult", "SkippedVersion", "ErrAlreadyActive",
 	// snapshots
-	"ProcessorStats", "RestoreProgress", "PluginInfo", "PluginSymbol", "InspectPlugin",
+	"ProcessorStats", "RestoreProgress", "PluginInfo", "PluginSymbol", "InspectPlugin", "InspectPluginWith",
 	"VersionInfo", "Refusal", "ProcessorVersions",
 	// the state directory, read-only
 	"StateReader", "StateStore", "OpenStateReadOnly", "ErrStateInUse", "ErrNoState", "ErrStateCorrupt",
