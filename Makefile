@@ -1,6 +1,7 @@
 # wasmstream — build, test and run.
 #
-#   make test        everything CI runs: vet, the hermetic suite (kfake), then the
+#   make test        everything CI runs: vet, the hermetic suite (kfake), the race
+#                    detector over runner, state, restore, engine and host (kfake), then the
 #                    integration suite against a real Kafka broker that this target
 #                    starts (scripts/kafka.sh: PLAINTEXT on 19092, SASL_SSL on 19094)
 #                    and always stops. Needs Go, Java 17+, Maven, openssl.
@@ -8,6 +9,7 @@
 #   make docker      the container image (Dockerfile; needs docker)
 #   make test-fast   the hermetic suite only: go test ./... (embedded kfake broker),
 #                    with the SDK conformance suite in Go, Rust, C and TypeScript (needs make toolchains)
+#   make test-race   the race detector part of make test alone
 #   make toolchains  apt-get install the Rust, C and TypeScript toolchains when missing (root),
 #                    and the AssemblyScript compiler into sdk/ts/node_modules (npm ci)
 #   make rust-plugins / c-plugins / ts-plugins   the Rust, C and TypeScript plugins into bin/plugins/{rust,c,ts}/
@@ -42,7 +44,7 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v '^$(CHAOS_PKG)$$')
 TEST_FLAGS ?= -count=1 -timeout 20m
 PLUGINS = passthrough filter route mask wordcount split windowcount alert clickjoin enrich
 
-.PHONY: docs docker all build test test-fast test-real vet check bench demo plugins demo-plugins kafka-up kafka-down testdata chaos
+.PHONY: docs docker all build test test-fast test-race test-real vet check bench demo plugins demo-plugins kafka-up kafka-down testdata chaos
 
 all: build
 
@@ -59,13 +61,23 @@ vet:
 	$(GO) vet ./...
 	GOOS=wasip1 GOARCH=wasm $(GO) vet ./sdk/... ./plugins/...
 
-test: vet test-fast test-real
+test: vet test-fast test-race test-real
 
 test-fast: toolchains
 	@echo "=== hermetic suite (embedded kfake broker) ==="
 	$(GO) test $(TEST_FLAGS) $(UNIT_PKGS)
 	@echo "=== process-level chaos tests (kfake) ==="
 	$(GO) test $(TEST_FLAGS) $(CHAOS_PKG)
+
+# The race detector over the packages whose goroutines share the most: the
+# runner (task goroutines, produce promises, group callbacks), the state
+# store and its restores, the engine (the watchdog beside every call), and
+# the host (runners, the follower, the admin endpoint), against kfake.
+# The invariants' checks (host/internal/invariants) run under it too.
+RACE_PKGS = ./host/internal/runner/ ./host/internal/state/ ./host/internal/restore/ ./host/internal/engine/ ./host/
+test-race: toolchains
+	@echo "=== race detector (embedded kfake broker) ==="
+	$(GO) test -race $(TEST_FLAGS) $(RACE_PKGS)
 
 # The same integration tests against real Apache Kafka. The broker is stopped
 # whatever the tests do; the exit status is the tests'. Tests that restart the
