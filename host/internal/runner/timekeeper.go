@@ -94,7 +94,7 @@ type timekeeper struct {
 	// the carried set grow without end (it makes commit_mark return
 	// ELIMIT, and the plugin emit at once, ABI.md 8.3).
 	markBytes, carriedBytes int
-	taken     map[string]int64 // carried as of the current commit point's start
+	taken                   map[string]int64 // carried as of the current commit point's start
 
 	// firings counts the timers fired in this commit window.
 	firings int
