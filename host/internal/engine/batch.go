@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -151,16 +152,48 @@ type batchState struct {
 // A call's time budget starts when the previous call's end shows in done.
 // It also asks the plugin to return at yieldTick (0: never), which calls
 // without host calls give the host no other chance to do.
+//
+// The watchdog may hold the watch after its batch ended (it loaded
+// Instance.watch just before runBatch cleared it), and the instance reuses
+// it for its next batch, whose header lies at the same guest address. mu
+// orders the two: the watchdog reads lm and off and writes guest memory
+// only while active, under mu, and runBatch sets them and active, and
+// clears active, under mu; a watchdog late for one batch does nothing
+// until the next is set up (the race detector found its stop word landing
+// on the next header as runBatch wrote it).
 type batchWatch struct {
+	mu        sync.Mutex // leaf (docs/locks.md)
+	active    bool
 	lm        *linearMemory
 	off       uint32 // address of done
 	last      atomic.Uint32
 	yieldTick atomic.Int64
 }
 
+// arm points the watch at a batch whose header is at done's address less
+// BatchDone, once runBatch has written the header.
+func (w *batchWatch) arm(lm *linearMemory, done uint32) {
+	w.mu.Lock()
+	w.lm, w.off, w.active = lm, done, true
+	w.mu.Unlock()
+}
+
+// disarm ends the watch of the batch: the watchdog touches its memory no
+// more.
+func (w *batchWatch) disarm() {
+	w.mu.Lock()
+	w.active = false
+	w.mu.Unlock()
+}
+
 // requestStop sets the batch's stop word from the watchdog goroutine (an
 // atomic store on an aligned address the plugin only reads).
 func (w *batchWatch) requestStop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.active {
+		return
+	}
 	base, size := w.lm.view()
 	if stop := w.off - abi.BatchDone + abi.BatchStop; base != nil && uint64(stop)+4 <= size {
 		atomic.StoreUint32((*uint32)(unsafe.Add(base, stop)), 1)
@@ -181,6 +214,11 @@ func setStop(buf []byte) {
 // address (the batch is 8-byte aligned, runBatch checks), and is retried
 // when memory moved meanwhile (a grow copied it elsewhere).
 func (w *batchWatch) progress() (uint32, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.active {
+		return 0, false
+	}
 	for {
 		base, size := w.lm.view()
 		if base == nil || uint64(w.off)+4 > size {
@@ -252,7 +290,7 @@ func (i *Instance) runBatch(ctx context.Context, calls []Call, h BatchHooks, yie
 		off += abi.SlotSize(p)
 	}
 	w := &i.bwatch
-	w.lm, w.off = l.lm, l.inPtr+abi.BatchDone
+	w.arm(l.lm, l.inPtr+abi.BatchDone)
 	w.last.Store(0)
 	w.yieldTick.Store(0)
 	if !yieldAt.IsZero() {
@@ -276,6 +314,7 @@ func (i *Instance) runBatch(ctx context.Context, calls []Call, h BatchHooks, yie
 	intr, err := i.call(l.batch, due)
 	i.stderr.batch = nil
 	i.watch.Store(nil)
+	w.disarm()
 	ended := i.finishBatch(ctx, intr, err)
 	if i.logs.pending > 0 {
 		i.logs.summarize(time.Now(), false)
