@@ -366,6 +366,13 @@ type StateConfig struct {
 	// lose every commit since the process started, and restore reads
 	// them all again).
 	SyncInterval time.Duration `koanf:"sync_interval"`
+	// WriteTimeout bounds every write to a state database (a commit
+	// window, a restored batch, a log sync): a write the disk has not
+	// finished by then fails its database, which stops the one processor
+	// that writes to it (the others have databases of their own) until
+	// the host reopens it. A disk that refuses a write (no space, an I/O
+	// error) fails it at once. Default 10s.
+	WriteTimeout time.Duration `koanf:"write_timeout"`
 }
 
 // RuntimeConfig tunes the Wasm runtime.
@@ -907,6 +914,9 @@ func (c *Config) Validate() error {
 	if c.Kafka.CommitInterval < 0 {
 		bad("kafka.commit_interval", "must be positive")
 	}
+	if c.State.WriteTimeout < 0 {
+		bad("state.write_timeout", "%s: must not be negative (0: the default, 10s)", c.State.WriteTimeout)
+	}
 	if c.Kafka.CommitRecords < 0 {
 		bad("kafka.commit_records", "must be positive")
 	}
@@ -1156,6 +1166,17 @@ func (c *Config) ChangelogTopic(store string) string {
 func (c *Config) StateDir() string {
 	return filepath.Join(c.State.Dir, c.AppID)
 }
+
+// ProcessorStateDir is the directory of processor's state database, in
+// StateDir: each processor with stores has a database of its own
+// (RATIONALE.md, "State"); the global tables' is StateDir itself.
+func (c *Config) ProcessorStateDir(processor string) string {
+	return filepath.Join(c.StateDir(), processorDirPrefix+processor)
+}
+
+// processorDirPrefix starts the name of a processor's state directory (a
+// prefix: a processor may be named "." or "..").
+const processorDirPrefix = "processor-"
 
 // pluginLimits are the host-wide module limits, compiling through
 // runtime.cache_dir: validate, deploy and run share one cache, so a

@@ -41,6 +41,9 @@ func New(fs vfs.FS) *FS {
 	return f
 }
 
+// OnDisk is New over the operating system's file system.
+func OnDisk() *FS { return New(vfs.Default) }
+
 // SetQuota makes the files written through the FS hold at most n bytes
 // (counted from when they were created through it): a write past it fails
 // with ENOSPC. 0 removes the quota.

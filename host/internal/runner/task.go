@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -39,6 +40,9 @@ type task struct {
 	// failed stops the task (on_error: fail, a failed restore); the window
 	// holds the offset it stopped at.
 	failed error
+	// storeErr is a write the task's store could not make
+	// (state.ErrWriteFailed): the runner stops on it (onFailure).
+	storeErr error
 
 	calls    taskCalls    // the batch of record calls being run (calls.go)
 	triggers triggerCalls // the batch of timer or commit calls being run
@@ -100,7 +104,11 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 		t.table = append(t.table, store)
 	}
 	if len(ps.spec.Stores) > 0 {
-		t.st = r.opts.State.Task(ps.spec.Name, id.Partition, ps.spec.Stores)
+		db := ps.spec.State
+		if db == nil {
+			db = r.opts.State
+		}
+		t.st = db.Task(ps.spec.Name, id.Partition, ps.spec.Stores)
 		t.st.SetName(id.String()) // one task name in logs, metrics and /v1
 		if ps.spec.StateCache != 0 {
 			t.st.SetCacheBudget(ps.spec.StateCache)
@@ -327,6 +335,9 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 				// A task table's record is the host's own write, a call of
 				// its own (the batch is empty: see above).
 				if err := t.writeTable(kr, store); err != nil && !t.onFailure(kr, err) {
+					if t.storeErr != nil {
+						return done, t.storeErr
+					}
 					stopAll()
 					cur.failed(kr.Offset)
 					done++ // see the plugin's failures below
@@ -358,6 +369,9 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 		done += n
 		switch c.stop {
 		case stopFailed:
+			if t.storeErr != nil {
+				return done, t.storeErr
+			}
 			stopAll() // the other inputs' records not reached
 			// The failed record counts as finished for the commit
 			// schedule only (its offset does not move): the window must
@@ -486,6 +500,16 @@ func (t *task) endCall(ok bool) {
 // onFailure applies the processor's error policy to a failed record and
 // reports whether processing moves past it.
 func (t *task) onFailure(kr *kgo.Record, err error) bool {
+	if errors.Is(err, state.ErrWriteFailed) {
+		// Not the record's failure: its store cannot be written (a full
+		// or failing disk, state/failure.go). on_error must not skip it
+		// or dead-letter it: processBatch returns the error and the
+		// runner stops, nothing of the window committed; the host
+		// reopens the database and a new runner processes the record
+		// again.
+		t.storeErr = fmt.Errorf("task %s: record %s/%d@%d: %w", t.id, kr.Topic, kr.Partition, kr.Offset, err)
+		return false
+	}
 	stats := t.proc.Stats
 	kind := failureKind(err)
 	stats.failure(kind)

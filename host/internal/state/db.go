@@ -1,6 +1,6 @@
 // Package state keeps the stores of wasmstream tasks in Pebble: the host
 // opens one database per stateful processor (and one for the global
-// tables) in the app's state directory (layout.go), so that a disk that
+// tables) in the app's state directory (host/statedb.go), so that a disk that
 // fails one database stops only its processor (failure.go). It knows
 // nothing of Wasm or Kafka: the engine reads and writes a Task through
 // Get/Put/Delete/Scan, the runner stages and commits those writes
@@ -60,6 +60,9 @@ import (
 
 // Options configures Open. The zero value is usable.
 type Options struct {
+	// Name says what the database holds, for its errors (such as
+	// `processor "counter"`); "" names only its directory.
+	Name string
 	// FS is the file system; nil means the operating system's. Tests use
 	// vfs.NewMem or vfs.NewCrashableMem, and vfs/errorfs to fail it.
 	FS vfs.FS
@@ -179,6 +182,7 @@ type DB struct {
 	shared *Shared // the caches Pebble uses; the DB holds a reference
 	fs     vfs.FS
 	dir    string
+	name   string // Options.Name
 	log    *slog.Logger
 	wopts  *pebble.WriteOptions
 	cache  int // per-task record cache budget; <= 0 disables
@@ -259,6 +263,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		shared:       shared,
 		fs:           fs,
 		dir:          dir,
+		name:         opts.Name,
 		log:          log,
 		wopts:        pebble.NoSync,
 		memTable:     opts.MemTableBytes,
@@ -273,7 +278,7 @@ func Open(dir string, opts Options) (*DB, error) {
 	// written in the background, and a failed flush is retried): from then
 	// on nothing more is written to it.
 	db.fs = vfs.OnDiskFull(fs, func() {
-		db.fail("a file of the database", &os.SyscallError{Syscall: "write", Err: syscall.ENOSPC})
+		db.fail("a write of Pebble's own (its log, a flush or a compaction)", &os.SyscallError{Syscall: "write", Err: syscall.ENOSPC})
 	})
 	if db.memTable == 0 {
 		db.memTable = defaultMemTable

@@ -78,8 +78,10 @@ type WriteError struct {
 	// What is the write, such as `the commit window of task p/in/0
 	// (stores "counts", "time")`.
 	What string
-	// Dir is the database's directory.
+	// Dir is the database's directory; Name says what it holds
+	// (Options.Name), "" when unnamed.
 	Dir   string
+	Name  string
 	Cause Cause
 	// Err is the failure as the file system or Pebble reported it.
 	Err error
@@ -89,10 +91,28 @@ type WriteError struct {
 }
 
 func (e *WriteError) Error() string {
-	if e.Earlier {
-		return fmt.Sprintf("state: %s in %s: not written: the database failed earlier (%s): %v", e.What, e.Dir, e.Cause.phrase(), e.Err)
+	where := e.Dir
+	if e.Name != "" {
+		where = e.Name + " in " + e.Dir
 	}
-	return fmt.Sprintf("state: %s in %s: %s: %v", e.What, e.Dir, e.Cause.phrase(), e.Err)
+	if e.Earlier {
+		return fmt.Sprintf("state: %s: not written: the database (%s) failed earlier: %s: %v; %s", e.What, where, e.Cause.phrase(), e.Err, e.Cause.fix())
+	}
+	return fmt.Sprintf("state: %s: the database (%s) failed: %s: %v; %s", e.What, where, e.Cause.phrase(), e.Err, e.Cause.fix())
+}
+
+// fix is what an operator does about a failure of the cause.
+func (c Cause) fix() string {
+	switch c {
+	case CauseNoSpace:
+		return "free space on the file system of state.dir (or move state.dir to a larger one): " +
+			"the host reopens the database and its processor starts again on its own, restoring from its changelogs what the disk did not keep"
+	case CauseTimeout:
+		return "the disk did not finish a write within the write timeout: check the disk (or its network mount); " +
+			"the host reopens the database once the write returns, and if it never does, restart the process"
+	}
+	return "check the disk (the kernel log names the device and the error) and the permissions of state.dir: " +
+		"the host reopens the database and its processor starts again on its own once the disk takes writes"
 }
 
 func (e *WriteError) Unwrap() error { return e.Err }
@@ -136,7 +156,7 @@ func (db *DB) Stuck() bool { return db.stuck.Load() }
 // The first failure fails the database (and is counted and logged); later
 // ones only report their own write.
 func (db *DB) fail(what string, err error) *WriteError {
-	we := &WriteError{What: what, Dir: db.dir, Cause: causeOf(err), Err: err}
+	we := &WriteError{What: what, Dir: db.dir, Name: db.name, Cause: causeOf(err), Err: err}
 	if db.failure.CompareAndSwap(nil, we) {
 		db.failures[we.Cause].Add(1)
 		db.log.Error("state: a write failed; the database takes no more writes and its processor stops until it is reopened",
@@ -151,7 +171,12 @@ func (db *DB) refused(what string) error {
 	if f == nil {
 		return nil
 	}
-	return &WriteError{What: what, Dir: db.dir, Cause: f.Cause, Err: f.Err, Earlier: true}
+	return db.refusal(f, what)
+}
+
+// refusal is the error of the write what, not tried because of failure f.
+func (db *DB) refusal(f *WriteError, what string) *WriteError {
+	return &WriteError{What: what, Dir: db.dir, Name: db.name, Cause: f.Cause, Err: f.Err, Earlier: true}
 }
 
 // write runs f, one Pebble write, and waits for it at most the write

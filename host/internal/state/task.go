@@ -299,8 +299,8 @@ func (t *Task) Put(store int, key, value []byte) error {
 	if len(value) > abi.MaxValueSize {
 		return &SizeError{What: "value", Store: s.name, Size: len(value), Max: abi.MaxValueSize}
 	}
-	if err := t.db.refused(t.what("a write", s)); err != nil {
-		return err // nothing of it could be committed
+	if f := t.db.failure.Load(); f != nil { // the name is made only then: Put is hot
+		return t.db.refusal(f, t.what("a write", s)) // nothing of it could be committed
 	}
 	if s.expiry.TTL > 0 {
 		s.overlay.Set(key, entry{val: t.stamp(s, value)})
@@ -319,8 +319,8 @@ func (t *Task) Delete(store int, key []byte) error {
 	if err := t.checkKey(s, key); err != nil {
 		return err
 	}
-	if err := t.db.refused(t.what("a delete", s)); err != nil {
-		return err
+	if f := t.db.failure.Load(); f != nil {
+		return t.db.refusal(f, t.what("a delete", s))
 	}
 	s.overlay.Set(key, entry{del: true})
 	return nil
