@@ -319,6 +319,12 @@ type Limits struct {
 	// the rate are dropped, counted and summarized. Defaults 100 and 64KiB.
 	LogLinesPerSecond int      `koanf:"log_lines_per_second"`
 	LogBytesPerSecond ByteSize `koanf:"log_bytes_per_second"`
+	// StateDisk bounds what one task's stores, its timers included, hold
+	// on disk (Pebble's estimate of the task's keys, plus what it wrote
+	// since): a state_put or timer_set that would go past it returns
+	// ELIMIT, so no plugin can fill the disk (deletes are always taken).
+	// Default 1GiB.
+	StateDisk ByteSize `koanf:"state_disk"`
 	// Timers bounds the timers one task may have pending (abi/ABI.md
 	// section 8.6); timer_set of a new one past it returns ELIMIT.
 	// Default 1000000.
@@ -523,7 +529,10 @@ const (
 	DefaultConnectTimeout     = 60 * time.Second
 	DefaultMemory             = 64 << 20
 	DefaultRecordTimeout      = time.Second
-	DefaultStateDir           = "wasmstream-state"
+	// defaultStateDisk is limits.state_disk's default: a task's stores on
+	// disk (RATIONALE.md, "State").
+	defaultStateDisk = 1 << 30
+	DefaultStateDir  = "wasmstream-state"
 
 	DefaultRepartitionPurgeInterval = 30 * time.Second
 
@@ -881,6 +890,7 @@ func (c *Config) ApplyDefaults() {
 		setDefault(&l.StateBytesPerRecord, engine.DefaultMaxStateBytes)
 		setDefault(&l.LogLinesPerSecond, engine.DefaultLogLinesPerSecond)
 		setDefault(&l.LogBytesPerSecond, engine.DefaultLogBytesPerSecond)
+		setDefault(&l.StateDisk, defaultStateDisk)
 		setDefault(&l.Timers, abi.DefaultMaxTimers)
 		setDefault(&l.TimerFirings, abi.DefaultMaxFiringsPerCommit)
 		setDefault(&l.CommitMarks, abi.DefaultMaxCommitMarks)

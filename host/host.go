@@ -228,6 +228,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			EarliestInputs: slices.Concat(cfg.repartitionInputs(pc), slices.Sorted(maps.Values(pc.TaskTables))),
 			Changelogs:     cfg.changelogTopics(pc),
 			State:          h.procState[pc.Name],
+			StateDisk:      int64(pc.Limits.StateDisk),
 		}
 		for st, e := range pc.Expire {
 			specs[i].Expiry[st] = state.Expiry{TTL: e.After.Milliseconds(), Wall: e.Clock == "wall"}

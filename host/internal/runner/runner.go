@@ -161,6 +161,9 @@ type ProcessorSpec struct {
 	// input (copartition.go); the inputs have equal partition counts.
 	Stores     []string
 	Changelogs []string
+	// StateDisk bounds the bytes each task's stores (its time store
+	// included) hold on disk (state.Task.SetDiskBudget); 0: no bound.
+	StateDisk int64
 	// State is the database of the processor's stores; nil: Options.State.
 	// The host gives each stateful processor a database of its own, so a
 	// disk failure of one (state.WriteError) stops no other (RATIONALE.md,

@@ -113,6 +113,7 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 		if ps.spec.StateCache != 0 {
 			t.st.SetCacheBudget(ps.spec.StateCache)
 		}
+		t.st.SetDiskBudget(ps.spec.StateDisk)
 	}
 	if ps.spec.TimeStore && t.st != nil {
 		t.tk = newTimekeeper(t.st, len(ps.spec.Stores)-1, ps.spec.TimeLimits)

@@ -90,6 +90,8 @@ type Task struct {
 	keys               []string // scratch key list for Apply
 	order              []int32  // scratch record order for ApplyRestored
 	iters              map[*iterator]struct{}
+	// disk is the task's account against its disk budget (budget.go).
+	disk diskBudget
 }
 
 func newTask(db *DB, processor string, partition int32, names []string) *Task {
@@ -302,6 +304,34 @@ func (t *Task) Put(store int, key, value []byte) error {
 	if f := t.db.failure.Load(); f != nil { // the name is made only then: Put is hot
 		return t.db.refusal(f, t.what("a write", s)) // nothing of it could be committed
 	}
+	if err := t.chargeDisk(s, len(s.data)+len(key)+len(value)); err != nil {
+		return err
+	}
+	return t.put(s, key, value)
+}
+
+// PutHost is Put for the host's own bookkeeping in a task's store (its
+// stream time, expiry markers): a few bytes per key a plugin's writes
+// already paid for, so it is not held to the disk budget, which would
+// otherwise stop the host from recording what it must.
+func (t *Task) PutHost(store int, key, value []byte) error {
+	s, err := t.store(store)
+	if err != nil {
+		return err
+	}
+	if err := t.checkKey(s, key); err != nil {
+		return err
+	}
+	if len(value) > abi.MaxValueSize {
+		return &SizeError{What: "value", Store: s.name, Size: len(value), Max: abi.MaxValueSize}
+	}
+	if f := t.db.failure.Load(); f != nil {
+		return t.db.refusal(f, t.what("a write", s))
+	}
+	return t.put(s, key, value)
+}
+
+func (t *Task) put(s *store, key, value []byte) error {
 	if s.expiry.TTL > 0 {
 		s.overlay.Set(key, entry{val: t.stamp(s, value)})
 		return nil
@@ -345,6 +375,7 @@ func (t *Task) CommitRecord() {
 		}
 		s.clearOverlay()
 	}
+	t.disk.recordEnded(true)
 }
 
 // AbortRecord ends the current record as failed: its writes are dropped,
@@ -356,6 +387,7 @@ func (t *Task) AbortRecord() {
 	for _, s := range t.stores {
 		s.clearOverlay()
 	}
+	t.disk.recordEnded(false)
 }
 
 func (s *store) clearOverlay() { s.overlay.Reset() }
@@ -490,6 +522,7 @@ func (t *Task) Apply(checkpoints map[int]int64) error {
 		return err
 	}
 	t.db.wrote()
+	t.disk.windowEnded(true)
 
 	for _, s := range t.stores {
 		for k, e := range s.pending.All() {
@@ -513,6 +546,7 @@ func (t *Task) Discard() {
 		s.clearOverlay()
 		s.clearPending()
 	}
+	t.disk.windowEnded(false)
 }
 
 func (s *store) clearPending() {
@@ -580,6 +614,7 @@ func (t *Task) Wipe() error {
 		s.cpLoaded, s.cpOK, s.cp = false, false, 0
 	}
 	t.cacheBytes = 0
+	t.disk = diskBudget{budget: t.disk.budget}
 	return t.db.write(t.what("the wipe", t.stores...), len(b.Repr()), func() error {
 		defer b.Close()
 		return b.Commit(pebble.Sync)
