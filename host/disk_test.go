@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -38,7 +39,7 @@ type diskPair struct {
 	cancel   context.CancelFunc
 }
 
-func newDiskPair(t *testing.T, writeTimeout time.Duration) *diskPair {
+func newDiskPair(t *testing.T, writeTimeout time.Duration, tune ...func(*Config)) *diskPair {
 	b := testbroker.New(t)
 	fin, fout, hin, hout := b.Name(t, "fill-in"), b.Name(t, "fill-out"), b.Name(t, "healthy-in"), b.Name(t, "healthy-out")
 	for _, topic := range []string{fin, fout, hin, hout} {
@@ -56,6 +57,9 @@ func newDiskPair(t *testing.T, writeTimeout time.Duration) *diskPair {
 		State:   StateConfig{Dir: t.TempDir(), SyncInterval: 50 * time.Millisecond},
 		Admin:   AdminConfig{Listen: "127.0.0.1:0"},
 		Runtime: RuntimeConfig{CacheDir: "off"},
+	}
+	for _, f := range tune {
+		f(cfg)
 	}
 	p := &diskPair{t: t, b: b, cfg: cfg, disk: diskfault.OnDisk(), fin: fin, hin: hin, produced: map[string]int{}, done: make(chan error, 1)}
 	h, err := New(context.Background(), cfg, WithLogger(testLogger(t)), func(o *options) {
@@ -329,4 +333,55 @@ func TestStalledDiskStopsOnlyItsProcessor(t *testing.T) {
 		t.Errorf("Close: %v", err)
 	}
 	p.storeIsItsChangelog()
+}
+
+// limits.state_disk: the filler's tasks may hold 1 MiB on disk, and each
+// of its records adds a new 1 KiB key of random bytes (incompressible).
+// Past the budget its state_put gets ELIMIT (statecounter then fails the
+// record, which on_error: skip skips), so every task's store stays within
+// the budget whatever the input; the healthy processor is untouched, and
+// nothing stops.
+func TestStateDiskBudgetBoundsATask(t *testing.T) {
+	const budget = 1 << 20
+	p := newDiskPair(t, 5*time.Second, func(cfg *Config) {
+		cfg.Processors[0].Limits.StateDisk = budget
+	})
+	var recs []*kgo.Record
+	for range 3000 { // about 1.5 MiB of keys per task
+		key := make([]byte, 1024)
+		_, _ = rand.Read(key)
+		recs = append(recs, &kgo.Record{Topic: p.fin, Key: key, Value: []byte("v")})
+	}
+	p.b.Produce(t, recs...)
+	p.produce(p.hin, 20)
+	testutil.Eventually(t, 120*time.Second, p.caughtUp(p.fin))
+	testutil.Eventually(t, 60*time.Second, p.caughtUp(p.hin))
+	st, _ := p.h.Stats("filler")
+	if st.Skipped == 0 || st.Failures["plugin_failed"] != st.Skipped {
+		t.Fatalf("the filler skipped %d records (failures %v): its puts were not refused at the budget", st.Skipped, st.Failures)
+	}
+	t.Logf("skipped %d of 3000 records past a budget of %d bytes per task", st.Skipped, budget)
+	if code, body := httpGet(t, p.base+"/readyz"); code != http.StatusOK {
+		t.Fatalf("readyz: %d %s (a budget is not a failure)", code, body)
+	}
+	if err := p.stop(); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := OpenStateReadOnly(p.cfg.StateDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	for part := int32(0); part < 2; part++ {
+		held := 0
+		if err := rd.Scan("filler", part, "counts", func(k, v []byte) error {
+			held += len(k) + len(v)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if held > budget || held < budget/2 {
+			t.Errorf("task %d holds %d bytes of keys and values, budget %d", part, held, budget)
+		}
+	}
 }
