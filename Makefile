@@ -7,10 +7,11 @@
 #   make docs        regenerate docs/config.md from host.Config's comments
 #   make docker      the container image (Dockerfile; needs docker)
 #   make test-fast   the hermetic suite only: go test ./... (embedded kfake broker),
-#                    with the SDK conformance suite in Go, Rust and C (needs make toolchains)
-#   make toolchains  apt-get install the Rust and C Wasm toolchains when missing (root)
-#   make rust-plugins / c-plugins   the Rust and C plugins into bin/plugins/{rust,c}/
-#   make bench-polyglot   the plugins in Go, Rust and C against the wazero floor, and end to end
+#                    with the SDK conformance suite in Go, Rust, C and TypeScript (needs make toolchains)
+#   make toolchains  apt-get install the Rust, C and TypeScript toolchains when missing (root),
+#                    and the AssemblyScript compiler into sdk/ts/node_modules (npm ci)
+#   make rust-plugins / c-plugins / ts-plugins   the Rust, C and TypeScript plugins into bin/plugins/{rust,c,ts}/
+#   make bench-polyglot   the plugins in Go, Rust, C and TypeScript against the wazero floor, and end to end
 #   make demo        go run ./cmd/wasmstream demo
 #   make check       gofmt, vet (native and wasip1), go mod tidy, and the policy tests
 #                    (internal/lint: import boundaries, the host's public surface).
@@ -123,8 +124,8 @@ kafka-up:
 kafka-down:
 	scripts/kafka.sh stop
 
-# ---- Rust and C: SDKs, plugins, conformance suite (sdk/rust, sdk/c, plugins/rust,
-# plugins/c, host/internal/conformance). Debian's toolchains, called by full
+# ---- Rust, C and TypeScript: SDKs, plugins, conformance suite (sdk/rust, sdk/c,
+# sdk/ts, plugins/rust, plugins/c, plugins/ts, host/internal/conformance). Debian's toolchains, called by full
 # path: a rustup toolchain first on PATH usually has no Wasm target. lld-14 is
 # listed because Debian's rustc links wasm32 through /usr/bin/rust-lld, a link to
 # lld-14 that the packages only recommend (and --no-install-recommends skips).
@@ -133,38 +134,71 @@ RUST_ENV = RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc CARGO_NET_OFFLINE=true
 CARGO = /usr/bin/cargo
 WASI_CC = clang-19 --target=wasm32-wasi --sysroot=/usr -isystem /usr/include/wasm32-wasi -L/usr/lib/wasm32-wasi \
 	-mexec-model=reactor -O2 -std=c11 -Wall -Wextra -Werror -Wl,-z,stack-size=65536 -Wl,--strip-all -Isdk/c
-POLY_PLUGINS = passthrough filter wordcount
-# split exists in Rust too (the general word count of bench-kstreams).
-RUST_PLUGINS = $(POLY_PLUGINS) split
+# split is the first step of bench-kstreams' general word count.
+POLY_PLUGINS = passthrough filter wordcount split
 
-.PHONY: toolchains rust-plugins c-plugins conformance bench-polyglot
+.PHONY: toolchains ts-toolchain rust-plugins c-plugins ts-plugins conformance bench-polyglot
 
-# Installs what the Rust and C builds need from Debian packages, only when
-# one is missing (a fresh CI machine); needs root for apt-get.
+# TypeScript (AssemblyScript): node (20 or later) and npm run the compiler
+# and the SDK's native tests. The compiler is an npm package that
+# sdk/ts/package-lock.json pins (with its dependencies and their
+# integrity hashes); npm ci installs it into sdk/ts/node_modules, which
+# every TypeScript build of the repository uses (sdk/ts/build.mjs). npm's
+# cache is .cache/npm: the init test builds a generated project offline
+# from it, as a user's machine builds from its own npm cache.
+TS_SDK = sdk/ts
+NPM_CACHE = $(CURDIR)/.cache/npm
+TS_PLUGINS = passthrough filter wordcount
+
+# Installs what the Rust, C and TypeScript builds need from Debian
+# packages, only when one is missing (a fresh CI machine; node and npm are
+# looked for as commands, as they may come from elsewhere than Debian);
+# needs root for apt-get. Then the AssemblyScript compiler (ts-toolchain).
 toolchains:
 	@missing=$$(for p in $(TOOLCHAIN_PKGS); do \
-	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
-	if [ -z "$$missing" ]; then exit 0; fi; \
-	echo "make toolchains: installing" $$missing; \
-	if ! command -v apt-get >/dev/null; then echo "make toolchains: no apt-get; install" $$missing "by hand"; exit 1; fi; \
-	if [ "$$(id -u)" != 0 ]; then echo "make toolchains: need root to apt-get install" $$missing; exit 1; fi; \
-	apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done; \
+	  command -v node >/dev/null || echo nodejs; command -v npm >/dev/null || echo npm); \
+	if [ -n "$$missing" ]; then \
+	  echo "make toolchains: installing" $$missing; \
+	  if ! command -v apt-get >/dev/null; then echo "make toolchains: no apt-get; install" $$missing "by hand"; exit 1; fi; \
+	  if [ "$$(id -u)" != 0 ]; then echo "make toolchains: need root to apt-get install" $$missing; exit 1; fi; \
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing || exit 1; \
+	fi
+	@$(MAKE) --no-print-directory ts-toolchain
+
+# The AssemblyScript compiler, into sdk/ts/node_modules, when it is missing
+# or the lockfile changed since it was installed. npm ci installs exactly
+# the lockfile (it fails rather than resolve anything anew).
+ts-toolchain: $(TS_SDK)/node_modules/.package-lock.json
+
+$(TS_SDK)/node_modules/.package-lock.json: $(TS_SDK)/package-lock.json $(TS_SDK)/package.json
+	@major=$$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null); \
+	if [ -z "$$major" ] || [ "$$major" -lt 20 ]; then \
+	  echo "make toolchains: node 20 or later is needed for the AssemblyScript compiler (found: $$(node --version 2>/dev/null || echo none))"; exit 1; fi
+	cd $(TS_SDK) && npm ci --cache $(NPM_CACHE) --prefer-offline --no-audit --no-fund
+	@touch $@
 
 rust-plugins: toolchains
 	@mkdir -p bin/plugins/rust
 	cd plugins/rust && $(RUST_ENV) $(CARGO) build --release --target wasm32-wasi
-	for p in $(RUST_PLUGINS); do cp plugins/rust/target/wasm32-wasi/release/$$p.wasm bin/plugins/rust/ || exit 1; done
+	for p in $(POLY_PLUGINS); do cp plugins/rust/target/wasm32-wasi/release/$$p.wasm bin/plugins/rust/ || exit 1; done
 
 c-plugins: toolchains
 	@mkdir -p bin/plugins/c
 	for p in $(POLY_PLUGINS); do $(WASI_CC) -o bin/plugins/c/$$p.wasm plugins/c/$$p/$$p.c sdk/c/wasmstream.c || exit 1; done
 
-# The SDK conformance suite alone: the script in Go, Rust and C through the
-# engine, the bundled plugins compared across languages, the SDKs' native tests.
+ts-plugins: ts-toolchain
+	@mkdir -p bin/plugins/ts
+	for p in $(TS_PLUGINS); do node $(TS_SDK)/build.mjs plugins/ts/$$p/$$p.ts -o bin/plugins/ts/$$p.wasm || exit 1; done
+
+# The SDK conformance suite alone: the script in Go, Rust, C and TypeScript
+# through the engine, the bundled plugins compared across languages, the
+# SDKs' native tests.
 conformance: toolchains
 	$(GO) test -count=1 -v ./host/internal/conformance/
 
-# Go, Rust and C plugins side by side with the raw wazero floor (per record),
+# Go, Rust, C and TypeScript plugins side by side with the WAT floors (CPU per
+# record, one record per call and in batches of 100: ABI version 2),
 # and the word count end to end through the host (kfake, or
 # WASMSTREAM_TEST_BROKERS for a real broker).
 bench-polyglot: toolchains
@@ -178,7 +212,7 @@ bench-polyglot: toolchains
 FUZZTIME ?= 1m
 FUZZ_TARGETS = ./abi:FuzzRecordDecode ./abi:FuzzScanEntry \
 	./host/internal/engine:FuzzModuleShape ./host/internal/engine:FuzzInstrument \
-	./host/internal/engine:FuzzHostCalls \
+	./host/internal/engine:FuzzHostCalls ./host/internal/engine:FuzzCompileBudget \
 	./host/internal/control:FuzzManifest ./host/internal/control:FuzzStoreApply
 
 .PHONY: fuzz
@@ -189,16 +223,20 @@ fuzz:
 
 # Side-by-side word count against Kafka Streams 4.1.1 on a real broker of its
 # own (127.0.0.1:19192, started and stopped by scripts/bench/kstreams.sh).
-# Needs Go, Java 17+, Maven and the Debian Rust toolchain (make toolchains).
+# Needs Go, Java 17+, Maven and the Debian Rust and C toolchains (make toolchains).
 # The table is printed and written to .cache/bench/.
 #   make bench-kstreams                 the full size (500,000 lines x 8 words, 4 partitions)
 #   make bench-kstreams QUICK=1         20,000 lines: checks the harness end to end
 #   make bench-kstreams BENCH_ARGS='-repeats 3 -configs ks-cache-on,wasmstream-general-commit'
 # Configurations (internal/benchkit/configs.go, in run order): wasmstream,
-# ks-cache-off, wasmstream-general, wasmstream-general-rust, ks-cache-on,
-# wasmstream-general-commit, wasmstream-general-rust-commit.
+# floor, ks-cache-off, wasmstream-general, -general-rust, -general-c,
+# floor-commit, wasmstream-general-commit, ks-cache-on,
+# wasmstream-general-rust-commit, and -general-latest, -general-rust-latest,
+# -general-rust-latest-cache once the binary's config accepts them. floor and
+# floor-commit are the I/O floor (bin/benchkit floor: the same topology and
+# transactions as a plain franz-go loop).
 .PHONY: bench-kstreams
-bench-kstreams: build plugins rust-plugins
+bench-kstreams: build plugins rust-plugins c-plugins
 	timeout 900 mvn -q -B -f scripts/bench/kstreams/pom.xml package
 	$(GO) build -o bin/benchkit ./internal/benchkit
 	QUICK=$(QUICK) scripts/bench/kstreams.sh $(BENCH_ARGS)

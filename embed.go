@@ -15,6 +15,10 @@
 //     such as src/__rt.rs that a plain directory pattern would skip).
 //   - C: the sources and headers at the top of sdk/c (the SDK and its fake
 //     host; not its own tests).
+//   - TypeScript: the .ts sources at the top of sdk/ts and in its
+//     assembly/, its build script and fake host (.mjs), and the
+//     package.json and package-lock.json that pin the compiler (not its
+//     tests, not its node_modules).
 //
 // TestSDKEmbedsEveryFile checks these patterns against the tree, so a new
 // SDK package or file that they miss fails the build's tests.
@@ -27,4 +31,5 @@ import "embed"
 //go:embed go.mod abi/*.go sdk/*.go sdk/*/*.go sdk/*/*/*.go
 //go:embed sdk/rust/Cargo.toml all:sdk/rust/src
 //go:embed sdk/c/*.c sdk/c/*.h
+//go:embed sdk/ts/*.ts sdk/ts/*.mjs sdk/ts/*.json sdk/ts/assembly/*.ts
 var SDK embed.FS

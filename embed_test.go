@@ -15,8 +15,9 @@ import (
 // byte for byte as in the tree. Go: every source file (whatever its build
 // tags) of every package of this module that the SDK's packages depend
 // on, on any platform; Rust: the crate's Cargo.toml and all of src/; C:
-// the .c and .h files of sdk/c. A package or file the patterns in embed.go
-// miss fails here, not in a user's build.
+// the .c and .h files of sdk/c; TypeScript: the files of sdk/ts but its
+// tests, node_modules and README. A package or file the patterns in
+// embed.go miss fails here, not in a user's build.
 func TestSDKEmbedsEveryFile(t *testing.T) {
 	want := map[string]bool{"go.mod": true}
 	for _, goos := range []string{"", "wasip1"} {
@@ -42,6 +43,23 @@ func TestSDKEmbedsEveryFile(t *testing.T) {
 		for _, f := range m {
 			want[filepath.ToSlash(f)] = true
 		}
+	}
+	// TypeScript: every file of sdk/ts but its tests, its node_modules and
+	// its README (the SDK's documentation, not a source).
+	err = filepath.WalkDir("sdk/ts", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == "test") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && path != filepath.Join("sdk", "ts", "README.md") {
+			want[filepath.ToSlash(path)] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	var missing []string
 	for f := range want {

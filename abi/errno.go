@@ -36,34 +36,40 @@ const (
 	ErrnoIO Errno = 10
 	// ErrnoNoName: no declared output or store has that name.
 	ErrnoNoName Errno = 11
+	// ErrnoTimestamp: an emitted record's timestamp is outside what its
+	// output accepts (the topic's message.timestamp.after.max.ms or
+	// before.max.ms); the record also fails (abi/ABI.md, section 7).
+	ErrnoTimestamp Errno = 12
 )
 
 var errnoNames = [...]string{
-	ErrnoFault:    "EFAULT",
-	ErrnoInval:    "EINVAL",
-	ErrnoNoOutput: "ENOOUTPUT",
-	ErrnoNoStore:  "ENOSTORE",
-	ErrnoNotFound: "ENOTFOUND",
-	ErrnoTooLarge: "ETOOLARGE",
-	ErrnoNoCursor: "ENOCURSOR",
-	ErrnoPhase:    "EPHASE",
-	ErrnoLimit:    "ELIMIT",
-	ErrnoIO:       "EIO",
-	ErrnoNoName:   "ENONAME",
+	ErrnoFault:     "EFAULT",
+	ErrnoInval:     "EINVAL",
+	ErrnoNoOutput:  "ENOOUTPUT",
+	ErrnoNoStore:   "ENOSTORE",
+	ErrnoNotFound:  "ENOTFOUND",
+	ErrnoTooLarge:  "ETOOLARGE",
+	ErrnoNoCursor:  "ENOCURSOR",
+	ErrnoPhase:     "EPHASE",
+	ErrnoLimit:     "ELIMIT",
+	ErrnoIO:        "EIO",
+	ErrnoNoName:    "ENONAME",
+	ErrnoTimestamp: "ETIMESTAMP",
 }
 
 var errnoText = [...]string{
-	ErrnoFault:    "pointer or length outside plugin memory",
-	ErrnoInval:    "malformed argument",
-	ErrnoNoOutput: "output not declared by the processor",
-	ErrnoNoStore:  "store not declared by the processor",
-	ErrnoNotFound: "key not found",
-	ErrnoTooLarge: "over the size limit",
-	ErrnoNoCursor: "no such scan cursor",
-	ErrnoPhase:    "call not allowed in this phase",
-	ErrnoLimit:    "per-record limit reached",
-	ErrnoIO:       "host I/O failure",
-	ErrnoNoName:   "no output or store with that name",
+	ErrnoFault:     "pointer or length outside plugin memory",
+	ErrnoInval:     "malformed argument",
+	ErrnoNoOutput:  "output not declared by the processor",
+	ErrnoNoStore:   "store not declared by the processor",
+	ErrnoNotFound:  "key not found",
+	ErrnoTooLarge:  "over the size limit",
+	ErrnoNoCursor:  "no such scan cursor",
+	ErrnoPhase:     "call not allowed in this phase",
+	ErrnoLimit:     "per-record limit reached",
+	ErrnoIO:        "host I/O failure",
+	ErrnoNoName:    "no output or store with that name",
+	ErrnoTimestamp: "timestamp outside what the output accepts",
 }
 
 // Name is the errno's symbolic name, such as "EFAULT".

@@ -1,12 +1,9 @@
 package host
 
 import (
-	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -14,24 +11,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-viper/mapstructure/v2"
-	"github.com/knadh/koanf/parsers/yaml"
-	"github.com/knadh/koanf/providers/confmap"
-	"github.com/knadh/koanf/providers/file"
-	"github.com/knadh/koanf/providers/posflag"
-	"github.com/knadh/koanf/v2"
-	"github.com/spf13/pflag"
-
-	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/engine"
 	"github.com/wasmstream/wasmstream/host/internal/plugin"
 	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
 
-// Config is the whole configuration of one wasmstream process. It is loaded
-// by LoadConfig from a YAML file, WASMSTREAM_ environment variables and
-// command-line flags, merged in that order (later wins). Every default is
-// stated on its field; Validate names the field path of every problem.
+// Config is the whole configuration of one wasmstream process. The CLI
+// loads it from a YAML file, WASMSTREAM_ environment variables and
+// command-line flags, merged in that order (later wins; internal/configload);
+// an embedder may build it in Go. Every default is stated on its field and
+// set by ApplyDefaults (defaults.go); Validate (validate.go) names the
+// field path of every problem.
 type Config struct {
 	// AppID names the application. It is the consumer group id, the
 	// transactional id prefix and the prefix of every internal topic. All
@@ -45,7 +35,7 @@ type Config struct {
 	// offsets; local state is applied only if it commits. at_least_once:
 	// outputs and changelogs are acknowledged, state applied, then offsets
 	// committed; a crash can repeat records.
-	Guarantee string `koanf:"guarantee"`
+	Guarantee Guarantee `koanf:"guarantee"`
 
 	Kafka      KafkaConfig       `koanf:"kafka"`
 	Processors []ProcessorConfig `koanf:"processors"`
@@ -57,7 +47,7 @@ type Config struct {
 
 	// oldStateDir is the state.dir an earlier wasmstream, which resolved
 	// a relative state.dir against the working directory, would have
-	// used, when that differs from State.Dir (LoadConfig sets it; see
+	// used, when that differs from State.Dir (ResolvePaths sets it; see
 	// OldStateDir).
 	oldStateDir string
 }
@@ -80,7 +70,7 @@ type KafkaConfig struct {
 	CommitRecords int `koanf:"commit_records"`
 	// StartOffset is where a partition with no committed offset starts:
 	// "earliest" or "latest". Default "earliest".
-	StartOffset string `koanf:"start_offset"`
+	StartOffset StartOffset `koanf:"start_offset"`
 	// CreateTopics makes the host create missing input and output topics
 	// (with TopicPartitions partitions). Default false; always on with the
 	// embedded broker.
@@ -94,7 +84,7 @@ type KafkaConfig struct {
 	// KIP-848 ("consumer") when the brokers support it and "classic"
 	// (cooperative-sticky) otherwise. KIP-848 rebalances have no group-wide
 	// barrier: a crashed member does not stall the others.
-	GroupProtocol string `koanf:"group_protocol"`
+	GroupProtocol GroupProtocol `koanf:"group_protocol"`
 	// Members is how this process joins the consumer group:
 	// "per_processor" (default) makes one group member, with its own
 	// client, producer and transactions, for each processor, so that a
@@ -103,7 +93,7 @@ type KafkaConfig struct {
 	// (fewer connections and transactions; a processor whose records keep
 	// timing out then delays the others' commits). Partitions are spread
 	// over the members of all processes as usual.
-	Members string `koanf:"members"`
+	Members Members `koanf:"members"`
 	// TransactionTimeout (exactly_once) is how long the broker lets a
 	// transaction stay open before aborting it: after a crash, the
 	// partitions of the dead process wait up to this long before another
@@ -242,7 +232,7 @@ type ProcessorConfig struct {
 	// at that record and keeps its offset; "skip" logs and counts it and
 	// moves on; "dead_letter" writes the original record with error headers
 	// to <app_id>-<name>-dlq and moves on. Default "fail".
-	OnError string `koanf:"on_error"`
+	OnError ErrorPolicy `koanf:"on_error"`
 	// StateCache bounds each task's record cache: the committed values of
 	// its stores' keys kept in memory, so that reading a key again does
 	// not go to the local store (the commit window's own writes are always
@@ -291,7 +281,7 @@ type StoreExpiry struct {
 	// Clock is what After is measured against: "event" (default), the
 	// task's stream time (its largest record timestamp), or "wall", the
 	// host's clock.
-	Clock string `koanf:"clock"`
+	Clock ExpiryClock `koanf:"clock"`
 }
 
 // Limits bound one plugin instance.
@@ -338,8 +328,12 @@ type Limits struct {
 	CommitMarks int `koanf:"commit_marks"`
 }
 
-// ModuleLimits bound the shape of the modules the host compiles (checked
-// before compiling; a module over them is refused with the reason).
+// ModuleLimits bound the shape of the modules the host compiles and what
+// compiling and instantiating one may cost (checked before compiling; a
+// module over them is refused with the reason). They apply wherever the
+// host compiles a module: at startup, in validate, deploy and plugin
+// inspect (with -c; without, the defaults), and for each version the
+// control topic names.
 type ModuleLimits struct {
 	// Functions bounds the functions a module defines. Default 100000.
 	Functions int `koanf:"functions"`
@@ -355,6 +349,29 @@ type ModuleLimits struct {
 	// TableEntries bounds the entries of all of a module's tables
 	// together (declared maxima are lowered to fit). Default 1048576.
 	TableEntries int `koanf:"table_entries"`
+	// CompileMemory is the compile budget: the most host memory that
+	// compiling one module may take, as estimated from the module's
+	// totals before it is compiled (functions times locals, code bytes,
+	// branches, types, br_table targets, segments, exports, ...; the
+	// estimate stays above the growth of the process's resident memory
+	// measured for every kind of module, RATIONALE.md "The compile
+	// budget"). A module over it is refused with the estimate and what
+	// makes it up. Go SDK plugins of 2 MB estimate at about 170MiB.
+	// Default 512MiB.
+	CompileMemory ByteSize `koanf:"compile_memory"`
+	// CompileTime is the compile budget in time: the most CPU time that
+	// compiling one module may take, as estimated from the same totals
+	// with per-unit times measured on a 2-core x86-64 machine (a Go SDK
+	// plugin estimates at about 3s and takes 1s). A module over it is
+	// refused; runtime.compile_timeout still bounds a compilation that
+	// runs long on a slower machine. Default 10s.
+	CompileTime time.Duration `koanf:"compile_time"`
+	// InstanceMemory bounds the host memory one instance of a module
+	// holds besides its linear memory and tables (globals, function
+	// references, element and data segments), as estimated from the
+	// module; a module over it is refused, since the host makes an
+	// instance per task. Default 16MiB.
+	InstanceMemory ByteSize `koanf:"instance_memory"`
 }
 
 // StateConfig is where local state lives.
@@ -401,17 +418,14 @@ type RuntimeConfig struct {
 // deploy): the canary that rolls a failing version back on its own.
 type SwapConfig struct {
 	// CanaryWindow is how long after a task switched to a new version its
-	// failures are watched. Default 60s. In a config file, "0s" turns
-	// automatic rollback off (it sets CanaryOff).
-	CanaryWindow time.Duration `koanf:"canary_window"`
-	// CanaryOff turns automatic rollback off: new versions are not
-	// watched, whatever CanaryWindow says. Default false. (In Go a zero
-	// CanaryWindow means "the default", so this is how code turns the
-	// canary off.)
-	CanaryOff bool `koanf:"-"`
+	// failures are watched. Default 60s. 0s turns automatic rollback off:
+	// new versions are not watched (in Go: Set(time.Duration(0)); an
+	// unset Optional is the default).
+	CanaryWindow Optional[time.Duration] `koanf:"canary_window"`
 	// MaxFailureRatio is the share of a task's records the new version may
-	// fail within the window (0 to 1); more rolls it back. Default 0.01.
-	MaxFailureRatio float64 `koanf:"max_failure_ratio"`
+	// fail within the window (0 to 1); more rolls it back: 0 rolls back at
+	// the first failure, 1 never. Default 0.01.
+	MaxFailureRatio Optional[float64] `koanf:"max_failure_ratio"`
 	// MinRecords is how many records a task must have processed with the
 	// new version before its failure ratio counts. Default 1.
 	MinRecords int `koanf:"min_records"`
@@ -426,12 +440,12 @@ type AdminConfig struct {
 // LogConfig sets host logging.
 type LogConfig struct {
 	// Level is debug, info, warn or error. Default info.
-	Level string `koanf:"level"`
+	Level LogLevel `koanf:"level"`
 	// Format is "text" (default: logfmt-style key=value lines) or "json"
 	// (one JSON object per line, for log collectors). Every line about a
 	// task has task=processor/topic/partition; a plugin's own lines also
 	// have processor and version.
-	Format string `koanf:"format"`
+	Format LogFormat `koanf:"format"`
 }
 
 // OutputConfig is one output of a processor: its topic, and when its
@@ -454,30 +468,6 @@ type OutputConfig struct {
 // UnmarshalText makes an output written as its topic alone.
 func (o *OutputConfig) UnmarshalText(b []byte) error {
 	*o = OutputConfig{Topic: string(b)}
-	return nil
-}
-
-// OutputEmit is when an output's records are produced (OutputConfig.Emit).
-type OutputEmit string
-
-const (
-	// EmitEach produces every record as it is emitted (the default).
-	EmitEach OutputEmit = "each"
-	// EmitLatestPerKey produces the last record of each key per commit
-	// window, at its commit point.
-	EmitLatestPerKey OutputEmit = "latest_per_key"
-)
-
-// UnmarshalText accepts the values of OutputEmit ("" is each).
-func (e *OutputEmit) UnmarshalText(b []byte) error {
-	switch v := OutputEmit(b); v {
-	case "", EmitEach:
-		*e = EmitEach
-	case EmitLatestPerKey:
-		*e = v
-	default:
-		return fmt.Errorf("emit %q: want %s or %s", b, EmitEach, EmitLatestPerKey)
-	}
 	return nil
 }
 
@@ -515,71 +505,6 @@ func (b *ByteSize) UnmarshalText(text []byte) error {
 // String formats the size with the largest binary unit that divides it.
 func (b ByteSize) String() string { return plugin.FormatSize(uint64(b)) }
 
-// Defaults.
-const (
-	DefaultClientID           = "wasmstream"
-	DefaultCommitInterval     = 100 * time.Millisecond
-	DefaultCommitRecords      = 100000
-	DefaultTopicPartitions    = 3
-	DefaultSessionTimeout     = 45 * time.Second
-	DefaultMaxModuleSize      = 64 << 20
-	DefaultCanaryWindow       = 60 * time.Second
-	DefaultMaxFailureRatio    = 0.01
-	DefaultTransactionTimeout = 10 * time.Second
-	DefaultConnectTimeout     = 60 * time.Second
-	DefaultMemory             = 64 << 20
-	DefaultRecordTimeout      = time.Second
-	// defaultStateDisk is limits.state_disk's default: a task's stores on
-	// disk (RATIONALE.md, "State").
-	defaultStateDisk = 1 << 30
-	DefaultStateDir  = "wasmstream-state"
-
-	DefaultRepartitionPurgeInterval = 30 * time.Second
-
-	// A poll hands the runner at most 1000 records (runner.DefaultMaxPoll),
-	// so a fetch larger than that only holds more decoded records in
-	// memory. Kafka's 1MiB per partition measured 1.8x the peak RSS of
-	// 256KiB on the word count benchmark at no gain in throughput
-	// (RATIONALE.md, "Kafka I/O").
-	DefaultFetchMaxPartitionBytes = 256 << 10
-	DefaultFetchMaxBytes          = 16 << 20
-)
-
-// Fetch size bounds: below minFetchBytes a fetch costs more in round trips
-// than it carries; above maxFetchBytes it is more memory than any poll
-// needs.
-const (
-	minFetchBytes = 4 << 10
-	maxFetchBytes = 256 << 20
-)
-
-// EnvPrefix starts every environment variable the config reads. After the
-// prefix, "__" separates levels and the rest is lower-cased:
-// WASMSTREAM_APP_ID=x sets app_id, WASMSTREAM_KAFKA__BROKERS=a:9092,b:9092
-// sets kafka.brokers.
-const EnvPrefix = "WASMSTREAM_"
-
-// ConfigFlags registers the flags that override the config on fs. Only
-// set flags override; their values are merged after the file and the
-// environment.
-func ConfigFlags(fs *pflag.FlagSet) {
-	fs.String("app-id", "", "application id (config app_id)")
-	fs.StringSlice("brokers", nil, "Kafka seed brokers, comma-separated (config kafka.brokers)")
-	fs.String("state-dir", "", "state directory (config state.dir)")
-	fs.String("admin-listen", "", "admin endpoint host:port (config admin.listen)")
-	fs.String("log-level", "", "debug, info, warn or error (config log.level)")
-	fs.String("log-format", "", "text or json (config log.format)")
-}
-
-var flagKeys = map[string]string{
-	"app-id":       "app_id",
-	"brokers":      "kafka.brokers",
-	"state-dir":    "state.dir",
-	"admin-listen": "admin.listen",
-	"log-level":    "log.level",
-	"log-format":   "log.format",
-}
-
 // ConfigError is a configuration problem, naming the field path.
 type ConfigError struct {
 	Path    string // e.g. "processors[0].inputs"; "" for the file itself
@@ -591,165 +516,6 @@ func (e *ConfigError) Error() string {
 		return e.Problem
 	}
 	return e.Path + ": " + e.Problem
-}
-
-// LoadConfig reads path (YAML; may be "" for none), then the environment
-// (environ, usually os.Environ(); passed in so tests need not touch the
-// process environment), then the set flags of fs (may be nil),
-// applies defaults and validates. The error lists every problem found.
-//
-// Every file path of the config (resolvePaths) is made absolute: one the
-// file gives, or a default it leaves in place, relative to the file's
-// directory; one an environment variable or a flag gives, relative to
-// the working directory, like any path typed on a command line. Without a
-// file, all are relative to the working directory.
-func LoadConfig(path string, environ []string, fs *pflag.FlagSet) (*Config, error) {
-	return loadConfig(path, environ, fs, (*Config).Validate)
-}
-
-// LoadKafkaConfig loads a config as LoadConfig does, but checks only what
-// a tool that talks to the config's Kafka needs (the topic commands):
-// kafka.brokers, kafka.tls, kafka.sasl and app_id's form. Processors may
-// be missing or incomplete, and app_id may be unset.
-func LoadKafkaConfig(path string, environ []string, fs *pflag.FlagSet) (*Config, error) {
-	return loadConfig(path, environ, fs, func(c *Config) error {
-		errs := c.kafkaErrors()
-		if c.AppID != "" {
-			errs = append(errs, c.appIDErrors()...)
-		}
-		return errors.Join(errs...)
-	})
-}
-
-func loadConfig(path string, environ []string, fs *pflag.FlagSet, validate func(*Config) error) (*Config, error) {
-	k := koanf.New(".")
-	if path != "" {
-		if _, err := os.Stat(path); err != nil {
-			abs, _ := filepath.Abs(path)
-			if errors.Is(err, os.ErrNotExist) {
-				return nil, fmt.Errorf("config file %s: not found", abs)
-			}
-			return nil, fmt.Errorf("config file %s: %w", abs, err)
-		}
-		if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
-			return nil, fmt.Errorf("config file %s: %w", path, err)
-		}
-	}
-	envMap := map[string]any{}
-	// fromCommandLine holds the keys the environment or a flag sets: their
-	// paths are relative to the working directory.
-	fromCommandLine := map[string]bool{}
-	for _, kv := range environ {
-		name, val, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(name, EnvPrefix) {
-			continue
-		}
-		key := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, EnvPrefix), "__", "."))
-		envMap[key] = val
-		fromCommandLine[key] = true
-	}
-	tree, err := envTree(envMap, k.Raw()) // lists by index: configenv.go
-	if err != nil {
-		return nil, err
-	}
-	if err := k.Load(confmap.Provider(tree, ""), nil); err != nil {
-		return nil, fmt.Errorf("environment: %w", err)
-	}
-	if fs != nil {
-		fk := koanf.New(".")
-		err := fk.Load(posflag.ProviderWithFlag(fs, ".", nil, func(f *pflag.Flag) (string, any) {
-			key, ok := flagKeys[f.Name]
-			if !ok || !f.Changed {
-				return "", nil
-			}
-			fromCommandLine[key] = true
-			if sv, ok := f.Value.(pflag.SliceValue); ok {
-				return key, sv.GetSlice()
-			}
-			return key, f.Value.String()
-		}), nil)
-		if err != nil {
-			return nil, fmt.Errorf("flags: %w", err)
-		}
-		if err := k.Merge(fk); err != nil {
-			return nil, fmt.Errorf("flags: %w", err)
-		}
-	}
-
-	// Durations and sizes given explicitly are checked on the raw values:
-	// after decoding, a 0 the user wrote looks like a field left out (and
-	// would get its default), and a bare number of a duration would be
-	// taken as nanoseconds.
-	quantityErrs := checkQuantities(k.Raw())
-
-	var cfg Config
-	dc := &mapstructure.DecoderConfig{
-		TagName:          "koanf",
-		Result:           &cfg,
-		WeaklyTypedInput: true,
-		ErrorUnused:      false,
-		Metadata:         &mapstructure.Metadata{},
-		DecodeHook: mapstructure.ComposeDecodeHookFunc(
-			mapstructure.StringToTimeDurationHookFunc(),
-			mapstructure.StringToSliceHookFunc(","),
-			mapstructure.TextUnmarshallerHookFunc(),
-		),
-	}
-	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: dc}); err != nil {
-		return nil, errors.Join(append(quantityErrs, decodeErrors(err))...)
-	}
-	unused := unusedKeys(dc.Metadata.Unused)
-	if k.Exists("swap.canary_window") && cfg.Swap.CanaryWindow == 0 {
-		cfg.Swap.CanaryOff = true
-	}
-	cfg.ApplyDefaults()
-	if err := cfg.resolvePaths(path, func(key string) bool { return fromCommandLine[key] }); err != nil {
-		return nil, err
-	}
-	errs := quantityErrs
-	for _, u := range unused {
-		errs = append(errs, &ConfigError{Path: u, Problem: "unknown field (misspelled?)"})
-	}
-	if err := validate(&cfg); err != nil {
-		errs = append(errs, err)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return &cfg, nil
-}
-
-// unusedKeys returns the keys the config had but no field took (a
-// misspelling such as "kafka.brokerz"), sorted. Processor config maps take
-// any key: they are the plugin's business.
-func unusedKeys(keys []string) []string {
-	out := append([]string(nil), keys...)
-	sort.Strings(out)
-	return out
-}
-
-// decodeErrors turns mapstructure's report ("decoding failed due to the
-// following error(s):\n\n'kafka.commit_interval' time: invalid duration")
-// into one ConfigError per field.
-func decodeErrors(err error) error {
-	var errs []error
-	for _, line := range strings.Split(err.Error(), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "decoding failed") {
-			continue
-		}
-		if rest, ok := strings.CutPrefix(line, "'"); ok {
-			if path, problem, ok := strings.Cut(rest, "' "); ok {
-				errs = append(errs, &ConfigError{Path: path, Problem: problem})
-				continue
-			}
-		}
-		errs = append(errs, &ConfigError{Problem: line})
-	}
-	if len(errs) == 0 {
-		return &ConfigError{Problem: err.Error()}
-	}
-	return errors.Join(errs...)
 }
 
 // Clone returns a deep copy of c: New and Deploy work on their own copy,
@@ -799,356 +565,6 @@ func cloneValue(v any) any {
 		return out
 	}
 	return v
-}
-
-// ApplyDefaults fills every unset field with its documented default.
-func (c *Config) ApplyDefaults() {
-	if c.Kafka.ClientID == "" {
-		c.Kafka.ClientID = DefaultClientID
-	}
-	if c.Kafka.CommitInterval == 0 {
-		c.Kafka.CommitInterval = DefaultCommitInterval
-	}
-	if c.Kafka.CommitRecords == 0 {
-		c.Kafka.CommitRecords = DefaultCommitRecords
-	}
-	if c.Kafka.StartOffset == "" {
-		c.Kafka.StartOffset = "earliest"
-	}
-	if c.Kafka.TopicPartitions == 0 {
-		c.Kafka.TopicPartitions = DefaultTopicPartitions
-	}
-	if c.Kafka.SessionTimeout == 0 {
-		c.Kafka.SessionTimeout = DefaultSessionTimeout
-	}
-	if c.Kafka.GroupProtocol == "" {
-		c.Kafka.GroupProtocol = "auto"
-	}
-	if c.Kafka.Members == "" {
-		c.Kafka.Members = "per_processor"
-	}
-	if c.Kafka.TransactionTimeout == 0 {
-		c.Kafka.TransactionTimeout = DefaultTransactionTimeout
-	}
-	if c.Kafka.ConnectTimeout == 0 {
-		c.Kafka.ConnectTimeout = DefaultConnectTimeout
-	}
-	setDefault(&c.Kafka.FetchMaxPartitionBytes, DefaultFetchMaxPartitionBytes)
-	setDefault(&c.Kafka.FetchMaxBytes, DefaultFetchMaxBytes)
-	if c.Kafka.RepartitionPurgeInterval == 0 {
-		c.Kafka.RepartitionPurgeInterval = DefaultRepartitionPurgeInterval
-	}
-	if c.Guarantee == "" {
-		c.Guarantee = ExactlyOnce
-	}
-	if c.State.Dir == "" {
-		c.State.Dir = DefaultStateDir
-	}
-	if c.Log.Level == "" {
-		c.Log.Level = "info"
-	}
-	if c.Log.Format == "" {
-		c.Log.Format = "text"
-	}
-	if c.Runtime.MaxModuleSize == 0 {
-		c.Runtime.MaxModuleSize = DefaultMaxModuleSize
-	}
-	if c.Runtime.CompileTimeout == 0 {
-		c.Runtime.CompileTimeout = engine.DefaultCompileTimeout
-	}
-	ml := &c.Runtime.ModuleLimits
-	setDefault(&ml.Functions, engine.DefaultMaxFunctions)
-	setDefault(&ml.LocalsPerFunction, engine.DefaultMaxFunctionLocals)
-	setDefault(&ml.FunctionSize, engine.DefaultMaxFunctionSize)
-	setDefault(&ml.NestingDepth, engine.DefaultMaxNestingDepth)
-	setDefault(&ml.Globals, engine.DefaultMaxGlobals)
-	setDefault(&ml.TableEntries, engine.DefaultMaxTableEntries)
-	if c.Swap.CanaryWindow == 0 && !c.Swap.CanaryOff {
-		c.Swap.CanaryWindow = DefaultCanaryWindow
-	}
-	if c.Swap.MaxFailureRatio == 0 {
-		c.Swap.MaxFailureRatio = DefaultMaxFailureRatio
-	}
-	if c.Swap.MinRecords == 0 {
-		c.Swap.MinRecords = 1
-	}
-	for i := range c.Processors {
-		p := &c.Processors[i]
-		if p.OnError == "" {
-			p.OnError = OnErrorFail
-		}
-		if p.Limits.Memory == 0 {
-			p.Limits.Memory = DefaultMemory
-		}
-		if p.Limits.RecordTimeout == 0 {
-			p.Limits.RecordTimeout = DefaultRecordTimeout
-		}
-		l := &p.Limits
-		setDefault(&l.Stack, engine.DefaultStackLimit)
-		setDefault(&l.EmitsPerRecord, engine.DefaultMaxEmits)
-		setDefault(&l.EmitBytesPerRecord, engine.DefaultMaxEmitBytes)
-		setDefault(&l.StateBytesPerRecord, engine.DefaultMaxStateBytes)
-		setDefault(&l.LogLinesPerSecond, engine.DefaultLogLinesPerSecond)
-		setDefault(&l.LogBytesPerSecond, engine.DefaultLogBytesPerSecond)
-		setDefault(&l.StateDisk, defaultStateDisk)
-		setDefault(&l.Timers, abi.DefaultMaxTimers)
-		setDefault(&l.TimerFirings, abi.DefaultMaxFiringsPerCommit)
-		setDefault(&l.CommitMarks, abi.DefaultMaxCommitMarks)
-	}
-}
-
-// Processing guarantees.
-const (
-	ExactlyOnce = "exactly_once"
-	AtLeastOnce = "at_least_once"
-)
-
-// Error policies.
-const (
-	OnErrorFail       = "fail"
-	OnErrorSkip       = "skip"
-	OnErrorDeadLetter = "dead_letter"
-)
-
-var nameRE = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
-
-// Validate checks the config and returns every problem found, each naming
-// its field path.
-func (c *Config) Validate() error {
-	var errs []error
-	bad := func(path, format string, args ...any) {
-		errs = append(errs, &ConfigError{Path: path, Problem: fmt.Sprintf(format, args...)})
-	}
-	errs = append(errs, c.appIDErrors()...)
-	errs = append(errs, c.kafkaErrors()...)
-	if c.Kafka.CommitInterval < 0 {
-		bad("kafka.commit_interval", "must be positive")
-	}
-	if c.State.WriteTimeout < 0 {
-		bad("state.write_timeout", "%s: must not be negative (0: the default, 10s)", c.State.WriteTimeout)
-	}
-	if c.Kafka.CommitRecords < 0 {
-		bad("kafka.commit_records", "must be positive")
-	}
-	if c.Guarantee != ExactlyOnce && c.Guarantee != AtLeastOnce {
-		bad("guarantee", "%q must be exactly_once or at_least_once", c.Guarantee)
-	}
-	if c.Kafka.TransactionTimeout < time.Second {
-		bad("kafka.transaction_timeout", "%s is below 1s", c.Kafka.TransactionTimeout)
-	}
-	switch c.Kafka.GroupProtocol {
-	case "auto", "consumer", "classic":
-	default:
-		bad("kafka.group_protocol", "%q must be auto, consumer or classic", c.Kafka.GroupProtocol)
-	}
-	switch c.Kafka.Members {
-	case "per_processor", "shared":
-	default:
-		bad("kafka.members", "%q must be per_processor or shared", c.Kafka.Members)
-	}
-	if c.Swap.CanaryWindow < 0 {
-		bad("swap.canary_window", "must not be negative")
-	}
-	if c.Swap.MaxFailureRatio < 0 || c.Swap.MaxFailureRatio > 1 {
-		bad("swap.max_failure_ratio", "%v must be between 0 and 1", c.Swap.MaxFailureRatio)
-	}
-	if c.Swap.MinRecords < 0 {
-		bad("swap.min_records", "must be positive")
-	}
-	if c.Runtime.MaxModuleSize < 1024 {
-		bad("runtime.max_module_size", "%d bytes is too small", c.Runtime.MaxModuleSize)
-	}
-	for _, f := range []struct {
-		path string
-		v    ByteSize
-	}{{"kafka.fetch_max_partition_bytes", c.Kafka.FetchMaxPartitionBytes}, {"kafka.fetch_max_bytes", c.Kafka.FetchMaxBytes}} {
-		if f.v < minFetchBytes || f.v > maxFetchBytes {
-			bad(f.path, "%s is outside %s..%s", f.v, ByteSize(minFetchBytes), ByteSize(maxFetchBytes))
-		}
-	}
-	if c.Kafka.FetchMaxBytes < c.Kafka.FetchMaxPartitionBytes {
-		bad("kafka.fetch_max_bytes", "%s is below kafka.fetch_max_partition_bytes (%s)", c.Kafka.FetchMaxBytes, c.Kafka.FetchMaxPartitionBytes)
-	}
-	if c.Kafka.StartOffset != "earliest" && c.Kafka.StartOffset != "latest" {
-		bad("kafka.start_offset", "%q must be earliest or latest", c.Kafka.StartOffset)
-	}
-	if c.Kafka.TopicPartitions < 1 {
-		bad("kafka.topic_partitions", "must be at least 1")
-	}
-	switch strings.ToLower(c.Log.Level) {
-	case "debug", "info", "warn", "error":
-	default:
-		bad("log.level", "%q must be debug, info, warn or error", c.Log.Level)
-	}
-	if c.Log.Format != "text" && c.Log.Format != "json" {
-		bad("log.format", "%q must be text or json", c.Log.Format)
-	}
-	if len(c.Processors) == 0 {
-		bad("processors", "at least one processor is required")
-	}
-	names := map[string]int{}
-	inputs := map[string]string{}
-	stores := map[string]string{}
-	for i, p := range c.Processors {
-		at := fmt.Sprintf("processors[%d]", i)
-		switch {
-		case p.Name == "":
-			bad(at+".name", "required")
-		case !nameRE.MatchString(p.Name):
-			bad(at+".name", "%q must be made of a-z A-Z 0-9 . _ -", p.Name)
-		default:
-			if j, dup := names[p.Name]; dup {
-				bad(at+".name", "%q is already the name of processors[%d]", p.Name, j)
-			}
-			names[p.Name] = i
-		}
-		if p.Plugin == "" {
-			bad(at+".plugin", "required (path to a .wasm module)")
-		}
-		if len(p.Inputs) == 0 {
-			bad(at+".inputs", "at least one input topic is required")
-		}
-		for j, in := range p.Inputs {
-			topic := c.inputTopic(in) // a repartition output's internal topic
-			switch {
-			case !nameRE.MatchString(in):
-				bad(fmt.Sprintf("%s.inputs[%d]", at, j), "%q is not a valid topic name", in)
-			case inputs[topic] != "" && topic != in:
-				bad(fmt.Sprintf("%s.inputs[%d]", at, j), "repartition output %q is already the input of processor %q (one processor reads a repartition output)", in, inputs[topic])
-			case inputs[topic] != "":
-				bad(fmt.Sprintf("%s.inputs[%d]", at, j), "topic %q is already the input of processor %q", in, inputs[topic])
-			default:
-				inputs[topic] = p.Name
-			}
-		}
-		for name, out := range p.Outputs {
-			if !nameRE.MatchString(name) {
-				bad(at+".outputs", "output name %q must be made of a-z A-Z 0-9 . _ -", name)
-			}
-			if !nameRE.MatchString(out.Topic) {
-				bad(at+".outputs."+name, "%q is not a valid topic name", out.Topic)
-			}
-			if e := out.Emit; e != "" && e != EmitEach && e != EmitLatestPerKey {
-				bad(at+".outputs."+name+".emit", "%q: want %s or %s", e, EmitEach, EmitLatestPerKey)
-			}
-		}
-		for j, st := range p.Stores {
-			at := fmt.Sprintf("%s.stores[%d]", at, j)
-			switch {
-			case !nameRE.MatchString(st):
-				bad(at, "%q must be made of a-z A-Z 0-9 . _ -", st)
-			case strings.HasPrefix(st, "_"):
-				bad(at, "%q: store names starting with _ are the host's (each processor with stores has a time store, %s)", st, timeStoreName(p.Name))
-			case stores[st] != "":
-				bad(at, "store %q is already declared by processor %q (store names are unique in an app: they name changelog topics)", st, stores[st])
-			default:
-				stores[st] = p.Name
-			}
-		}
-		for _, name := range sortedKeys(p.Tables) {
-			at, topic := at+".tables."+name, p.Tables[name]
-			_, isOutput := p.Outputs[name]
-			switch {
-			case !nameRE.MatchString(name):
-				bad(at, "table name %q must be made of a-z A-Z 0-9 . _ -", name)
-			case strings.HasPrefix(name, "_"):
-				bad(at, "table name %q: names starting with _ are the host's", name)
-			case slices.Contains(p.Stores, name):
-				bad(at, "table name %q is also one of the processor's stores (the plugin finds both by name with store_index)", name)
-			case isOutput || slices.Contains(p.Repartition, name):
-				bad(at, "table name %q is also one of the processor's outputs", name)
-			}
-			if !nameRE.MatchString(topic) {
-				bad(at, "%q is not a valid topic name", topic)
-			}
-		}
-		for _, name := range sortedKeys(p.TaskTables) {
-			at, topic := at+".task_tables."+name, p.TaskTables[name]
-			_, isOutput := p.Outputs[name]
-			_, isGlobal := p.Tables[name]
-			switch {
-			case !nameRE.MatchString(name):
-				bad(at, "table name %q must be made of a-z A-Z 0-9 . _ -", name)
-			case strings.HasPrefix(name, "_"):
-				bad(at, "table name %q: names starting with _ are the host's", name)
-			case slices.Contains(p.Stores, name) || isGlobal:
-				bad(at, "table name %q is also one of the processor's stores or global tables (the plugin finds them by name with store_index)", name)
-			case isOutput || slices.Contains(p.Repartition, name):
-				bad(at, "table name %q is also one of the processor's outputs", name)
-			}
-			switch {
-			case !nameRE.MatchString(topic):
-				bad(at, "%q is not a valid topic name", topic)
-			case inputs[topic] != "":
-				bad(at, "topic %q is already the input of processor %q (a task table is read like an input: one processor reads it)", topic, inputs[topic])
-			default:
-				inputs[topic] = p.Name
-			}
-		}
-		for st, e := range p.Expire {
-			at := at + ".expire." + st
-			switch {
-			case !slices.Contains(p.Stores, st):
-				bad(at, "%q is not one of the processor's stores %q", st, p.Stores)
-			case e.After <= 0:
-				bad(at+".after", "must be more than 0")
-			case e.Clock != "" && e.Clock != "event" && e.Clock != "wall":
-				bad(at+".clock", "%q must be event or wall", e.Clock)
-			}
-		}
-		switch p.OnError {
-		case OnErrorFail, OnErrorSkip, OnErrorDeadLetter:
-		default:
-			bad(at+".on_error", "%q must be fail, skip or dead_letter", p.OnError)
-		}
-		if p.Limits.Memory < 1<<20 {
-			bad(at+".limits.memory", "%s is below the 1MiB minimum", p.Limits.Memory)
-		} else if p.Limits.Memory > 4<<30 {
-			bad(at+".limits.memory", "%s is over the 4GiB maximum of 32-bit Wasm", p.Limits.Memory)
-		}
-		if p.Limits.Stack > engine.MaxStackLimit {
-			bad(at+".limits.stack", "%s is over the %s maximum", p.Limits.Stack, ByteSize(engine.MaxStackLimit))
-		}
-		for name, v := range map[string]int{"emits_per_record": p.Limits.EmitsPerRecord, "log_lines_per_second": p.Limits.LogLinesPerSecond,
-			"timers": p.Limits.Timers, "timer_firings": p.Limits.TimerFirings, "commit_marks": p.Limits.CommitMarks} {
-			if v < 0 {
-				bad(at+".limits."+name, "must be positive")
-			}
-		}
-		if p.Limits.RecordTimeout <= 0 {
-			bad(at+".limits.record_timeout", "must be positive")
-		} else if c.Guarantee == ExactlyOnce && 2*(p.Limits.RecordTimeout+c.Kafka.CommitInterval) > c.Kafka.TransactionTimeout {
-			// A commit point comes at most one record late (time
-			// isolation): the transaction must outlive that with room.
-			bad(at+".limits.record_timeout", "%s plus kafka.commit_interval (%s) must be under half of kafka.transaction_timeout (%s): a slow record would hold the transaction near its timeout",
-				p.Limits.RecordTimeout, c.Kafka.CommitInterval, c.Kafka.TransactionTimeout)
-		}
-	}
-	c.validateRepartition(bad)
-	return errors.Join(errs...)
-}
-
-// appIDErrors are the problems of app_id.
-func (c *Config) appIDErrors() []error {
-	switch {
-	case c.AppID == "":
-		return []error{&ConfigError{Path: "app_id", Problem: "required (names the consumer group and internal topics)"}}
-	case !nameRE.MatchString(c.AppID) || len(c.AppID) > 100:
-		return []error{&ConfigError{Path: "app_id", Problem: fmt.Sprintf("%q must be 1-100 characters of a-z A-Z 0-9 . _ -", c.AppID)}}
-	}
-	return nil
-}
-
-// kafkaErrors are the problems of how the config reaches Kafka: the
-// brokers' addresses, TLS and SASL.
-func (c *Config) kafkaErrors() []error {
-	var errs []error
-	for i, b := range c.Kafka.Brokers {
-		if _, port, ok := strings.Cut(b, ":"); !ok || port == "" {
-			errs = append(errs, &ConfigError{Path: fmt.Sprintf("kafka.brokers[%d]", i), Problem: fmt.Sprintf("%q is not host:port", b)})
-		}
-	}
-	return append(errs, c.Kafka.validateSecurity()...)
 }
 
 // OutputNames returns the processor's output names, its outputs and its
@@ -1205,23 +621,27 @@ func (c *Config) pluginLimits() plugin.Limits {
 			MaxNestingDepth:   ml.NestingDepth,
 			MaxGlobals:        ml.Globals,
 			MaxTableEntries:   uint32(ml.TableEntries),
+			CompileMemory:     int64(ml.CompileMemory),
+			CompileTime:       ml.CompileTime,
+			InstanceMemory:    int64(ml.InstanceMemory),
+			Settings:          budgetSettings,
 		},
 	}
 }
 
-// setDefault sets *v to def when it is zero.
-func setDefault[T int | ByteSize](v *T, def int) {
-	if *v == 0 {
-		*v = T(def)
-	}
+// budgetSettings name the compile budget's settings in the engine's errors.
+var budgetSettings = engine.BudgetSettings{
+	CompileMemory:  "runtime.module_limits.compile_memory",
+	CompileTime:    "runtime.module_limits.compile_time",
+	InstanceMemory: "runtime.module_limits.instance_memory",
 }
 
-// canary is the watch a newly deployed version is under; zero when off.
+// canary is the watch a newly deployed version is under: a zero Window
+// (canary_window: 0s) is none.
 func (s SwapConfig) canary() versions.Canary {
-	if s.CanaryOff {
-		return versions.Canary{}
-	}
-	return versions.Canary{Window: s.CanaryWindow, MaxFailureRatio: s.MaxFailureRatio, MinRecords: s.MinRecords}
+	window, _ := s.CanaryWindow.Get()
+	ratio, _ := s.MaxFailureRatio.Get()
+	return versions.Canary{Window: window, MaxFailureRatio: ratio, MinRecords: s.MinRecords}
 }
 
 // pluginSpec is the processor as its plugin sees it: inputs and outputs
@@ -1230,7 +650,7 @@ func (c *Config) pluginSpec(p *ProcessorConfig) plugin.Spec {
 	return plugin.Spec{
 		Name: p.Name, Path: p.Plugin, Inputs: c.inputTopics(p), Outputs: c.outputTopics(p), Stores: p.Stores,
 		Tables: sortedKeys(p.Tables), TaskTables: sortedKeys(p.TaskTables),
-		OnError: p.OnError, Config: p.Config,
+		OnError: string(p.OnError), Config: p.Config,
 		Memory: uint64(p.Limits.Memory), RecordTimeout: p.Limits.RecordTimeout,
 		Stack: int(p.Limits.Stack),
 		Record: engine.RecordLimits{
@@ -1302,122 +722,4 @@ func (c *Config) runnerInputs(p *ProcessorConfig) []string {
 // dead_letter.
 func (c *Config) DeadLetterTopic(p *ProcessorConfig) string {
 	return c.AppID + "-" + p.Name + "-dlq"
-}
-
-// zeroAllowed are the duration and size fields where an explicit 0 means
-// something: "canary_window: 0s" turns automatic rollback off.
-var zeroAllowed = map[string]bool{"swap.canary_window": true}
-
-var (
-	durationType = reflect.TypeOf(time.Duration(0))
-	byteSizeType = reflect.TypeOf(ByteSize(0))
-)
-
-// quantityPaths lists the koanf paths of Config's duration and size fields
-// with their types; a list of structs contributes "name.*.field" paths.
-func quantityPaths(t reflect.Type, prefix string, out map[string]reflect.Type) {
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		tag := f.Tag.Get("koanf")
-		if tag == "" || tag == "-" || !f.IsExported() {
-			continue
-		}
-		path := prefix + tag
-		switch ft := f.Type; {
-		case ft == durationType || ft == byteSizeType:
-			out[path] = ft
-		case ft.Kind() == reflect.Struct:
-			quantityPaths(ft, path+".", out)
-		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
-			quantityPaths(ft.Elem(), path+".*.", out)
-		}
-	}
-}
-
-// checkQuantities returns an error for each duration given as a bare
-// number (no unit: "record_timeout: 5" would be 5ns) and for each duration
-// or size explicitly set to 0, which would otherwise silently become the
-// default. raw is the merged configuration before decoding (koanf Raw).
-func checkQuantities(raw map[string]any) []error {
-	paths := map[string]reflect.Type{}
-	quantityPaths(reflect.TypeOf(Config{}), "", paths)
-	var errs []error
-	for path, typ := range paths {
-		walkRaw(raw, strings.Split(path, "."), "", func(at string, v any) {
-			if err := checkQuantity(typ, v, zeroAllowed[path]); err != nil {
-				errs = append(errs, &ConfigError{Path: at, Problem: err.Error()})
-			}
-		})
-	}
-	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
-	return errs
-}
-
-// walkRaw calls fn with the display path ("processors[1].limits.memory")
-// and the value of every element of node that path (with "*" for list
-// indices) reaches.
-func walkRaw(node any, path []string, at string, fn func(at string, v any)) {
-	if len(path) == 0 {
-		fn(at, node)
-		return
-	}
-	if path[0] == "*" {
-		list, ok := node.([]any)
-		if !ok {
-			return
-		}
-		for i, el := range list {
-			walkRaw(el, path[1:], at+"["+strconv.Itoa(i)+"]", fn)
-		}
-		return
-	}
-	m, ok := node.(map[string]any)
-	if !ok {
-		return
-	}
-	v, ok := m[path[0]]
-	if !ok {
-		return
-	}
-	next := path[0]
-	if at != "" {
-		next = at + "." + path[0]
-	}
-	walkRaw(v, path[1:], next, fn)
-}
-
-// checkQuantity checks one explicitly given duration or size. Values that
-// do not parse are left to the decoder, which reports them on the same
-// field.
-func checkQuantity(typ reflect.Type, v any, zeroOK bool) error {
-	const noUnit = "has no unit: write a duration such as 500ms, 5s or 1m"
-	var zero bool
-	switch x := v.(type) {
-	case int, int64, uint64, float64:
-		if typ == durationType {
-			return fmt.Errorf("%v %s", x, noUnit)
-		}
-		zero = reflect.ValueOf(x).IsZero()
-	case string:
-		s := strings.TrimSpace(x)
-		if typ == durationType {
-			d, err := time.ParseDuration(s) // "5" fails here and in the decoder: "missing unit"
-			if err != nil {
-				return nil
-			}
-			zero = d == 0
-		} else {
-			var b ByteSize
-			if b.UnmarshalText([]byte(s)) != nil {
-				return nil
-			}
-			zero = b == 0
-		}
-	default:
-		return nil
-	}
-	if zero && !zeroOK {
-		return errors.New("0 is not allowed (leave the field out for its default)")
-	}
-	return nil
 }

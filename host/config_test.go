@@ -1,156 +1,28 @@
 package host
 
 import (
-	"os"
-	"path/filepath"
+	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/spf13/pflag"
 )
 
-func writeConfig(t *testing.T, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), "pipeline.yaml")
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+// The loading of configs from files, the environment and flags is tested
+// in internal/configload; these tests build configs in Go.
 
-const goodConfig = `
-app_id: orders
-kafka:
-  brokers: [127.0.0.1:9092]
-  commit_interval: 250ms
-processors:
-  - name: nl-only
-    plugin: plugins/filter.wasm
-    inputs: [orders]
-    outputs: {out: orders-nl}
-    config: {field: country, op: eq, value: NL}
-    limits: {memory: 32MiB, record_timeout: 500ms}
-`
-
-func TestLoadConfigMergesFileEnvFlags(t *testing.T) {
-	path := writeConfig(t, goodConfig)
-	fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
-	ConfigFlags(fs)
-	if err := fs.Parse([]string{"--state-dir", "/tmp/st"}); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"WASMSTREAM_APP_ID=from-env", "WASMSTREAM_KAFKA__BROKERS=a:1,b:2", "HOME=/root"}
-	cfg, err := LoadConfig(path, env, fs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.AppID != "from-env" {
-		t.Errorf("app_id = %q, env should win over the file", cfg.AppID)
-	}
-	if strings.Join(cfg.Kafka.Brokers, ",") != "a:1,b:2" {
-		t.Errorf("brokers = %v", cfg.Kafka.Brokers)
-	}
-	if cfg.State.Dir != "/tmp/st" {
-		t.Errorf("state.dir = %q, flag should win", cfg.State.Dir)
-	}
-	if cfg.Kafka.CommitInterval != 250*time.Millisecond {
-		t.Errorf("commit_interval = %v", cfg.Kafka.CommitInterval)
-	}
-	p := cfg.Processors[0]
-	if p.Limits.Memory != 32<<20 || p.Limits.RecordTimeout != 500*time.Millisecond {
-		t.Errorf("limits = %+v", p.Limits)
-	}
-	if !filepath.IsAbs(p.Plugin) || filepath.Dir(p.Plugin) != filepath.Join(filepath.Dir(path), "plugins") {
-		t.Errorf("plugin path %q not resolved against the config dir", p.Plugin)
-	}
-	if p.OnError != OnErrorFail || cfg.Kafka.CommitRecords != DefaultCommitRecords {
-		t.Errorf("defaults not applied: %+v", cfg)
-	}
-	if p.Config["value"] != "NL" {
-		t.Errorf("plugin config = %v", p.Config)
-	}
-}
-
-func TestLoadConfigErrorsNameTheField(t *testing.T) {
-	cases := []struct{ name, body, want string }{
-		{"missing app_id", strings.Replace(goodConfig, "app_id: orders", "", 1), "app_id: required"},
-		{"misspelled field", strings.Replace(goodConfig, "commit_interval", "commit_intervall", 1), "commit_intervall: unknown field"},
-		{"bad duration", strings.Replace(goodConfig, "250ms", "soon", 1), "commit_interval"},
-		{"bad size", strings.Replace(goodConfig, "32MiB", "32 parsecs", 1), "memory"},
-		{"tiny memory", strings.Replace(goodConfig, "32MiB", "1KiB", 1), "processors[0].limits.memory"},
-		{"no inputs", strings.Replace(goodConfig, "inputs: [orders]", "inputs: []", 1), "processors[0].inputs: at least one"},
-		{"bad policy", strings.Replace(goodConfig, "limits:", "on_error: retry\n    limits:", 1), "processors[0].on_error"},
-		{"bad broker", strings.Replace(goodConfig, "127.0.0.1:9092", "localhost", 1), "kafka.brokers[0]"},
-		{"bad members", strings.Replace(goodConfig, "commit_interval: 250ms", "commit_interval: 250ms\n  members: one", 1), "kafka.members: \"one\" must be per_processor or shared"},
-		{"tiny fetch", strings.Replace(goodConfig, "commit_interval: 250ms", "commit_interval: 250ms\n  fetch_max_partition_bytes: 1KiB", 1), "kafka.fetch_max_partition_bytes: 1KiB is outside 4KiB..256MiB"},
-		{"fetch below partition", strings.Replace(goodConfig, "commit_interval: 250ms", "commit_interval: 250ms\n  fetch_max_partition_bytes: 8MiB\n  fetch_max_bytes: 1MiB", 1), "kafka.fetch_max_bytes: 1MiB is below kafka.fetch_max_partition_bytes (8MiB)"},
-		{"expire unknown store", strings.Replace(goodConfig, "limits:", "expire: {nope: {after: 1h}}\n    limits:", 1), "processors[0].expire.nope: \"nope\" is not one of the processor's stores"},
-		{"reserved store name", strings.Replace(goodConfig, "limits:", "stores: [_x]\n    limits:", 1), "store names starting with _ are the host's"},
-		{"bad emit", strings.Replace(goodConfig, "outputs: {out: orders-nl}", "outputs: {out: {topic: orders-nl, emit: sometimes}}", 1), "emit \"sometimes\": want each or latest_per_key"},
-		{"output without topic", strings.Replace(goodConfig, "outputs: {out: orders-nl}", "outputs: {out: {emit: latest_per_key}}", 1), "processors[0].outputs.out: \"\" is not a valid topic name"},
-		{"bad state cache", strings.Replace(goodConfig, "limits:", "state_cache: lots\n    limits:", 1), "or off"},
-		{"no processors", "app_id: x\n", "processors: at least one"},
-		{"not yaml", "app_id: [", "config file"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := LoadConfig(writeConfig(t, c.body), nil, nil)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error = %v, want it to mention %q", err, c.want)
-			}
-		})
-	}
-}
-
-// An output is its topic, or a topic with an emit mode, from the file and
-// from the environment.
-func TestLoadConfigOutputForms(t *testing.T) {
-	body := strings.Replace(goodConfig, "outputs: {out: orders-nl}", "outputs: {out: orders-nl, counts: {topic: word-counts, emit: latest_per_key}}", 1)
-	env := []string{"WASMSTREAM_PROCESSORS__0__OUTPUTS__SIDE=side-topic"}
-	cfg, err := LoadConfig(writeConfig(t, body), env, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := cfg.Processors[0].Outputs
-	want := map[string]OutputConfig{
-		"out":    {Topic: "orders-nl", Emit: EmitEach},
-		"counts": {Topic: "word-counts", Emit: EmitLatestPerKey},
-		"side":   {Topic: "side-topic", Emit: EmitEach},
-	}
-	for name, w := range want {
-		g := got[name]
-		if g.Emit == "" {
-			g.Emit = EmitEach
-		}
-		if g != w {
-			t.Errorf("outputs.%s = %+v, want %+v", name, got[name], w)
-		}
-	}
-	if len(got) != len(want) {
-		t.Errorf("outputs = %+v", got)
-	}
-	if latest := cfg.latestOutputs(&cfg.Processors[0], []string{"counts", "out", "side"}); len(latest) != 3 || !latest[0] || latest[1] || latest[2] {
-		t.Errorf("latestOutputs = %v", latest)
-	}
-}
-
-func TestLoadConfigStateCache(t *testing.T) {
-	for value, want := range map[string]int{"": 16 << 20, "state_cache: off": 0, "state_cache: 8MiB": 8 << 20, "state_cache: 0": 0} {
-		cfg, err := LoadConfig(writeConfig(t, strings.Replace(goodConfig, "limits:", value+"\n    limits:", 1)), nil, nil)
-		if err != nil {
-			t.Fatalf("%q: %v", value, err)
-		}
-		if got := cfg.Processors[0].StateCache.Bytes(16 << 20); got != want {
-			t.Errorf("%q: %d bytes, want %d", value, got, want)
-		}
-	}
-}
-
-func TestLoadConfigMissingFile(t *testing.T) {
-	_, err := LoadConfig(filepath.Join(t.TempDir(), "nope.yaml"), nil, nil)
-	if err == nil || !strings.Contains(err.Error(), "nope.yaml") {
-		t.Fatalf("error = %v", err)
+// goodConfig is a valid config as an embedder builds it.
+func goodConfig() *Config {
+	return &Config{
+		AppID: "orders",
+		Kafka: KafkaConfig{Brokers: []string{"127.0.0.1:9092"}, CommitInterval: 250 * time.Millisecond},
+		Processors: []ProcessorConfig{{
+			Name: "nl-only", Plugin: "plugins/filter.wasm", Inputs: []string{"orders"},
+			Outputs: map[string]OutputConfig{"out": {Topic: "orders-nl"}},
+			Config:  map[string]any{"field": "country", "op": "eq", "value": "NL"},
+			Limits:  Limits{Memory: 32 << 20, RecordTimeout: 500 * time.Millisecond},
+		}},
 	}
 }
 
@@ -166,46 +38,211 @@ func TestByteSize(t *testing.T) {
 	}
 }
 
-// A config file's canary_window: 0s turns the canary off; so does
-// CanaryOff from Go, where a zero CanaryWindow means "the default".
-func TestCanaryOff(t *testing.T) {
-	cfg, err := LoadConfig(writeConfig(t, goodConfig+"swap: {canary_window: 0s}\n"), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !cfg.Swap.CanaryOff || cfg.Swap.CanaryWindow != 0 || cfg.Swap.canary().Window != 0 {
-		t.Errorf("canary_window: 0s gave %+v", cfg.Swap)
-	}
-	cfg, err = LoadConfig(writeConfig(t, goodConfig), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Swap.CanaryOff || cfg.Swap.canary().Window != DefaultCanaryWindow {
-		t.Errorf("no canary_window gave %+v", cfg.Swap)
-	}
+// A canary window of 0 turns the canary off and a failure ratio of 0 rolls
+// back at the first failure: an Optional says "unset" by itself, so a zero
+// set in Go is kept and only an unset one takes the default.
+func TestSwapOptionals(t *testing.T) {
 	for _, c := range []struct {
-		swap SwapConfig
-		want time.Duration
+		swap         SwapConfig
+		window       time.Duration
+		ratio        float64
+		windowString string
 	}{
-		{SwapConfig{}, DefaultCanaryWindow},
-		{SwapConfig{CanaryOff: true}, 0},
-		{SwapConfig{CanaryOff: true, CanaryWindow: time.Minute}, 0},
-		{SwapConfig{CanaryWindow: time.Minute}, time.Minute},
+		{SwapConfig{}, DefaultCanaryWindow, DefaultMaxFailureRatio, "1m0s"},
+		{SwapConfig{CanaryWindow: Set(time.Duration(0))}, 0, DefaultMaxFailureRatio, "0s"},
+		{SwapConfig{CanaryWindow: Set(time.Minute), MaxFailureRatio: Set(0.0)}, time.Minute, 0, "1m0s"},
+		{SwapConfig{MaxFailureRatio: Set(0.5)}, DefaultCanaryWindow, 0.5, "1m0s"},
 	} {
-		cfg := Config{Swap: c.swap}
+		cfg := goodConfig()
+		cfg.Swap = c.swap
 		cfg.ApplyDefaults()
-		if got := cfg.Swap.canary().Window; got != c.want {
-			t.Errorf("%+v: canary window %s, want %s", c.swap, got, c.want)
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("%+v: %v", c.swap, err)
+		}
+		can := cfg.Swap.canary()
+		if can.Window != c.window || can.MaxFailureRatio != c.ratio || can.MinRecords != 1 {
+			t.Errorf("%+v: canary %+v, want window %s, ratio %v", c.swap, can, c.window, c.ratio)
+		}
+		if got := cfg.Swap.CanaryWindow.String(); got != c.windowString {
+			t.Errorf("%+v: CanaryWindow prints %q, want %q", c.swap, got, c.windowString)
+		}
+	}
+	if got := (Optional[float64]{}).String(); got != "unset" {
+		t.Errorf("an unset Optional prints %q", got)
+	}
+	cfg := goodConfig()
+	cfg.Swap = SwapConfig{CanaryWindow: Set(-time.Second), MaxFailureRatio: Set(1.5)}
+	err := cfg.Validate()
+	for _, want := range []string{"swap.canary_window: must not be negative", "swap.max_failure_ratio: 1.5 must be between 0 and 1"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate = %v, want %q", err, want)
 		}
 	}
 }
 
-// Clone shares nothing a caller could change under a running host.
-func TestCloneIsDeep(t *testing.T) {
-	cfg, err := LoadConfig(writeConfig(t, goodConfig), nil, nil)
-	if err != nil {
+func TestOptionalUnmarshalText(t *testing.T) {
+	var d Optional[time.Duration]
+	if err := d.UnmarshalText([]byte("0s")); err != nil {
 		t.Fatal(err)
 	}
+	if v, ok := d.Get(); !ok || v != 0 {
+		t.Errorf("0s: %v, %v", v, ok)
+	}
+	for in, want := range map[string]string{"30": "30 has no unit", "soon": `"soon" is not a duration`} {
+		var d Optional[time.Duration]
+		if err := d.UnmarshalText([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", in, err, want)
+		}
+		if _, ok := d.Get(); ok {
+			t.Errorf("%s: a refused value set the Optional", in)
+		}
+	}
+	var r Optional[float64]
+	if err := r.UnmarshalText([]byte("0")); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := r.Get(); !ok || v != 0 {
+		t.Errorf("ratio 0: %v, %v", v, ok)
+	}
+	if err := r.UnmarshalText([]byte("lots")); err == nil {
+		t.Error("ratio lots accepted")
+	}
+	// What MarshalText writes reads back the same, unset included.
+	for _, o := range []Optional[time.Duration]{{}, Set(time.Duration(0)), Set(90 * time.Second)} {
+		text, err := o.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Optional[time.Duration]
+		if err := back.UnmarshalText(text); err != nil || back != o {
+			t.Errorf("%v: marshalled %q, read back %v (%v)", o, text, back, err)
+		}
+	}
+}
+
+// Every enum parses its own values and "" (unset), refuses anything else
+// naming what it accepts, and is checked again by Validate when built in
+// Go; ApplyDefaults gives each unset one its documented default.
+func TestEnums(t *testing.T) {
+	type enum interface{ UnmarshalText([]byte) error }
+	for _, c := range []struct {
+		v      enum
+		values []string
+		bad    string
+	}{
+		{new(Guarantee), []string{"exactly_once", "at_least_once"}, `"twice" must be exactly_once or at_least_once`},
+		{new(ErrorPolicy), []string{"fail", "skip", "dead_letter"}, `"twice" must be fail, skip or dead_letter`},
+		{new(StartOffset), []string{"earliest", "latest"}, `"twice" must be earliest or latest`},
+		{new(GroupProtocol), []string{"auto", "consumer", "classic"}, `"twice" must be auto, consumer or classic`},
+		{new(Members), []string{"per_processor", "shared"}, `"twice" must be per_processor or shared`},
+		{new(LogLevel), []string{"debug", "info", "warn", "error"}, `"twice" must be debug, info, warn or error`},
+		{new(LogFormat), []string{"text", "json"}, `"twice" must be text or json`},
+		{new(ExpiryClock), []string{"event", "wall"}, `"twice" must be event or wall`},
+		{new(OutputEmit), []string{"each", "latest_per_key"}, `"twice" must be each or latest_per_key`},
+	} {
+		for _, v := range append(c.values, "") {
+			if err := c.v.UnmarshalText([]byte(v)); err != nil {
+				t.Errorf("%T %q: %v", c.v, v, err)
+			}
+			if got := reflect.ValueOf(c.v).Elem().String(); got != v {
+				t.Errorf("%T %q parsed to %q", c.v, v, got)
+			}
+		}
+		if err := c.v.UnmarshalText([]byte("twice")); err == nil || err.Error() != c.bad {
+			t.Errorf("%T twice: %v, want %q", c.v, err, c.bad)
+		}
+	}
+	var l LogLevel
+	if err := l.UnmarshalText([]byte("WARN")); err != nil || l != LevelWarn {
+		t.Errorf("log level WARN: %q, %v", l, err)
+	}
+
+	cfg := goodConfig()
+	cfg.Processors[0].Stores = []string{"s"}
+	cfg.Processors[0].Expire = map[string]StoreExpiry{"s": {After: time.Hour}}
+	cfg.ApplyDefaults()
+	p := cfg.Processors[0]
+	if cfg.Guarantee != ExactlyOnce || cfg.Kafka.StartOffset != StartEarliest || cfg.Kafka.GroupProtocol != ProtocolAuto ||
+		cfg.Kafka.Members != MembersPerProcessor || cfg.Log.Level != LevelInfo || cfg.Log.Format != LogText ||
+		p.OnError != OnErrorFail || p.Expire["s"].Clock != ClockEvent || p.Outputs["out"].Emit != EmitEach {
+		t.Errorf("enum defaults: %+v", cfg)
+	}
+	cfg.Guarantee, cfg.Kafka.Members, cfg.Processors[0].OnError = "twice", "one", "retry"
+	cfg.Processors[0].Outputs["out"] = OutputConfig{Topic: "t", Emit: "sometimes"}
+	cfg.Processors[0].Expire["s"] = StoreExpiry{After: time.Hour, Clock: "sundial"}
+	cfg.Log.Level = "LOUD"
+	err := cfg.Validate()
+	for _, want := range []string{`guarantee: "twice" must be exactly_once or at_least_once`, `kafka.members: "one" must be per_processor or shared`,
+		`processors[0].on_error: "retry" must be fail, skip or dead_letter`, `processors[0].outputs.out.emit: "sometimes" must be each or latest_per_key`,
+		`processors[0].expire.s.clock: "sundial" must be event or wall`, `log.level: "loud" must be debug, info, warn or error`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate = %v\nwant %q", err, want)
+		}
+	}
+	cfg.Guarantee, cfg.Kafka.Members, cfg.Processors[0].OnError, cfg.Log.Level = AtLeastOnce, MembersShared, OnErrorSkip, "DEBUG"
+	cfg.Processors[0].Outputs["out"] = OutputConfig{Topic: "t", Emit: EmitLatestPerKey}
+	cfg.Processors[0].Expire["s"] = StoreExpiry{After: time.Hour, Clock: ClockWall}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("Validate of good values (log.level in capitals): %v", err)
+	}
+}
+
+// The tables that turn the config's enums into the runner's hold every
+// value, each to the runner value of the same name; an unset one is an
+// error, never the runner's zero value (whose default is not the
+// config's: at_least_once against exactly_once).
+func TestRunnerEnums(t *testing.T) {
+	check := func(what string, values []string, names map[string]string) {
+		for _, v := range values {
+			if got, ok := names[v]; !ok || got != v {
+				t.Errorf("%s %q becomes the runner's %q (in the table: %v)", what, v, got, ok)
+			}
+		}
+		if len(names) != len(values) {
+			t.Errorf("%s: the table has %d values, the config type %d", what, len(names), len(values))
+		}
+	}
+	check("guarantee", strs(guarantees), names(runnerGuarantees))
+	check("start offset", strs(startOffsets), names(runnerStartOffsets))
+	check("group protocol", strs(groupProtocols), names(runnerGroupProtocols))
+	check("error policy", strs(errorPolicies), names(runnerErrorPolicies))
+
+	cfg := goodConfig()
+	if _, err := toRunnerEnums(cfg); err == nil || !strings.Contains(err.Error(), "guarantee") {
+		t.Errorf("toRunnerEnums of a config without its defaults: %v", err)
+	}
+	cfg.ApplyDefaults()
+	e, err := toRunnerEnums(cfg)
+	var ce *ConfigError
+	if err != nil || e.guarantee.String() != "exactly_once" || e.onError[0].String() != "fail" {
+		t.Errorf("toRunnerEnums = %+v, %v", e, err)
+	}
+	cfg.Processors[0].OnError = "retry"
+	if _, err := toRunnerEnums(cfg); !errors.As(err, &ce) || ce.Path != "processors[0].on_error" {
+		t.Errorf("toRunnerEnums with on_error retry: %v", err)
+	}
+}
+
+func strs[E ~string](values []E) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = string(v)
+	}
+	return out
+}
+
+func names[E ~string, R fmt.Stringer](table map[E]R) map[string]string {
+	out := map[string]string{}
+	for k, v := range table {
+		out[string(k)] = v.String()
+	}
+	return out
+}
+
+// Clone shares nothing a caller could change under a running host.
+func TestCloneIsDeep(t *testing.T) {
+	cfg := goodConfig()
+	cfg.ApplyDefaults()
 	c := cfg.Clone()
 	c.Kafka.Brokers[0] = "changed:1"
 	p := &c.Processors[0]
@@ -223,79 +260,48 @@ func TestCloneIsDeep(t *testing.T) {
 	}
 }
 
-// A duration or size written as 0 is an error naming the field, not a
-// silent default, and a duration without a unit is not nanoseconds (issue
-// 11: "memory: 0 and record_timeout: 0 are silently replaced by defaults;
-// record_timeout: 5 passes as 5 ns"). canary_window: 0s keeps its meaning.
-func TestLoadConfigRefusesZeroAndUnitlessQuantities(t *testing.T) {
-	base := `
-app_id: orders
-kafka:
-  brokers: [127.0.0.1:9092]
-processors:
-  - name: a
-    plugin: a.wasm
-    inputs: [in]
-`
-	for _, tc := range []struct {
-		name, yaml string
-		env        []string
-		want       []string // substrings of the error, each naming its field
-	}{
-		{"zero memory", base + "    limits: {memory: 0}\n", nil, []string{"processors[0].limits.memory: 0 is not allowed"}},
-		{"zero memory with unit", base + "    limits: {memory: 0MiB}\n", nil, []string{"processors[0].limits.memory: 0 is not allowed"}},
-		{"zero timeout", base + "    limits: {record_timeout: 0}\n", nil, []string{"processors[0].limits.record_timeout: 0 has no unit"}},
-		{"zero timeout with unit", base + "    limits: {record_timeout: 0s}\n", nil, []string{"processors[0].limits.record_timeout: 0 is not allowed"}},
-		{"unitless timeout", base + "    limits: {record_timeout: 5}\n", nil, []string{"processors[0].limits.record_timeout: 5 has no unit"}},
-		{"unitless float", base + "  - name: b\n    plugin: b.wasm\n    inputs: [in2]\n    limits: {record_timeout: 1.5}\n", nil,
-			[]string{"processors[1].limits.record_timeout: 1.5 has no unit"}},
-		{"zero commit interval", base, []string{"WASMSTREAM_KAFKA__COMMIT_INTERVAL=0s"}, []string{"kafka.commit_interval: 0 is not allowed"}},
-		{"unitless env", base, []string{"WASMSTREAM_KAFKA__SESSION_TIMEOUT=30"}, []string{"kafka.session_timeout", "missing unit"}},
-		{"zero module size", base + "runtime: {max_module_size: 0}\n", nil, []string{"runtime.max_module_size: 0 is not allowed"}},
-		{"two at once", base + "    limits: {memory: 0, record_timeout: 7}\n", nil,
-			[]string{"processors[0].limits.memory: 0 is not allowed", "processors[0].limits.record_timeout: 7 has no unit"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := LoadConfig(writeConfig(t, tc.yaml), tc.env, nil)
-			if err == nil {
-				t.Fatal("accepted")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
-		})
-	}
-	cfg, err := LoadConfig(writeConfig(t, base+"swap: {canary_window: 0s}\n"), nil, nil)
-	if err != nil || !cfg.Swap.CanaryOff {
-		t.Fatalf("canary_window: 0s = %v, CanaryOff %v; want the canary off", err, cfg != nil && cfg.Swap.CanaryOff)
-	}
-	cfg, err = LoadConfig(writeConfig(t, base), []string{"WASMSTREAM_KAFKA__FETCH_MAX_PARTITION_BYTES=64KiB"}, nil)
-	if err != nil || cfg.Kafka.FetchMaxPartitionBytes != 64<<10 || cfg.Kafka.FetchMaxBytes != DefaultFetchMaxBytes {
-		t.Fatalf("fetch sizes: %v, %+v", err, cfg)
-	}
-	cfg, err = LoadConfig(writeConfig(t, base+"    limits: {memory: 32MiB, record_timeout: 250ms}\n"), nil, nil)
-	if err != nil || cfg.Processors[0].Limits.RecordTimeout != 250*time.Millisecond || cfg.Processors[0].Limits.Memory != 32<<20 {
-		t.Fatalf("good limits: %v, %+v", err, cfg)
-	}
-}
-
 // Under exactly_once a record's time limit must leave the transaction room:
 // a commit point comes at most one record late.
 func TestValidateRecordTimeoutAgainstTransactionTimeout(t *testing.T) {
-	cfg, err := LoadConfig(writeConfig(t, goodConfig), nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := goodConfig()
+	cfg.ApplyDefaults()
 	cfg.Kafka.TransactionTimeout = 2 * time.Second
 	cfg.Processors[0].Limits.RecordTimeout = 900 * time.Millisecond
-	err = cfg.Validate()
+	err := cfg.Validate()
 	if err == nil || !strings.Contains(err.Error(), "processors[0].limits.record_timeout") || !strings.Contains(err.Error(), "kafka.transaction_timeout") {
 		t.Fatalf("Validate = %v, want record_timeout refused against the transaction timeout", err)
 	}
 	cfg.Guarantee = AtLeastOnce
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("at_least_once has no transaction: %v", err)
+	}
+}
+
+// latest_per_key outputs are the runner's Latest, by output index.
+func TestLatestOutputs(t *testing.T) {
+	cfg := goodConfig()
+	p := &cfg.Processors[0]
+	p.Outputs = map[string]OutputConfig{"out": {Topic: "orders-nl"}, "counts": {Topic: "word-counts", Emit: EmitLatestPerKey},
+		"side": {Topic: "side-topic"}}
+	cfg.ApplyDefaults()
+	if latest := cfg.latestOutputs(p, []string{"counts", "out", "side"}); len(latest) != 3 || !latest[0] || latest[1] || latest[2] {
+		t.Errorf("latestOutputs = %v", latest)
+	}
+	p.Outputs["counts"] = OutputConfig{Topic: "word-counts"}
+	if latest := cfg.latestOutputs(p, []string{"counts", "out", "side"}); latest != nil {
+		t.Errorf("latestOutputs without latest_per_key = %v, want nil", latest)
+	}
+}
+
+// A state cache of a Go-built config is checked as a file's is.
+func TestValidateStateCache(t *testing.T) {
+	cfg := goodConfig()
+	cfg.ApplyDefaults()
+	if got := cfg.Processors[0].StateCache; got != "16MiB" {
+		t.Errorf("default state_cache %q", got)
+	}
+	cfg.Processors[0].StateCache = "lots"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "processors[0].state_cache") {
+		t.Errorf("Validate with state_cache lots: %v", err)
 	}
 }

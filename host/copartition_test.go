@@ -64,7 +64,7 @@ func TestCopartitionedProcessorNextToAnother(t *testing.T) {
 			for _, tp := range []string{clicks, other, otherOut} {
 				p.b.CreateTopic(t, tp, 3, nil)
 			}
-			p.cfg.Kafka.GroupProtocol = protocol
+			p.cfg.Kafka.GroupProtocol = GroupProtocol(protocol)
 			pc := &p.cfg.Processors[0]
 			pc.Name = "join"
 			pc.Inputs = []string{p.in, clicks}

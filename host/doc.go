@@ -1,8 +1,9 @@
-// Package host is wasmstream's embedding API: Config (LoadConfig, or built
-// in Go), New, Run, Close; Deploy and Rollback publish plugin versions to
-// a running app. The host owns everything that must be correct (Kafka
-// I/O, the consumer group, commits, state, plugin lifecycle and limits);
-// plugins only process records.
+// Package host is wasmstream's embedding API: Config (built in Go; the
+// CLI loads it from a file, the environment and flags with
+// internal/configload), New, Run, Close; Deploy and Rollback publish
+// plugin versions to a running app. The host owns everything that must
+// be correct (Kafka I/O, the consumer group, commits, state, plugin
+// lifecycle and limits); plugins only process records.
 //
 // This package is a thin face: it turns the Config into the internal
 // packages' settings and their state into snapshot types of its own. The

@@ -21,7 +21,7 @@ func TestDeadLetterDocs(t *testing.T) {
 		t.Errorf("docs/operations.md does not name the dead-letter topic %s", topic)
 	}
 	for _, h := range []string{runner.HeaderErrorKind, runner.HeaderError, runner.HeaderProcessor, runner.HeaderSourceTopic,
-		runner.HeaderSourcePart, runner.HeaderSourceOff, runner.HeaderVersion} {
+		runner.HeaderSourcePart, runner.HeaderSourceOff, runner.HeaderSourceTime, runner.HeaderVersion} {
 		if !strings.Contains(string(doc), "| `"+h+"` |") {
 			t.Errorf("docs/operations.md does not list the dead-letter header %s", h)
 		}

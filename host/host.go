@@ -55,11 +55,8 @@ type Host struct {
 	brokerFile string
 	brokers    []string
 	kafka      kclient.Config // every Kafka client of the host starts from it
-	// outLimits is what each output topic accepts of one record, learned
-	// at startup (topics.Limits).
-	outLimits map[string]topics.Limit
-	vers      *runner.Versions
-	follower  *follower.Follower
+	vers       *runner.Versions
+	follower   *follower.Follower
 	// members are this process's consumer group members: one per
 	// processor (kafka.members: per_processor) or one for all (shared).
 	members []*member
@@ -119,10 +116,10 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // (used when kafka.brokers is empty). Default 0: any free port.
 func WithEmbeddedPort(port int) Option { return func(o *options) { o.embeddedPort = port } }
 
-// New starts a host for cfg. Like LoadConfig it works on its own copy of
-// cfg with every unset field given its documented default, and refuses an
-// invalid config (the errors name the field paths), so a Config built in
-// Go behaves as one loaded from a file. Then it compiles and validates
+// New starts a host for cfg. It works on its own copy of cfg with every
+// unset field given its documented default (ApplyDefaults), and refuses
+// an invalid config (Validate: the errors name the field paths), so a
+// Config built in Go behaves as one the CLI loads from a file. Then it compiles and validates
 // every plugin, connects to Kafka (or starts the embedded development
 // broker when kafka.brokers is empty), makes sure the topics exist, and
 // prepares the consumer. Nothing is consumed before Run.
@@ -200,7 +197,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	if err != nil {
 		return nil, err
 	}
-	enums, err := parseRunnerEnums(cfg)
+	enums, err := toRunnerEnums(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +210,6 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			Outputs:         p.Topics,
 			Internal:        cfg.internalOutputs(pc, p.Topics),
 			Latest:          cfg.latestOutputs(pc, p.Binding.Outputs),
-			OutputLimits:    h.outputLimits(p),
 			OnError:         enums.onError[i],
 			DeadLetterTopic: cfg.DeadLetterTopic(pc),
 			Stores:          cfg.taskStores(pc),
@@ -231,7 +227,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			StateDisk:      int64(pc.Limits.StateDisk),
 		}
 		for st, e := range pc.Expire {
-			specs[i].Expiry[st] = state.Expiry{TTL: e.After.Milliseconds(), Wall: e.Clock == "wall"}
+			specs[i].Expiry[st] = state.Expiry{TTL: e.After.Milliseconds(), Wall: e.Clock == ClockWall}
 		}
 		for j, st := range specs[i].Stores {
 			if topic, ok := pc.TaskTables[st]; ok {
@@ -268,6 +264,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		OnRestoreProgress:      onRestore,
 		Restore:                o.restore,
 		Stats:                  stats,
+		Limits:                 runner.BrokerLimits(h.kafka),
 	}
 	// Every member asks for the co-partitioning assignor when any
 	// processor of the app needs it (members of one group must agree).
@@ -287,7 +284,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 // their counters and a transactional id of its own.
 func (h *Host) startMembers(ctx context.Context, base runner.Options) error {
 	var groups [][]runner.ProcessorSpec
-	if h.cfg.Kafka.Members == "shared" {
+	if h.cfg.Kafka.Members == MembersShared {
 		groups = [][]runner.ProcessorSpec{base.Processors}
 	} else {
 		for _, spec := range base.Processors {
@@ -298,6 +295,10 @@ func (h *Host) startMembers(ctx context.Context, base runner.Options) error {
 	for _, specs := range groups {
 		opts := base
 		opts.Processors = specs
+		// One set per member, kept across its runners: a runner
+		// restarted for smaller limits must not find the refused records
+		// again (refusal.go).
+		opts.Refused = runner.NewRefused()
 		opts.Stats = map[string]*runner.Stats{}
 		for _, spec := range specs {
 			opts.Stats[spec.Name] = base.Stats[spec.Name]
@@ -677,25 +678,7 @@ func (h *Host) ensureTopics(ctx context.Context, create bool) error {
 	if err != nil {
 		return err
 	}
-	var outs []string
-	for _, p := range h.procs {
-		outs = append(outs, p.Topics...)
-	}
-	if h.outLimits, err = topics.Limits(ctx, adm, outs...); err != nil {
-		return err
-	}
 	return nil
-}
-
-// outputLimits is what each of p's outputs accepts of one record, by
-// output index.
-func (h *Host) outputLimits(p *plugin.Processor) []runner.OutputLimit {
-	lims := make([]runner.OutputLimit, len(p.Topics))
-	for i, t := range p.Topics {
-		l := h.outLimits[t]
-		lims[i] = runner.OutputLimit{MaxBytes: l.MaxMessageBytes, KeyRequired: l.Compacted}
-	}
-	return lims
 }
 
 // Validate checks a config's plugins without Kafka: each compiles, speaks a
@@ -727,9 +710,22 @@ func Validate(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	return errors.Join(errs...)
 }
 
-// InspectPlugin validates a module and describes it.
+// InspectPlugin validates a module and describes it, under the default
+// module limits and compile budget (runtime.module_limits).
 func InspectPlugin(ctx context.Context, wasm []byte) (PluginInfo, error) {
-	info, err := engine.Inspect(ctx, wasm)
+	return InspectPluginWith(ctx, wasm, nil)
+}
+
+// InspectPluginWith is InspectPlugin under cfg's runtime.module_limits
+// (the defaults for a nil cfg).
+func InspectPluginWith(ctx context.Context, wasm []byte, cfg *Config) (PluginInfo, error) {
+	lim := engine.ModuleLimits{Settings: budgetSettings}
+	if cfg != nil {
+		c := cfg.Clone()
+		c.ApplyDefaults()
+		lim = c.pluginLimits().Module
+	}
+	info, err := engine.InspectWith(ctx, wasm, lim)
 	if err != nil {
 		return PluginInfo{}, err
 	}

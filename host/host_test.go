@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -26,6 +27,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/runner"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
+	"github.com/wasmstream/wasmstream/internal/wasmgen"
 )
 
 // engineTestdata is a hand-written WAT plugin of the engine's test suite.
@@ -41,7 +43,7 @@ type pipeline struct {
 
 // newPipeline makes a one-processor config on the test broker with fresh
 // topics (3 partitions).
-func newPipeline(t testing.TB, plugin string, onError string) *pipeline {
+func newPipeline(t testing.TB, plugin string, onError ErrorPolicy) *pipeline {
 	b := testbroker.New(t)
 	p := &pipeline{b: b, in: b.Name(t, "in"), out: b.Name(t, "out")}
 	b.CreateTopic(t, p.in, 3, nil)
@@ -267,6 +269,37 @@ func TestBadPluginsAreRefusedAtStart(t *testing.T) {
 			}
 			t.Logf("%s: %v", name, err)
 		})
+	}
+}
+
+// runtime.module_limits' compile budget reaches every compile: a plugin
+// whose estimate is over a lowered budget is refused, naming the setting;
+// the same plugin passes the defaults.
+func TestCompileBudgetFromConfig(t *testing.T) {
+	// 20,000 globals: 2.5 MiB per instance; 25 MiB and 200 ms to compile.
+	plugin := filepath.Join(t.TempDir(), "globals.wasm")
+	if err := os.WriteFile(plugin, wasmgen.Module(wasmgen.Shape{Globals: 20000, Plugin: true}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		limits ModuleLimits
+		want   string
+	}{
+		{ModuleLimits{CompileMemory: 8 << 20}, "over the compile budget of 8 MiB (runtime.module_limits.compile_memory)"},
+		{ModuleLimits{CompileTime: time.Millisecond}, "over the compile budget of 1ms (runtime.module_limits.compile_time)"},
+		{ModuleLimits{InstanceMemory: 1 << 20}, "over the budget of 1 MiB per instance (runtime.module_limits.instance_memory)"},
+		{ModuleLimits{}, ""},
+	} {
+		cfg := &Config{
+			AppID:      "x",
+			Processors: []ProcessorConfig{{Name: "p", Plugin: plugin, Inputs: []string{"in"}, Outputs: map[string]OutputConfig{"out": {Topic: "out"}}}},
+			Runtime:    RuntimeConfig{CacheDir: "off", ModuleLimits: c.limits},
+		}
+		cfg.ApplyDefaults()
+		err := Validate(context.Background(), cfg, testLogger(t))
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%+v: Validate = %v, want %q", c.limits, err, c.want)
+		}
 	}
 }
 
@@ -583,7 +616,7 @@ func buildCounterChangelog(t *testing.T, p *pipeline, keys int) string {
 }
 
 // New works on its own copy of the config with defaults applied, as the
-// CLI's LoadConfig does: a Config built in Go without ApplyDefaults runs
+// CLI's loader does: a Config built in Go without ApplyDefaults runs
 // with the documented defaults (commit_records among them), and the
 // caller's Config is left as it was. An invalid one is refused before
 // anything starts, naming the field.
@@ -606,7 +639,7 @@ func TestNewAppliesDefaultsAndValidates(t *testing.T) {
 	}
 	defer h.Close()
 	if h.cfg.Kafka.CommitRecords != DefaultCommitRecords || h.cfg.Kafka.CommitInterval != DefaultCommitInterval ||
-		h.cfg.Processors[0].OnError != OnErrorFail || h.cfg.Swap.CanaryWindow != DefaultCanaryWindow {
+		h.cfg.Processors[0].OnError != OnErrorFail || h.cfg.Swap.CanaryWindow != Set(DefaultCanaryWindow) {
 		t.Errorf("the host runs without the defaults: %+v", h.cfg)
 	}
 	if cfg.Kafka.CommitRecords != 0 || cfg.Processors[0].OnError != "" {

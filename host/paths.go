@@ -8,7 +8,7 @@ import (
 )
 
 // A config names files: plugins, the state and cache directories, TLS
-// files and file: secrets. LoadConfig makes each absolute, by one rule:
+// files and file: secrets. ResolvePaths makes each absolute, by one rule:
 // a path the config file gives (or a default the file leaves in place) is
 // relative to the file's directory, so a config means the same whichever
 // directory wasmstream runs from; a path an environment variable or a
@@ -46,11 +46,14 @@ func (c *Config) pathFields() []pathField {
 	return f
 }
 
-// resolvePaths makes the config's paths absolute: against the directory
-// of file ("" for none: the working directory), or against the working
-// directory for the keys fromCommandLine reports. It remembers where a
-// relative state.dir of the file resolved before this rule (OldStateDir).
-func (c *Config) resolvePaths(file string, fromCommandLine func(key string) bool) error {
+// ResolvePaths makes the config's file paths absolute: against the
+// directory of file, the config file the values came from ("" for none:
+// the working directory), or against the working directory for the keys
+// fromCommandLine reports (the environment's and the flags': "state.dir",
+// "processors.0.plugin"). Call it after ApplyDefaults, so that a default
+// path is the file's too. It remembers where a relative state.dir of the
+// file resolved before this rule (OldStateDir).
+func (c *Config) ResolvePaths(file string, fromCommandLine func(key string) bool) error {
 	wd, err := os.Getwd()
 	if err != nil {
 		return fmt.Errorf("resolving the config's relative paths: %w", err)

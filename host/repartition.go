@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -123,106 +122,6 @@ func (c *Config) repartitionTopics(p *ProcessorConfig) map[string]string {
 		out[name] = c.RepartitionTopic(p.Name, name)
 	}
 	return out
-}
-
-// validateRepartition checks the repartition outputs and the inputs that
-// refer to them; bad records a problem at a field path.
-func (c *Config) validateRepartition(bad func(path, format string, args ...any)) {
-	if c.Kafka.RepartitionPurgeInterval < 0 {
-		bad("kafka.repartition_purge_interval", "must be positive")
-	}
-	readers := map[string][]string{} // repartition topic -> reading processors
-	// feeds[a] are the processors that read a repartition output of a.
-	feeds := map[string][]string{}
-	for i := range c.Processors {
-		p := &c.Processors[i]
-		at := fmt.Sprintf("processors[%d]", i)
-		for j, in := range p.Inputs {
-			w, out, declared := c.repartitionRef(in)
-			at := fmt.Sprintf("%s.inputs[%d]", at, j)
-			switch {
-			case w == nil:
-			case !declared:
-				bad(at, "%q names processor %q, which has no repartition output %q (its repartition outputs: %q); an input <processor>.<output> always refers to a repartition output",
-					in, w.Name, out, w.Repartition)
-			case w == p:
-				bad(at, "%q is the processor's own repartition output; a processor cannot read what it writes", in)
-			default:
-				t := c.RepartitionTopic(w.Name, out)
-				readers[t] = append(readers[t], p.Name)
-				feeds[w.Name] = append(feeds[w.Name], p.Name)
-			}
-		}
-	}
-	for i := range c.Processors {
-		p := &c.Processors[i]
-		at := fmt.Sprintf("processors[%d]", i)
-		if p.RepartitionPartitions < 0 {
-			bad(at+".repartition_partitions", "must be positive")
-		} else if p.RepartitionPartitions > 0 && len(p.Repartition) == 0 {
-			bad(at+".repartition_partitions", "is set but the processor has no repartition outputs")
-		}
-		seen := map[string]bool{}
-		for j, name := range p.Repartition {
-			at := fmt.Sprintf("%s.repartition[%d]", at, j)
-			topic := c.RepartitionTopic(p.Name, name)
-			switch {
-			case !nameRE.MatchString(name):
-				bad(at, "output name %q must be made of a-z A-Z 0-9 . _ -", name)
-			case seen[name]:
-				bad(at, "output %q is listed twice", name)
-			case p.Outputs[name].Topic != "":
-				bad(at, "output %q is also in outputs (to topic %q); an output goes to a topic or to a repartition topic, not both", name, p.Outputs[name].Topic)
-			case len(topic) > maxTopicName:
-				bad(at, "its topic %q is longer than Kafka's %d characters; use a shorter app_id, processor or output name", topic, maxTopicName)
-			case len(readers[topic]) == 0:
-				bad(at, "no processor reads it: name %q in the inputs of the processor that aggregates it (its records would pile up, never purged)", p.Name+"."+name)
-			}
-			seen[name] = true
-		}
-	}
-	if cycle := findCycle(c.Processors, feeds); cycle != nil {
-		bad("processors", "processors %s feed each other through repartition topics in a cycle; a chain must end", strings.Join(cycle, " -> "))
-	}
-}
-
-// findCycle returns a cycle of processors in feeds (writer -> readers), as
-// names from the first to itself again, or nil.
-func findCycle(procs []ProcessorConfig, feeds map[string][]string) []string {
-	const (
-		unseen = iota
-		onPath
-		done
-	)
-	mark := map[string]int{}
-	var path []string
-	var visit func(n string) []string
-	visit = func(n string) []string {
-		mark[n] = onPath
-		path = append(path, n)
-		for _, next := range feeds[n] {
-			switch mark[next] {
-			case onPath:
-				start := slices.Index(path, next)
-				return append(slices.Clone(path[start:]), next)
-			case unseen:
-				if c := visit(next); c != nil {
-					return c
-				}
-			}
-		}
-		path = path[:len(path)-1]
-		mark[n] = done
-		return nil
-	}
-	for _, p := range procs {
-		if mark[p.Name] == unseen {
-			if c := visit(p.Name); c != nil {
-				return c
-			}
-		}
-	}
-	return nil
 }
 
 // purgeTimeout bounds one purge round's requests.

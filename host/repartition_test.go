@@ -20,28 +20,27 @@ import (
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
-const repartitionConfig = `
-app_id: app
-kafka:
-  brokers: [127.0.0.1:9092]
-processors:
-  - name: split
-    plugin: split.wasm
-    inputs: [lines]
-    repartition: [words]
-  - name: count
-    plugin: wordcount.wasm
-    inputs: [split.words]
-    outputs: {counts: word-counts}
-    stores: [counts]
-`
+// repartitionConfig is split re-keying lines by word into its repartition
+// output words, which count reads.
+func repartitionConfig() *Config {
+	return &Config{
+		AppID: "app",
+		Kafka: KafkaConfig{Brokers: []string{"127.0.0.1:9092"}},
+		Processors: []ProcessorConfig{
+			{Name: "split", Plugin: "split.wasm", Inputs: []string{"lines"}, Repartition: []string{"words"}},
+			{Name: "count", Plugin: "wordcount.wasm", Inputs: []string{"split.words"},
+				Outputs: map[string]OutputConfig{"counts": {Topic: "word-counts"}}, Stores: []string{"counts"}},
+		},
+	}
+}
 
 // A repartition output is resolved everywhere the host uses inputs and
 // outputs: the reader's input and the writer's output are the internal
-// topic.
+// topic. (Its validation errors: internal/configload's tests.)
 func TestRepartitionConfigResolves(t *testing.T) {
-	cfg, err := LoadConfig(writeConfig(t, repartitionConfig), nil, nil)
-	if err != nil {
+	cfg := repartitionConfig()
+	cfg.ApplyDefaults()
+	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	split, count := &cfg.Processors[0], &cfg.Processors[1]
@@ -63,56 +62,6 @@ func TestRepartitionConfigResolves(t *testing.T) {
 	}
 	if cfg.Kafka.RepartitionPurgeInterval != DefaultRepartitionPurgeInterval {
 		t.Errorf("purge interval default %v", cfg.Kafka.RepartitionPurgeInterval)
-	}
-}
-
-func TestRepartitionConfigErrorsNameTheField(t *testing.T) {
-	cases := []struct{ name, old, new, want string }{
-		{"unknown processor output", "inputs: [split.words]", "inputs: [split.word]",
-			`processors[1].inputs[0]: "split.word" names processor "split", which has no repartition output "word"`},
-		{"reads its own output", "inputs: [lines]", "inputs: [split.words]",
-			`processors[0].inputs[0]: "split.words" is the processor's own repartition output`},
-		{"both output and repartition", "repartition: [words]", "repartition: [words]\n    outputs: {words: t}",
-			`processors[0].repartition[0]: output "words" is also in outputs`},
-		{"bad name", "repartition: [words]", "repartition: [words, \"a b\"]",
-			`processors[0].repartition[1]: output name "a b" must be made of`},
-		{"listed twice", "repartition: [words]", "repartition: [words, words]",
-			`processors[0].repartition[1]: output "words" is listed twice`},
-		{"read by nobody", "inputs: [split.words]", "inputs: [other]",
-			`processors[0].repartition[0]: no processor reads it: name "split.words" in the inputs`},
-		{"negative partitions", "repartition: [words]", "repartition: [words]\n    repartition_partitions: -1",
-			"processors[0].repartition_partitions: must be positive"},
-		{"partitions without outputs", "stores: [counts]", "stores: [counts]\n    repartition_partitions: 4",
-			"processors[1].repartition_partitions: is set but the processor has no repartition outputs"},
-		{"cycle", "inputs: [lines]", "inputs: [count.back]",
-			"processors split -> count -> split feed each other through repartition topics in a cycle"},
-		{"topic name too long", "name: split", "name: split" + strings.Repeat("s", 240),
-			"is longer than Kafka's 249 characters"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			body := strings.Replace(repartitionConfig, c.old, c.new, 1)
-			switch c.name {
-			case "cycle": // count also writes a repartition output split reads
-				body = strings.Replace(body, "stores: [counts]", "stores: [counts]\n    repartition: [back]", 1)
-			case "topic name too long":
-				body = strings.Replace(body, "inputs: [split.words]", "inputs: [split"+strings.Repeat("s", 240)+".words]", 1)
-			}
-			_, err := LoadConfig(writeConfig(t, body), nil, nil)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("error %v\nwant it to contain %q", err, c.want)
-			}
-		})
-	}
-	// Two readers of one repartition output.
-	body := repartitionConfig + `  - name: count2
-    plugin: wordcount.wasm
-    inputs: [split.words]
-    outputs: {counts: word-counts-2}
-`
-	_, err := LoadConfig(writeConfig(t, body), nil, nil)
-	if want := `processors[2].inputs[0]: repartition output "split.words" is already the input of processor "count"`; err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("two readers: %v\nwant %q", err, want)
 	}
 }
 

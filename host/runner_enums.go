@@ -6,8 +6,26 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/runner"
 )
 
-// runnerEnums are the config's strings as the runner's types, mapped once
-// where the runner's options are built.
+// The config's enums as the runner's types. Each table lists every value
+// of its config type (a test checks it), so a resolved, validated config
+// always converts; "" is not in any: New converts after ApplyDefaults, and
+// the runner's own zero-value defaults are never reached from a config.
+var (
+	runnerGuarantees = map[Guarantee]runner.Guarantee{
+		ExactlyOnce: runner.ExactlyOnce, AtLeastOnce: runner.AtLeastOnce,
+	}
+	runnerStartOffsets = map[StartOffset]runner.StartOffset{
+		StartEarliest: runner.Earliest, StartLatest: runner.Latest,
+	}
+	runnerGroupProtocols = map[GroupProtocol]runner.GroupProtocol{
+		ProtocolAuto: runner.ProtocolAuto, ProtocolConsumer: runner.ProtocolConsumer, ProtocolClassic: runner.ProtocolClassic,
+	}
+	runnerErrorPolicies = map[ErrorPolicy]runner.ErrorPolicy{
+		OnErrorFail: runner.Fail, OnErrorSkip: runner.Skip, OnErrorDeadLetter: runner.DeadLetter,
+	}
+)
+
+// runnerEnums are cfg's choices as the runner's types.
 type runnerEnums struct {
 	guarantee runner.Guarantee
 	start     runner.StartOffset
@@ -15,34 +33,33 @@ type runnerEnums struct {
 	onError   []runner.ErrorPolicy // by processor, as cfg.Processors
 }
 
-// parseRunnerEnums maps cfg's guarantee, start offset, group protocol and
-// error policies. An empty string (a Config built in Go without LoadConfig's
-// defaults) is the runner's default, its zero value.
-func parseRunnerEnums(cfg *Config) (runnerEnums, error) {
+// toRunnerEnums converts cfg's choices; cfg has its defaults applied and
+// is valid (an error here is a value Validate let through).
+func toRunnerEnums(cfg *Config) (runnerEnums, error) {
 	var e runnerEnums
 	var err error
-	if e.guarantee, err = parseOrZero(cfg.Guarantee, runner.ParseGuarantee); err != nil {
-		return e, fmt.Errorf("guarantee: %w", err)
+	if e.guarantee, err = toRunner("guarantee", cfg.Guarantee, runnerGuarantees); err != nil {
+		return e, err
 	}
-	if e.start, err = parseOrZero(cfg.Kafka.StartOffset, runner.ParseStartOffset); err != nil {
-		return e, fmt.Errorf("kafka.start_offset: %w", err)
+	if e.start, err = toRunner("kafka.start_offset", cfg.Kafka.StartOffset, runnerStartOffsets); err != nil {
+		return e, err
 	}
-	if e.protocol, err = parseOrZero(cfg.Kafka.GroupProtocol, runner.ParseGroupProtocol); err != nil {
-		return e, fmt.Errorf("kafka.group_protocol: %w", err)
+	if e.protocol, err = toRunner("kafka.group_protocol", cfg.Kafka.GroupProtocol, runnerGroupProtocols); err != nil {
+		return e, err
 	}
 	e.onError = make([]runner.ErrorPolicy, len(cfg.Processors))
 	for i, p := range cfg.Processors {
-		if e.onError[i], err = parseOrZero(p.OnError, runner.ParseErrorPolicy); err != nil {
-			return e, fmt.Errorf("processors[%d].on_error: %w", i, err)
+		if e.onError[i], err = toRunner(fmt.Sprintf("processors[%d].on_error", i), p.OnError, runnerErrorPolicies); err != nil {
+			return e, err
 		}
 	}
 	return e, nil
 }
 
-func parseOrZero[E any](s string, parse func(string) (E, error)) (E, error) {
-	if s == "" {
-		var zero E
-		return zero, nil
+func toRunner[E ~string, R any](path string, v E, table map[E]R) (R, error) {
+	r, ok := table[v]
+	if !ok {
+		return r, &ConfigError{Path: path, Problem: fmt.Sprintf("%q has no runner value (unset or invalid: New applies defaults and validates first)", v)}
 	}
-	return parse(s)
+	return r, nil
 }

@@ -87,19 +87,6 @@ func (k *KafkaConfig) security() kafkasec.Config {
 	}
 }
 
-// validateSecurity returns the problems of kafka.tls and kafka.sasl.
-func (k *KafkaConfig) validateSecurity() []error {
-	var errs []error
-	for _, fe := range k.security().Validate() {
-		errs = append(errs, &ConfigError{Path: "kafka." + fe.Path, Problem: fe.Problem})
-	}
-	if len(k.Brokers) == 0 && k.security().Enabled() {
-		errs = append(errs, &ConfigError{Path: "kafka.brokers",
-			Problem: "required with kafka.tls or kafka.sasl (the embedded development broker is plaintext)"})
-	}
-	return errs
-}
-
 // kafkaClient is what every Kafka client of the host starts from
 // (kclient): the brokers, the client id, the logger, and TLS and SASL.
 func (c *Config) kafkaClient(brokers []string, log *slog.Logger) (kclient.Config, error) {

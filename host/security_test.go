@@ -1,57 +1,13 @@
 package host
 
 import (
-	"encoding/json"
-	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
 
-// TestLoadConfigSecurity: kafka.tls and kafka.sasl load from the file and
-// the environment, their problems name the field path, and the password
-// never shows in the config's JSON.
-func TestLoadConfigSecurity(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "p.yaml")
-	yaml := `app_id: a
-kafka:
-  brokers: [k:9093]
-  tls: {enabled: true, server_name: kafka.internal}
-  sasl: {mechanism: SCRAM-SHA-512, username: svc}
-processors: [{name: p, plugin: x.wasm, inputs: [in]}]
-`
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := LoadConfig(path, []string{"WASMSTREAM_KAFKA__SASL__PASSWORD=hunter2"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !cfg.Kafka.TLS.Enabled || cfg.Kafka.TLS.ServerName != "kafka.internal" || cfg.Kafka.SASL.Username != "svc" || cfg.Kafka.SASL.Password != "hunter2" {
-		t.Fatalf("loaded %+v", cfg.Kafka)
-	}
-	js, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(js), "hunter2") || !strings.Contains(string(js), `"Password":"[redacted]"`) {
-		t.Fatalf("config JSON: %s", js)
-	}
-
-	_, err = LoadConfig(path, []string{"WASMSTREAM_KAFKA__SASL__PASSWORD=env:WASMSTREAM_TEST_UNSET_PASSWORD", "WASMSTREAM_KAFKA__TLS__CA_FILE=" + filepath.Join(dir, "none.pem")}, nil)
-	var ce *ConfigError
-	if !errors.As(err, &ce) {
-		t.Fatalf("err = %v", err)
-	}
-	for _, want := range []string{"kafka.sasl.password: ", "kafka.tls.ca_file: "} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("%q does not name %s", err, want)
-		}
-	}
-
-	// The embedded broker is plaintext: security settings need brokers.
+// The embedded broker is plaintext: security settings need brokers. (How
+// kafka.tls and kafka.sasl load, and name their problems: internal/configload.)
+func TestSecurityNeedsBrokers(t *testing.T) {
 	c := Config{AppID: "a", Kafka: KafkaConfig{TLS: TLSConfig{Enabled: true}},
 		Processors: []ProcessorConfig{{Name: "p", Plugin: "x.wasm", Inputs: []string{"in"}}}}
 	c.ApplyDefaults()

@@ -89,6 +89,13 @@ type PluginInfo struct {
 	// bound a record's time.
 	InstrumentedFunctions int
 	InstrumentedLoops     int
+	// CompileMemory and CompileTime estimate what compiling the module
+	// takes (host memory, CPU time) and InstanceMemory what each instance
+	// holds besides its linear memory and tables: the figures
+	// runtime.module_limits bounds.
+	CompileMemory  int64
+	CompileTime    time.Duration
+	InstanceMemory int64
 }
 
 // PluginSymbol is one import or export of a module.
@@ -110,6 +117,7 @@ func pluginInfo(i engine.Info) PluginInfo {
 		MemoryMinPages: i.MemoryMinPages, MemoryMaxPages: i.MemoryMaxPages, HasMemoryMax: i.HasMemoryMax,
 		HasStart: i.HasStart, HasInitialize: i.HasInitialize, HasInit: i.HasInit,
 		InstrumentedFunctions: i.InstrumentedFunctions, InstrumentedLoops: i.InstrumentedLoops,
+		CompileMemory: i.CompileMemory, CompileTime: i.CompileTime, InstanceMemory: i.InstanceMemory,
 	}
 	for _, s := range i.Exports {
 		out.Exports = append(out.Exports, PluginSymbol(s))

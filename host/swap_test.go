@@ -259,7 +259,7 @@ func TestAutoRollbackFleet(t *testing.T) {
 	// At 1 % a task must run 100 records of the bad version without a
 	// failure (odds (2/3)^100) for its first failure not to trip the
 	// canary and be skipped instead.
-	p.cfg.Swap = SwapConfig{CanaryWindow: 30 * time.Second, MaxFailureRatio: 0.01, MinRecords: 1}
+	p.cfg.Swap = SwapConfig{CanaryWindow: Set(30 * time.Second), MaxFailureRatio: Set(0.01), MinRecords: 1}
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
 	var hosts []*Host
 	for _, d := range dirs[:2] {

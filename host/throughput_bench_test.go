@@ -57,8 +57,8 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 	br.Produce(b, recs...)
 
-	modes := []string{AtLeastOnce, ExactlyOnce}
-	res := map[string]*throughputResult{}
+	modes := []Guarantee{AtLeastOnce, ExactlyOnce}
+	res := map[Guarantee]*throughputResult{}
 	for _, m := range modes {
 		res[m] = &throughputResult{}
 	}
@@ -145,12 +145,12 @@ func (t *throughputResult) quantile(q float64) time.Duration {
 // runThroughput runs one application with the given guarantee over the
 // whole input and measures it; the host is stopped and closed before it
 // returns.
-func runThroughput(b *testing.B, br *testbroker.Broker, plugin, guarantee, in, out string, n int64) *throughputResult {
+func runThroughput(b *testing.B, br *testbroker.Broker, plugin string, guarantee Guarantee, in, out string, n int64) *throughputResult {
 	b.Helper()
 	b.StopTimer()
 	defer b.StartTimer()
 	cfg := &Config{
-		AppID:     br.Name(b, "tp-"+strings.ReplaceAll(guarantee, "_", "")),
+		AppID:     br.Name(b, "tp-"+strings.ReplaceAll(string(guarantee), "_", "")),
 		Guarantee: guarantee,
 		Kafka:     KafkaConfig{Brokers: br.Addrs(), CreateTopics: true, CommitRecords: 10_000},
 		State:     StateConfig{Dir: b.TempDir()},

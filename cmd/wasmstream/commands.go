@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/configload"
 	"github.com/wasmstream/wasmstream/internal/demo"
 )
 
@@ -110,7 +111,7 @@ const proceed = -1
 func (e *env) configFlags(name string, args []string, fileOptional bool, extra ...func(*pflag.FlagSet)) (*pflag.FlagSet, string, int) {
 	fs := e.flagSet(name)
 	path := fs.StringP("config", "c", "", "pipeline config file (YAML)")
-	host.ConfigFlags(fs)
+	configload.Flags(fs)
 	for _, f := range extra {
 		f(fs)
 	}
@@ -136,11 +137,11 @@ func (e *env) flagError(name string, err error) int {
 }
 
 func (e *env) loadConfig(path string, fs *pflag.FlagSet) (*host.Config, bool) {
-	return e.loadConfigWith(host.LoadConfig, path, fs)
+	return e.loadConfigWith(configload.Load, path, fs)
 }
 
-// loadConfigWith loads the config with load (host.LoadConfig or
-// host.LoadKafkaConfig) and reports a bad one.
+// loadConfigWith loads the config with load (configload.Load or
+// configload.LoadKafka) and reports a bad one.
 func (e *env) loadConfigWith(load func(string, []string, *pflag.FlagSet) (*host.Config, error), path string, fs *pflag.FlagSet) (*host.Config, bool) {
 	cfg, err := load(path, e.environ, fs)
 	if err != nil {
@@ -199,7 +200,7 @@ func (e *env) run(ctx context.Context, args []string) int {
 		stderr = bars
 		opts = append(opts, host.WithRestoreProgress(bars.Update))
 	}
-	log := loggerTo(stderr, cfg.Log.Level, cfg.Log.Format)
+	log := loggerTo(stderr, string(cfg.Log.Level), string(cfg.Log.Format))
 	h, err := host.New(ctx, cfg, append(opts, host.WithLogger(log))...)
 	if err != nil && ctx.Err() != nil {
 		// Stopped (SIGTERM, SIGINT) while starting: nothing was consumed,
@@ -255,7 +256,7 @@ func (e *env) validate(ctx context.Context, args []string) int {
 
 func (e *env) inspect(ctx context.Context, args []string) int {
 	fs := e.flagSet("plugin inspect")
-	path := fs.StringP("config", "c", "", "pipeline config file (YAML) whose runtime.max_module_size applies")
+	path := fs.StringP("config", "c", "", "pipeline config file (YAML) whose runtime.max_module_size and runtime.module_limits apply")
 	maxSize := fs.String("max-module-size", "", "largest module to read, like 64MiB (default: runtime.max_module_size of -c, else "+host.ByteSize(host.DefaultMaxModuleSize).String()+")")
 	if err := fs.Parse(args); err != nil {
 		return e.flagError("plugin inspect", err)
@@ -265,9 +266,10 @@ func (e *env) inspect(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	limit := host.ByteSize(host.DefaultMaxModuleSize)
+	var cfg *host.Config
 	if *path != "" {
-		cfg, ok := e.loadConfig(*path, nil)
-		if !ok {
+		var ok bool
+		if cfg, ok = e.loadConfig(*path, nil); !ok {
 			return exitError
 		}
 		limit = cfg.Runtime.MaxModuleSize
@@ -284,7 +286,7 @@ func (e *env) inspect(ctx context.Context, args []string) int {
 		fmt.Fprintf(e.stderr, "wasmstream: %v\n", err)
 		return exitError
 	}
-	info, err := host.InspectPlugin(ctx, wasm)
+	info, err := host.InspectPluginWith(ctx, wasm, cfg)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "wasmstream: %s: %v\n", file, err)
 		return exitError
@@ -354,6 +356,13 @@ func printInfo(w io.Writer, file string, info host.PluginInfo) {
 		inits = []string{"none"}
 	}
 	fmt.Fprintf(w, "initializers: %s\n", strings.Join(inits, ", "))
+	mib := func(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+	cpu := info.CompileTime.Round(time.Millisecond)
+	if cpu >= time.Second {
+		cpu = cpu.Round(100 * time.Millisecond)
+	}
+	fmt.Fprintf(w, "compile cost: about %s and %v of CPU to compile, %s per instance (estimates; runtime.module_limits)\n",
+		mib(info.CompileMemory), cpu, mib(info.InstanceMemory))
 	fmt.Fprintf(w, "exports (%d):\n", len(info.Exports))
 	for _, s := range info.Exports {
 		fmt.Fprintf(w, "  %s\n", s)
@@ -404,7 +413,7 @@ func indent(s string) string {
 // hasConfigEnv reports whether environ sets any config variable.
 func hasConfigEnv(environ []string) bool {
 	for _, kv := range environ {
-		if strings.HasPrefix(kv, host.EnvPrefix) {
+		if strings.HasPrefix(kv, configload.EnvPrefix) {
 			return true
 		}
 	}

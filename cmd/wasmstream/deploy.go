@@ -108,7 +108,7 @@ func (e *env) rollback(ctx context.Context, args []string) int {
 // --log-level asks for another (the config's log.level is for run).
 func commandLogLevel(fs *pflag.FlagSet, cfg *host.Config) string {
 	if fs.Changed("log-level") {
-		return cfg.Log.Level
+		return string(cfg.Log.Level)
 	}
 	return "warn"
 }

@@ -201,6 +201,7 @@ to look at afterwards with wasmstream state dump.`,
 		examples: []string{
 			"wasmstream init wordcount --lang rust",
 			"wasmstream init alerts --lang go --dir ~/src/alerts",
+			"wasmstream init velocity --lang ts",
 			"cd ~/src/alerts && wasmstream init --update-sdk     # the SDK of this wasmstream",
 		},
 	},

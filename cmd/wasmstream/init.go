@@ -19,10 +19,14 @@ language's SDK in DIR/` + scaffold.SDKDir + `/, so the project builds offline on
 machine with only the language's toolchain and names no path outside itself.
 Then:
 
-  make test       the processor's native test (a fake host, no Wasm, no Kafka)
+  make test       the processor's native test (a fake host, no Kafka)
   make            the plugin, NAME.wasm
   wasmstream validate -c pipeline.yaml
   wasmstream run -c pipeline.yaml
+
+TypeScript (AssemblyScript) needs node 20 or later and npm: the first make
+installs the compiler the SDK pins (npm ci in DIR/` + scaffold.SDKDir + `/), from
+npm's cache when it is there, else from the registry.
 
 The SDK is the one built into this wasmstream binary; --sdk DIR (or
 $WASMSTREAM_SDK) copies it from a wasmstream checkout instead: DIR is the

@@ -29,15 +29,18 @@ func installedBinary(t *testing.T) string {
 
 // offlineEnv is the environment of a user's machine with the toolchains
 // and nothing else: no network for Go (GOPROXY=off, the local toolchain
-// only) or cargo, and no wasmstream checkout to find.
-func offlineEnv() []string {
+// only), cargo or npm (which installs the compiler a TypeScript project
+// pins from npm's cache, npmCache: the repository's, which make
+// toolchains fills), and no wasmstream checkout to find.
+func offlineEnv(npmCache string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "WASMSTREAM_") && !strings.HasPrefix(kv, "GOFLAGS=") {
+		if !strings.HasPrefix(kv, "WASMSTREAM_") && !strings.HasPrefix(kv, "GOFLAGS=") && !strings.HasPrefix(kv, "npm_config_") {
 			env = append(env, kv)
 		}
 	}
-	return append(env, "GOPROXY=off", "GOTOOLCHAIN=local", "GOFLAGS=", "CARGO_NET_OFFLINE=true")
+	return append(env, "GOPROXY=off", "GOTOOLCHAIN=local", "GOFLAGS=", "CARGO_NET_OFFLINE=true",
+		"npm_config_offline=true", "npm_config_cache="+npmCache)
 }
 
 // run runs name in dir and fails the test with its output if it fails.
@@ -46,7 +49,7 @@ func run(t *testing.T, dir string, name string, args ...string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir, cmd.Env = dir, offlineEnv()
+	cmd.Dir, cmd.Env = dir, offlineEnv(filepath.Join(polybuild.Root(t), ".cache", "npm"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %s in %s: %v\n%s", name, strings.Join(args, " "), dir, err, out)
@@ -72,6 +75,10 @@ func TestInitFromInstalledBinary(t *testing.T) {
 				}
 			case "c":
 				if err := polybuild.CheckC(); err != nil {
+					t.Fatal(err)
+				}
+			case "ts":
+				if err := polybuild.CheckTS(repo); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -132,9 +139,9 @@ func TestInitErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"init"}, "usage: wasmstream init NAME --lang go|rust|c"},
-		{[]string{"init", "x"}, "--lang is required: go, rust or c"},
-		{[]string{"init", "x", "--lang", "java"}, `unknown --lang "java": the languages are go, rust or c`},
+		{[]string{"init"}, "usage: wasmstream init NAME --lang go|rust|c|ts"},
+		{[]string{"init", "x"}, "--lang is required: go, rust, c or ts"},
+		{[]string{"init", "x", "--lang", "java"}, `unknown --lang "java": the languages are go, rust, c or ts`},
 		{[]string{"init", "Bad Name", "--lang", "c"}, `name "Bad Name"`},
 		{[]string{"init", "x", "--lang", "c", "--update-sdk"}, "takes no NAME and no --lang"},
 	} {

@@ -35,7 +35,7 @@ func TestInspect(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"abi version:  1", "wasmstream_process", "wasmstream.emit", "sha256:"} {
+	for _, want := range []string{"abi version:  1", "wasmstream_process", "wasmstream.emit", "sha256:", "compile cost: about ", " MiB per instance"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("inspect output lacks %q:\n%s", want, out)
 		}

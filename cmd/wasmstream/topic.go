@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/configload"
 )
 
 const topicUsage = `usage: wasmstream topic produce|consume|list|create|describe [TOPIC] [-c pipeline.yaml | --brokers HOST:PORT] [flags]
@@ -57,7 +58,7 @@ func (e *env) topicTool(ctx context.Context, name string, args []string, want in
 		fmt.Fprintf(e.stderr, "usage: %s\n(wasmstream %s --help)\n", d.usage, name)
 		return nil, nil, exitUsage
 	}
-	cfg, ok := e.loadConfigWith(host.LoadKafkaConfig, path, fs)
+	cfg, ok := e.loadConfigWith(configload.LoadKafka, path, fs)
 	if !ok {
 		return nil, nil, exitError
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/configload"
 	"github.com/wasmstream/wasmstream/internal/exampletest"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
@@ -49,7 +50,7 @@ func TestDeployAndRollBackOnTwoProcesses(t *testing.T) {
 	appID, in, out := b.Name(t, "hot-swap"), b.Name(t, "names"), b.Name(t, "greetings")
 	cacheDir := filepath.Join(dir, "cache")
 	load := func() *host.Config {
-		cfg, err := host.LoadConfig(filepath.Join(dir, "pipeline.yaml"), []string{"WASMSTREAM_KAFKA__BROKERS=" + strings.Join(b.Addrs(), ",")}, nil)
+		cfg, err := configload.Load(filepath.Join(dir, "pipeline.yaml"), []string{"WASMSTREAM_KAFKA__BROKERS=" + strings.Join(b.Addrs(), ",")}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,9 @@ type System string
 const (
 	SystemKafkaStreams System = "kafka-streams"
 	SystemWasmstream   System = "wasmstream"
+	// SystemFloor is the I/O floor (floor.go): the same topology and
+	// transactions as a plain franz-go loop, no Wasm, no state store.
+	SystemFloor System = "floor"
 )
 
 // Config is one benchmarked configuration. Each runs once per layout,
@@ -28,11 +31,37 @@ type Config struct {
 	// Pipeline (wasmstream) is the pipeline config template, a file in the
 	// templates directory (scripts/bench), rendered with PipelineVars.
 	Pipeline string
+	// Lang (wasmstream) is the language of the plugins: "go" runs those
+	// of the plugins directory (make plugins), any other those of its
+	// subdirectory of that name (make rust-plugins: rust, make c-plugins:
+	// c). A TypeScript configuration is one more line below with its
+	// language's directory, once its split and wordcount build there.
+	Lang string
+	// Emit (wasmstream) is wordcount's own "emit" config: "" one record
+	// per update, "commit" the latest count per word per commit window
+	// through commit marks (ABI.md 8.2; Go and Rust SDKs).
+	Emit string
+	// OutputEmit (wasmstream) is the output option "emit" of the counts
+	// output: "" none, "latest_per_key" (the host keeps the last emit per
+	// key of a commit window and produces those at the commit point).
+	OutputEmit string
+	// StoreCache (wasmstream) is the record cache of the counts store
+	// ("" none, e.g. "10MiB", Kafka Streams' default size).
+	StoreCache string
+	// Requires (wasmstream) are config features the pipeline uses that a
+	// wasmstream binary may not have yet. A binary that refuses the config
+	// at one of their paths does not run the configuration: its rows say
+	// why (Bench.WarmWasmstream), and no figure stands in for it.
+	Requires []Feature
+
+	// FloorEmit (floor) is the floor's output mode.
+	FloorEmit FloorEmit
 
 	// EmitsPerCommit: the configuration writes the latest count per word
 	// per commit rather than one record per update. Ratios pair a
-	// configuration with Kafka Streams' cache on when it does, with cache
-	// off when it does not, and note the difference for the other pair.
+	// configuration with Kafka Streams' cache on and with floor-commit
+	// when it does, with cache off and floor when it does not, and note
+	// the difference for the other Kafka Streams pair.
 	EmitsPerCommit bool
 
 	// Pending names the layouts this configuration cannot count correctly
@@ -40,34 +69,68 @@ type Config struct {
 	Pending map[Layout]string
 }
 
+// Feature is a part of wasmstream's config that a configuration needs.
+type Feature struct {
+	What string // what it is, for the row that cannot run
+	// Path is where in the config a binary without the feature refuses
+	// it: its error names this path (host.ConfigError's Path, e.g.
+	// "processors[1].outputs[counts]").
+	Path string
+}
+
+// Features of issue 22 that the host is getting; the configurations that
+// use them run once `wasmstream validate` accepts their config.
+var (
+	featureLatestPerKey = Feature{What: "the output option emit: latest_per_key (issue 22)", Path: "processors[1].outputs[counts]"}
+	featureStoreCache   = Feature{What: "a store's record cache, stores: [{name, cache}] (issue 22)", Path: "processors[1].stores[0]"}
+)
+
+// generalTemplate is the general word count (split -> repartition topic
+// -> wordcount) in every language and emit mode.
+const generalTemplate = "wasmstream-wordcount-general.yaml"
+
 // configs are the configurations, in the order each round runs them: no
 // two Kafka Streams ones in a row and each next to a wasmstream one that
 // emits alike (its matched pair), on both layouts (on the any layout
 // "wasmstream" does not run), so a slow minute of the shared machine does
-// not fall on one system only. With five wasmstream configurations and two
+// not fall on one system only. With more wasmstream configurations than
 // Kafka Streams ones not every wasmstream one can have a Kafka Streams
-// neighbour; those of one emit mode run together, around their pair.
+// neighbour; those of one emit mode run together, around their pair, with
+// the floor of that mode before them.
 //
 // "wasmstream" counts where the lines arrive (one processor), right on the
 // keyed layout only; "wasmstream-general" is the general word count,
 // plugins/split re-keying by word through a repartition topic and
 // plugins/wordcount counting, right on both layouts, one output per
-// update; "wasmstream-general-rust" is the same with both plugins in Rust
-// (plugins/rust: a faster guest than Go's wasip1 port); "wasmstream-general-commit"
-// is the same as wasmstream-general with wordcount's emit: commit, the
-// latest count per word per commit, as Kafka Streams' record cache emits;
-// "wasmstream-general-rust-commit" is that with the Rust plugins.
+// update; "-rust" and "-c" are the same with both plugins in that
+// language (plugins/rust, plugins/c: smaller, faster guests than Go's
+// wasip1 port); "-commit" is the same with wordcount's emit: commit, the
+// latest count per word per commit, as Kafka Streams' record cache emits
+// (the C SDK has no commit marks); "-latest" is wordcount emitting per
+// update with the output's emit: latest_per_key, the host keeping the
+// latest per word per commit; "-latest-cache" adds the counts store's
+// record cache, what Kafka Streams' cache does for both. "floor" and
+// "floor-commit" are the I/O floors of the two emit modes (floor.go).
 var configs = []Config{
-	{Name: "wasmstream", System: SystemWasmstream, Pipeline: "wasmstream-wordcount.yaml",
+	{Name: "wasmstream", System: SystemWasmstream, Pipeline: "wasmstream-wordcount.yaml", Lang: "go",
 		Pending: map[Layout]string{LayoutAny: "counts where lines arrive: needs the keyed layout (wasmstream-general repartitions)"}},
+	{Name: "floor", System: SystemFloor, FloorEmit: FloorPerUpdate},
 	{Name: "ks-cache-off", System: SystemKafkaStreams, CacheBytes: "0"},
-	{Name: "wasmstream-general", System: SystemWasmstream, Pipeline: "wasmstream-wordcount-general.yaml"},
-	{Name: "wasmstream-general-rust", System: SystemWasmstream, Pipeline: "wasmstream-wordcount-general-rust.yaml"},
+	{Name: "wasmstream-general", System: SystemWasmstream, Pipeline: generalTemplate, Lang: "go"},
+	{Name: "wasmstream-general-rust", System: SystemWasmstream, Pipeline: generalTemplate, Lang: "rust"},
+	{Name: "wasmstream-general-c", System: SystemWasmstream, Pipeline: generalTemplate, Lang: "c"},
+	{Name: "floor-commit", System: SystemFloor, FloorEmit: FloorPerCommit, EmitsPerCommit: true},
+	{Name: "wasmstream-general-commit", System: SystemWasmstream, Pipeline: generalTemplate, Lang: "go", Emit: "commit",
+		EmitsPerCommit: true},
 	{Name: "ks-cache-on", System: SystemKafkaStreams, CacheBytes: "default", EmitsPerCommit: true},
-	{Name: "wasmstream-general-commit", System: SystemWasmstream, Pipeline: "wasmstream-wordcount-general-commit.yaml",
+	{Name: "wasmstream-general-rust-commit", System: SystemWasmstream, Pipeline: generalTemplate, Lang: "rust", Emit: "commit",
 		EmitsPerCommit: true},
-	{Name: "wasmstream-general-rust-commit", System: SystemWasmstream, Pipeline: "wasmstream-wordcount-general-rust-commit.yaml",
-		EmitsPerCommit: true},
+	{Name: "wasmstream-general-latest", System: SystemWasmstream, Pipeline: generalTemplate, Lang: "go",
+		OutputEmit: "latest_per_key", Requires: []Feature{featureLatestPerKey}, EmitsPerCommit: true},
+	{Name: "wasmstream-general-rust-latest", System: SystemWasmstream, Pipeline: generalTemplate, Lang: "rust",
+		OutputEmit: "latest_per_key", Requires: []Feature{featureLatestPerKey}, EmitsPerCommit: true},
+	{Name: "wasmstream-general-rust-latest-cache", System: SystemWasmstream, Pipeline: generalTemplate, Lang: "rust",
+		OutputEmit: "latest_per_key", StoreCache: "10MiB", Requires: []Feature{featureLatestPerKey, featureStoreCache}, EmitsPerCommit: true},
 }
 
 // Guarantees, by the harness's names; each system has its own spelling.

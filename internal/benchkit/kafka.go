@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -28,9 +29,15 @@ func newClient(brokers []string, opts ...kgo.Opt) (*kgo.Client, error) {
 // default replication factor. An existing topic is an error: every topic the
 // harness makes has a name of this session, so one that exists is not ours.
 func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int) error {
+	return createTopicConfigs(ctx, adm, topic, partitions, nil)
+}
+
+// createTopicConfigs is createTopic with topic configs (nil: the broker's
+// defaults).
+func createTopicConfigs(ctx context.Context, adm *kadm.Client, topic string, partitions int, configs map[string]*string) error {
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
-	resp, err := adm.CreateTopic(ctx, int32(partitions), -1, nil, topic)
+	resp, err := adm.CreateTopic(ctx, int32(partitions), -1, configs, topic)
 	if err == nil {
 		err = resp.Err
 	}
@@ -61,19 +68,22 @@ func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions
 	}
 }
 
-// deleteTopics deletes topic and every topic whose name starts with
-// prefix; the runs' topics are large, and the broker's disk is shared by
-// all runs of a session.
-func deleteTopics(ctx context.Context, adm *kadm.Client, topic, prefix string) error {
+// deleteTopics deletes every topic whose name starts with prefix (not
+// empty), and topics; the runs' topics are large, and the broker's disk is
+// shared by all runs of a session.
+func deleteTopics(ctx context.Context, adm *kadm.Client, prefix string, topics ...string) error {
+	if prefix == "" {
+		return errors.New("deleteTopics: an empty prefix would name every topic")
+	}
 	ctx, cancel := context.WithTimeout(ctx, adminTimeout)
 	defer cancel()
 	all, err := adm.ListTopics(ctx)
 	if err != nil {
-		return fmt.Errorf("listing topics to delete %s and %s*: %w", topic, prefix, err)
+		return fmt.Errorf("listing topics to delete %s* and %s: %w", prefix, strings.Join(topics, ", "), err)
 	}
 	var del []string
 	for _, t := range all.Names() {
-		if t == topic || strings.HasPrefix(t, prefix) {
+		if strings.HasPrefix(t, prefix) || slices.Contains(topics, t) {
 			del = append(del, t)
 		}
 	}
@@ -91,8 +101,10 @@ func deleteTopics(ctx context.Context, adm *kadm.Client, topic, prefix string) e
 }
 
 // produceInput writes every line of g to topic, each to its own partition,
-// and returns the end offset of each partition afterwards.
-func produceInput(ctx context.Context, brokers []string, topic string, g *Generator, timeout time.Duration) (map[int32]int64, error) {
+// at rate lines per second (0: as fast as the client takes them), and
+// returns the end offset of each partition afterwards and when the last
+// line was acknowledged.
+func produceInput(ctx context.Context, brokers []string, topic string, g *Generator, rate float64, timeout time.Duration) (map[int32]int64, time.Time, error) {
 	cl, err := newClient(brokers,
 		kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
@@ -100,7 +112,7 @@ func produceInput(ctx context.Context, brokers []string, topic string, g *Genera
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 	)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -119,27 +131,53 @@ func produceInput(ctx context.Context, brokers []string, topic string, g *Genera
 			mu.Unlock()
 		}
 	}
-	for {
+	start := time.Now()
+	for n := 0; ; n++ {
 		l, ok := g.Next()
 		if !ok {
 			break
 		}
+		if rate > 0 {
+			// Line n is due at n/rate; sleeps shorter than a
+			// millisecond would oversleep, so lines that fall due
+			// within one go out together.
+			due := start.Add(time.Duration(float64(n) / rate * float64(time.Second)))
+			if d := time.Until(due); d > time.Millisecond {
+				select {
+				case <-ctx.Done():
+				case <-time.After(d):
+				}
+			}
+		}
 		cl.Produce(ctx, &kgo.Record{Partition: l.Partition, Value: []byte(l.Text)}, promise)
 	}
 	if err := cl.Flush(ctx); err != nil {
-		return nil, fmt.Errorf("writing the input to %s (bound %s): %w", topic, timeout, err)
+		return nil, time.Time{}, fmt.Errorf("writing the input to %s (bound %s): %w", topic, timeout, err)
 	}
+	last := time.Now()
 	mu.Lock()
 	err = firstErr
 	mu.Unlock()
 	if err != nil {
-		return nil, fmt.Errorf("writing the input to %s: %w", topic, err)
+		return nil, time.Time{}, fmt.Errorf("writing the input to %s: %w", topic, err)
 	}
 	ends, err := listEnds(ctx, kadm.NewClient(cl), topic)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
-	return ends[topic], nil
+	return ends[topic], last, nil
+}
+
+// inputBound bounds the writing of lines lines at rate (0: as fast as
+// possible): 1 minute plus 100 us per line (110 s for the default 500,000
+// lines, which take 2-5 s on a loaded 2-core machine), plus their time at
+// the rate.
+func inputBound(lines int, rate float64) time.Duration {
+	d := time.Minute + time.Duration(lines)*100*time.Microsecond
+	if rate > 0 {
+		d += time.Duration(float64(lines) / rate * float64(time.Second))
+	}
+	return d
 }
 
 // listEnds lists the end offsets (high watermarks) of topics, of every

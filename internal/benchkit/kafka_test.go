@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -13,8 +14,15 @@ import (
 )
 
 // The input lands on the broker line for line, each on the partition the
-// generator chose, and the end offsets returned are the topic's.
+// generator chose, and the end offsets returned are the topic's; paced at
+// a rate (a live run's input) as well as at full speed.
 func TestProduceInput(t *testing.T) {
+	for _, rate := range []float64{0, 20000} {
+		t.Run(fmt.Sprint(rate), func(t *testing.T) { testProduceInput(t, rate) })
+	}
+}
+
+func testProduceInput(t *testing.T, rate float64) {
 	b := testbroker.New(t)
 	adm := b.Admin(t)
 	ctx := context.Background()
@@ -27,9 +35,13 @@ func TestProduceInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ends, err := produceInput(ctx, b.Addrs(), topic, g, time.Minute)
+	start := time.Now()
+	ends, last, err := produceInput(ctx, b.Addrs(), topic, g, rate, time.Minute)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if last.Before(start) {
+		t.Fatalf("last line acknowledged at %s, before the start %s", last, start)
 	}
 	// Round robin over 3 partitions: 667, 667, 666.
 	want := map[int32]int64{0: 667, 1: 667, 2: 666}
@@ -168,7 +180,10 @@ func TestWatchSample(t *testing.T) {
 		t.Fatalf("after commits: %s, want input lag 2, backlog 1, progress 7", s)
 	}
 
-	if err := deleteTopics(ctx, adm, out, app+"-"); err != nil {
+	if err := deleteTopics(ctx, adm, "", out); err == nil {
+		t.Fatal("deleteTopics took an empty prefix, which names every topic")
+	}
+	if err := deleteTopics(ctx, adm, app+"-", out); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {

@@ -6,10 +6,12 @@
 // seeded, so every run reads the same records), writes it once per layout
 // to a topic of the broker it is given, then runs each configuration in
 // turn as a separate process: the Kafka Streams word count
-// (scripts/bench/kstreams) and wasmstream (plugins/wordcount alone, and
-// plugins/split -> repartition topic -> plugins/wordcount). For each
-// run it measures the wall time until all input is processed, the
-// process's CPU time and peak RSS from /proc, and the output records, and
+// (scripts/bench/kstreams), wasmstream (plugins/wordcount alone, and
+// plugins/split -> repartition topic -> plugins/wordcount, in Go, Rust
+// and C) and the I/O floor (`benchkit floor`, floor.go: the same topology
+// and transactions as a plain franz-go loop). For each run it measures
+// the wall time until all input is processed, the process's and the
+// broker's CPU time, its peak RSS from /proc, and the output records, and
 // checks the latest count of every word in the output against the true
 // counts. It prints a table with the ratios and writes it to a file.
 package main
@@ -41,6 +43,9 @@ func main() {
 const quickLines = 20000
 
 func doMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "floor" {
+		return floorMain(ctx, args[1:], stderr)
+	}
 	fs := flag.NewFlagSet("benchkit", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -62,6 +67,8 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		runTimeout = fs.Duration("run-timeout", 0, "bound of one run (default 10m, 3m with -quick)")
 		warmup     = fs.Int("warmup-lines", 50000, "lines of the unmeasured warm-up run of each system before round 1 (0: none; -quick: none unless given)")
 		quick      = fs.Bool("quick", false, fmt.Sprintf("%d lines unless -lines is given", quickLines))
+		inputMode  = fs.String("input", "backlog", "backlog: the input is written once before the runs and each run reads it from its start; live: each run's input is written while it runs, from the process's start, at -input-rate")
+		inputRate  = fs.Float64("input-rate", 0, "lines per second the input is written at (0: as fast as the harness's producer goes)")
 		ksJar      = fs.String("ks-jar", "scripts/bench/kstreams/target/wordcount-kstreams.jar", "the Kafka Streams word count jar")
 		java       = fs.String("java", "java", "the java binary")
 		javaOpts   = fs.String("ks-java-opts", "", "JVM flags for Kafka Streams, space-separated (default none: the JVM's own defaults)")
@@ -112,6 +119,8 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		KSThreads:      *ksThreads,
 		Keep:           *keep,
 		WarmupLines:    *warmup,
+		Live:           *inputMode == "live",
+		InputRate:      *inputRate,
 	}
 	var err error
 	if *brokerPID != "" {
@@ -131,6 +140,11 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.Configs, err = selectConfigs(*cfgList); err != nil {
 		return fail("-configs: %v", err)
 	}
+	if usesSystem(o.Configs, SystemFloor) {
+		if o.Self, err = os.Executable(); err != nil {
+			return fail("the floor runs this binary, whose path is unknown: %v", err)
+		}
+	}
 	switch {
 	case o.Rounds < 1:
 		return fail("-repeats %d: want at least 1", o.Rounds)
@@ -142,6 +156,10 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail("-warmup-lines %d: want 0 or more", o.WarmupLines)
 	case o.KSThreads < 1:
 		return fail("-ks-threads %d: want at least 1", o.KSThreads)
+	case *inputMode != "backlog" && *inputMode != "live":
+		return fail("-input %q: want backlog or live", *inputMode)
+	case o.InputRate < 0:
+		return fail("-input-rate %g: want 0 (as fast as possible) or more", o.InputRate)
 	}
 	// Absolute paths: each process runs in its own run directory.
 	for _, p := range []struct {
@@ -190,6 +208,26 @@ func loadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
+// busyWarning is a line for the table's header when the 1-minute load
+// average at the start or the end of the session was above the CPU count:
+// other processes then competed for the CPUs, and on this 2-core machine
+// that inflated wasmstream's CPU per line more than Kafka Streams' (at a
+// load of 20-40, 2.0-2.2x against 1.6-1.7x that of a quiet machine), so
+// every ratio fell by about a quarter (RATIONALE, "Benchmark against
+// Kafka Streams"). "" when neither was, or neither could be read.
+func busyWarning(cpus int, loads ...string) string {
+	for _, l := range loads {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(f[0], 64); err == nil && v > float64(cpus) {
+			return fmt.Sprintf("WARNING: a 1-minute load average above the %d CPUs: other processes competed for them, which costs wasmstream more than Kafka Streams (its CPU per line grows more); compare ratios only with tables taken at a similar load", cpus)
+		}
+	}
+	return ""
+}
+
 func run(ctx context.Context, o Options, out string, extra []string, stdout, stderr io.Writer) int {
 	b, err := NewBench(o, stderr)
 	if err != nil {
@@ -235,7 +273,11 @@ func run(ctx context.Context, o Options, out string, extra []string, stdout, std
 			}
 		}
 	}
-	extra = append(extra, fmt.Sprintf("load average (1, 5, 15 min): %s at the start, %s at the end", loadStart, loadAvg()))
+	loadEnd := loadAvg()
+	extra = append(extra, fmt.Sprintf("load average (1, 5, 15 min): %s at the start, %s at the end", loadStart, loadEnd))
+	if w := busyWarning(runtime.NumCPU(), loadStart, loadEnd); w != "" {
+		extra = append(extra, w)
+	}
 	var table strings.Builder
 	table.WriteString(Header(o, extra))
 	Report(&table, results, o.Layouts, o.Guarantees, o.Configs)
@@ -268,8 +310,8 @@ func progressLine(r Result) string {
 	if r.BrokerCPU > 0 {
 		broker = fmt.Sprintf(" (broker %.1f)", r.BrokerCPU.Seconds())
 	}
-	return fmt.Sprintf("%s %.1fs, %.0f lines/s, %.1f CPU s%s, %.0f MiB peak RSS, %d outputs, %s",
-		head, r.Wall.Seconds(), r.LinesPerSec(), r.CPU.Seconds(), broker, float64(r.PeakRSS)/(1<<20), r.Outputs, check)
+	return fmt.Sprintf("%s %.1fs, %.0f lines/s (%.0f once started), %.1f CPU s%s, %.0f MiB peak RSS, %d outputs, %s",
+		head, r.Wall.Seconds(), r.LinesPerSec(), r.SteadyLinesPerSec(), r.CPU.Seconds(), broker, float64(r.PeakRSS)/(1<<20), r.Outputs, check)
 }
 
 func usesSystem(cs []Config, s System) bool {

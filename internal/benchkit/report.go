@@ -39,15 +39,30 @@ func reportGroup(w io.Writer, l Layout, g string, rs []Result, cfgs []Config) {
 	for _, c := range cfgs {
 		width = max(width, len(c.Name))
 	}
+	// The medians first: every row's "x floor" needs its floor's.
+	med := map[string]Result{}
+	runs := map[string]int{}
+	for _, c := range cfgs {
+		var measured []Result
+		for _, r := range rs {
+			if r.Config.Name == c.Name && r.Measured() {
+				measured = append(measured, r)
+			}
+		}
+		if len(measured) > 0 {
+			med[c.Name], runs[c.Name] = median(measured), len(measured)
+		}
+	}
+	floors := floorsOf(med, cfgs)
 	// Right-aligned figures; names padded here so they read left-aligned.
 	name := func(n string) string { return fmt.Sprintf("%-*s", width, n) }
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%s\tround\twall s\t1st commit s\tlines/s\tCPU s\tbroker CPU s\tpeak RSS MiB\toutputs\tcheck\t\n", name("config"))
+	fmt.Fprintf(tw, "%s\tround\twall s\t1st commit s\tlines/s\tsteady lines/s\tCPU s\tCPU µs/line\tx floor\tbroker CPU s\t+broker x floor\tpeak RSS MiB\tdrain s\toutputs\tcheck\t\n", name("config"))
+	dashes := strings.Repeat("-\t", 14)
 	var failures []string
-	med := map[string]Result{}
 	for _, c := range cfgs {
-		var measured []Result
 		pending := ""
+		floor, hasFloor := floors[c.EmitsPerCommit]
 		for _, r := range rs {
 			if r.Config.Name != c.Name {
 				continue
@@ -57,7 +72,7 @@ func reportGroup(w io.Writer, l Layout, g string, rs []Result, cfgs []Config) {
 				pending = r.Pending
 				continue
 			case r.Err != nil:
-				fmt.Fprintf(tw, "%s\t%d\t-\t-\t-\t-\t-\t-\t-\tERROR\t\n", name(c.Name), r.Round)
+				fmt.Fprintf(tw, "%s\t%d\t%sERROR\t\n", name(c.Name), r.Round, strings.Repeat("-\t", 13))
 				failures = append(failures, fmt.Sprintf("%s round %d: %v", c.Name, r.Round, r.Err))
 				continue
 			}
@@ -65,10 +80,8 @@ func reportGroup(w io.Writer, l Layout, g string, rs []Result, cfgs []Config) {
 			if r.Check != nil {
 				check = "FAIL"
 				failures = append(failures, fmt.Sprintf("%s round %d: %v", c.Name, r.Round, r.Check))
-			} else {
-				measured = append(measured, r)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t\n", name(c.Name), r.Round, figures(r, check))
+			fmt.Fprintf(tw, "%s\t%d\t%s\t\n", name(c.Name), r.Round, figures(r, floor, hasFloor, check))
 			if r.Note != "" {
 				failures = append(failures, fmt.Sprintf("%s round %d (note): %s", c.Name, r.Round, r.Note))
 			}
@@ -76,30 +89,77 @@ func reportGroup(w io.Writer, l Layout, g string, rs []Result, cfgs []Config) {
 		if pending != "" {
 			// Every column a cell, so the row keeps the table's
 			// alignment; the reason trails, not a cell, so it widens none.
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t  not run: %s\n", name(c.Name), pending)
+			fmt.Fprintf(tw, "%s\t%s  not run: %s\n", name(c.Name), dashes, pending)
 		}
-		if len(measured) > 0 {
-			m := median(measured)
-			med[c.Name] = m
-			if len(measured) > 1 {
-				fmt.Fprintf(tw, "%s\tmedian\t%s\t\n", name(c.Name), figures(m, fmt.Sprintf("%d runs", len(measured))))
-			}
+		if m, ok := med[c.Name]; ok && runs[c.Name] > 1 {
+			fmt.Fprintf(tw, "%s\tmedian\t%s\t\n", name(c.Name), figures(m, floor, hasFloor, fmt.Sprintf("%d runs", runs[c.Name])))
 		}
 	}
 	tw.Flush()
 	for _, f := range failures {
 		fmt.Fprintf(w, "  %s\n", f)
 	}
+	reportFloors(w, floors)
 	reportRatios(w, med, cfgs)
 }
 
-func figures(r Result, check string) string {
-	broker := "-"
+// floorsOf returns the median of the floor configuration of each emit
+// mode (EmitsPerCommit) that was measured.
+func floorsOf(med map[string]Result, cfgs []Config) map[bool]Result {
+	floors := map[bool]Result{}
+	for _, c := range cfgs {
+		if m, ok := med[c.Name]; ok && c.System == SystemFloor {
+			if _, seen := floors[c.EmitsPerCommit]; !seen {
+				floors[c.EmitsPerCommit] = m
+			}
+		}
+	}
+	return floors
+}
+
+// reportFloors says what the "x floor" columns are relative to.
+func reportFloors(w io.Writer, floors map[bool]Result) {
+	for _, perCommit := range []bool{false, true} {
+		f, ok := floors[perCommit]
+		if !ok {
+			continue
+		}
+		mode := "one output per update"
+		if perCommit {
+			mode = "the latest per word per commit"
+		}
+		fmt.Fprintf(w, "x floor: CPU per line over %s's (%.1f µs/line, %.1f with the broker's), the I/O floor of the configurations that emit %s\n",
+			f.Config.Name, perLine(f.CPU, f.Lines), perLine(f.CPU+f.BrokerCPU, f.Lines), mode)
+	}
+}
+
+// perLine is a CPU time per input line, in microseconds.
+func perLine(cpu time.Duration, lines int) float64 {
+	if lines <= 0 {
+		return 0
+	}
+	return float64(cpu.Microseconds()) / float64(lines)
+}
+
+func figures(r Result, floor Result, hasFloor bool, check string) string {
+	broker, xFloor, xAll, drain, steady := "-", "-", "-", "-", "-"
+	if v := r.SteadyLinesPerSec(); v > 0 {
+		steady = fmt.Sprintf("%.0f", v)
+	}
+	if r.Drain > 0 {
+		drain = fmt.Sprintf("%.1f", r.Drain.Seconds())
+	}
 	if r.BrokerCPU > 0 {
 		broker = fmt.Sprintf("%.1f", r.BrokerCPU.Seconds())
 	}
-	return fmt.Sprintf("%.1f\t%.1f\t%.0f\t%.1f\t%s\t%.0f\t%d\t%s", r.Wall.Seconds(), r.FirstCommit.Seconds(), r.LinesPerSec(), r.CPU.Seconds(),
-		broker, float64(r.PeakRSS)/(1<<20), r.Outputs, check)
+	if hasFloor {
+		xFloor = ratio(perLine(r.CPU, r.Lines), perLine(floor.CPU, floor.Lines))
+		if r.BrokerCPU > 0 && floor.BrokerCPU > 0 {
+			xAll = ratio(perLine(r.CPU+r.BrokerCPU, r.Lines), perLine(floor.CPU+floor.BrokerCPU, floor.Lines))
+		}
+	}
+	return fmt.Sprintf("%.1f\t%.1f\t%.0f\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t%.0f\t%s\t%d\t%s", r.Wall.Seconds(), r.FirstCommit.Seconds(), r.LinesPerSec(), steady, r.CPU.Seconds(),
+		perLine(r.CPU, r.Lines), xFloor, broker, xAll, float64(r.PeakRSS)/(1<<20), drain, r.Outputs, check)
 }
 
 // median is the median of each figure separately (over the rounds of one
@@ -127,8 +187,10 @@ func median(rs []Result) Result {
 	}
 	m.Wall = dur(func(r Result) time.Duration { return r.Wall })
 	m.FirstCommit = dur(func(r Result) time.Duration { return r.FirstCommit })
+	m.FirstLines = num(func(r Result) int64 { return r.FirstLines })
 	m.CPU = dur(func(r Result) time.Duration { return r.CPU })
 	m.BrokerCPU = dur(func(r Result) time.Duration { return r.BrokerCPU })
+	m.Drain = dur(func(r Result) time.Duration { return r.Drain })
 	m.PeakRSS = num(func(r Result) int64 { return r.PeakRSS })
 	m.Outputs = num(func(r Result) int64 { return r.Outputs })
 	return m
@@ -162,8 +224,8 @@ func reportRatios(w io.Writer, med map[string]Result, cfgs []Config) {
 					note = "not matched: " + ws.Name + " emits the latest per word per commit, Kafka Streams without cache one record per update"
 				}
 			}
-			lines = append(lines, fmt.Sprintf("%s / %s\t%s\t%s\t%s\t%s\t%s\t%s", ws.Name, ks.Name,
-				ratio(a.LinesPerSec(), b.LinesPerSec()), ratio(a.CPU.Seconds(), b.CPU.Seconds()),
+			lines = append(lines, fmt.Sprintf("%s / %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", ws.Name, ks.Name,
+				ratio(a.LinesPerSec(), b.LinesPerSec()), ratio(a.SteadyLinesPerSec(), b.SteadyLinesPerSec()), ratio(a.CPU.Seconds(), b.CPU.Seconds()),
 				ratio(a.BrokerCPU.Seconds(), b.BrokerCPU.Seconds()),
 				ratio(float64(a.PeakRSS), float64(b.PeakRSS)), ratio(float64(a.Outputs), float64(b.Outputs)), note))
 		}
@@ -173,15 +235,16 @@ func reportRatios(w io.Writer, med map[string]Result, cfgs []Config) {
 	}
 	fmt.Fprintln(w, "ratios wasmstream / Kafka Streams (of the medians; lines/s above 1 and CPU s, broker CPU s, peak RSS below 1 favour wasmstream):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  pair\tlines/s\tCPU s\tbroker CPU s\tpeak RSS\toutputs\tnote")
+	fmt.Fprintln(tw, "  pair\tlines/s\tsteady\tCPU s\tbroker CPU s\tpeak RSS\toutputs\tnote")
 	for _, l := range lines {
 		fmt.Fprintln(tw, "  "+l)
 	}
 	tw.Flush()
 }
 
+// ratio is a/b, or "-" when either is unknown (0).
 func ratio(a, b float64) string {
-	if b == 0 {
+	if a == 0 || b == 0 {
 		return "-"
 	}
 	return fmt.Sprintf("%.2fx", a/b)
@@ -193,6 +256,15 @@ func Header(o Options, extra []string) string {
 	fmt.Fprintf(&b, "wasmstream vs Kafka Streams word count, %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "input: %d lines of %d words (Zipf s=%g over %d words, seed %d), %d partitions\n",
 		o.Spec.Lines, o.Spec.Words, o.Spec.ZipfS, o.Spec.Vocab, o.Spec.Seed, o.Spec.Partitions)
+	rate := "as fast as the harness's producer goes"
+	if o.InputRate > 0 {
+		rate = fmt.Sprintf("at %.0f lines/s", o.InputRate)
+	}
+	if o.Live {
+		fmt.Fprintf(&b, "input mode: live: each run's input is written to a topic of its own during the run, from the process's start, %s; drain s: the last line written to done\n", rate)
+	} else {
+		fmt.Fprintf(&b, "input mode: backlog: the input is written once before the runs, %s, and each run reads it from its start\n", rate)
+	}
 	fmt.Fprintf(&b, "commit interval %s for both; broker %s (one node, same machine); rounds %d, configurations alternate within a round\n",
 		o.CommitInterval, strings.Join(o.Brokers, ","), o.Rounds)
 	fmt.Fprintf(&b, "Kafka Streams: num.stream.threads=%d, JVM flags %q\n", o.KSThreads, strings.Join(o.JavaOpts, " "))
@@ -205,7 +277,9 @@ func Header(o Options, extra []string) string {
 	fmt.Fprintf(&b, "wall: process start to done (input committed, nothing left in internal topics, no topic or offset of the app moved for %s; resolution %s)\n",
 		o.Quiet, o.Poll)
 	b.WriteString("1st commit: process start to the first input offset committed (start-up: JVM or Wasm load, group join, internal topics)\n")
+	b.WriteString("steady lines/s: the lines committed after the 1st commit over the time from it to done: the throughput without start-up, which a long-running deployment does not pay\n")
 	b.WriteString("CPU s: utime+stime of the process; broker CPU s: the broker's, process start to done (- when its pid is unknown); peak RSS: VmHWM; outputs: records in the output topic read with read_committed\n")
+	b.WriteString("x floor: the process's CPU per input line over that of the I/O floor of the same emit mode (floor, floor-commit: the same topology and transactions as a plain franz-go loop, no Wasm, no state store); +broker: the process's and the broker's CPU together\n")
 	b.WriteString("check: PASS when the latest count of every word in the output equals its count in the generated input\n")
 	return b.String()
 }

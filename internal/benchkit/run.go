@@ -37,6 +37,7 @@ type Options struct {
 	JavaOpts   []string // JVM flags for Kafka Streams (none: the JVM's defaults)
 	KSThreads  int      // num.stream.threads
 	Wasmstream string   // the wasmstream binary
+	Self       string   // this harness's binary, which runs the floor (benchkit floor)
 	Plugins    string   // directory of the built plugins (bin/plugins)
 	Templates  string   // directory of the pipeline templates (scripts/bench)
 	Work       string   // run directories, logs, the compiled-module cache
@@ -50,13 +51,25 @@ type Options struct {
 	// WarmupLines is the input of the warm-up runs (Bench.Warmup); 0
 	// runs none.
 	WarmupLines int
+
+	// Live: each run's input is written while the run goes, from the
+	// process's start, to a topic of its own, instead of once before the
+	// runs (a backlog every run reads from its start).
+	Live bool
+	// InputRate is the rate the input is written at, lines per second
+	// (0: as fast as the harness's producer goes): during each run when
+	// Live, before the runs otherwise.
+	InputRate float64
 }
 
-// Input is one layout's input, written once and read by every run.
+// Input is one layout's input: written once and read by every run, or
+// (Live) written again by every run to a topic of its own.
 type Input struct {
 	Layout Layout
 	Lines  int
-	Topic  string
+	Spec   InputSpec // what generates it again, for a live run
+	Live   bool
+	Topic  string // backlog only: the topic every run reads
 	Ends   map[int32]int64
 	Truth  map[string]uint64
 }
@@ -76,23 +89,46 @@ type Result struct {
 	// an input offset committed: start-up (JVM or Wasm load, group join,
 	// internal topics) plus the first commit interval.
 	FirstCommit time.Duration
-	Lines       int
-	CPU         time.Duration
+	// FirstLines are the input lines committed at that sample.
+	FirstLines int64
+	Lines      int
+	CPU        time.Duration
 	// BrokerCPU is the broker's CPU time from the process's start to done;
 	// 0 when Options.BrokerPID is unknown.
 	BrokerCPU time.Duration
 	PeakRSS   int64
-	Outputs   int64 // records in the output topic, read_committed
-	Check     error // nil: the latest count of every word is its true count
-	Note      string
+	// Live: the run's input was written while it ran (Options.Live).
+	Live bool
+	// Drain is, in a live run, the time from the last input line written
+	// (acknowledged) to done: how far behind its input the app ended.
+	Drain   time.Duration
+	Outputs int64 // records in the output topic, read_committed
+	Check   error // nil: the latest count of every word is its true count
+	Note    string
 }
 
-// LinesPerSec is the run's throughput.
+// LinesPerSec is the run's throughput, start-up included.
 func (r Result) LinesPerSec() float64 {
 	if r.Wall <= 0 {
 		return 0
 	}
 	return float64(r.Lines) / r.Wall.Seconds()
+}
+
+// SteadyLinesPerSec is the run's throughput once started: the lines
+// committed after its first commit over the time from then to done. It
+// leaves out what a long-running deployment does not pay per record (the
+// JVM's or the Wasm module's start, the group join, the first interval);
+// 0 when the first commit already had all input, and in a live run, whose
+// pace is its input's (a slow start only leaves it a backlog to catch up
+// on, which would read as a faster steady rate).
+func (r Result) SteadyLinesPerSec() float64 {
+	d := r.Wall - r.FirstCommit
+	n := int64(r.Lines) - r.FirstLines
+	if d <= 0 || n <= 0 || r.Live {
+		return 0
+	}
+	return float64(n) / d.Seconds()
 }
 
 // Measured reports whether the run has figures that count: it ran to the
@@ -106,6 +142,11 @@ type Bench struct {
 	cl      *kgo.Client
 	adm     *kadm.Client
 	log     io.Writer
+
+	// unsupported holds, by configuration name, why this wasmstream
+	// binary cannot run it (a config feature it refuses); its runs are
+	// not made (WarmWasmstream).
+	unsupported map[string]string
 }
 
 // NewBench connects to the broker.
@@ -128,35 +169,67 @@ func NewBench(opt Options, log io.Writer) (*Bench, error) {
 		cl:      cl,
 		adm:     kadm.NewClient(cl),
 		log:     log,
+
+		unsupported: map[string]string{},
 	}, nil
 }
 
 // Close releases the broker connection.
 func (b *Bench) Close() { b.cl.Close() }
 
-// PrepareInput generates the input of layout and writes it to a new topic.
+// PrepareInput generates the input of layout and writes it to a new topic,
+// or, when the runs write their own (Options.Live), only works out what
+// they will write.
 func (b *Bench) PrepareInput(ctx context.Context, layout Layout) (*Input, error) {
-	return b.prepareInput(ctx, layout, b.opt.Spec.Lines, "lines")
+	if b.opt.Live {
+		return b.liveInput(layout)
+	}
+	return b.prepareInput(ctx, layout, b.opt.Spec.Lines, "lines", b.opt.InputRate)
+}
+
+// liveInput is the input of layout for live runs: its true counts and the
+// end offsets a run's input topic has once the run has written it.
+func (b *Bench) liveInput(layout Layout) (*Input, error) {
+	spec := b.opt.Spec
+	spec.Layout = layout
+	g, err := NewGenerator(spec)
+	if err != nil {
+		return nil, err
+	}
+	in := &Input{Layout: layout, Lines: spec.Lines, Spec: spec, Live: true, Ends: map[int32]int64{}}
+	for {
+		l, ok := g.Next()
+		if !ok {
+			break
+		}
+		in.Ends[l.Partition]++
+	}
+	in.Truth = g.Truth()
+	rate := "as fast as the harness writes"
+	if b.opt.InputRate > 0 {
+		rate = fmt.Sprintf("at %.0f lines/s", b.opt.InputRate)
+	}
+	fmt.Fprintf(b.log, "benchkit: input %s: %d lines of %d words (%d distinct) on %d partitions, written by each run %s from its start\n",
+		layout, spec.Lines, spec.Words, len(in.Truth), spec.Partitions, rate)
+	return in, nil
 }
 
 // prepareInput writes lines lines of layout to a new topic named after
-// what (the measured input, or the warm-up's).
-func (b *Bench) prepareInput(ctx context.Context, layout Layout, lines int, what string) (*Input, error) {
+// what (the measured input, or the warm-up's), at rate lines/s (0: as fast
+// as it goes).
+func (b *Bench) prepareInput(ctx context.Context, layout Layout, lines int, what string, rate float64) (*Input, error) {
 	spec := b.opt.Spec
 	spec.Layout, spec.Lines = layout, lines
 	g, err := NewGenerator(spec)
 	if err != nil {
 		return nil, err
 	}
-	in := &Input{Layout: layout, Lines: lines, Topic: fmt.Sprintf("bench-%s-%s-%s", b.session, what, layout)}
+	in := &Input{Layout: layout, Lines: lines, Spec: spec, Topic: fmt.Sprintf("bench-%s-%s-%s", b.session, what, layout)}
 	if err := createTopic(ctx, b.adm, in.Topic, spec.Partitions); err != nil {
 		return nil, err
 	}
 	t0 := time.Now()
-	// 1 minute plus 100 us per line: 110 s for the default 500,000 lines,
-	// which take 2-5 s on a loaded 2-core machine.
-	bound := time.Minute + time.Duration(spec.Lines)*100*time.Microsecond
-	if in.Ends, err = produceInput(ctx, b.opt.Brokers, in.Topic, g, bound); err != nil {
+	if in.Ends, _, err = produceInput(ctx, b.opt.Brokers, in.Topic, g, rate, inputBound(lines, rate)); err != nil {
 		return nil, err
 	}
 	in.Truth = g.Truth()
@@ -187,13 +260,15 @@ func (b *Bench) Warmup(ctx context.Context) error {
 	var in *Input
 	done := map[System]bool{}
 	for _, c := range b.opt.Configs {
-		if done[c.System] || c.Pending[layout] != "" {
+		if done[c.System] || c.Pending[layout] != "" || b.unsupported[c.Name] != "" {
 			continue
 		}
 		done[c.System] = true
 		if in == nil {
 			var err error
-			if in, err = b.prepareInput(ctx, layout, b.opt.WarmupLines, "warmup"); err != nil {
+			// A backlog, whatever the runs' input mode: the warm-up is
+			// the broker's.
+			if in, err = b.prepareInput(ctx, layout, b.opt.WarmupLines, "warmup", 0); err != nil {
 				return fmt.Errorf("warm-up input: %w", err)
 			}
 		}
@@ -216,8 +291,15 @@ type PipelineVars struct {
 	Output         string
 	Partitions     int
 	Plugins        string // absolute path of the built plugins directory
-	StateDir       string
-	CacheDir       string // compiled-module cache, shared by all runs
+	// PluginDir is the absolute directory of the configuration's plugins:
+	// Plugins for Go, its subdirectory of the language's name otherwise.
+	PluginDir string
+	// Emit, OutputEmit and StoreCache are the Config fields of those
+	// names: wordcount's emit config, the counts output's emit option,
+	// the counts store's record cache ("" for none).
+	Emit, OutputEmit, StoreCache string
+	StateDir                     string
+	CacheDir                     string // compiled-module cache, shared by all runs
 }
 
 // renderPipeline renders the template file name with v.
@@ -241,6 +323,10 @@ func renderPipeline(dir, name string, v PipelineVars) ([]byte, error) {
 // WarmWasmstream compiles each wasmstream configuration's plugins into the
 // shared compiled-module cache (wasmstream validate), so that no measured
 // run pays the one-time compile a deployed pipeline pays only once either.
+// It is also where a configuration that needs a config feature this
+// binary does not have is found: validate refuses its config at the
+// feature's path, and the configuration is marked unsupported (its rows
+// say why) instead of failing the session. Any other refusal fails it.
 func (b *Bench) WarmWasmstream(ctx context.Context) error {
 	for _, c := range b.opt.Configs {
 		if c.System != SystemWasmstream {
@@ -250,7 +336,7 @@ func (b *Bench) WarmWasmstream(ctx context.Context) error {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
-		v := b.pipelineVars("bench-warm", "bench-warm-in", "bench-warm-out", AtLeastOnce, dir)
+		v := b.opt.pipelineVars(c, "bench-warm", "bench-warm-in", "bench-warm-out", AtLeastOnce, dir)
 		src, err := renderPipeline(b.opt.Templates, c.Pipeline, v)
 		if err != nil {
 			return err
@@ -263,39 +349,80 @@ func (b *Bench) WarmWasmstream(ctx context.Context) error {
 		cmd := exec.CommandContext(cctx, b.opt.Wasmstream, "validate", "-c", cfg)
 		cmd.Env = childEnv(os.Environ())
 		out, err := cmd.CombinedOutput()
+		timedOut := cctx.Err() != nil
 		cancel()
-		if err != nil {
-			return fmt.Errorf("wasmstream validate -c %s (%s): %w\n%s", cfg, c.Name, err, out)
+		if err == nil {
+			continue
 		}
+		if why := refusedFeature(c, string(out)); why != "" && !timedOut {
+			b.unsupported[c.Name] = why
+			fmt.Fprintf(b.log, "benchkit: %s not run: %s\n", c.Name, why)
+			continue
+		}
+		return fmt.Errorf("wasmstream validate -c %s (%s): %w\n%s", cfg, c.Name, err, out)
 	}
 	return nil
 }
 
-func (b *Bench) pipelineVars(appID, input, output, guarantee, runDir string) PipelineVars {
+// refusedFeature says which of c's required features a failed `wasmstream
+// validate` refused, from its output: each feature whose config path the
+// output names, with the line that names it; "" if none is (the failure
+// is something else).
+func refusedFeature(c Config, out string) string {
+	var refused []string
+	for _, f := range c.Requires {
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, f.Path) {
+				refused = append(refused, fmt.Sprintf("%s (%s)", f.What, strings.TrimSpace(line)))
+				break
+			}
+		}
+	}
+	if len(refused) == 0 {
+		return ""
+	}
+	return "this wasmstream does not accept " + strings.Join(refused, "; nor ")
+}
+
+// pipelineVars are the template fields of configuration c's run appID.
+func (o Options) pipelineVars(c Config, appID, input, output, guarantee, runDir string) PipelineVars {
 	abs := func(p string) string {
 		if a, err := filepath.Abs(p); err == nil {
 			return a
 		}
 		return p
 	}
+	plugins := abs(o.Plugins)
+	dir := plugins
+	if c.Lang != "go" {
+		dir = filepath.Join(plugins, c.Lang)
+	}
 	return PipelineVars{
 		AppID:          appID,
-		Brokers:        strings.Join(b.opt.Brokers, ","),
+		Brokers:        strings.Join(o.Brokers, ","),
 		Guarantee:      guarantee,
-		CommitInterval: b.opt.CommitInterval.String(),
+		CommitInterval: o.CommitInterval.String(),
 		Input:          input,
 		Output:         output,
-		Partitions:     b.opt.Spec.Partitions,
-		Plugins:        abs(b.opt.Plugins),
+		Partitions:     o.Spec.Partitions,
+		Plugins:        plugins,
+		PluginDir:      dir,
+		Emit:           c.Emit,
+		OutputEmit:     c.OutputEmit,
+		StoreCache:     c.StoreCache,
 		StateDir:       abs(filepath.Join(runDir, "state")),
-		CacheDir:       abs(filepath.Join(b.opt.Work, "wasm-cache")),
+		CacheDir:       abs(filepath.Join(o.Work, "wasm-cache")),
 	}
 }
 
 // Run runs configuration c once on in and measures it.
 func (b *Bench) Run(ctx context.Context, in *Input, guarantee string, c Config, round int) Result {
-	r := Result{Layout: in.Layout, Guarantee: guarantee, Config: c, Round: round, Lines: in.Lines}
+	r := Result{Layout: in.Layout, Guarantee: guarantee, Config: c, Round: round, Lines: in.Lines, Live: in.Live}
 	if why := c.Pending[in.Layout]; why != "" {
+		r.Pending = why
+		return r
+	}
+	if why := b.unsupported[c.Name]; why != "" {
 		r.Pending = why
 		return r
 	}
@@ -305,6 +432,12 @@ func (b *Bench) Run(ctx context.Context, in *Input, guarantee string, c Config, 
 	}
 	appID := fmt.Sprintf("bench-%s-%s-%s-%s-r%d", b.session, in.Layout, g, c.Name, round)
 	output := "out-" + appID
+	input := in.Topic
+	if in.Live {
+		// Not under the app's prefix: the input's end offsets are not
+		// the app's progress.
+		input = "in-" + appID
+	}
 	runDir := filepath.Join(b.opt.Work, "runs", appID)
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		r.Err = err
@@ -316,19 +449,28 @@ func (b *Bench) Run(ctx context.Context, in *Input, guarantee string, c Config, 
 			return
 		}
 		// A failed cleanup costs disk, not the results: say so and go on.
-		if err := deleteTopics(context.WithoutCancel(ctx), b.adm, output, appID+"-"); err != nil {
+		topics := []string{output}
+		if in.Live {
+			topics = append(topics, input)
+		}
+		if err := deleteTopics(context.WithoutCancel(ctx), b.adm, appID+"-", topics...); err != nil {
 			fmt.Fprintf(b.log, "benchkit: cleanup: %v\n", err)
 		}
 		if err := os.RemoveAll(filepath.Join(runDir, "state")); err != nil {
 			fmt.Fprintf(b.log, "benchkit: cleanup: %v\n", err)
 		}
 	}()
-	if err := createTopic(ctx, b.adm, output, b.opt.Spec.Partitions); err != nil {
-		r.Err = err
-		return r
+	for _, t := range []string{output, input} {
+		if t == in.Topic && !in.Live {
+			continue
+		}
+		if err := createTopic(ctx, b.adm, t, b.opt.Spec.Partitions); err != nil {
+			r.Err = err
+			return r
+		}
 	}
 
-	argv, err := b.command(c, appID, in.Topic, output, guarantee, runDir)
+	argv, err := b.command(c, appID, input, output, guarantee, runDir)
 	if err != nil {
 		r.Err = err
 		return r
@@ -359,11 +501,26 @@ func (b *Bench) Run(ctx context.Context, in *Input, guarantee string, c Config, 
 	}
 	defer stop()
 
-	w := &Watch{Adm: b.adm, Group: appID, Input: in.Topic, InputEnds: in.Ends, Output: output, Prefix: appID + "-"}
-	doneAt, firstAt, stats, err := b.waitDone(ctx, p, w, logPath)
+	// A live run's input is written from the process's start; the
+	// writer's error ends the run.
+	var writer *liveWriter
+	if in.Live {
+		writer = b.startWriter(ctx, in, input)
+		defer writer.stop()
+	}
+	w := &Watch{Adm: b.adm, Group: appID, Input: input, InputEnds: in.Ends, Output: output, Prefix: appID + "-"}
+	d, err := b.waitDone(ctx, p, w, logPath, writer.failed)
 	if err != nil {
 		r.Err = err
 		return r
+	}
+	if writer != nil {
+		last, err := writer.wait()
+		if err != nil {
+			r.Err = err
+			return r
+		}
+		r.Drain = max(d.At.Sub(last), 0)
 	}
 	brokerTo, err := b.brokerCPU()
 	if err != nil {
@@ -372,7 +529,7 @@ func (b *Bench) Run(ctx context.Context, in *Input, guarantee string, c Config, 
 	}
 	r.BrokerCPU = brokerTo - brokerFrom
 	stop()
-	r.Wall, r.FirstCommit, r.CPU, r.PeakRSS = doneAt.Sub(p.Start), firstAt.Sub(p.Start), stats.CPU, stats.PeakRSS
+	r.Wall, r.FirstCommit, r.FirstLines, r.CPU, r.PeakRSS = d.At.Sub(p.Start), d.FirstAt.Sub(p.Start), d.FirstLines, d.Stats.CPU, d.Stats.PeakRSS
 
 	// Bounded by the output's size: 1 minute plus 1 ms per 100 words.
 	readBound := time.Minute + time.Duration(in.Lines*b.opt.Spec.Words/100)*time.Millisecond
@@ -386,12 +543,20 @@ func (b *Bench) Run(ctx context.Context, in *Input, guarantee string, c Config, 
 	return r
 }
 
+// doneInfo is what waitDone saw of a run.
+type doneInfo struct {
+	At         time.Time // done (DoneDetector)
+	FirstAt    time.Time // the first sample with input committed
+	FirstLines int64     // input lines committed at FirstAt
+	Stats      ProcStats // the process's, read at done
+}
+
 // waitDone samples the run every Poll until the DoneDetector says done,
 // then reads the process's CPU time and peak RSS before anything stops it.
-// It returns when the run was done and when it first committed input. It
-// fails if the process exits, the run exceeds RunTimeout, or the broker
-// cannot be asked for 10 s in a row.
-func (b *Bench) waitDone(ctx context.Context, p *Proc, w *Watch, logPath string) (doneAt, firstAt time.Time, _ ProcStats, _ error) {
+// It fails if the process exits, the run exceeds RunTimeout, the live
+// input's writer fails (inputFailed), or the broker cannot be asked for
+// 10 s in a row.
+func (b *Bench) waitDone(ctx context.Context, p *Proc, w *Watch, logPath string, inputFailed func() error) (doneInfo, error) {
 	det := DoneDetector{Quiet: b.opt.Quiet}
 	var total int64
 	for _, e := range w.InputEnds {
@@ -401,6 +566,7 @@ func (b *Bench) waitDone(ctx context.Context, p *Proc, w *Watch, logPath string)
 	tick := time.NewTicker(b.opt.Poll)
 	defer tick.Stop()
 	var (
+		d        doneInfo
 		last     Sample
 		failing  time.Time // first of a series of failed samples
 		lastFail error
@@ -408,16 +574,19 @@ func (b *Bench) waitDone(ctx context.Context, p *Proc, w *Watch, logPath string)
 	for {
 		select {
 		case <-ctx.Done():
-			return time.Time{}, time.Time{}, ProcStats{}, fmt.Errorf("interrupted: %w", ctx.Err())
+			return doneInfo{}, fmt.Errorf("interrupted: %w", ctx.Err())
 		case <-tick.C:
 		}
 		if exited, err := p.Exited(); exited {
-			return time.Time{}, time.Time{}, ProcStats{}, fmt.Errorf("process exited before the run was done (%v; last: %s); last lines of %s:\n%s",
+			return doneInfo{}, fmt.Errorf("process exited before the run was done (%v; last: %s); last lines of %s:\n%s",
 				err, last, logPath, tail(logPath, 30))
 		}
 		if time.Now().After(deadline) {
-			return time.Time{}, time.Time{}, ProcStats{}, fmt.Errorf("not done within %s (last: %s); last lines of %s:\n%s",
+			return doneInfo{}, fmt.Errorf("not done within %s (last: %s); last lines of %s:\n%s",
 				b.opt.RunTimeout, last, logPath, tail(logPath, 30))
+		}
+		if err := inputFailed(); err != nil {
+			return doneInfo{}, err
 		}
 		s, err := w.Sample(ctx)
 		if err != nil {
@@ -426,23 +595,77 @@ func (b *Bench) waitDone(ctx context.Context, p *Proc, w *Watch, logPath string)
 			}
 			lastFail = err
 			if time.Since(failing) > 10*time.Second {
-				return time.Time{}, time.Time{}, ProcStats{}, fmt.Errorf("broker unreachable for 10s while sampling progress: %w", lastFail)
+				return doneInfo{}, fmt.Errorf("broker unreachable for 10s while sampling progress: %w", lastFail)
 			}
 			continue
 		}
 		failing = time.Time{}
 		last = s
-		if firstAt.IsZero() && s.InputLag < total {
-			firstAt = s.At
+		if d.FirstAt.IsZero() && s.InputLag < total {
+			d.FirstAt, d.FirstLines = s.At, total-s.InputLag
 		}
 		if done, at := det.Observe(s); done {
 			stats, err := ReadProcStats(p.Pid())
 			if err != nil {
-				return time.Time{}, time.Time{}, ProcStats{}, err
+				return doneInfo{}, err
 			}
-			return at, firstAt, stats, nil
+			d.At, d.Stats = at, stats
+			return d, nil
 		}
 	}
+}
+
+// liveWriter writes a live run's input while the run goes.
+type liveWriter struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the writer has returned
+	last   time.Time     // when the last line was acknowledged
+	err    error         // valid once done is closed
+}
+
+// startWriter starts writing in's lines to topic at the session's input
+// rate.
+func (b *Bench) startWriter(ctx context.Context, in *Input, topic string) *liveWriter {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &liveWriter{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		g, err := NewGenerator(in.Spec)
+		if err != nil {
+			w.err = err
+			return
+		}
+		_, w.last, w.err = produceInput(ctx, b.opt.Brokers, topic, g, b.opt.InputRate, inputBound(in.Lines, b.opt.InputRate))
+	}()
+	return w
+}
+
+// failed returns the writer's error once it has failed; nil while it
+// writes, once it has written everything, and for no writer (nil).
+func (w *liveWriter) failed() error {
+	if w == nil {
+		return nil
+	}
+	select {
+	case <-w.done:
+		if w.err != nil {
+			return fmt.Errorf("writing the live input: %w", w.err)
+		}
+	default:
+	}
+	return nil
+}
+
+// wait waits for the writer to return.
+func (w *liveWriter) wait() (time.Time, error) {
+	<-w.done
+	return w.last, w.err
+}
+
+// stop ends the writer, if it has not ended, and waits for it.
+func (w *liveWriter) stop() {
+	w.cancel()
+	<-w.done
 }
 
 // brokerCPU is the broker's CPU time so far; 0 when its pid is unknown.
@@ -475,7 +698,7 @@ func (b *Bench) command(c Config, appID, input, output, guarantee, runDir string
 		), nil
 	case SystemWasmstream:
 		src, err := renderPipeline(b.opt.Templates, c.Pipeline,
-			b.pipelineVars(appID, input, output, guaranteeFor(c.System, guarantee), runDir))
+			b.opt.pipelineVars(c, appID, input, output, guaranteeFor(c.System, guarantee), runDir))
 		if err != nil {
 			return nil, err
 		}
@@ -484,6 +707,17 @@ func (b *Bench) command(c Config, appID, input, output, guarantee, runDir string
 			return nil, err
 		}
 		return []string{b.opt.Wasmstream, "run", "-c", cfg}, nil
+	case SystemFloor:
+		return []string{b.opt.Self, "floor",
+			"-brokers", strings.Join(b.opt.Brokers, ","),
+			"-app-id", appID,
+			"-input", input,
+			"-output", output,
+			"-guarantee", guarantee,
+			"-commit-interval", b.opt.CommitInterval.String(),
+			"-partitions", strconv.Itoa(b.opt.Spec.Partitions),
+			"-emit", string(c.FloorEmit),
+		}, nil
 	}
 	return nil, errors.New("unknown system " + string(c.System))
 }

@@ -1,12 +1,15 @@
 // Package configdoc generates docs/config.md, the config reference, from
 // the doc comments of host.Config and the types it holds (host/*.go): every
-// field's path, type, environment variable, flag and comment. A test fails
-// when docs/config.md is not what Generate makes; `go generate ./host/` or
-// `make docs` rewrites it (cmd: internal/configdoc/cmd/configdoc).
+// field's path, type, default, environment variable, flag and comment. The
+// default is what host.Config.ApplyDefaults sets, the one place defaults
+// live, and Generate fails when a field's comment does not state it. A test
+// fails when docs/config.md is not what Generate makes; `go generate
+// ./host/` or `make docs` rewrites it (cmd: internal/configdoc/cmd/configdoc).
 package configdoc
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -16,6 +19,10 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/configload"
 )
 
 // Generate returns the markdown reference for the host package in dir.
@@ -27,7 +34,10 @@ func Generate(dir string) ([]byte, error) {
 	}
 	types := map[string]*ast.StructType{}
 	typeDocs := map[string]string{}
-	flags := map[string]string{} // config key -> flag
+	// enums are the string types with typed constants: their values, in
+	// declaration order.
+	stringTypes := map[string]bool{}
+	enums := map[string][]string{}
 	for _, e := range entries {
 		name := e.Name()
 		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
@@ -49,16 +59,17 @@ func Generate(dir string) ([]byte, error) {
 						types[s.Name.Name] = st
 						typeDocs[s.Name.Name] = gd.Doc.Text()
 					}
+					if id, ok := s.Type.(*ast.Ident); ok && id.Name == "string" {
+						stringTypes[s.Name.Name] = true
+					}
 				case *ast.ValueSpec:
-					if len(s.Names) == 1 && s.Names[0].Name == "flagKeys" && len(s.Values) == 1 {
-						if cl, ok := s.Values[0].(*ast.CompositeLit); ok {
-							for _, el := range cl.Elts {
-								kv := el.(*ast.KeyValueExpr)
-								flag, _ := strconv.Unquote(kv.Key.(*ast.BasicLit).Value)
-								key, _ := strconv.Unquote(kv.Value.(*ast.BasicLit).Value)
-								flags[key] = "--" + flag
-							}
-						}
+					id, ok := s.Type.(*ast.Ident)
+					if gd.Tok != token.CONST || !ok || len(s.Values) != 1 {
+						continue
+					}
+					if lit, ok := s.Values[0].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						v, _ := strconv.Unquote(lit.Value)
+						enums[id.Name] = append(enums[id.Name], v)
 					}
 				}
 			}
@@ -75,7 +86,8 @@ func Generate(dir string) ([]byte, error) {
      run "go generate ./host/" or "make docs"; a test fails while this file
      is stale. -->
 
-A pipeline config is YAML. Every field can also be set by an environment
+A pipeline config is YAML. A field's default is what ` + "`host.Config.ApplyDefaults`" + `
+sets for a field left out. Every field can also be set by an environment
 variable (the ` + "`WASMSTREAM_`" + ` prefix, then the path upper-cased with ` + "`__`" + `
 between levels; a list's elements by index: ` + "`WASMSTREAM_PROCESSORS__0__NAME`" + `),
 and some by a flag. The file is read first, then the environment, then flags.
@@ -83,8 +95,23 @@ Durations are Go durations (` + "`100ms`, `45s`" + `), sizes take ` + "`KiB`, `M
 Secrets (` + "`kafka.sasl.password`" + ` and friends) take ` + "`env:NAME`" + `, ` + "`file:PATH`" + ` or the
 value itself, and are never printed.
 `)
-	g := &gen{b: &b, types: types, typeDocs: typeDocs, flags: flags}
-	g.walk("", "", "Config")
+	for name := range enums {
+		if !stringTypes[name] {
+			delete(enums, name)
+		}
+	}
+	// The defaults, as ApplyDefaults sets them (one processor, one output
+	// and one store expiry, to reach their fields).
+	defaults := host.Config{Processors: []host.ProcessorConfig{{
+		Outputs: map[string]host.OutputConfig{"o": {}},
+		Expire:  map[string]host.StoreExpiry{"s": {}},
+	}}}
+	defaults.ApplyDefaults()
+	g := &gen{b: &b, types: types, typeDocs: typeDocs, enums: enums}
+	g.walk("", "", "Config", reflect.ValueOf(defaults))
+	if len(g.errs) > 0 {
+		return nil, errors.Join(g.errs...)
+	}
 	return b.Bytes(), nil
 }
 
@@ -92,16 +119,25 @@ type gen struct {
 	b        *bytes.Buffer
 	types    map[string]*ast.StructType
 	typeDocs map[string]string
-	flags    map[string]string
+	enums    map[string][]string
+	errs     []error // fields whose comment does not state their default
 }
 
-// walk writes the fields of struct typ at path (key) and env prefix.
-func (g *gen) walk(path, env, typ string) {
+// walk writes the fields of struct typ at path (key) and env prefix; def
+// is the struct with its defaults applied.
+func (g *gen) walk(path, env, typ string, def reflect.Value) {
 	st := g.types[typ]
 	if path != "" {
 		fmt.Fprintf(g.b, "\n## %s\n\n%s", path, docText(g.typeDocs[typ]))
 	}
 	prevDoc := ""
+	// Nested structs get sections of their own, after this one's fields.
+	var nested []func()
+	defer func() {
+		for _, walk := range nested {
+			walk()
+		}
+	}()
 	for _, f := range st.Fields.List {
 		if f.Tag == nil || len(f.Names) == 0 {
 			continue
@@ -117,15 +153,28 @@ func (g *gen) walk(path, env, typ string) {
 			envName = env + "__" + strings.ToUpper(key)
 		}
 		envName = strings.TrimPrefix(envName, "__")
-		// A nested config struct gets a section of its own.
+		fv := def.FieldByName(f.Names[0].Name)
 		if id, ok := f.Type.(*ast.Ident); ok && g.types[id.Name] != nil {
-			g.walk(full, envName, id.Name)
+			nested = append(nested, func() { g.walk(full, envName, id.Name, fv) })
 			continue
 		}
 		if at, ok := f.Type.(*ast.ArrayType); ok {
 			if id, ok := at.Elt.(*ast.Ident); ok && g.types[id.Name] != nil {
-				g.walk(full+"[]", envName+"__<i>", id.Name)
+				nested = append(nested, func() { g.walk(full+"[]", envName+"__<i>", id.Name, fv.Index(0)) })
 				continue
+			}
+		}
+		// A map of structs is listed, then its values get a section.
+		if mt, ok := f.Type.(*ast.MapType); ok {
+			if id, ok := mt.Value.(*ast.Ident); ok && g.types[id.Name] != nil {
+				name := mapKeyNames[key]
+				if name == "" {
+					name = "name"
+				}
+				v := fv.MapIndex(fv.MapKeys()[0])
+				nested = append(nested, func() {
+					g.walk(full+".<"+name+">", envName+"__<"+strings.ToUpper(name)+">", id.Name, v)
+				})
 			}
 		}
 		doc := f.Doc.Text()
@@ -134,12 +183,94 @@ func (g *gen) walk(path, env, typ string) {
 		}
 		prevDoc = doc
 		fmt.Fprintf(g.b, "\n### `%s`\n\n", full)
-		meta := []string{"type: " + typeName(f.Type), "env: `WASMSTREAM_" + envName + "`"}
-		if fl := g.flags[full]; fl != "" {
-			meta = append(meta, "flag: `"+fl+"`")
+		meta := []string{"type: " + g.typeName(f.Type)}
+		if d, ok := defaultText(fv); ok {
+			meta = append(meta, "default: `"+d+"`")
+			if !statesDefault(doc, fv) {
+				g.errs = append(g.errs, fmt.Errorf("configdoc: %s: the comment does not state the default %s (ApplyDefaults)", full, d))
+			}
+		}
+		meta = append(meta, "env: `WASMSTREAM_"+envName+"`")
+		if fl := configload.FlagOf(full); fl != "" {
+			meta = append(meta, "flag: `--"+fl+"`")
 		}
 		fmt.Fprintf(g.b, "%s\n\n%s", strings.Join(meta, " · "), docText(doc))
 	}
+}
+
+// mapKeyNames name the keys of maps of structs in section titles.
+var mapKeyNames = map[string]string{"outputs": "output", "expire": "store"}
+
+// Defaults are shown as the config writes them.
+var (
+	durationType = reflect.TypeOf(time.Duration(0))
+	byteSizeType = reflect.TypeOf(host.ByteSize(0))
+)
+
+// defaultText is v, a field's default, as a config would write it; false
+// for a zero value (no default, or one the field's comment describes,
+// such as runtime.cache_dir's).
+func defaultText(v reflect.Value) (string, bool) {
+	if g := v.MethodByName("Get"); g.IsValid() { // a host.Optional
+		out := g.Call(nil)
+		if !out[1].Bool() {
+			return "", false
+		}
+		v = out[0]
+	} else if v.IsZero() {
+		return "", false
+	}
+	switch {
+	case v.Type() == durationType:
+		s := time.Duration(v.Int()).String()
+		if strings.HasSuffix(s, "m0s") { // 1m0s: 1m
+			s = strings.TrimSuffix(s, "0s")
+		}
+		return s, true
+	case v.Type() == byteSizeType:
+		return host.ByteSize(v.Uint()).String(), true
+	}
+	switch v.Kind() {
+	case reflect.String:
+		return v.String(), true
+	case reflect.Int:
+		return strconv.FormatInt(v.Int(), 10), true
+	case reflect.Float64:
+		return strconv.FormatFloat(v.Float(), 'g', -1, 64), true
+	case reflect.Bool:
+		return "true", true
+	}
+	return "", false
+}
+
+// statesDefault reports whether doc names the value v somewhere, in any
+// form that parses to it ("60s" states a default of 1m, "64MiB" one of
+// 67108864 bytes).
+func statesDefault(doc string, v reflect.Value) bool {
+	want, _ := defaultText(v)
+	for _, tok := range strings.Fields(doc) {
+		tok = strings.Trim(tok, "\"'`.,;:()")
+		if tok == want {
+			return true
+		}
+		switch {
+		case v.Type() == durationType:
+			d, err := time.ParseDuration(tok)
+			if err == nil && int64(d) == v.Int() {
+				return true
+			}
+		case v.Type() == byteSizeType:
+			var b host.ByteSize
+			if b.UnmarshalText([]byte(tok)) == nil && uint64(b) == v.Uint() {
+				return true
+			}
+		}
+	}
+	// An Optional: its value's own form.
+	if g := v.MethodByName("Get"); g.IsValid() {
+		return statesDefault(doc, g.Call(nil)[0])
+	}
+	return false
 }
 
 // docText is a doc comment as a paragraph, ending in one newline.
@@ -151,9 +282,12 @@ func docText(s string) string {
 	return s + "\n"
 }
 
-func typeName(e ast.Expr) string {
+func (g *gen) typeName(e ast.Expr) string {
 	switch t := e.(type) {
 	case *ast.Ident:
+		if values := g.enums[t.Name]; len(values) > 0 {
+			return "one of `" + strings.Join(values, "`, `") + "`"
+		}
 		switch t.Name {
 		case "string":
 			return "string"
@@ -167,6 +301,8 @@ func typeName(e ast.Expr) string {
 			return "size"
 		case "Secret":
 			return "secret"
+		case "CacheSize":
+			return "size, or `off`"
 		}
 		return t.Name
 	case *ast.SelectorExpr:
@@ -174,10 +310,12 @@ func typeName(e ast.Expr) string {
 			return "duration"
 		}
 		return t.Sel.Name
+	case *ast.IndexExpr: // Optional[T]: a T that may be left unset
+		return g.typeName(t.Index)
 	case *ast.ArrayType:
-		return "list of " + typeName(t.Elt)
+		return "list of " + g.typeName(t.Elt)
 	case *ast.MapType:
-		return "map of " + typeName(t.Key) + " to " + typeName(t.Value)
+		return "map of " + g.typeName(t.Key) + " to " + g.typeName(t.Value)
 	case *ast.InterfaceType:
 		return "any"
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/configload"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
@@ -52,7 +53,7 @@ func SetupFile(t *testing.T, name, file string, plugins map[string]string, envir
 			t.Fatal(err)
 		}
 	}
-	cfg, err := host.LoadConfig(filepath.Join(root, "examples", name, file), environ, nil)
+	cfg, err := configload.Load(filepath.Join(root, "examples", name, file), environ, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,6 +54,8 @@ var boundaries = []boundary{
 		why: "the admin view reads the runner's counters and the registry, never Kafka, Wasm or the store directly"},
 	{pkg: "host", forbid: []string{pebble, wazero},
 		why: "the public host package is a thin face over host/internal: Wasm and the store are reached through it"},
+	{pkg: "host", forbid: []string{"github.com/knadh/koanf/...", "github.com/spf13/pflag", "github.com/go-viper/mapstructure/..."}, closure: true,
+		why: "the host takes a Config: reading one from a file, the environment and flags is internal/configload's (the CLI's), not the embedding API's"},
 }
 
 func TestHostBoundaries(t *testing.T) {
@@ -101,23 +103,29 @@ func TestHostBoundaries(t *testing.T) {
 var thinFace = []string{
 	// config
 	"Config", "KafkaConfig", "TLSConfig", "SASLConfig", "Secret", "ProcessorConfig", "Limits", "StoreExpiry", "ModuleLimits", "StateConfig", "RuntimeConfig", "SwapConfig",
-	"AdminConfig", "LogConfig", "ByteSize", "CacheSize", "OutputConfig", "OutputEmit", "EmitEach", "EmitLatestPerKey", "ConfigError", "LoadConfig", "ConfigFlags", "EnvPrefix",
+	"AdminConfig", "LogConfig", "ByteSize", "ConfigError", "OutputConfig", "CacheSize",
+	// the config's choices: types that parse themselves, and their values;
+	// Optional (with Set) for settings whose zero means something
+	"Guarantee", "ExactlyOnce", "AtLeastOnce", "ErrorPolicy", "OnErrorFail", "OnErrorSkip", "OnErrorDeadLetter",
+	"StartOffset", "StartEarliest", "StartLatest", "GroupProtocol", "ProtocolAuto", "ProtocolConsumer", "ProtocolClassic",
+	"Members", "MembersPerProcessor", "MembersShared", "LogLevel", "LevelDebug", "LevelInfo", "LevelWarn", "LevelError",
+	"LogFormat", "LogText", "LogJSON", "ExpiryClock", "ClockEvent", "ClockWall", "OutputEmit", "EmitEach", "EmitLatestPerKey",
+	"Optional", "Set",
 	"DefaultClientID", "DefaultCommitInterval", "DefaultCommitRecords", "DefaultTopicPartitions",
 	"DefaultSessionTimeout", "DefaultMaxModuleSize", "DefaultCanaryWindow", "DefaultMaxFailureRatio",
 	"DefaultTransactionTimeout", "DefaultConnectTimeout", "DefaultMemory", "DefaultRecordTimeout", "DefaultStateDir",
 	"DefaultRepartitionPurgeInterval", "DefaultFetchMaxPartitionBytes", "DefaultFetchMaxBytes",
-	"ExactlyOnce", "AtLeastOnce", "OnErrorFail", "OnErrorSkip", "OnErrorDeadLetter",
 	// the host
 	"Host", "New", "Option", "WithLogger", "WithEmbeddedPort", "WithRestoreProgress", "Validate",
 	// deploy
 	"Deploy", "Rollback", "DeployResult", "RollbackResult", "SkippedVersion", "ErrAlreadyActive",
 	// snapshots
-	"ProcessorStats", "RestoreProgress", "PluginInfo", "PluginSymbol", "InspectPlugin",
+	"ProcessorStats", "RestoreProgress", "PluginInfo", "PluginSymbol", "InspectPlugin", "InspectPluginWith",
 	"VersionInfo", "Refusal", "ProcessorVersions",
 	// the state directory, read-only
 	"StateReader", "StateStore", "OpenStateReadOnly", "ErrStateInUse", "ErrNoState", "ErrStateCorrupt",
 	// the topic commands
-	"LoadKafkaConfig", "TopicTool", "OpenTopicTool", "ErrNoBrokers", "RecordHeader", "ProduceOptions", "ProduceResult",
+	"TopicTool", "OpenTopicTool", "ErrNoBrokers", "RecordHeader", "ProduceOptions", "ProduceResult",
 	"ConsumeOptions", "ConsumeResult", "CreateTopicOptions",
 }
 

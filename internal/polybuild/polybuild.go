@@ -328,8 +328,8 @@ func CNative(tb testing.TB, srcs ...string) string {
 }
 
 // Plugin builds the bundled plugin name (plugins/<name> in Go,
-// plugins/rust/<name>, plugins/c/<name>/<name>.c) in lang ("go", "rust" or
-// "c") and returns the module's path.
+// plugins/rust/<name>, plugins/c/<name>/<name>.c, plugins/ts/<name>/<name>.ts)
+// in lang ("go", "rust", "c" or "ts") and returns the module's path.
 func Plugin(tb testing.TB, lang, name string) string {
 	tb.Helper()
 	switch lang {
@@ -339,7 +339,9 @@ func Plugin(tb testing.TB, lang, name string) string {
 		return Rust(tb, "plugins/rust/"+name)
 	case "c":
 		return C(tb, "plugins/c/"+name+"/"+name+".c")
+	case "ts":
+		return TS(tb, "plugins/ts/"+name+"/"+name+".ts")
 	}
-	tb.Fatalf("polybuild: no language %q (go, rust, c)", lang)
+	tb.Fatalf("polybuild: no language %q (go, rust, c, ts)", lang)
 	return ""
 }

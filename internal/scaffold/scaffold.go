@@ -5,8 +5,8 @@
 //
 // A language is a Lang in Langs: its project files (templates), the SDK
 // files it vendors and how to recognize one of its projects. Adding a
-// language (TypeScript, say) is one more Lang and its templates; nothing
-// else here changes.
+// language is one more Lang and its templates (lang_ts.go was one);
+// nothing else here changes.
 package scaffold
 
 import (
@@ -52,7 +52,7 @@ type Lang struct {
 }
 
 // Langs are the languages, in the order help lists them.
-var Langs = []*Lang{goLang, rustLang, cLang}
+var Langs = []*Lang{goLang, rustLang, cLang, tsLang}
 
 // Find returns the language named name, or nil.
 func Find(name string) *Lang {

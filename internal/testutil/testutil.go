@@ -1,6 +1,7 @@
 // Package testutil holds small helpers shared by tests and benchmarks:
-// waiting for a condition instead of sleeping for one, and measuring CPU
-// time.
+// waiting for a condition instead of sleeping for one, measuring CPU time,
+// and running a test's dangerous part in a child process under an
+// address-space cap (child.go).
 package testutil
 
 import (

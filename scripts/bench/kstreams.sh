@@ -8,8 +8,8 @@
 #   make bench-kstreams BENCH_ARGS='-repeats 3 -guarantees exactly_once -layouts any'
 #   make bench-kstreams BENCH_ARGS='-configs ks-cache-on,wasmstream-general-commit'   one matched pair
 #
-# Configurations (internal/benchkit/configs.go, in run order): wasmstream,
-# ks-cache-off, wasmstream-general, ks-cache-on, wasmstream-general-commit.
+# Configurations: internal/benchkit/configs.go (the Makefile lists them),
+# with the I/O floor (bin/benchkit floor) among them.
 #
 # Arguments are passed to the harness (go run ./internal/benchkit -h lists
 # them); QUICK=1 in the environment adds -quick. The broker is started fresh
@@ -47,7 +47,7 @@ die() {
 	exit 1
 }
 
-for f in bin/benchkit bin/wasmstream bin/plugins/wordcount.wasm scripts/bench/kstreams/target/wordcount-kstreams.jar; do
+for f in bin/benchkit bin/wasmstream bin/plugins/wordcount.wasm bin/plugins/rust/split.wasm bin/plugins/c/split.wasm scripts/bench/kstreams/target/wordcount-kstreams.jar; do
 	[[ -e $f ]] || die "$f is missing: run make bench-kstreams, which builds it"
 done
 

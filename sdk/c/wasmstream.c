@@ -7,6 +7,7 @@
  */
 #include "wasmstream.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,8 +20,9 @@
 
 static uint8_t *in_buf;  /* handed to the host; kept until the next ws_sdk_input */
 static size_t in_cap;
-static size_t cur_len;   /* length of the record being processed, else 0 */
-static int64_t cur_ts;   /* its timestamp, the default of emits */
+static uint8_t *cur_rec; /* the record being processed (in in_buf; a slot's payload in a batch) */
+static size_t cur_len;   /* its length while ws_process runs, else 0 */
+static int64_t cur_ts;   /* its timestamp (a callback's trigger's), the default of emits */
 static uint8_t *emit_buf; /* encoding of the record being emitted, reused */
 static size_t emit_cap;
 static uint32_t gen = 1; /* instance generation of cached indices */
@@ -141,7 +143,7 @@ void ws_encode(uint8_t *d, int64_t ts, int64_t offset, int32_t partition, uint32
 /* ---- errors ---- */
 
 static const char *const names[] = {"", "EFAULT", "EINVAL", "ENOOUTPUT", "ENOSTORE", "ENOTFOUND", "ETOOLARGE",
-                                    "ENOCURSOR", "EPHASE", "ELIMIT", "EIO", "ENONAME"};
+                                    "ENOCURSOR", "EPHASE", "ELIMIT", "EIO", "ENONAME", "ETIMESTAMP"};
 static const char *const texts[] = {"",
                                     "pointer or length outside plugin memory",
                                     "malformed argument",
@@ -153,16 +155,17 @@ static const char *const texts[] = {"",
                                     "call not allowed in this phase",
                                     "per-record limit reached",
                                     "host I/O failure",
-                                    "no output or store with that name"};
+                                    "no output or store with that name",
+                                    "timestamp outside what the output accepts"};
 
 const char *ws_errno_name(int32_t e) {
     if (e < 0) e = -e;
-    return e > 0 && e <= WS_ENONAME ? names[e] : "E?";
+    return e > 0 && e <= WS_ETIMESTAMP ? names[e] : "E?";
 }
 
 const char *ws_errno_text(int32_t e) {
     if (e < 0) e = -e;
-    return e > 0 && e <= WS_ENONAME ? texts[e] : "unknown errno";
+    return e > 0 && e <= WS_ETIMESTAMP ? texts[e] : "unknown errno";
 }
 
 int ws_fail_n(const char *msg, size_t len) {
@@ -283,6 +286,90 @@ int32_t ws_store_check(ws_store *s) {
 
 /* ---- emit ---- */
 
+/* Batches (abi/ABI.md section 10). Inside ws_sdk_batch emits are staged in
+ * an arena in plugin memory, a run of emit entries (u32 length, record)
+ * per call, which the host reads when it sees the call end, instead of
+ * one host call each. The arena's bytes never move or get freed while the
+ * batch runs, nor until the next batch starts: the host reads the last
+ * calls' runs after ws_sdk_batch returned, and free would let the
+ * allocator write into them. A call whose emits outgrow it moves its own
+ * run to a larger chunk; the older chunk is kept for the earlier calls'
+ * runs until the next batch. */
+
+/* Arena sizes in bytes: the first chunk, and the staged bytes past which a
+ * batch returns after the call in progress so that the host takes them
+ * (it hands the rest of the calls again), which bounds the arena at about
+ * this plus one call's emits (the Go SDK's figure, sdk/batch.go). */
+#define MIN_ARENA (16 << 10)
+#define ARENA_HAND_OVER (1 << 20)
+
+static int batching;       /* inside ws_sdk_batch: emits are staged */
+static uint8_t *arena;     /* the running batch's runs */
+static size_t arena_len, arena_cap;
+static uint8_t **arena_old; /* older chunks, kept until the next batch */
+static size_t n_old, cap_old;
+static size_t call_start;  /* where the current call's run starts in arena */
+/* The current call's only emit so far is its input record, forwarded in
+ * place: its run is the slot's length field and the record after it. A
+ * second emit copies it into the arena first. */
+static int forwarded;
+static int staged; /* the current call has emitted */
+
+/* Makes room for n more bytes at the end of the current call's run
+ * without moving the batch's earlier runs; 0 if memory is short. */
+static int arena_reserve(size_t n) {
+    if (arena_cap - arena_len >= n) return 1;
+    size_t run = arena_len - call_start;
+    size_t cap = 2 * arena_cap;
+    if (cap < run + n) cap = run + n;
+    if (cap < MIN_ARENA) cap = MIN_ARENA;
+    if (call_start > 0 && n_old == cap_old) { /* earlier calls' runs stay where they are */
+        size_t c = cap_old ? 2 * cap_old : 4;
+        uint8_t **o = realloc(arena_old, c * sizeof *o);
+        if (!o) return 0;
+        arena_old = o;
+        cap_old = c;
+    }
+    uint8_t *next = malloc(cap);
+    if (!next) return 0;
+    if (run) memcpy(next, arena + call_start, run);
+    if (call_start > 0)
+        arena_old[n_old++] = arena;
+    else
+        free(arena); /* it held only this call's run, now copied */
+    arena = next;
+    arena_cap = cap;
+    arena_len = run;
+    call_start = 0;
+    return 1;
+}
+
+uint8_t *ws_put_emit_entry(uint8_t *dst, size_t n) {
+    put32(dst, (uint32_t)n);
+    return dst + 4;
+}
+
+/* Copies the forwarded input record into the arena, where the call's next
+ * emits follow it; 0 if memory is short. */
+static int materialize(void) {
+    if (!arena_reserve(4 + cur_len)) return 0;
+    forwarded = 0;
+    memcpy(ws_put_emit_entry(arena + arena_len, cur_len), cur_rec, cur_len);
+    arena_len += 4 + cur_len;
+    return 1;
+}
+
+/* n bytes for the next staged record of the current call (its entry's
+ * length written before them), or NULL if memory is short. */
+static uint8_t *stage(size_t n) {
+    if (forwarded && !materialize()) return NULL;
+    if (!arena_reserve(4 + n)) return NULL;
+    uint8_t *d = ws_put_emit_entry(arena + arena_len, n);
+    arena_len += 4 + n;
+    staged = 1;
+    return d;
+}
+
 int32_t ws_emit_to(ws_output *o, int32_t partition, const ws_out *r) {
     int32_t idx = resolve(o, ws_host_output_index);
     if (idx < 0) return idx;
@@ -290,23 +377,55 @@ int32_t ws_emit_to(ws_output *o, int32_t partition, const ws_out *r) {
     /* Checked here so that an oversized record neither grows emit_buf for
      * good nor crosses into the host. */
     if (n > WS_MAX_RECORD_SIZE) return -WS_ETOOLARGE;
+    int64_t ts = r->timestamp ? r->timestamp : cur_ts;
+    if (batching) {
+        uint8_t *d = stage(n);
+        if (!d) return -WS_ETOOLARGE;
+        ws_encode(d, ts, -1, partition, (uint32_t)idx, r);
+        return 0;
+    }
     if (n > emit_cap) {
         uint8_t *b = realloc(emit_buf, n);
         if (!b) return -WS_ETOOLARGE;
         emit_buf = b;
         emit_cap = n;
     }
-    ws_encode(emit_buf, r->timestamp ? r->timestamp : cur_ts, -1, partition, (uint32_t)idx, r);
+    ws_encode(emit_buf, ts, -1, partition, (uint32_t)idx, r);
     return ws_host_emit(emit_buf, (uint32_t)n);
 }
 
 int32_t ws_emit(ws_output *o, const ws_out *r) { return ws_emit_to(o, WS_ANY_PARTITION, r); }
 
+/* The fields an emit sets (offset -1, any partition, the output index) in
+ * an encoded record. */
+static void emit_fields(uint8_t *b, int32_t idx) {
+    put64(b + 8, (uint64_t)-1);
+    put32(b + 16, (uint32_t)WS_ANY_PARTITION);
+    put32(b + 20, (uint32_t)idx);
+}
+
 int32_t ws_forward(ws_output *o, const ws_record *r) {
     int32_t idx = resolve(o, ws_host_output_index);
     if (idx < 0) return idx;
-    uint8_t *b = in_buf;
-    if (cur_len == 0 || r->raw != in_buf || r->raw_len != cur_len) {
+    int current = cur_len != 0 && r->raw == cur_rec && r->raw_len == cur_len;
+    if (batching) {
+        /* Checked here: the host gives a staged emit no errno. */
+        if (r->raw_len > WS_MAX_RECORD_SIZE) return -WS_ETOOLARGE;
+        if (current && !staged) {
+            /* The call's first emit: handed over where it is (the slot's
+             * length field and the record are one emit entry). */
+            emit_fields(cur_rec, idx);
+            forwarded = staged = 1;
+            return 0;
+        }
+        uint8_t *d = stage(r->raw_len);
+        if (!d) return -WS_ETOOLARGE;
+        memcpy(d, r->raw, r->raw_len);
+        emit_fields(d, idx);
+        return 0;
+    }
+    uint8_t *b = cur_rec;
+    if (!current) {
         /* Not the record being processed (a copy the processor made): its
          * encoding is copied and rewritten instead. */
         if (r->raw_len > WS_MAX_RECORD_SIZE) return -WS_ETOOLARGE;
@@ -321,9 +440,7 @@ int32_t ws_forward(ws_output *o, const ws_record *r) {
     }
     /* The input's own bytes are the encoding but for offset, partition and
      * index, which the record's decoded fields keep. */
-    put64(b + 8, (uint64_t)-1);
-    put32(b + 16, (uint32_t)WS_ANY_PARTITION);
-    put32(b + 20, (uint32_t)idx);
+    emit_fields(b, idx);
     return ws_host_emit(b, (uint32_t)r->raw_len);
 }
 
@@ -466,15 +583,115 @@ uint8_t *ws_sdk_input(uint32_t size) {
     return in_buf;
 }
 
-int32_t ws_sdk_process(uint32_t len) {
+/* Runs ws_process on the record of n bytes at p (in the input buffer):
+ * the one path of wasmstream_process and of a batch's records. */
+static int32_t run_record(uint8_t *p, size_t n) {
     ws_record r;
-    if (len > in_cap) return ws_fail("sdk: record length is beyond the input buffer");
-    if (ws_decode(in_buf, len, &r) < 0) return ws_fail("sdk: input record: abi: malformed record");
-    cur_len = len;
+    if (ws_decode(p, n, &r) < 0) return ws_fail("sdk: input record: abi: malformed record");
+    cur_rec = p;
+    cur_len = n;
     cur_ts = r.timestamp;
     int st = ws_process(&r);
     cur_len = 0;
     return st;
+}
+
+int32_t ws_sdk_process(uint32_t len) {
+    if (len > in_cap) return ws_fail("sdk: record length is beyond the input buffer");
+    return run_record(in_buf, len);
+}
+
+int ws_slot_at(const uint8_t *src, size_t n, size_t off, uint32_t *kind, size_t *payload, size_t *payload_len) {
+    if (off > n || n - off < WS_SLOT_HEADER_SIZE) return -WS_EINVAL;
+    size_t plen = get32(src + off + WS_SLOT_LEN), start = off + WS_SLOT_HEADER_SIZE;
+    if (plen > n - start) return -WS_EINVAL;
+    *kind = get32(src + off + WS_SLOT_KIND);
+    *payload = start;
+    *payload_len = plen;
+    return 0;
+}
+
+int64_t ws_next_emit_entry(const uint8_t *src, size_t n, const uint8_t **rec, size_t *rec_len) {
+    if (n < 4) return -WS_EINVAL;
+    size_t len = get32(src);
+    if (len > n - 4) return -WS_EINVAL;
+    *rec = src + 4;
+    *rec_len = len;
+    return (int64_t)(4 + len);
+}
+
+/* The batch's done count and stop word: volatile, so that the compiler
+ * neither delays the one nor keeps the other in a register across calls
+ * (the host writes stop during a call, or from its watchdog). */
+static void store32v(uint8_t *p, uint32_t v) {
+    volatile uint8_t *q = p;
+    for (int i = 0; i < 4; i++) q[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t load32v(const uint8_t *p) {
+    const volatile uint8_t *q = p;
+    return (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+}
+
+/* After each call its status and staged emits go into its slot, then the
+ * done count: the host, which reads done at every host call, attributes
+ * every host call to the call in progress. It returns 0 after the last
+ * call or earlier: after a call that failed, when the host set stop, when
+ * the arena holds over ARENA_HAND_OVER bytes (the host hands the rest
+ * again). 1 is for a batch it cannot read (the host fails the call in
+ * progress). */
+int32_t ws_sdk_batch(uint32_t len) {
+    if (len > in_cap || len < WS_BATCH_HEADER_SIZE) return 1;
+    uint8_t *base = in_buf;
+    uint32_t count = get32(base + WS_BATCH_COUNT);
+    /* The previous batch's older chunks: the host has read every run of it. */
+    for (size_t i = 0; i < n_old; i++) free(arena_old[i]);
+    n_old = 0;
+    arena_len = 0;
+    batching = 1;
+    size_t off = WS_BATCH_HEADER_SIZE;
+    for (uint32_t k = 0; k < count; k++) {
+        uint32_t kind;
+        size_t p, plen;
+        if (ws_slot_at(base, len, off, &kind, &p, &plen) < 0) break; /* the host fails the call unfinished */
+        uint8_t *slot = base + off;
+        call_start = arena_len;
+        forwarded = staged = 0;
+        int32_t st;
+        if (kind == WS_SLOT_RECORD)
+            st = run_record(base + p, plen);
+        else if (kind == WS_SLOT_TRIGGER)
+            st = ws_sdk_trigger(base + p, (uint32_t)plen);
+        else
+            st = ws_fail("sdk: batch: unknown slot kind");
+        uint32_t out = 0, size = 0;
+        if (forwarded) {
+            out = ws_sdk_address(slot + WS_SLOT_LEN);
+            size = (uint32_t)(4 + plen);
+        } else if (arena_len > call_start) {
+            out = ws_sdk_address(arena + call_start);
+            size = (uint32_t)(arena_len - call_start);
+        }
+        put32(slot + WS_SLOT_STATUS, (uint32_t)st);
+        put32(slot + WS_SLOT_OUT_PTR, out);
+        put32(slot + WS_SLOT_OUT_LEN, size);
+        /* The slot's fields before done: the host reads them once it sees
+         * done pass the call (its watchdog reads done meanwhile). */
+        atomic_signal_fence(memory_order_seq_cst);
+        store32v(base + WS_BATCH_DONE, k + 1);
+        if (st != WS_OK || load32v(base + WS_BATCH_STOP) != 0 || arena_len > ARENA_HAND_OVER) break;
+        off += WS_SLOT_SIZE(plen);
+    }
+    batching = forwarded = 0;
+    return 0;
+}
+
+/* Without wasmstream_time.c (its definition replaces this one) the
+ * processor has no callbacks: the host sends it no triggers. */
+__attribute__((weak)) int32_t ws_sdk_trigger(const uint8_t *trigger, uint32_t len) {
+    (void)trigger;
+    (void)len;
+    return ws_fail("sdk: a timer or commit trigger arrived but the processor does not link wasmstream_time.c");
 }
 
 int32_t ws_sdk_init(void) {
@@ -491,13 +708,21 @@ __attribute__((weak)) int ws_init(void) { return WS_OK; }
 void ws_sdk_reset(void) {
     gen++;
     cur_len = 0;
+    batching = forwarded = 0;
     free(in_buf);
     in_buf = NULL;
     in_cap = 0;
 }
 
 #ifdef __wasm__
+uint32_t ws_sdk_address(const void *p) { return (uint32_t)(uintptr_t)p; }
+
+/* Version 2 (batches) on a host that speaks it, version 1 on an older one. */
 __attribute__((export_name("wasmstream_abi_version_1"))) void ws_export_version(void) {}
+
+__attribute__((export_name("wasmstream_abi_version_2"))) void ws_export_version_2(void) {}
+
+__attribute__((export_name("wasmstream_batch"))) int32_t ws_export_batch(uint32_t len) { return ws_sdk_batch(len); }
 
 __attribute__((export_name("wasmstream_input"))) uint8_t *ws_export_input(uint32_t size) {
     return ws_sdk_input(size);

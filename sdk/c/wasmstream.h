@@ -1,6 +1,7 @@
 /*
- * wasmstream.h: write wasmstream stream processors in C (ABI version 1,
- * abi/ABI.md). Link wasmstream.c with the processor.
+ * wasmstream.h: write wasmstream stream processors in C (abi/ABI.md; the
+ * module speaks ABI versions 1 and 2, batches, with no change to the
+ * processor). Link wasmstream.c with the processor.
  *
  * A processor defines
  *
@@ -57,6 +58,7 @@ extern "C" {
 #define WS_ELIMIT 9    /* per-record limit reached (open cursors) */
 #define WS_EIO 10      /* the host could not serve the call; the record fails */
 #define WS_ENONAME 11  /* no output or store with that name */
+#define WS_ETIMESTAMP 12 /* emitted timestamp outside what the output accepts (fails the record) */
 
 /* Limits (abi/ABI.md section 7), in bytes unless said. */
 #define WS_HEADER_SIZE 36
@@ -247,10 +249,52 @@ int32_t ws_host_scan_open(uint32_t store, const void *start, uint32_t start_len,
 WS_IMPORT("scan_next") int32_t ws_host_scan_next(uint32_t cursor, void *out, uint32_t cap);
 WS_IMPORT("scan_close") int32_t ws_host_scan_close(uint32_t cursor);
 
+/* Batches (abi/ABI.md section 10, version 2): the layout the host writes
+ * into the input buffer. Integers are little-endian u32. The header: the
+ * number of slots (host), the calls the plugin has finished (plugin), the
+ * stop word (host: return after the call in progress). A slot: its kind
+ * (host), the call's status and the address and length of its staged
+ * emits (plugin), the payload's length (host), then the payload (a record
+ * or a trigger). Slots start at multiples of 8. */
+#define WS_BATCH_HEADER_SIZE 16
+#define WS_BATCH_COUNT 0
+#define WS_BATCH_DONE 4
+#define WS_BATCH_STOP 8
+#define WS_SLOT_HEADER_SIZE 24
+#define WS_SLOT_KIND 0
+#define WS_SLOT_STATUS 4
+#define WS_SLOT_OUT_PTR 8
+#define WS_SLOT_OUT_LEN 12
+#define WS_SLOT_LEN 20
+#define WS_SLOT_RECORD 0
+#define WS_SLOT_TRIGGER 1
+/* The bytes one slot with an n-byte payload takes, padding included. */
+#define WS_SLOT_SIZE(n) (((size_t)WS_SLOT_HEADER_SIZE + (size_t)(n) + 7) & ~(size_t)7)
+
+/* The slot at off of the batch src (n bytes): its kind and payload
+ * (offset and length in src); 0, or -WS_EINVAL if it does not fit. */
+int ws_slot_at(const uint8_t *src, size_t n, size_t off, uint32_t *kind, size_t *payload, size_t *payload_len);
+/* Writes the length n of an emit entry (a staged emit: u32 length, then
+ * the encoded record) at dst and returns where its record goes. */
+uint8_t *ws_put_emit_entry(uint8_t *dst, size_t n);
+/* The first emit entry (a staged emit: u32 length, then the encoded
+ * record) of src (n bytes): the record in *rec and *rec_len; returns the
+ * entry's size, or -WS_EINVAL if its length runs past n. */
+int64_t ws_next_emit_entry(const uint8_t *src, size_t n, const uint8_t **rec, size_t *rec_len);
+
 /* The export bodies (the Wasm exports call them; the fake host too). */
 uint8_t *ws_sdk_input(uint32_t size);
 int32_t ws_sdk_process(uint32_t len);
 int32_t ws_sdk_init(void);
+/* wasmstream_batch: the calls of the batch of len bytes in the input
+ * buffer, each through the path of its single-call export. */
+int32_t ws_sdk_batch(uint32_t len);
+/* A trigger of a batch: wasmstream_time.c runs it through ws_on_timer or
+ * ws_on_commit; without it, the call fails. */
+int32_t ws_sdk_trigger(const uint8_t *trigger, uint32_t len);
+/* The address of p in linear memory, as the ABI's pointers are; natively,
+ * a handle the fake host resolves (wasmstream_fake.c). */
+uint32_t ws_sdk_address(const void *p);
 /* A fresh instance (fake host only): forget cached indices. */
 void ws_sdk_reset(void);
 /* For the callbacks (wasmstream_time.c): the timestamp emits default to,

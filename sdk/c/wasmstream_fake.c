@@ -1,6 +1,7 @@
 /* wasmstream_fake.c: the fake host of wasmstream_fake.h (native builds). */
 #include "wasmstream_fake.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,45 @@ typedef struct {
 
 enum { IDLE, INIT, RECORD, TIMER, COMMIT };
 
+/* A pending timer's or a marked key's copy, or a store's: what a failed
+ * call puts back. */
+typedef struct {
+    store *stores;
+    timers timers, marks;
+} staged;
+
+/* A wasmstream_batch call in progress, as the host sees it (abi/ABI.md
+ * section 10): it learns that calls ended from the batch's done count,
+ * which it reads at every host call (sync) and when the batch returns. */
+typedef struct {
+    int active;
+    uint8_t *base; /* the batch in the SDK's input buffer */
+    size_t len, n;
+    size_t *off, *payload, *plen; /* each slot's offset, payload offset and length */
+    uint32_t *kind;
+    /* Calls whose end the fake has seen (done as last read), whether the
+     * one at seen has begun, the first call that does not run (its host
+     * calls get EPHASE, its results are ignored). */
+    size_t seen, cut;
+    int began;
+    staged saved; /* what a failure of the call in progress puts back */
+    int has_saved;
+    size_t em_from; /* where the call in progress's emits start */
+    /* Cut after a record that leaves a check due, as the host does;
+     * records ended so far. */
+    int checks;
+    size_t records;
+} batch_run;
+
+/* The outcome of one call of a batch step: its status and error (NULL if
+ * it succeeded), and its emits and callbacks (those of the check after
+ * it) in the step's lists. */
+typedef struct {
+    int status;
+    char *err;
+    size_t em_from, em_to, cb_from, cb_to;
+} result;
+
 struct ws_fake {
     char **outputs;
     int n_outputs;
@@ -89,9 +129,36 @@ struct ws_fake {
     int started; /* ws_fake_start ran: the wall clock may no longer go back */
     callback *cbs;
     size_t n_cbs, cap_cbs;
+
+    /* The clocks time_now returns in a trigger of a batch: the trigger's
+     * own (abi/ABI.md section 10.2). */
+    int call_clocks;
+    int64_t call_stream, call_wall;
+    batch_run batch; /* the batch the SDK is running */
+    result *res;     /* the outcome of each call of the last batch step */
+    size_t n_res, cap_res;
 };
 
 static ws_fake *active;
+
+/* The addresses the SDK handed out (ws_sdk_address) in the running batch:
+ * handle h is entry h - 1. */
+static const void **addrs;
+static size_t n_addrs, cap_addrs;
+
+uint32_t ws_sdk_address(const void *p) {
+    if (n_addrs == cap_addrs) {
+        cap_addrs = cap_addrs ? 2 * cap_addrs : 64;
+        const void **a = realloc(addrs, cap_addrs * sizeof *a);
+        if (!a) {
+            fprintf(stderr, "wasmstream_fake: out of memory\n");
+            abort();
+        }
+        addrs = a;
+    }
+    addrs[n_addrs++] = p;
+    return (uint32_t)n_addrs;
+}
 
 static void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
@@ -157,6 +224,11 @@ static void clear_callbacks(ws_fake *h) {
     h->n_cbs = 0;
 }
 
+static void clear_results(ws_fake *h) {
+    for (size_t i = 0; i < h->n_res; i++) free(h->res[i].err);
+    h->n_res = 0;
+}
+
 static void close_cursors(ws_fake *h) {
     for (int i = 0; i < h->n_cur; i++) {
         for (size_t j = 0; j < h->cur[i].n; j++) free(h->cur[i].e[j].k), free(h->cur[i].e[j].v);
@@ -180,9 +252,11 @@ void ws_fake_free(ws_fake *h) {
     if (active == h) active = NULL;
     clear_emits(h, 0);
     clear_callbacks(h);
+    clear_results(h);
     close_cursors(h);
     free(h->em);
     free(h->cbs);
+    free(h->res);
     for (int i = 0; i < h->n_outputs; i++) free(h->outputs[i]);
     free(h->outputs);
     for (int i = 0; i < h->n_stores; i++) free(h->stores[i].name), free_entries(&h->stores[i]);
@@ -197,11 +271,6 @@ void ws_fake_free(ws_fake *h) {
 }
 
 /* ---- staging: what a failed call discards ---- */
-
-typedef struct {
-    store *stores;
-    timers timers, marks;
-} staged;
 
 static timers copy_timers(const timers *t) {
     timers c = {xmalloc(sizeof(timer) * (t->n + 1)), t->n, t->n};
@@ -262,11 +331,12 @@ static int end(ws_fake *h, int st, size_t from) {
     return st == WS_OK ? WS_FAILED : st;
 }
 
-/* A new step: no emits, callbacks or failure yet. */
+/* A new step: no emits, callbacks, results or failure yet. */
 static void step(ws_fake *h) {
     active = h;
     clear_emits(h, 0);
     clear_callbacks(h);
+    clear_results(h);
     h->failed[0] = 0;
 }
 
@@ -591,11 +661,14 @@ const char *ws_fake_log(const ws_fake *h, size_t i, uint32_t *level) {
 
 /* ---- the host functions ---- */
 
+static void sync(ws_fake *h, int begin_next);
+
 static ws_fake *cur(void) {
     if (!active) {
         fprintf(stderr, "wasmstream_fake: a host call with no fake host started\n");
         abort();
     }
+    if (active->batch.active) sync(active, 1);
     return active;
 }
 
@@ -606,9 +679,9 @@ static int32_t write_if_fits(void *out, uint32_t cap, const void *b, size_t n) {
     return (int32_t)n;
 }
 
-int32_t ws_host_emit(const void *rec, uint32_t len) {
-    ws_fake *h = cur();
-    if (!in_call(h)) return -WS_EPHASE;
+/* Adds an emitted record to the call's emits after the emit import's
+ * checks: 0 or -errno (ENOOUTPUT also fails the call). */
+static int32_t add_emit(ws_fake *h, const void *rec, size_t len) {
     if (len > WS_MAX_RECORD_SIZE) return -WS_ETOOLARGE;
     ws_record r;
     if (ws_decode(rec, len, &r) < 0) return -WS_EINVAL;
@@ -623,6 +696,12 @@ int32_t ws_host_emit(const void *rec, uint32_t len) {
     }
     h->em[h->n_em++] = (emitted){h->outputs[r.input], dup(rec, len), len};
     return 0;
+}
+
+int32_t ws_host_emit(const void *rec, uint32_t len) {
+    ws_fake *h = cur();
+    if (!in_call(h)) return -WS_EPHASE;
+    return add_emit(h, rec, len);
 }
 
 static int32_t index_of(char **names, int n, const void *name, uint32_t len) {
@@ -799,8 +878,8 @@ int32_t ws_host_timer_cancel(uint32_t kind, int64_t ts, const void *key, uint32_
 int64_t ws_host_time_now(uint32_t clock) {
     ws_fake *h = cur();
     if (!in_call(h)) return -WS_EPHASE;
-    if (clock == 0) return h->stream;
-    if (clock == 1) return h->wall;
+    if (clock == 0) return h->call_clocks ? h->call_stream : h->stream;
+    if (clock == 1) return h->call_clocks ? h->call_wall : h->wall;
     return -WS_EINVAL;
 }
 
@@ -817,4 +896,226 @@ int32_t ws_host_commit_mark(const void *key, uint32_t key_len) {
     if (h->marks.n >= limit(h->max_marks, 100000)) return -WS_ELIMIT;
     insert_timer(&h->marks, p, 0, h->call_ts, key, key_len);
     return 1;
+}
+
+/* ---- batches (abi/ABI.md section 10) ---- */
+
+static uint32_t le32(const uint8_t *p) {
+    const volatile uint8_t *q = p;
+    return (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+}
+
+static void put_le32(uint8_t *p, uint32_t v) {
+    volatile uint8_t *q = p;
+    for (int i = 0; i < 4; i++) q[i] = (uint8_t)(v >> (8 * i));
+}
+
+static int64_t le64(const uint8_t *p) { return (int64_t)((uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32); }
+
+/* The SDK broke the batch protocol (or the test misused the fake). */
+static void bail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "wasmstream_fake: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    abort();
+}
+
+/* A check is due after a record: an event-time timer at or before the
+ * stream time, or a commit point after records more records. */
+static int check_due(const ws_fake *h, size_t records) {
+    for (size_t i = 0; i < h->timers.n; i++)
+        if (h->timers.t[i].kind == EVENT_TIME && h->timers.t[i].ts <= h->stream) return 1;
+    return h->commit_every && h->records + records >= h->commit_every;
+}
+
+/* Begins call k (once): a record moves the stream time, a trigger's clocks
+ * are its own. A call past the cut runs without a phase (EPHASE). */
+static void begin_slot(ws_fake *h, size_t k) {
+    batch_run *b = &h->batch;
+    if (b->began) return;
+    b->began = 1;
+    if (k >= b->cut) {
+        h->phase = IDLE;
+        return;
+    }
+    const uint8_t *p = b->base + b->payload[k];
+    int phase = RECORD;
+    h->call_clocks = 0;
+    if (b->kind[k] == WS_SLOT_RECORD) {
+        int64_t ts = b->plen[k] >= 8 ? le64(p) : 0;
+        if (ts >= 0 && ts > h->stream) h->stream = ts;
+        h->call_ts = ts;
+    } else if (b->plen[k] >= 32) {
+        h->call_ts = le64(p);
+        h->call_clocks = 1;
+        h->call_stream = le64(p + 8);
+        h->call_wall = le64(p + 16);
+        phase = le32(p + 24) == TRIGGER_COMMIT ? COMMIT : TIMER;
+    }
+    b->saved = snapshot(h);
+    b->has_saved = 1;
+    b->em_from = h->n_em;
+    begin(h, phase);
+}
+
+static void add_result(ws_fake *h, result r) {
+    if (h->n_res == h->cap_res) {
+        h->cap_res = h->cap_res ? 2 * h->cap_res : 16;
+        h->res = xrealloc(h->res, h->cap_res * sizeof(result));
+    }
+    h->res[h->n_res++] = r;
+}
+
+/* Ends call k, which the SDK finished: its staged emits go through the
+ * emit import's checks (one refused fails the call), then its outcome. A
+ * failed call, or a record after which a check is due, cuts the batch. */
+static void end_slot(ws_fake *h, size_t k) {
+    begin_slot(h, k);
+    batch_run *b = &h->batch;
+    b->seen = k + 1;
+    b->began = 0;
+    if (k >= b->cut) return;
+    const uint8_t *slot = b->base + b->off[k];
+    int st = (int32_t)le32(slot + WS_SLOT_STATUS);
+    uint32_t out = le32(slot + WS_SLOT_OUT_PTR), out_len = le32(slot + WS_SLOT_OUT_LEN);
+    if (out_len) {
+        if (out == 0 || out > n_addrs) bail("staged emits at an address the SDK never handed out (%u of %zu)", out, n_addrs);
+        const uint8_t *run = addrs[out - 1];
+        size_t left = out_len;
+        while (left && !h->host_fail) {
+            const uint8_t *rec;
+            size_t rl;
+            int64_t used = ws_next_emit_entry(run, left, &rec, &rl);
+            if (used < 0) {
+                h->host_fail = 1;
+                snprintf(h->err, sizeof h->err, "ABI misuse: staged emits: an entry's length runs past the run");
+                break;
+            }
+            int32_t e = add_emit(h, rec, rl);
+            if (e < 0 && !h->host_fail) {
+                h->host_fail = 1;
+                snprintf(h->err, sizeof h->err, "staged emit refused: %s", ws_errno_name(e));
+            }
+            run += used;
+            left -= (size_t)used;
+        }
+    }
+    st = end(h, st, b->em_from);
+    settle(h, b->saved, st == WS_OK);
+    b->has_saved = 0;
+    h->call_clocks = 0;
+    if (b->kind[k] == WS_SLOT_RECORD) b->records++;
+    add_result(h, (result){st, st == WS_OK ? NULL : (char *)dup(h->err, strlen(h->err) + 1), b->em_from, h->n_em,
+                           h->n_cbs, h->n_cbs});
+    if (st != WS_OK) fail_step(h, "");
+    if (st != WS_OK || (b->checks && b->kind[k] == WS_SLOT_RECORD && check_due(h, b->records))) {
+        if (k + 1 < b->cut) b->cut = k + 1;
+        put_le32(b->base + WS_BATCH_STOP, 1);
+    }
+}
+
+/* Brings the running batch up to date: ends the calls the SDK finished
+ * since the last look, then begins the one in progress (not once the
+ * batch call returned). */
+static void sync(ws_fake *h, int begin_next) {
+    batch_run *b = &h->batch;
+    size_t done = le32(b->base + WS_BATCH_DONE);
+    if (done > b->n || done < b->seen) bail("the SDK moved the batch's done count to %zu (seen %zu)", done, b->seen);
+    for (size_t k = b->seen; k < done; k++) end_slot(h, k);
+    if (begin_next && done < b->n) begin_slot(h, done);
+}
+
+/* One ws_sdk_batch call over n slots (kinds, payloads); checks cuts after
+ * a record that leaves a check due. Returns how many calls ran. */
+static size_t run_batch(ws_fake *h, const uint32_t *kinds, const uint8_t *const *payloads, const size_t *lens, size_t n,
+                        int checks) {
+    size_t size = WS_BATCH_HEADER_SIZE;
+    for (size_t k = 0; k < n; k++) size += WS_SLOT_SIZE(lens[k]);
+    uint8_t *base = ws_sdk_input((uint32_t)size);
+    if (!base) bail("the SDK refused a %zu-byte input buffer", size);
+    if ((uintptr_t)base % 8) bail("the SDK's input buffer is not 8-byte aligned (%p)", (void *)base);
+    batch_run *b = &h->batch;
+    *b = (batch_run){1, base, size, n, xmalloc(n * sizeof(size_t)), xmalloc(n * sizeof(size_t)),
+                     xmalloc(n * sizeof(size_t)), xmalloc(n * sizeof(uint32_t)), 0, n, 0, {0}, 0, 0, checks, 0};
+    memset(base, 0, size);
+    put_le32(base + WS_BATCH_COUNT, (uint32_t)n);
+    size_t off = WS_BATCH_HEADER_SIZE;
+    for (size_t k = 0; k < n; k++) {
+        put_le32(base + off + WS_SLOT_KIND, kinds[k]);
+        put_le32(base + off + WS_SLOT_LEN, (uint32_t)lens[k]);
+        if (lens[k]) memcpy(base + off + WS_SLOT_HEADER_SIZE, payloads[k], lens[k]);
+        b->off[k] = off;
+        b->payload[k] = off + WS_SLOT_HEADER_SIZE;
+        b->plen[k] = lens[k];
+        b->kind[k] = kinds[k];
+        off += WS_SLOT_SIZE(lens[k]);
+    }
+    n_addrs = 0;
+    active = h;
+    int32_t ret = ws_sdk_batch((uint32_t)size);
+    sync(h, 0);
+    b->active = 0;
+    h->phase = IDLE;
+    if (b->has_saved) settle(h, b->saved, 0); /* a call that made host calls and did not finish */
+    size_t ran = b->seen < b->cut ? b->seen : b->cut;
+    int mid = b->began && b->seen < b->cut;
+    free(b->off), free(b->payload), free(b->plen), free(b->kind);
+    if (ret != 0) bail("wasmstream_batch returned %d, want 0", (int)ret);
+    if (mid) bail("wasmstream_batch returned in the middle of call %zu, which had begun", ran);
+    if (!ran) bail("wasmstream_batch returned without finishing a call (%zu bytes)", size);
+    return ran;
+}
+
+void ws_fake_process_batch(ws_fake *h, const uint8_t *const *recs, const size_t *lens, size_t n) {
+    step(h);
+    uint32_t *kinds = xmalloc((n + 1) * sizeof(uint32_t));
+    for (size_t k = 0; k < n; k++) kinds[k] = WS_SLOT_RECORD;
+    for (size_t next = 0; next < n;) {
+        size_t ran = run_batch(h, kinds, recs + next, lens + next, n - next, 1);
+        /* No check was due after the records before the last (the batch
+         * would have been cut there), and the records after them have
+         * moved the stream time since: the check runs after the last. */
+        h->records += ran - 1;
+        result *last = &h->res[h->n_res - 1];
+        fire_due(h, 0);
+        if (h->commit_every && ++h->records >= h->commit_every) commit_point(h);
+        last->em_to = h->n_em;
+        last->cb_to = h->n_cbs;
+        next += ran;
+    }
+    free(kinds);
+}
+
+size_t ws_fake_batch(ws_fake *h, const uint8_t *batch, size_t len) {
+    step(h);
+    uint32_t count = len >= WS_BATCH_HEADER_SIZE ? le32(batch) : 0;
+    uint32_t *kinds = xmalloc((count + 1) * sizeof(uint32_t));
+    const uint8_t **payloads = xmalloc((count + 1) * sizeof(uint8_t *));
+    size_t *lens = xmalloc((count + 1) * sizeof(size_t));
+    size_t off = WS_BATCH_HEADER_SIZE;
+    for (uint32_t k = 0; k < count; k++) {
+        size_t p;
+        if (ws_slot_at(batch, len, off, &kinds[k], &p, &lens[k]) < 0) bail("ws_fake_batch: a malformed batch (slot %u)", k);
+        payloads[k] = batch + p;
+        off += WS_SLOT_SIZE(lens[k]);
+    }
+    size_t ran = count ? run_batch(h, kinds, payloads, lens, count, 0) : 0;
+    free(kinds), free(payloads), free(lens);
+    return ran;
+}
+
+size_t ws_fake_result_count(const ws_fake *h) { return h->n_res; }
+
+const char *ws_fake_result(const ws_fake *h, size_t i, int *status, size_t *first_emit, size_t *n_emits,
+                           size_t *first_callback, size_t *n_callbacks) {
+    const result *r = &h->res[i];
+    if (status) *status = r->status;
+    if (first_emit) *first_emit = r->em_from;
+    if (n_emits) *n_emits = r->em_to - r->em_from;
+    if (first_callback) *first_callback = r->cb_from;
+    if (n_callbacks) *n_callbacks = r->cb_to - r->cb_from;
+    return r->err ? r->err : "";
 }

@@ -31,6 +31,11 @@
  * firings limit fire per commit window. A failed callback's effects are
  * discarded and its timer stays removed. The processor links
  * wasmstream_time.c for its callbacks.
+ *
+ * Batches (abi/ABI.md section 10): ws_fake_process_batch hands records to
+ * the SDK's wasmstream_batch as a host that speaks version 2 does, with
+ * the same outcome per record as one at a time (ws_fake_result);
+ * ws_fake_batch runs one batch given as bytes.
  */
 #ifndef WASMSTREAM_FAKE_H
 #define WASMSTREAM_FAKE_H
@@ -115,5 +120,30 @@ ws_bytes ws_fake_marked(const ws_fake *h, size_t i);
  * their error ("" if it succeeded). */
 size_t ws_fake_callback_count(const ws_fake *h);
 const char *ws_fake_callback(const ws_fake *h, size_t i, uint32_t *kind, int64_t *ts, ws_bytes *key);
+
+/* ---- batches (abi/ABI.md section 10) ---- */
+
+/* Processes n encoded records through the SDK's wasmstream_batch
+ * (ws_sdk_batch) as a host that speaks version 2 does, one step, with the
+ * same outcome per record as ws_fake_process one at a time. Like the host,
+ * the fake learns that a call ended from the batch's done count, which it
+ * reads at every host call, so each host call belongs to the call in
+ * progress; it reads each call's staged emits through the emit import's
+ * checks, cuts a batch after a failed record or one that leaves a check
+ * due (the check runs then, its callbacks one at a time), and hands the
+ * rest again, as it does when the SDK returns early. */
+void ws_fake_process_batch(ws_fake *h, const uint8_t *const *recs, const size_t *lens, size_t n);
+/* Runs one wasmstream_batch call on a batch as the host writes it (records,
+ * triggers, both; the shared vectors), one step: returns how many calls
+ * ran (up to the first that failed, or as far as the SDK went). No check
+ * runs after the records. */
+size_t ws_fake_batch(ws_fake *h, const uint8_t *batch, size_t len);
+/* The outcome of call i of the last batch step: its error ("" if it
+ * succeeded) and status; its emits are ws_fake_emitted(h, j) for j from
+ * *first_emit, *n_emits of them (with the callbacks' after it), and its
+ * callbacks ws_fake_callback(h, j) likewise. Any pointer may be NULL. */
+size_t ws_fake_result_count(const ws_fake *h);
+const char *ws_fake_result(const ws_fake *h, size_t i, int *status, size_t *first_emit, size_t *n_emits,
+                           size_t *first_callback, size_t *n_callbacks);
 
 #endif

@@ -95,21 +95,36 @@ __attribute__((weak)) int ws_on_commit(const ws_trigger *t) {
     return ws_fail("sdk: a marked key reached its commit point but the processor defines no ws_on_commit");
 }
 
+/* Runs f on the trigger t, its emits defaulting to the trigger's time: the
+ * one path of the callback exports and of a batch's triggers. */
+static int32_t run(const ws_trigger *t, int (*f)(const ws_trigger *)) {
+    ws_sdk_set_timestamp(t->time);
+    int st = f(t);
+    ws_sdk_set_timestamp(0);
+    return st;
+}
+
 /* Decodes the trigger of a callback from the input buffer and runs f on
- * it, its emits defaulting to the trigger's time. */
+ * it. */
 static int32_t callback(uint32_t len, int commit, int (*f)(const ws_trigger *)) {
     ws_trigger t;
     const uint8_t *buf = ws_sdk_input_bytes(len);
     if (!buf || ws_decode_trigger(buf, len, &t) < 0 || (t.kind == WS_TRIGGER_COMMIT) != commit)
         return ws_fail(commit ? "sdk: on_commit: abi: malformed commit trigger" : "sdk: on_timer: abi: malformed timer trigger");
-    ws_sdk_set_timestamp(t.time);
-    int st = f(&t);
-    ws_sdk_set_timestamp(0);
-    return st;
+    return run(&t, f);
 }
 
 int32_t ws_sdk_on_timer(uint32_t len) { return callback(len, 0, ws_on_timer); }
 int32_t ws_sdk_on_commit(uint32_t len) { return callback(len, 1, ws_on_commit); }
+
+/* A trigger of a batch (abi/ABI.md section 10): the callback its kind
+ * names, as the exports below would run it. Replaces wasmstream.c's weak
+ * definition. */
+int32_t ws_sdk_trigger(const uint8_t *trigger, uint32_t len) {
+    ws_trigger t;
+    if (ws_decode_trigger(trigger, len, &t) < 0) return ws_fail("sdk: batch: abi: malformed trigger");
+    return run(&t, t.kind == WS_TRIGGER_COMMIT ? ws_on_commit : ws_on_timer);
+}
 
 #ifdef __wasm__
 __attribute__((export_name("wasmstream_on_timer"))) int32_t ws_export_on_timer(uint32_t len) {

@@ -33,10 +33,21 @@ import (
 //
 //	floor                      raw wazero on the WAT passthrough (BenchmarkFloor/plain)
 //	passthrough/<lang>/raw     raw wazero on the language's passthrough: the SDK's own cost
-//	passthrough/<lang>/engine  the engine (instrumented, sandboxed) on it
+//	passthrough/<lang>/engine  the engine (instrumented, sandboxed) on it, one record per call
+//	passthrough/<lang>/batch   the engine on it, batchSize records per call (ABI version 2,
+//	                           engine.Instance.ProcessBatch); op is still one record
 //	wordcount/<lang>/raw       raw wazero on wordcount: a 10-word line of a
 //	                           1,000-word vocabulary, a Go map as the store
-//	wordcount/<lang>/engine    the engine on it, an in-memory store
+//	wordcount/<lang>/engine    the engine on it, an in-memory store, one record per call
+//	wordcount/<lang>/batch     the same in batches
+//
+// lang is go, rust, c, or wat: the floor by hand (the engine's
+// testdata/passthrough.wat one at a time and passthrough2.wat in
+// batches; testdata/wordcount.wat here, both ways).
+
+// batchSize is the records per ProcessBatch call of the batch benchmarks
+// (the runner hands up to 1,024 at a time).
+const batchSize = 100
 
 // benchRecord is the engine benchmarks' record.
 func benchRecord() *abi.Record {
@@ -74,8 +85,24 @@ func wordLines() []*abi.Record {
 // floorWasm is the engine's WAT passthrough: it imports only emit, reads
 // its record at address 1024 and emits it back.
 func floorWasm(tb testing.TB) []byte {
+	return readWasm(tb, filepath.Join("..", "engine", "testdata", "passthrough.wasm"))
+}
+
+// floor2Wasm is the engine's WAT passthrough in ABI version 2: a batch's
+// records forwarded in place.
+func floor2Wasm(tb testing.TB) []byte {
+	return readWasm(tb, filepath.Join("..", "engine", "testdata", "passthrough2.wasm"))
+}
+
+// wordcountWasm is the word count's floor by hand (testdata/wordcount.wat),
+// in ABI versions 1 and 2.
+func wordcountWasm(tb testing.TB) []byte {
+	return readWasm(tb, filepath.Join("testdata", "wordcount.wasm"))
+}
+
+func readWasm(tb testing.TB, path string) []byte {
 	tb.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "engine", "testdata", "passthrough.wasm"))
+	b, err := os.ReadFile(path)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -302,6 +329,59 @@ func benchEngine(b *testing.B, name string, wasm []byte, bind engine.Binding, re
 	}
 }
 
+// nopHooks are the batch benchmarks' BatchHooks: nothing per call.
+type nopHooks struct{}
+
+func (nopHooks) Begin(int)           {}
+func (nopHooks) End(int, error) bool { return false }
+
+// benchBatch runs records through the engine on wasm in batches of
+// batchSize (ProcessBatch): op is one record, every batchSize-th runs a
+// batch, so that cpu-ns/op is per record as in benchEngine.
+func benchBatch(b *testing.B, name string, wasm []byte, bind engine.Binding, records []*abi.Record) {
+	m, _ := module(b, name, wasm)
+	if !m.Info().Batch {
+		b.Fatalf("%s speaks ABI version %d: no batches", name, m.Info().ABIVersion)
+	}
+	sink := &countSink{}
+	bind.Name, bind.Sink = name, sink
+	i, err := m.Instantiate(context.Background(), bind)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer i.Close(context.Background())
+	ctx := context.Background()
+	// The batches: consecutive records, cycled.
+	var batches [][]engine.Call
+	for lo := 0; lo < max(len(records), batchSize); lo += batchSize {
+		calls := make([]engine.Call, batchSize)
+		for k := range calls {
+			calls[k] = engine.Call{Record: records[(lo+k)%len(records)]}
+		}
+		batches = append(batches, calls)
+	}
+	run := func(calls []engine.Call) {
+		for done := 0; done < len(calls); {
+			n := i.ProcessBatch(ctx, calls[done:], nopHooks{}, time.Time{})
+			if n == 0 {
+				b.Fatal("ProcessBatch ended no call")
+			}
+			done += n
+		}
+	}
+	run(batches[0]) // warm the input buffer, the arena and caches
+	k := 0
+	testutil.LoopCPU(b, func() {
+		k++
+		if k%batchSize == 0 {
+			run(batches[(k/batchSize)%len(batches)])
+		}
+	})
+	if sink.n == 0 {
+		b.Fatal("no emits")
+	}
+}
+
 func BenchmarkPolyglot(b *testing.B) {
 	rec := benchRecord()
 	b.Run("floor", func(b *testing.B) {
@@ -328,6 +408,15 @@ func BenchmarkPolyglot(b *testing.B) {
 				engine.Binding{Outputs: []string{"out"}}, []*abi.Record{rec})
 		})
 	}
+	b.Run("passthrough/wat/batch", func(b *testing.B) {
+		benchBatch(b, "floor2", floor2Wasm(b), engine.Binding{Outputs: []string{"out"}}, []*abi.Record{rec})
+	})
+	for _, lang := range langs {
+		b.Run("passthrough/"+lang+"/batch", func(b *testing.B) {
+			benchBatch(b, "passthrough-"+lang, pluginWasm(b, lang, "passthrough"),
+				engine.Binding{Outputs: []string{"out"}}, []*abi.Record{rec})
+		})
+	}
 	lines := wordLines()
 	for _, lang := range langs {
 		b.Run("wordcount/"+lang+"/raw", func(b *testing.B) {
@@ -343,13 +432,70 @@ func BenchmarkPolyglot(b *testing.B) {
 			}
 		})
 	}
+	wcBinding := func() engine.Binding {
+		return engine.Binding{Outputs: []string{"counts"}, Stores: []string{"counts"}, State: directState{}, Time: noTime{}}
+	}
+	b.Run("wordcount/wat/engine", func(b *testing.B) {
+		benchEngine(b, "wordcount-wat", wordcountWasm(b), wcBinding(), lines)
+	})
 	for _, lang := range langs {
 		b.Run("wordcount/"+lang+"/engine", func(b *testing.B) {
-			benchEngine(b, "wordcount-"+lang, pluginWasm(b, lang, "wordcount"),
-				engine.Binding{Outputs: []string{"counts"}, Stores: []string{"counts"}, State: directState{}, Time: noTime{}}, lines)
+			benchEngine(b, "wordcount-"+lang, pluginWasm(b, lang, "wordcount"), wcBinding(), lines)
+		})
+	}
+	b.Run("wordcount/wat/batch", func(b *testing.B) {
+		benchBatch(b, "wordcount-wat", wordcountWasm(b), wcBinding(), lines)
+	})
+	for _, lang := range langs {
+		b.Run("wordcount/"+lang+"/batch", func(b *testing.B) {
+			benchBatch(b, "wordcount-"+lang, pluginWasm(b, lang, "wordcount"), wcBinding(), lines)
 		})
 	}
 }
+
+// TestWordcountFloor: the word count's floor (testdata/wordcount.wat)
+// does what the Go wordcount does on the benchmark's lines, one at a time
+// and in batches, so that the benchmark compares like with like.
+func TestWordcountFloor(t *testing.T) {
+	var recs []abi.Record
+	for _, r := range wordLines()[:300] {
+		recs = append(recs, *r)
+	}
+	b := binding{outputs: []string{"counts"}, stores: []string{"counts"}, config: "{}"}
+	var want string
+	for _, c := range []struct {
+		name    string
+		wasm    []byte
+		batched bool
+	}{{"go", pluginWasm(t, "go", "wordcount"), false}, {"wat", wordcountWasm(t), false}, {"wat", wordcountWasm(t), true}} {
+		p := start(t, "wordcount-"+c.name, c.wasm, b)
+		var steps []step
+		if c.batched {
+			var names []string
+			for i := range recs {
+				names = append(names, "record "+itoa(i))
+			}
+			var n int
+			steps, n = p.processBatch(names, recs)
+			if n != (len(recs)+maxBatch-1)/maxBatch {
+				t.Errorf("%d records in %d batches", len(recs), n)
+			}
+		} else {
+			for i, r := range recs {
+				steps = append(steps, p.process("record "+itoa(i), r))
+			}
+		}
+		got := transcript(b.outputs, steps) + strings.Join(p.state.dump(b.stores), "\n")
+		if want == "" {
+			want = got
+		} else if got != want {
+			t.Errorf("%s (batched %v) differs from the go wordcount: %s", c.name, c.batched, firstDiff(want, got))
+		}
+	}
+}
+
+// maxBatch is the engine's most calls per batch (engine.maxBatchCalls).
+const maxBatch = 1024
 
 // TestFootprint reports each language's module sizes and the linear memory
 // of an instance after init and after 1,000 wordcount records (raw wazero),

@@ -3,6 +3,7 @@ package conformance
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -27,6 +28,7 @@ var guests = []guest{
 	{"c", func(t testing.TB) string {
 		return polybuild.C(t, "host/internal/conformance/guest/c/conformance.c", "sdk/c/wasmstream_time.c")
 	}},
+	{"ts", func(t testing.TB) string { return polybuild.TS(t, "host/internal/conformance/guest/ts/conformance.ts") }},
 }
 
 // wasm builds the guest and reads its module.
@@ -49,9 +51,12 @@ var conformanceBinding = binding{
 
 // commands are the script's commands in the order the suite sends them.
 // state runs three times: the counter carries over records, and the third
-// run is on the fresh instance that replaced the one cmd:fault broke.
-var commands = []string{"names", "config", "log", "state", "state", "scan", "headers", "rawemit",
-	"fail", "eio", "fault", "state", "nooutput", "names"}
+// run is on the fresh instance that replaced the one cmd:fault broke. In
+// batches (a batch is cut after a failed record) each failure but eio's
+// comes in the middle of a batch: trap, fail, fault and nooutput follow a
+// record that succeeded.
+var commands = []string{"names", "config", "log", "state", "state", "scan", "headers", "trap", "rawemit",
+	"fail", "eio", "names", "fault", "state", "nooutput", "names"}
 
 // run sends the shared vectors and then every command to the guest, one
 // record at a time (or, batched, in batches: ABI version 2 for the SDKs
@@ -79,6 +84,13 @@ func run(t *testing.T, g guest, batched bool) ([]step, []string) {
 		steps = append(steps, done...)
 		if p.inst.Info().Batch && batches > len(recs)/2 {
 			t.Errorf("%d batches for %d records: the SDK speaks version 2 but took them (nearly) one at a time", batches, len(recs))
+		}
+		if p.inst.Info().Batch {
+			for _, s := range done {
+				if s.err != nil && s.name != "cmd:eio" && s.pos == 0 {
+					t.Errorf("%s failed first in its batch: want it in the middle of one", s.name)
+				}
+			}
 		}
 		t.Logf("%d records in %d batches", len(recs), batches)
 	} else {
@@ -246,6 +258,7 @@ func checkSemantics(t *testing.T, steps []step, state []string) {
 		"cmd:eio":      "host failed: state get: injected store failure",
 		"cmd:fault":    "ABI misuse: EFAULT",
 		"cmd:nooutput": "ABI misuse: ENOOUTPUT",
+		"cmd:trap":     "trap: wasmstream_process: wasm error: out of bounds memory access",
 	}
 	for name, want := range wantFail {
 		s := by[name][0]
@@ -253,7 +266,10 @@ func checkSemantics(t *testing.T, steps []step, state []string) {
 			t.Errorf("%s: failure %v, %d emits; want %q and none", name, s.err, len(s.emits), want)
 		}
 	}
-	// After cmd:fault, a fresh instance ran init again.
+	// After cmd:trap and cmd:fault, a fresh instance ran init again.
+	if l := by["cmd:rawemit"][0].logs; len(l) < 1 || !strings.HasPrefix(l[0], "INFO init config") {
+		t.Errorf("cmd:rawemit: logs %q; want the fresh instance's init first", l)
+	}
 	if l := by["cmd:state"][2].logs; len(l) < 1 || !strings.HasPrefix(l[0], "INFO init config") {
 		t.Errorf("third cmd:state: logs %q; want the fresh instance's init first", l)
 	}
@@ -285,5 +301,60 @@ func TestConformanceUndeclared(t *testing.T) {
 				t.Fatalf("start: %v\nwant the message %s", err, want)
 			}
 		})
+	}
+}
+
+// TestRustPanicInBatch: a Rust processor's panic aborts (panic = "abort"),
+// so its call traps, in a batch too: the panicking record fails alone (the
+// records before it in the batch keep their emits, the ones after it run
+// on a fresh instance), exactly as one record at a time. (Go recovers a
+// panic and fails the record without a trap; C has none: this is Rust's.)
+func TestRustPanicInBatch(t *testing.T) {
+	var rust guest
+	for _, g := range guests {
+		if g.lang == "rust" {
+			rust = g
+		}
+	}
+	vectors, _, err := abitest.Load(abitest.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"vector", "cmd:state", "cmd:panic", "vector", "cmd:state"}
+	recs := []abi.Record{vectors[2].Record, {Key: []byte("cmd:state")}, {Key: []byte("cmd:panic")}, vectors[3].Record,
+		{Key: []byte("cmd:state")}}
+	var want string
+	for _, batched := range []bool{false, true} {
+		p := start(t, "conformance-rust", rust.wasm(t), conformanceBinding)
+		var steps []step
+		if batched {
+			steps, _ = p.processBatch(names, recs)
+		} else {
+			for k := range recs {
+				steps = append(steps, p.process(names[k], recs[k]))
+			}
+		}
+		var re *engine.RecordError
+		if s := steps[2]; !errors.As(s.err, &re) || re.Kind != engine.Trap || !strings.Contains(re.Msg, "unreachable") ||
+			!strings.Contains(re.Msg, "conformance: panic on purpose") {
+			t.Fatalf("batched %v: the panic: %v; want a trap with the panic's text", batched, s.err)
+		}
+		if batched && steps[2].pos != 2 {
+			t.Errorf("the panic at position %d of its batch, want 2", steps[2].pos)
+		}
+		for _, k := range []int{0, 1, 3, 4} {
+			if steps[k].err != nil || len(steps[k].emits) == 0 {
+				t.Errorf("batched %v: %s (%d): %v, %d emits", batched, names[k], k, steps[k].err, len(steps[k].emits))
+			}
+		}
+		if l := steps[3].logs; len(l) == 0 || !strings.HasPrefix(l[0], "INFO init config") {
+			t.Errorf("batched %v: the record after the panic: logs %q; want a fresh instance's init first", batched, l)
+		}
+		got := transcript(conformanceBinding.outputs, steps) + strings.Join(p.state.dump(conformanceBinding.stores), "\n")
+		if want == "" {
+			want = got
+		} else if got != want {
+			t.Errorf("in a batch differs from one at a time: %s", firstDiff(want, got))
+		}
 	}
 }

@@ -351,12 +351,41 @@ func (p *plugin) commit() []step {
 	return steps
 }
 
-// step is what one record did.
+// commitBatch is commit with the window's commit calls in one batch.
+func (p *plugin) commitBatch() ([]step, int) {
+	keys := slices.Sorted(maps.Keys(p.marks.marked))
+	calls, names := make([]engine.Call, len(keys)), make([]string, len(keys))
+	for k, key := range keys {
+		// The clocks markTime.Now gives the single call.
+		calls[k] = engine.Call{Trigger: &abi.Trigger{Timestamp: p.marks.marked[key], StreamTime: abi.NoTime,
+			Kind: abi.TriggerCommit, Key: []byte(key)}}
+		names[k] = "commit " + key
+	}
+	clear(p.marks.marked)
+	return p.runCalls(calls, names, nil, nil)
+}
+
+// step is what one record (or callback) did.
 type step struct {
 	name  string
 	emits []emitted
 	err   error
 	logs  []string
+	// pos is the call's position in its batch (0 for a single call): a
+	// failure at pos > 0 came in the middle of a batch.
+	pos int
+}
+
+// endCall keeps (ok) or drops the call's staged state writes, marks and
+// timer changes.
+func (p *plugin) endCall(ok bool) {
+	p.state.end(ok)
+	if p.marks != nil {
+		p.marks.end(ok)
+	}
+	if p.clock != nil {
+		p.clock.end(ok)
+	}
 }
 
 // process runs one record; its emits and state writes stand only if it
@@ -364,13 +393,7 @@ type step struct {
 func (p *plugin) process(name string, rec abi.Record) step {
 	p.sink.out = nil
 	err := p.inst.Process(context.Background(), &rec)
-	p.state.end(err == nil)
-	if p.marks != nil {
-		p.marks.end(err == nil)
-	}
-	if p.clock != nil {
-		p.clock.end(err == nil)
-	}
+	p.endCall(err == nil)
 	s := step{name: name, err: err, logs: p.logs.take()}
 	if err == nil {
 		s.emits = p.sink.out
@@ -387,14 +410,26 @@ func (p *plugin) processBatch(names []string, recs []abi.Record) (steps []step, 
 	for k := range recs {
 		calls[k] = engine.Call{Record: &recs[k]}
 	}
-	h := &stepHooks{p: p, names: names}
-	for h.base < len(calls) {
+	return p.runCalls(calls, names, nil, nil)
+}
+
+// runCalls runs calls (all records or all triggers) through
+// engine.ProcessBatch, batch after batch until each has ended, a step per
+// call named names[k]. begin runs as call k begins (the runner moves the
+// stream time there); stop, after call k ended, cuts the batch after it
+// and makes runCalls return (the runner does so where it must act before
+// the next call, as when a timer came due): the caller hands the calls
+// from len(steps) on again. It returns the steps and the number of
+// ProcessBatch calls.
+func (p *plugin) runCalls(calls []engine.Call, names []string, begin func(k int), stop func(k int) bool) (steps []step, batches int) {
+	h := &stepHooks{p: p, names: names, begin: begin, stop: stop}
+	for h.base < len(calls) && !h.stopped {
 		n := p.inst.ProcessBatch(context.Background(), calls[h.base:], h, time.Time{})
 		if n == 0 {
-			panic("ProcessBatch ended no record")
+			panic("ProcessBatch ended no call")
 		}
 		// A call that began without ending would leave staged writes.
-		p.state.end(false)
+		p.endCall(false)
 		h.base += n
 		batches++
 	}
@@ -403,26 +438,34 @@ func (p *plugin) processBatch(names []string, recs []abi.Record) (steps []step, 
 
 // stepHooks make a step of every call of a batch.
 type stepHooks struct {
-	p     *plugin
-	names []string
-	base  int
-	steps []step
+	p       *plugin
+	names   []string
+	base    int
+	steps   []step
+	begin   func(k int)
+	stop    func(k int) bool
+	stopped bool // stop cut a batch
 }
 
-func (h *stepHooks) Begin(int) { h.p.sink.out = nil }
+func (h *stepHooks) Begin(k int) {
+	h.p.sink.out = nil
+	if h.begin != nil {
+		h.begin(h.base + k)
+	}
+}
 
 func (h *stepHooks) End(k int, err error) bool {
 	p := h.p
-	p.state.end(err == nil)
-	if p.marks != nil {
-		p.marks.end(err == nil)
-	}
-	s := step{name: h.names[h.base+k], err: err, logs: p.logs.take()}
+	p.endCall(err == nil)
+	s := step{name: h.names[h.base+k], err: err, logs: p.logs.take(), pos: k}
 	if err == nil {
 		s.emits = p.sink.out
 	}
 	h.steps = append(h.steps, s)
-	return false
+	if h.stop != nil && h.stop(h.base+k) {
+		h.stopped = true
+	}
+	return h.stopped
 }
 
 // transcript renders steps for a byte-for-byte comparison: every emit's

@@ -11,12 +11,13 @@ import (
 	"github.com/wasmstream/wasmstream/internal/polybuild"
 )
 
-// The bundled plugins written in Rust (plugins/rust) and C (plugins/c) must
-// do exactly what the Go ones (plugins/<name>) do: these tests run each
-// language's module through the engine on the same records and compare
-// every emitted record, failure and final store byte for byte.
+// The bundled plugins written in Rust (plugins/rust), C (plugins/c) and
+// TypeScript (plugins/ts) must do exactly what the Go ones
+// (plugins/<name>) do: these tests run each language's module through the
+// engine on the same records and compare every emitted record, failure
+// and final store byte for byte.
 
-var langs = []string{"go", "rust", "c"}
+var langs = []string{"go", "rust", "c", "ts"}
 
 // pluginWasm builds plugin name in lang and returns the module.
 func pluginWasm(t testing.TB, lang, name string) []byte {
@@ -29,8 +30,9 @@ func pluginWasm(t testing.TB, lang, name string) []byte {
 }
 
 // compareLangs runs records through plugin name in every language with
-// binding b and requires the Rust and C transcripts (and final stores) to
-// equal Go's. It returns Go's steps for the caller's own checks.
+// binding b, one record at a time and in batches, and requires every
+// transcript (and final store) of Go, Rust, C and TypeScript to equal Go's
+// one at a time. It returns Go's steps for the caller's own checks.
 func compareLangs(t *testing.T, name string, b binding, records []abi.Record) []step {
 	t.Helper()
 	return compareIn(t, langs, name, b, records)
@@ -43,30 +45,82 @@ func compareIn(t *testing.T, langs []string, name string, b binding, records []a
 	var goSteps []step
 	var want, wantState string
 	for _, lang := range langs {
-		p := start(t, name+"-"+lang, pluginWasm(t, lang, name), b)
-		steps := []step{{name: "init", logs: p.initLogs}}
-		for i, r := range records {
-			steps = append(steps, p.process("record "+itoa(i), r))
-			// With marks, a commit point after every fourth record and
-			// after the last.
-			if b.marks && (i%4 == 3 || i == len(records)-1) {
-				steps = append(steps, p.commit()...)
+		for _, batched := range []bool{false, true} {
+			p := start(t, name+"-"+lang, pluginWasm(t, lang, name), b)
+			steps := []step{{name: "init", logs: p.initLogs}}
+			if batched {
+				steps = append(steps, p.batched(t, records)...)
+			} else {
+				for i, r := range records {
+					steps = append(steps, p.process("record "+itoa(i), r))
+					// With marks, a commit point after every fourth record and
+					// after the last.
+					if b.marks && (i%4 == 3 || i == len(records)-1) {
+						steps = append(steps, p.commit()...)
+					}
+				}
 			}
-		}
-		got := transcript(b.outputs, steps)
-		state := strings.Join(p.state.dump(b.stores), "\n")
-		if lang == "go" {
-			goSteps, want, wantState = steps, got, state
-			continue
-		}
-		if got != want {
-			t.Errorf("%s %s differs from go: %s", lang, name, firstDiff(want, got))
-		}
-		if state != wantState {
-			t.Errorf("%s %s: final state differs from go: %s", lang, name, firstDiff(wantState, state))
+			got := transcript(b.outputs, steps)
+			state := strings.Join(p.state.dump(b.stores), "\n")
+			label := lang
+			if batched {
+				label += " batched"
+			}
+			if want == "" {
+				goSteps, want, wantState = steps, got, state
+				continue
+			}
+			if got != want {
+				t.Errorf("%s %s differs from go: %s", label, name, firstDiff(want, got))
+			}
+			if state != wantState {
+				t.Errorf("%s %s: final state differs from go: %s", label, name, firstDiff(wantState, state))
+			}
 		}
 	}
 	return goSteps
+}
+
+// batched runs records through ProcessBatch, with marks a commit point
+// (its calls in a batch too) after every fourth record and after the last,
+// as the one-at-a-time run has them. A plugin that speaks ABI version 2
+// must take them in batches: every batch but the first of a run is
+// explained by a failed call, after which the host cuts.
+func (p *plugin) batched(t *testing.T, records []abi.Record) []step {
+	t.Helper()
+	var steps []step
+	batches, cuts := 0, 0
+	run := func(done []step, n int) {
+		steps = append(steps, done...)
+		batches += n
+		cuts++
+		for _, s := range done {
+			if s.err != nil {
+				cuts++
+			}
+		}
+	}
+	for lo := 0; lo < len(records); {
+		hi := len(records)
+		if p.b.marks {
+			hi = min(lo+4, hi)
+		}
+		var names []string
+		for i := lo; i < hi; i++ {
+			names = append(names, "record "+itoa(i))
+		}
+		run(p.processBatch(names, records[lo:hi]))
+		if p.b.marks {
+			run(p.commitBatch())
+		}
+		lo = hi
+	}
+	if !p.inst.Info().Batch {
+		t.Errorf("the module speaks ABI version %d: no batches", p.inst.Info().ABIVersion)
+	} else if batches > cuts {
+		t.Errorf("%d batches for %d records, where failures explain %d: the plugin took them (nearly) one at a time", batches, len(records), cuts)
+	}
+	return steps
 }
 
 func TestPassthroughSameInEveryLanguage(t *testing.T) {
@@ -164,17 +218,17 @@ func wordRecords() []abi.Record {
 	return append(recs, abi.Record{Key: []byte("tombstone")})
 }
 
-// split exists in Go and Rust (the Rust one runs the general word count of
-// the Kafka Streams benchmark).
-func TestSplitSameInGoAndRust(t *testing.T) {
-	steps := compareIn(t, []string{"go", "rust"}, "split", binding{outputs: []string{"words"}}, wordRecords())
+// split runs the general word count of the Kafka Streams benchmark in
+// every language (make bench-kstreams).
+func TestSplitSameInEveryLanguage(t *testing.T) {
+	steps := compareLangs(t, "split", binding{outputs: []string{"words"}}, wordRecords())
 	if got := len(steps[1].emits); got != 5 {
 		t.Errorf("go split: %d emits for %q, want 5", got, wordTexts[0])
 	}
 }
 
-// wordcount's emit: commit (commit marks, ABI.md 8.2) exists in Go and
-// Rust (the C SDK has no commit marks).
+// wordcount's emit: commit (commit marks, ABI.md 8.2) exists in Go, Rust
+// and TypeScript (the C plugin has no commit marks).
 func TestWordcountEmitCommitSameInGoAndRust(t *testing.T) {
 	recs := wordRecords()
 	for i := range recs {
@@ -184,7 +238,7 @@ func TestWordcountEmitCommitSameInGoAndRust(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			b := binding{outputs: []string{"counts"}, stores: []string{"counts"}, marks: true,
 				config: `{"value_format":"` + format + `","emit":"commit"}`}
-			steps := compareIn(t, []string{"go", "rust"}, "wordcount", b, recs)
+			steps := compareIn(t, []string{"go", "rust", "ts"}, "wordcount", b, recs)
 			var commits, recordEmits int
 			for _, s := range steps {
 				if strings.HasPrefix(s.name, "commit ") {
@@ -217,7 +271,7 @@ func TestWordcountSameInEveryLanguage(t *testing.T) {
 // native tests (against the C SDK's fake host, under ASan and UBSan).
 func TestPluginsNative(t *testing.T) {
 	t.Run("rust", func(t *testing.T) { polybuild.RustTest(t, "plugins/rust") })
-	for _, name := range []string{"passthrough", "filter", "wordcount"} {
+	for _, name := range []string{"passthrough", "filter", "wordcount", "split"} {
 		t.Run("c/"+name, func(t *testing.T) {
 			dir := "plugins/c/" + name + "/"
 			bin := polybuild.CNative(t, dir+name+"_test.c", dir+name+".c")

@@ -10,7 +10,8 @@ import (
 )
 
 // TestRustSDKNative runs the Rust SDK's own tests (cargo test in sdk/rust:
-// the SDK against its fake host, and the shared record vectors).
+// the SDK against its fake host, one call at a time and in batches, and
+// the shared record, trigger and batch vectors).
 func TestRustSDKNative(t *testing.T) {
 	polybuild.RustTest(t, "sdk/rust")
 }
@@ -50,6 +51,25 @@ func TestCSDKTimeNative(t *testing.T) {
 func TestCSDKVelocityNative(t *testing.T) {
 	bin := polybuild.CNative(t, "sdk/c/test/velocity_test.c", "sdk/c/wasmstream_time.c")
 	if out, err := exec.Command(bin).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", bin, err, out)
+	}
+}
+
+// TestCSDKBatchNative runs the C SDK's batch tests natively (under
+// AddressSanitizer and UBSan): the shared batch and emit-entry vectors,
+// through the SDK's wasmstream_batch too, and records in batches against
+// one at a time through the fake host (sdk/c/test/batch_test.c).
+func TestCSDKBatchNative(t *testing.T) {
+	bin := polybuild.CNative(t, "sdk/c/test/batch_test.c", "sdk/c/wasmstream_time.c")
+	var args []string
+	for _, p := range []string{abitest.BatchesPath(), abitest.Path(), abitest.TriggersPath()} {
+		a, err := filepath.Abs(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, a)
+	}
+	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", bin, err, out)
 	}
 }

@@ -164,41 +164,124 @@ func (s *scriptTime) dump() []string {
 // timedRecord runs one record after moving the stream time to its
 // timestamp, then the check after it (event-time timers).
 func (p *plugin) timedRecord(name string, rec abi.Record) []step {
-	if rec.Timestamp >= 0 && rec.Timestamp > p.clock.stream {
-		p.clock.stream = rec.Timestamp
-	}
+	p.advance(rec.Timestamp)
 	steps := []step{p.process(name, rec)}
 	return append(steps, p.check(false)...)
 }
 
+// advance moves the stream time to include a record's timestamp.
+func (p *plugin) advance(ts int64) {
+	if ts >= 0 && ts > p.clock.stream {
+		p.clock.stream = ts
+	}
+}
+
+// timedBatch runs records through ProcessBatch as the runner does: each
+// moves the stream time as its call begins, and a batch is cut after a
+// record after which a timer is due, for the check that fires it; then
+// the rest go on in a new batch. The steps are timedRecord's, record by
+// record.
+func (p *plugin) timedBatch(names []string, recs []abi.Record) (steps []step, batches int) {
+	calls := make([]engine.Call, len(recs))
+	for k := range recs {
+		calls[k] = engine.Call{Record: &recs[k]}
+	}
+	for base := 0; base < len(calls); {
+		done, n := p.runCalls(calls[base:], names[base:],
+			func(k int) { p.advance(recs[base+k].Timestamp) },
+			func(int) bool { return len(p.clock.due(false)) > 0 })
+		steps = append(steps, done...)
+		base += len(done)
+		batches += n
+		steps = append(steps, p.checkBatch(false)...)
+	}
+	return steps, batches
+}
+
 // check fires the due timers, one step each ("on_timer kind ts key"); a
-// fired timer is removed whatever its call does (the skip policy).
+// fired timer is removed whatever its call does (the skip policy), and a
+// timer an earlier callback of the check cancelled does not fire.
 func (p *plugin) check(commitPoint bool) []step {
 	var steps []step
 	for _, id := range p.clock.due(commitPoint) {
+		if !p.clock.timers[id] {
+			continue
+		}
 		delete(p.clock.timers, id)
 		p.sink.out = nil
 		trig := abi.Trigger{Timestamp: id.ts, Kind: id.kind, Key: []byte(id.key)}
 		err := p.inst.OnTimer(context.Background(), &trig)
-		p.state.end(err == nil)
-		p.clock.end(err == nil)
-		steps = append(steps, p.callbackStep(fmt.Sprintf("on_timer %s %d %.16q", id.kind, id.ts, id.key), err))
+		p.endCall(err == nil)
+		steps = append(steps, p.callbackStep(timerStep(id), err))
+	}
+	return steps
+}
+
+func timerStep(id timerID) string { return fmt.Sprintf("on_timer %s %d %.16q", id.kind, id.ts, id.key) }
+
+// checkBatch is check with the firings in batches: each trigger carries
+// the clocks (the single call reads them from the Time), and a batch is cut
+// after a callback that cancelled a timer still to fire in it, so that the
+// next is built from what is pending (as the runner does).
+func (p *plugin) checkBatch(commitPoint bool) []step {
+	var steps []step
+	due := p.clock.due(commitPoint)
+	for len(due) > 0 {
+		calls, names := make([]engine.Call, len(due)), make([]string, len(due))
+		for k, id := range due {
+			calls[k] = engine.Call{Trigger: &abi.Trigger{Timestamp: id.ts, StreamTime: p.clock.stream,
+				WallTime: p.clock.wall, Kind: id.kind, Key: []byte(id.key)}}
+			names[k] = timerStep(id)
+		}
+		cancelled := func(k int) bool {
+			for _, id := range due[k+1:] {
+				if !p.clock.timers[id] {
+					return true
+				}
+			}
+			return false
+		}
+		done, _ := p.runCalls(calls, names, func(k int) { delete(p.clock.timers, due[k]) }, cancelled)
+		steps = append(steps, done...)
+		var rest []timerID
+		for _, id := range due[len(done):] {
+			if p.clock.timers[id] {
+				rest = append(rest, id)
+			}
+		}
+		due = rest
 	}
 	return steps
 }
 
 // commitPoint is a check of both kinds, then one on_commit call per
-// marked key in key order; then the marks are cleared.
-func (p *plugin) commitPoint() []step {
-	steps := p.check(true)
+// marked key in key order; then the marks are cleared. Batched, both go
+// through ProcessBatch.
+func (p *plugin) commitPoint(batched bool) []step {
+	var steps []step
+	if batched {
+		steps = p.checkBatch(true)
+	} else {
+		steps = p.check(true)
+	}
 	marks := p.clock.marks
 	p.clock.marks = map[string]int64{}
-	for _, k := range slices.Sorted(maps.Keys(marks)) {
+	keys := slices.Sorted(maps.Keys(marks))
+	if batched {
+		calls, names := make([]engine.Call, len(keys)), make([]string, len(keys))
+		for k, key := range keys {
+			calls[k] = engine.Call{Trigger: &abi.Trigger{Timestamp: marks[key], StreamTime: p.clock.stream,
+				WallTime: p.clock.wall, Kind: abi.TriggerCommit, Key: []byte(key)}}
+			names[k] = "on_commit " + strconv.Quote(key)
+		}
+		done, _ := p.runCalls(calls, names, nil, nil)
+		return append(steps, done...)
+	}
+	for _, k := range keys {
 		p.sink.out = nil
 		trig := abi.Trigger{Timestamp: marks[k], Kind: abi.TriggerCommit, Key: []byte(k)}
 		err := p.inst.OnCommit(context.Background(), &trig)
-		p.state.end(err == nil)
-		p.clock.end(err == nil)
+		p.endCall(err == nil)
 		steps = append(steps, p.callbackStep("on_commit "+strconv.Quote(k), err))
 	}
 	return steps
@@ -212,56 +295,106 @@ func (p *plugin) callbackStep(name string, err error) step {
 	return s
 }
 
-// runTime runs the time script (README.md) in one language.
-func runTime(t *testing.T, g guest) ([]step, []string) {
+// runTime runs the time script (README.md) in one language, one call at a
+// time or in batches (records, timer firings and commit calls through
+// ProcessBatch). It returns the steps, the final state and the number of
+// record batches.
+func runTime(t *testing.T, g guest, batched bool) ([]step, []string, int) {
 	t.Helper()
 	wasm := g.wasm(t)
 	b := conformanceBinding
 	b.timed = true
 	p := start(t, "conformance-time-"+g.lang, wasm, b)
 	steps := []step{{name: "init", logs: p.initLogs}}
-	cmd := func(name string, ts int64) {
-		steps = append(steps, p.timedRecord("cmd:"+name+"@"+strconv.FormatInt(ts, 10),
-			abi.Record{Timestamp: ts, Offset: ts, Key: []byte("cmd:" + name)})...)
+	batches := 0
+	// records runs the script's records between two commit points.
+	records := func(cmds ...string) {
+		var names []string
+		var recs []abi.Record
+		for _, c := range cmds {
+			name, at, _ := strings.Cut(c, "@")
+			ts, err := strconv.ParseInt(at, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, "cmd:"+c)
+			recs = append(recs, abi.Record{Timestamp: ts, Offset: ts, Key: []byte("cmd:" + name)})
+		}
+		if !batched {
+			for k := range recs {
+				steps = append(steps, p.timedRecord(names[k], recs[k])...)
+			}
+			return
+		}
+		done, n := p.timedBatch(names, recs)
+		steps = append(steps, done...)
+		batches += n
 	}
-	cmd("now", 1000)
-	cmd("timers", 1001)
-	cmd("mark", 1002)
-	steps = append(steps, p.commitPoint()...) // the marks; p is not due yet
-	cmd("noop", 4500)                         // fires "" at 4000
-	cmd("noop", 6000)                         // fires a at 5000, chain, fail
-	cmd("noop", 6001)                         // fires chain2, set by chain
+	records("now@1000", "timers@1001", "mark@1002")
+	steps = append(steps, p.commitPoint(batched)...) // the marks; p is not due yet
+	records("noop@4500",                             // fires "" at 4000
+		"noop@6000", // fires a at 5000, chain, fail
+		"noop@6001") // fires chain2, set by chain
 	p.clock.wall += 5000
-	steps = append(steps, p.commitPoint()...) // fires p; commits t-chain
-	cmd("noop", 7000)                         // fires fault (the instance is replaced), zzz
-	cmd("noop", 9000)                         // fires the 4096-byte key
-	cmd("timerfault", 9001)
-	cmd("now", 9002)
-	return steps, append(p.state.dump(b.stores), p.clock.dump()...)
+	steps = append(steps, p.commitPoint(batched)...) // fires p; commits t-chain
+	records("noop@7000",                             // fires fault (the instance is replaced), zzz
+		"noop@9000", // fires the 4096-byte key
+		"timerfault@9001", "now@9002")
+	return steps, append(p.state.dump(b.stores), p.clock.dump()...), batches
 }
 
-// TestConformanceTime runs the time script in every language, checks the
-// Go SDK's run against abi/ABI.md section 8, and requires every other
-// language to do exactly the same.
+// TestConformanceTime runs the time script in every language, one call at
+// a time and in batches, checks the Go SDK's run against abi/ABI.md
+// section 8, and requires every other run to do exactly the same.
 func TestConformanceTime(t *testing.T) {
 	var want, wantState string
 	for _, g := range guests {
-		t.Run(g.lang, func(t *testing.T) {
-			steps, state := runTime(t, g)
-			checkTime(t, steps, state)
-			got, st := transcript(conformanceBinding.outputs, steps), strings.Join(state, "\n")
-			if want == "" {
-				want, wantState = got, st
-				return
+		for _, batched := range []bool{false, true} {
+			name := g.lang
+			if batched {
+				name += "/batched"
 			}
-			if got != want {
-				t.Errorf("%s differs from go: %s", g.lang, firstDiff(want, got))
-			}
-			if st != wantState {
-				t.Errorf("%s: final state differs from go:\n%s", g.lang, firstDiff(wantState, st))
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				steps, state, batches := runTime(t, g, batched)
+				checkTime(t, steps, state)
+				if batched {
+					checkTimeBatches(t, steps, batches)
+				}
+				got, st := transcript(conformanceBinding.outputs, steps), strings.Join(state, "\n")
+				if want == "" {
+					want, wantState = got, st
+					return
+				}
+				if got != want {
+					t.Errorf("%s differs from go: %s", name, firstDiff(want, got))
+				}
+				if st != wantState {
+					t.Errorf("%s: final state differs from go:\n%s", name, firstDiff(wantState, st))
+				}
+			})
+		}
 	}
+}
+
+// checkTimeBatches checks that a batched run of the time script (every
+// SDK speaks ABI version 2) took its calls in batches: records, timer
+// firings and commit calls, a failed callback in the middle of one.
+func checkTimeBatches(t *testing.T, steps []step, recordBatches int) {
+	t.Helper()
+	by := map[string]step{}
+	for _, s := range steps {
+		by[s.name] = s
+	}
+	for name, pos := range map[string]int{
+		"cmd:mark@1002":              2, // now, timers, mark: no timer due before
+		`on_timer event 6000 "fail"`: 2, // a, chain, fail: fails mid-batch
+		`on_commit "m2"`:             1, // cfail failed alone; m1, m2, x0... follow
+	} {
+		if by[name].pos != pos {
+			t.Errorf("%s: position %d in its batch, want %d", name, by[name].pos, pos)
+		}
+	}
+	t.Logf("%d record batches", recordBatches)
 }
 
 // checkTime checks one language's run of the time script against the ABI.

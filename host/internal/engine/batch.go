@@ -259,7 +259,13 @@ func (i *Instance) runBatch(ctx context.Context, calls []Call, h BatchHooks, yie
 
 	i.beginCall(phaseNone)
 	i.stack[0] = uint64(size)
+	// A call's stderr (a Rust panic's message before its trap) is its own,
+	// as its host calls are: a write syncs first, so a call that wrote
+	// before making any host call has begun (its begin resets the line
+	// error messages quote) and the calls before it have ended.
+	i.stderr.batch = i
 	intr, err := i.call(l.batch, due)
+	i.stderr.batch = nil
 	i.watch.Store(nil)
 	ended := i.finishBatch(ctx, intr, err)
 	if i.logs.pending > 0 {

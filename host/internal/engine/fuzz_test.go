@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/tetratelabs/wazero"
@@ -14,8 +15,9 @@ import (
 // module a user deploys. Whatever the bytes, instrumentWith must not panic;
 // and every module that wazero accepts and the pre-parse lets through must
 // still be accepted by wazero once rewritten (the rewrite keeps a valid
-// module valid: block types, added locals, types and exports). Seeds: the
-// test modules and testdata/fuzz/FuzzModuleShape.
+// module valid: block types, added locals, types and exports); and the
+// compile budget's totals walk must read whatever the pre-parse reads.
+// Seeds: the test modules and testdata/fuzz/FuzzModuleShape.
 func FuzzModuleShape(f *testing.F) {
 	for _, name := range []string{"passthrough", "stateops", "opcodes", "startloop", "hostile", "multivalue", "trap"} {
 		f.Add(wasmFile(f, name))
@@ -30,6 +32,14 @@ func FuzzModuleShape(f *testing.F) {
 		ins, err := instrumentWith(wasm, lim)
 		if err != nil {
 			return
+		}
+		// The compile budget's walk reads every module the
+		// instrumentation reads (compilecost.go relies on it).
+		if _, err := countTotals(wasm); err != nil {
+			var ol *errOverLimit
+			if !errors.As(err, &ol) {
+				t.Fatalf("instrumented, but the totals walk failed: %v", err)
+			}
 		}
 		orig, err := rt.CompileModule(ctx, wasm)
 		if err != nil {

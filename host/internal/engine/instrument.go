@@ -187,6 +187,7 @@ type instrumented struct {
 	loops    int          // loop heads instrumented
 	bulk     int          // bulk memory and table instructions instrumented
 	free     int          // functions left out of the stack accounting
+	cost     cost         // the estimate of compiling it (compilecost.go)
 }
 
 type section struct {

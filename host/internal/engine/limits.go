@@ -10,10 +10,12 @@ import (
 // documented default, used when the field is zero; abi/ABI.md (section 7) and
 // RATIONALE.md ("The sandbox's bounds") state the resulting per-instance bound.
 
-// ModuleLimits bound the shape of a module. They are checked by a pre-parse
-// of the binary (instrument.go) before wazero sees it, so a module built to
-// make compilation slow or huge (50 million locals in 135 bytes, a million
-// nested loops) is refused in microseconds with a reason instead of being
+// ModuleLimits bound the shape of a module and the cost of compiling it.
+// They are checked by a pre-parse of the binary (instrument.go) and an
+// estimate from its totals (compilecost.go) before wazero sees it, so a
+// module built to make compilation slow or huge (50 million locals in 135
+// bytes, a million nested loops, 100,000 functions of 50,000 locals each in
+// 800 KB) is refused in milliseconds with a reason instead of being
 // compiled. Zero fields take the defaults.
 type ModuleLimits struct {
 	// MaxModuleSize is the largest module binary in bytes. Default
@@ -39,6 +41,38 @@ type ModuleLimits struct {
 	// gets an equal share of the rest), so table.grow past them returns -1
 	// as the spec allows for any grow. Default 1,048,576 (8 MiB).
 	MaxTableEntries uint32
+	// CompileMemory is the compile budget: the most host memory that
+	// instrumenting and compiling one module may take, in bytes, as
+	// estimated from the module's totals (functions times locals, code
+	// bytes, types, br_table targets, segments, exports...; see
+	// compilecost.go). A module over it is refused before wazero sees it.
+	// The estimate is an upper bound of the growth of the process's
+	// resident memory while compiling (measured with Go's default GC
+	// settings). Default DefaultCompileMemory (512 MiB).
+	CompileMemory int64
+	// CompileTime is the compile budget in time: the most CPU time that
+	// compiling one module may take, as estimated from the same totals
+	// with per-unit times measured on the reference machine (the shared
+	// 2-core x86-64 machine of RATIONALE.md); a module over it is refused
+	// before wazero sees it. CompileTimeout still bounds the wall time of
+	// a compilation that runs (on a slower or loaded machine). Default
+	// DefaultCompileTime (10 s).
+	CompileTime time.Duration
+	// InstanceMemory is the most host memory one instance of a module may
+	// hold besides its linear memory and tables (globals, function
+	// references, element and data segment instances), as estimated from
+	// the module; a module over it is refused at compile time. Default
+	// DefaultInstanceMemory (16 MiB).
+	InstanceMemory int64
+	// Settings name where the embedder configures the budgets, for the
+	// errors that say how to raise one; empty names the field.
+	Settings BudgetSettings
+}
+
+// BudgetSettings name the settings of the compile budget (for wasmstream,
+// "runtime.module_limits.compile_memory" and so on).
+type BudgetSettings struct {
+	CompileMemory, CompileTime, InstanceMemory string
 }
 
 // Defaults of ModuleLimits.
@@ -51,6 +85,9 @@ const (
 	DefaultMaxGlobals        = 100_000
 	DefaultMaxTables         = 16
 	DefaultMaxTableEntries   = 1 << 20
+	DefaultCompileMemory     = 512 << 20
+	DefaultCompileTime       = 10 * time.Second
+	DefaultInstanceMemory    = 16 << 20
 )
 
 // withDefaults returns l with zero fields set to their defaults.
@@ -69,6 +106,15 @@ func (l ModuleLimits) withDefaults() ModuleLimits {
 	def(&l.MaxTables, DefaultMaxTables)
 	if l.MaxTableEntries == 0 {
 		l.MaxTableEntries = DefaultMaxTableEntries
+	}
+	if l.CompileMemory <= 0 {
+		l.CompileMemory = DefaultCompileMemory
+	}
+	if l.CompileTime <= 0 {
+		l.CompileTime = DefaultCompileTime
+	}
+	if l.InstanceMemory <= 0 {
+		l.InstanceMemory = DefaultInstanceMemory
 	}
 	return l
 }

@@ -19,6 +19,9 @@ type lineWriter struct {
 	stream string
 	buf    []byte
 	first  string
+	// batch, while a batch runs, attributes a write to the batch's call
+	// in progress before it is taken (Instance.sync, as a host call does).
+	batch interface{ sync() }
 }
 
 func newLineWriter(limit *logLimiter, log *slog.Logger, level slog.Level, stream string) *lineWriter {
@@ -27,6 +30,9 @@ func newLineWriter(limit *logLimiter, log *slog.Logger, level slog.Level, stream
 
 // Write implements io.Writer; it never fails.
 func (w *lineWriter) Write(p []byte) (int, error) {
+	if w.batch != nil {
+		w.batch.sync()
+	}
 	n := len(p)
 	for len(p) > 0 {
 		j := bytes.IndexByte(p, '\n')

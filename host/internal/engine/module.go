@@ -71,6 +71,13 @@ type Info struct {
 	// checks the engine inserted (one per function body and loop head).
 	InstrumentedFunctions int
 	InstrumentedLoops     int
+	// CompileMemory and CompileTime are the compile budget's estimates of
+	// what compiling the module takes (host memory, CPU time), and
+	// InstanceMemory of what each instance holds besides its linear memory
+	// and tables (ModuleLimits, compilecost.go).
+	CompileMemory  int64
+	CompileTime    time.Duration
+	InstanceMemory int64
 }
 
 // UsesTime reports whether the module imports any time function.
@@ -189,9 +196,15 @@ const commandHint = "; the module is a WASI command (it exports _start, not _ini
 // limit, ModuleLimits and CompileTimeout) without a Runtime and without
 // instantiating it. It returns when ctx ends, even mid-compilation.
 func Inspect(ctx context.Context, wasm []byte) (Info, error) {
+	return InspectWith(ctx, wasm, ModuleLimits{})
+}
+
+// InspectWith is Inspect with the module limits lim (zero fields: the
+// defaults).
+func InspectWith(ctx context.Context, wasm []byte, lim ModuleLimits) (Info, error) {
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().WithCoreFeatures(api.CoreFeaturesV2))
 	closeRT := func() { _ = rt.Close(context.Background()) }
-	_, _, info, err := compile(ctx, rt, "", wasm, DefaultMemoryLimit, ModuleLimits{}.withDefaults(), DefaultCompileTimeout, closeRT)
+	_, _, info, err := compile(ctx, rt, "", wasm, DefaultMemoryLimit, lim.withDefaults(), DefaultCompileTimeout, closeRT)
 	return info, err
 }
 
@@ -243,8 +256,8 @@ func (m *Module) err(kind ModuleErrorKind, msg string, err error) error {
 }
 
 // compile instruments, compiles and validates wasm in rt. The shape limits
-// are checked first (instrumentWith); wazero's compilation then runs under
-// timeout and returns early when ctx ends.
+// and the compile budget are checked first (instrumentBudgeted); wazero's
+// compilation then runs under timeout and returns early when ctx ends.
 // finished is called once, when rt is no longer in use by this compile
 // (for an abandoned compilation, only once wazero is done with it).
 func compile(ctx context.Context, rt wazero.Runtime, name string, wasm []byte, limit uint64, lim ModuleLimits, timeout time.Duration, finished func()) (wazero.CompiledModule, *instrumented, Info, error) {
@@ -260,7 +273,7 @@ func compile(ctx context.Context, rt wazero.Runtime, name string, wasm []byte, l
 	if err := ctx.Err(); err != nil {
 		return fail(CompileFailed, "canceled before compiling", err)
 	}
-	ins, err := instrumentWith(wasm, lim)
+	ins, err := instrumentBudgeted(wasm, lim)
 	var ol *errOverLimit
 	switch {
 	case errors.Is(err, errNotWasm):
@@ -344,6 +357,9 @@ func validate(name string, c wazero.CompiledModule, ins *instrumented, wasm []by
 		HasStart:              ins.hasStart,
 		InstrumentedFunctions: ins.funcs,
 		InstrumentedLoops:     ins.loops,
+		CompileMemory:         ins.cost.mem,
+		CompileTime:           time.Duration(ins.cost.ns),
+		InstanceMemory:        ins.cost.inst,
 	}
 	funcs := c.ExportedFunctions()
 	kinds := map[string]string{}

@@ -10,9 +10,10 @@
 // Memory is capped per instance (Options.MemoryLimit), and so are tables
 // (ModuleLimits.MaxTableEntries), the call stack (Options.StackLimit) and
 // what one record makes the host stage (Options.Record); log lines are
-// rate-limited (Options.Log); modules are refused by shape before they are
-// compiled (Options.Module) and compilation is bounded in time
-// (Options.CompileTimeout). limits.go has the defaults; abi/ABI.md, section
+// rate-limited (Options.Log); modules are refused by shape, and by a
+// budget of memory and CPU time estimated from their totals, before they are
+// compiled (Options.Module, compilecost.go), and compilation is bounded in
+// wall time (Options.CompileTimeout). limits.go has the defaults; abi/ABI.md, section
 // 7, states the resulting bound of host memory per instance. Every call into the
 // plugin is bounded in wall time (Options.RecordTimeout, Options.InitTimeout)
 // by a per-Runtime watchdog goroutine; the plugin's binary is instrumented at
@@ -106,8 +107,9 @@ type Options struct {
 	// wazero's compilation); a module over it is refused with OverLimits.
 	// 0 means DefaultCompileTimeout (1 minute).
 	CompileTimeout time.Duration
-	// Module bounds the shape of the modules Compile accepts (refused with
-	// OverLimits before wazero compiles them).
+	// Module bounds the shape of the modules Compile accepts and what
+	// compiling and instantiating one may cost (refused with OverLimits
+	// before wazero compiles them).
 	Module ModuleLimits
 	// Record bounds what one record may make the host stage.
 	Record RecordLimits

@@ -2,10 +2,12 @@ package follower
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,9 +15,11 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/plugin"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
 	"github.com/wasmstream/wasmstream/host/internal/versions"
+	"github.com/wasmstream/wasmstream/internal/testutil"
+	"github.com/wasmstream/wasmstream/internal/wasmgen"
 )
 
-func testdata(t *testing.T, name string) []byte {
+func testdata(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "engine", "testdata", name+".wasm"))
 	if err != nil {
@@ -33,7 +37,7 @@ func variant(wasm []byte, tag byte) []byte {
 
 // newFollower is a follower of one processor "p" running the passthrough
 // plugin, without Kafka: onManifest is fed by hand.
-func newFollower(t *testing.T, maxSize uint64) (*Follower, *runner.Versions, []byte) {
+func newFollower(t testing.TB, maxSize uint64) (*Follower, *runner.Versions, []byte) {
 	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -108,4 +112,53 @@ func TestOnManifestRefuses(t *testing.T) {
 	if _, to := reg.TakePending("p"); to != nil {
 		t.Fatalf("a refused version was proposed: %+v", to)
 	}
+}
+
+func TestMain(m *testing.M) {
+	testutil.RunChild(map[string]func() int{"bomb": bombChild})
+	os.Exit(m.Run())
+}
+
+// TestCompileBombRefused: a process following the control topic refuses
+// a deployed compile bomb (issue 27's: 99,990 functions of 49,990 locals in
+// 800 KB, which wazero's decoder alone would expand to 40 GB) by its
+// compile budget, records the refusal with the reason and keeps running
+// its version. The follower runs in a child under a 3 GB address-space
+// cap, so a bomb that got past the budget would kill only the child.
+func TestCompileBombRefused(t *testing.T) {
+	res := testutil.Child(t, "bomb", 3<<30, 2*time.Minute)
+	t.Logf("%v", res)
+	if res.Code != 0 || !strings.Contains(res.Stdout, "over the compile budget of 512 MiB") || !strings.Contains(res.Stdout, "active config") {
+		t.Fatalf("%v; stdout %q", res, res.Stdout)
+	}
+}
+
+// bombChild deploys the bomb to a follower and prints the refusal and the
+// active version.
+func bombChild() int {
+	t := &childT{}
+	f, reg, _ := newFollower(t, 64<<20)
+	bomb := wasmgen.Module(wasmgen.Shape{Funcs: 99987, Locals: 49990, Plugin: true})
+	f.onManifest(context.Background(), control.Manifest{Processor: "p", Version: control.NewVersion(bomb, "bomb"), Reason: control.ReasonDeploy}, bomb, nil)
+	s, _ := reg.Snapshot("p")
+	if _, to := reg.TakePending("p"); to != nil || s.Refusals != 1 || t.failed {
+		fmt.Printf("refusals %d, pending %+v\n", s.Refusals, to)
+		return 1
+	}
+	fmt.Printf("refused %s: %s\nactive %s\n", s.Refused[0].Label, s.Refused[0].Reason, s.Active.Label)
+	return 0
+}
+
+// childT is the testing.TB of a child: newFollower's failures end it.
+type childT struct {
+	testing.TB
+	failed bool
+}
+
+func (c *childT) Helper()           {}
+func (c *childT) Cleanup(func())    {}
+func (c *childT) Fatal(args ...any) { fmt.Fprintln(os.Stderr, args...); os.Exit(1) }
+func (c *childT) Errorf(f string, a ...any) {
+	fmt.Fprintf(os.Stderr, f+"\n", a...)
+	c.failed = true
 }

@@ -880,9 +880,32 @@ type offsets struct {
 	start, lso, hwm int64
 }
 
+// listRetryFor bounds how long list asks again after a retriable error: a
+// changelog created a moment ago can have no leader known to the broker
+// that answers (NOT_LEADER_FOR_PARTITION, LEADER_NOT_AVAILABLE on Kafka for
+// a few hundred milliseconds), and a leader can move. Failing the restore
+// would stop the task for good.
+const listRetryFor = 15 * time.Second
+
 // list returns the topic's ID and the partition's log start, last stable
 // offset and high watermark, listed in that order so that start <= lso <= hwm.
+// A retriable error is asked again every 100ms for up to listRetryFor.
 func (r *Restorer) list(ctx context.Context, topic string, partition int32) (offsets, error) {
+	deadline := time.Now().Add(listRetryFor)
+	for {
+		o, err := r.listOnce(ctx, topic, partition)
+		if err == nil || errors.Is(err, ErrChangelogMissing) || !kerr.IsRetriable(err) || time.Now().After(deadline) {
+			return o, err
+		}
+		select {
+		case <-ctx.Done():
+			return o, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (r *Restorer) listOnce(ctx context.Context, topic string, partition int32) (offsets, error) {
 	var o offsets
 	meta, err := r.adm.ListTopics(ctx, topic)
 	if err != nil {

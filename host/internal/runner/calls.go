@@ -133,12 +133,19 @@ func (c *taskCalls) Begin(k int) {
 // before the next record).
 func (c *taskCalls) End(k int, err error) bool {
 	t := c.t
-	t.endCall(err == nil)
-	// Only the plugin's records judge its version's canary.
-	t.canaryIn++
 	kr := c.krs[k]
+	key := recordOrigin(t.proc.spec.Name, kr)
+	if refused := t.failRefusedCall(key, err != nil); refused != nil {
+		err = refused // the broker refused what it produced on a former pass
+	}
+	t.endCall(err == nil, key)
+	// Only the plugin's records judge its version's canary (a refusal is
+	// the broker's judgment, not the plugin's failure).
+	t.canaryIn++
 	if err != nil {
-		t.canaryFailed++
+		if failureKind(err) != FailureRefused {
+			t.canaryFailed++
+		}
 		if !t.onFailure(kr, err) {
 			c.stop, c.at = stopFailed, k
 			return true
@@ -253,15 +260,19 @@ func (c *triggerCalls) Begin(k int) {
 // is built from what is pending).
 func (c *triggerCalls) End(k int, err error) bool {
 	t := c.t
+	key := triggerOrigin(t.proc.spec.Name, t.id.Partition, &c.trigs[k])
 	if c.fatal != nil {
-		t.endCall(false)
+		t.endCall(false, key)
 		return true
 	}
-	t.endCall(err == nil)
+	if refused := t.failRefusedCall(key, err != nil); refused != nil {
+		err = refused
+	}
+	t.endCall(err == nil, key)
 	if err != nil && errors.Is(err, state.ErrWriteFailed) {
 		// Not the callback's failure: its store cannot be written (a
 		// full or failing disk). The runner stops; nothing of the window
-		// is committed (storeFailed).
+		// is committed (task.onFailure).
 		c.fatal = fmt.Errorf("task %s: %w", t.id, err)
 		return true
 	}

@@ -55,9 +55,12 @@ type commitPoint struct {
 	// produceErr is the first produce failure since the last commit point;
 	// set by produce promises (kgo goroutines), hence atomic.
 	produceErr atomic.Pointer[error]
+	// refusals are the window's produced records the broker refused for
+	// what they are (refusal.go); set by produce promises.
+	refusals refusals
 	// produceAborts counts consecutive windows aborted because a produce
-	// failed; past maxProduceAborts the runner gives up instead of
-	// spinning.
+	// failed and nothing was found to fail in their place; past
+	// maxProduceAborts the runner gives up instead of spinning.
 	produceAborts int
 	// broken is set when the runner can commit nothing more: Run stops.
 	broken error
@@ -169,6 +172,7 @@ func (cp *commitPoint) onProduced(rec *kgo.Record, err error) {
 	if err != nil {
 		werr := fmt.Errorf("topic %s: %w", rec.Topic, err)
 		cp.produceErr.CompareAndSwap(nil, &werr)
+		cp.refusals.add(rec, err)
 	}
 }
 
@@ -222,7 +226,7 @@ func (cp *commitPoint) commit(ctx context.Context) error {
 	// the failed record may be.
 	failed := r.failedCanaries()
 	perr := cp.takeProduceErr()
-	if perr != nil && !cp.g.abortsOnProduceFailure() {
+	if perr != nil && !cp.g.abortsOnProduceFailure() && !cp.refusals.only() {
 		return cp.fail(fmt.Errorf("producing outputs failed, offsets not committed past the failed records: %w", perr))
 	}
 	commit := len(failed) == 0 && perr == nil
@@ -244,14 +248,27 @@ func (cp *commitPoint) commit(ctx context.Context) error {
 	// the buffered ones with "client is aborting buffered records", which
 	// must not count against the next window.
 	cp.produceErr.Store(nil)
+	refused, onlyRefusals := cp.refusals.take()
 	switch {
 	case err != nil:
 		return cp.fail(err)
-	case committed && perr != nil:
+	case committed && perr != nil && !onlyRefusals:
 		// at_least_once: a produce failed during the flush.
 		return cp.fail(fmt.Errorf("producing outputs failed, offsets not committed past the failed records: %w", perr))
+	case committed && perr != nil:
+		// at_least_once: the broker refused records; the window is
+		// processed again (its acknowledged outputs too) with the
+		// refused ones failed.
+		return cp.aborted(ctx, failed, perr, refused)
+	case !committed && perr != nil && !onlyRefusals && !cp.g.abortsOnProduceFailure():
+		// at_least_once: a produce failed for another reason than the
+		// record (found during the flush).
+		return cp.fail(fmt.Errorf("producing outputs failed, offsets not committed past the failed records: %w", perr))
 	case !committed:
-		return cp.aborted(ctx, failed, perr)
+		if !onlyRefusals {
+			refused = nil
+		}
+		return cp.aborted(ctx, failed, perr, refused)
 	}
 	cp.produceAborts = 0
 	for _, t := range r.tasks {
@@ -273,6 +290,7 @@ func (cp *commitPoint) commit(ctx context.Context) error {
 			t.win.committed()
 		}
 	}
+	r.refused.committed()
 	if retry {
 		// The group moved on (a rebalance, a newer member epoch): the
 		// outputs and state are in, the offsets stay uncommitted and go
@@ -290,8 +308,10 @@ func (cp *commitPoint) commit(ctx context.Context) error {
 
 // aborted ends a window whose seal did not commit: every task drops it and
 // goes back to its committed position; a failed canary rolls its version
-// back; a produce failure counts against maxProduceAborts.
-func (cp *commitPoint) aborted(ctx context.Context, failed []*task, perr error) error {
+// back; records the broker refused (refused) are found, to fail on the
+// next pass (refusal.go); any other produce failure counts against
+// maxProduceAborts.
+func (cp *commitPoint) aborted(ctx context.Context, failed []*task, perr error, refused []refusal) error {
 	r := cp.r
 	cp.drop(true)
 	cp.restart()
@@ -308,6 +328,21 @@ func (cp *commitPoint) aborted(ctx context.Context, failed []*task, perr error) 
 	if perr == nil {
 		r.log.Info("commit window aborted (rebalance or fenced); processing again from the committed offsets")
 		return nil
+	}
+	if len(refused) > 0 {
+		r.log.Warn("commit window aborted because the broker refused records; finding them to fail them on the next pass",
+			"err", perr, "refused", len(refused))
+		convicted, shrunk := cp.resolveRefusals(ctx, refused)
+		for _, p := range r.procs {
+			p.Stats.RefusalAborts.Add(1)
+		}
+		if shrunk != nil {
+			return cp.fail(shrunk)
+		}
+		if convicted > 0 {
+			cp.produceAborts = 0
+			return nil
+		}
 	}
 	cp.produceAborts++
 	r.log.Warn("commit window aborted because a produce failed; processing again from the committed offsets",

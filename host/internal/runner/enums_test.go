@@ -63,7 +63,7 @@ func TestFailureKinds(t *testing.T) {
 		FailureMemoryLimit: "memory_limit", FailureABIMisuse: "abi_misuse",
 		FailurePluginFailed: "plugin_failed", FailureHostFailed: "host_failed",
 		FailureInstanceLost: "instance_lost", FailureStackLimit: "stack_limit",
-		FailureLimitExceeded: "limit_exceeded",
+		FailureLimitExceeded: "limit_exceeded", FailureRefused: "refused",
 	}
 	if len(want) != int(numFailureKinds) {
 		t.Fatalf("%d kinds checked of %d", len(want), numFailureKinds)

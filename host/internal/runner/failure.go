@@ -31,6 +31,9 @@ const (
 	// its per-record limits allow (emits, emitted bytes, state bytes), or
 	// emitted a record its output cannot take.
 	FailureLimitExceeded
+	// FailureRefused: the broker refused a record the call produced (its
+	// size, timestamp or content; refusal.go), found on a former pass.
+	FailureRefused
 
 	numFailureKinds
 )
@@ -47,6 +50,7 @@ var failureLabels = [numFailureKinds]string{
 	FailureInstanceLost:  "instance_lost",
 	FailureStackLimit:    "stack_limit",
 	FailureLimitExceeded: "limit_exceeded",
+	FailureRefused:       "refused",
 }
 
 // String is the kind's label, such as "memory_limit".

@@ -64,6 +64,10 @@ func TestHeldRecordsAcrossAborts(t *testing.T) {
 		r.cp.produceErr.Store(&injected)
 		testutil.Eventually(t, 30*time.Second, func() error {
 			if a := r.Stats("upper").Aborts.Load(); a <= int64(k) {
+				// A commit point running while the error was stored
+				// clears it once sealed (the window's failures are
+				// answered by then): store it again.
+				r.cp.produceErr.CompareAndSwap(nil, &injected)
 				return fmt.Errorf("%d aborts, want %d", a, k+1)
 			}
 			return nil

@@ -143,10 +143,6 @@ type ProcessorSpec struct {
 	// key in a commit window, produced at its commit point (latest.go);
 	// nil: every output takes every record.
 	Latest []bool
-	// OutputLimits[i] is what Outputs[i] accepts of one record (learned
-	// from the topic at startup); nil or a zero MaxBytes means the
-	// producer's own limit only.
-	OutputLimits []OutputLimit
 	// OnError is what a failed record does to its task.
 	OnError         ErrorPolicy
 	DeadLetterTopic string
@@ -285,6 +281,14 @@ type Options struct {
 	Copartitioned [][]string
 	// ExtraOpts are appended to the client options (tests use them).
 	ExtraOpts []kgo.Opt
+	// Limits reads what the topics the runner produces to accept of one
+	// record (BrokerLimits), when it starts and when the broker refused a
+	// record (limits.go); nil: the producer's own limits only.
+	Limits LimitSource
+	// Refused are the calls whose outputs the broker refused, to fail on
+	// their next pass (refusal.go); a host that replaces a runner passes
+	// the same set on. Default: a set of the runner's own.
+	Refused *Refused
 }
 
 // Runner runs the processors of one process as one consumer group member.
@@ -314,6 +318,14 @@ type Runner struct {
 	// ProtocolClassic).
 	protocol GroupProtocol
 
+	// lims is what the topics it produces to accept (limits.go); refused
+	// the calls that fail on their next pass, and prober, if set, what
+	// finds them (refusal.go; tests set it, the runner otherwise probes
+	// with a client of its own).
+	lims    limits
+	refused *Refused
+	prober  prober
+
 	restorer     *restore.Restorer // nil without stateful processors
 	restoreSlots chan struct{}     // one per running restore (MaxRestores)
 	progress     restoreProgress
@@ -342,6 +354,12 @@ type procState struct {
 
 	// tableStore maps each task table's topic to its store.
 	tableStore map[string]int
+
+	// limits[i] is what Outputs[i] accepts of one record, deadLetterLimit
+	// what the dead-letter topic does (limits.go). Written by the loop
+	// while no task runs.
+	limits          []TopicLimit
+	deadLetterLimit TopicLimit
 
 	// held is, for a co-partitioned processor, the partitions of each input
 	// this member is assigned (copartition.go). Loop and callbacks, under
@@ -394,6 +412,16 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 	if err != nil {
 		return nil, err
 	}
+	r.refused = opts.Refused
+	if r.refused == nil {
+		r.refused = NewRefused()
+	}
+	r.lims.src = opts.Limits
+	byTopic, err := r.readLimits(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	r.lims.batch = batchSizes(byTopic)
 	for _, ps := range r.procs {
 		r.vers.OnPropose(ps.spec.Name, r.wakeLoop)
 	}
@@ -548,6 +576,7 @@ func (r *Runner) clientOpts(topics []string, group []kgo.Opt, eos *exactlyOnce, 
 		kgo.OnPartitionsLost(r.groupCallback(cbLost, r.lose)),
 		kgo.RecordPartitioner(outputPartitioner{kgo.StickyKeyPartitioner(nil)}),
 		kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchMaxBytesFn(r.lims.batchBytes()),
 		// A partition resumed after its restore joins the next fetch only
 		// when the one in flight returns; the default 5 s wait would delay
 		// every task start by up to that.

@@ -32,9 +32,12 @@ type Stats struct {
 	StoppedTasks atomic.Int64 // such tasks this process holds now (a gauge)
 	Commits      atomic.Int64 // commit points that committed offsets
 	Aborts       atomic.Int64 // transactions aborted (exactly_once): their work is redone
-	Swaps        atomic.Int64 // tasks switched to a new plugin version
-	SwapFailures atomic.Int64 // tasks whose new version did not instantiate (they kept the old)
-	Rollbacks    atomic.Int64 // automatic rollbacks of a version that failed its canary
+	// RefusalAborts counts windows aborted because the broker refused
+	// records they produced (refusal.go), under either guarantee.
+	RefusalAborts atomic.Int64
+	Swaps         atomic.Int64 // tasks switched to a new plugin version
+	SwapFailures  atomic.Int64 // tasks whose new version did not instantiate (they kept the old)
+	Rollbacks     atomic.Int64 // automatic rollbacks of a version that failed its canary
 
 	// Time (ABI.md section 8). Failed callbacks count in Skipped,
 	// DeadLettered and the failure kinds like records.

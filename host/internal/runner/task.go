@@ -52,7 +52,8 @@ type task struct {
 	// records by key (latest.go).
 	stagedOut []int
 	latest    []keymap.Window[*kgo.Record]
-	emits     arena // the staged records and their bytes
+	emits     arena   // the staged records and their bytes
+	origins   origins // the origins of produced records (refusal.go)
 
 	// ver is the plugin version inst runs. prep is an instance of the
 	// processor's newer version being made in the background; prevInst the
@@ -214,11 +215,11 @@ func (t *task) Emit(output int, rec *abi.Record) error {
 			kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: HeaderVersion, Value: t.ver.header})
 		}
 	}
-	var lim OutputLimit
-	if lims := t.proc.spec.OutputLimits; output < len(lims) {
+	var lim TopicLimit
+	if lims := t.proc.limits; output < len(lims) {
 		lim = lims[output]
 	}
-	if err := lim.check(kr); err != nil {
+	if err := lim.check(kr, t.tk.wall); err != nil {
 		return fmt.Errorf("topic %s: %w", outs[output], err)
 	}
 	t.staged = append(t.staged, kr)
@@ -474,7 +475,7 @@ func (t *task) partitions() map[string][]int32 {
 // which is atomic (ABI.md section 3): if it succeeded (ok), its state
 // writes and time changes join the commit window and its emits are
 // produced; if not, all of them are dropped.
-func (t *task) endCall(ok bool) {
+func (t *task) endCall(ok bool, key originKey) {
 	if t.st != nil {
 		if ok {
 			t.st.CommitRecord()
@@ -483,9 +484,13 @@ func (t *task) endCall(ok bool) {
 		}
 	}
 	t.tk.endCall(ok)
-	if ok {
+	if ok && len(t.staged) > 0 {
+		// The call's records carry it as their origin, for the broker's
+		// refusal of one (refusal.go).
+		o := t.origins.new(key, false)
 		produced := 0
 		for k, out := range t.staged {
+			out.Context = o
 			if t.keepLatest(t.stagedOut[k], out) {
 				continue
 			}
@@ -521,16 +526,46 @@ func (t *task) onFailure(kr *kgo.Record, err error) bool {
 		t.r.log.Warn("record failed; skipped (on_error: skip)", attrs...)
 		return true
 	case DeadLetter:
-		t.r.cp.produce(t.deadLetter(kr, kind, err))
-		stats.DeadLettered.Add(1)
-		t.r.log.Warn("record failed; sent to dead-letter topic "+t.proc.spec.DeadLetterTopic, attrs...)
-		return true
+		dlerr := t.produceDeadLetter(t.deadLetter(kr, kind, err), recordOrigin(t.proc.spec.Name, kr), err)
+		if dlerr == nil {
+			stats.DeadLettered.Add(1)
+			t.r.log.Warn("record failed; sent to dead-letter topic "+t.proc.spec.DeadLetterTopic, attrs...)
+			return true
+		}
+		err = fmt.Errorf("%w; and it cannot be dead-lettered: %w", err, dlerr)
+		attrs[len(attrs)-1] = err
+		fallthrough
 	default:
 		t.stop(fmt.Errorf("record %s/%d@%d failed: %w", kr.Topic, kr.Partition, kr.Offset, err))
 		t.r.cl.PauseFetchPartitions(t.partitions())
 		t.r.log.Error("record failed; task stopped at this offset (on_error: fail)", attrs...)
 		return false
 	}
+}
+
+// produceDeadLetter produces dl, the dead letter of the failure err of the
+// call key, unless the dead-letter topic would refuse it (its limits, or
+// the broker refused it on a former pass): then nothing is produced, and
+// the error says why.
+func (t *task) produceDeadLetter(dl *kgo.Record, key originKey, err error) error {
+	refused, _ := t.r.refused.get(key)
+	if refused.deadLetter != nil {
+		return refused.deadLetter
+	}
+	lerr := t.proc.deadLetterLimit.check(dl, t.tk.wall)
+	if refused.restamp || errors.Is(lerr, abi.ErrnoTimestamp) {
+		// The failed record's timestamp (the refused emit's, often) need
+		// not stop its dead letter: it goes in a header instead.
+		dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: HeaderSourceTime, Value: []byte(strconv.FormatInt(dl.Timestamp.UnixMilli(), 10))})
+		dl.Timestamp = time.Time{}
+		lerr = t.proc.deadLetterLimit.check(dl, t.tk.wall)
+	}
+	if lerr != nil {
+		return fmt.Errorf("topic %s: %w", dl.Topic, lerr)
+	}
+	dl.Context = t.origins.new(key, true)
+	t.r.cp.produce(dl)
+	return nil
 }
 
 // produceChangelog sends one changelog record per key the task changed
@@ -586,6 +621,11 @@ const (
 	HeaderSourceTopic = "wasmstream-source-topic"
 	HeaderSourcePart  = "wasmstream-source-partition"
 	HeaderSourceOff   = "wasmstream-source-offset"
+	// HeaderSourceTime is the failed record's timestamp (decimal unix ms)
+	// on a dead letter stamped with the time it was written instead,
+	// because the dead-letter topic refuses the record's own (Kafka 4
+	// refuses timestamps over an hour ahead by default).
+	HeaderSourceTime = "wasmstream-source-timestamp"
 )
 
 func (t *task) deadLetter(kr *kgo.Record, kind FailureKind, err error) *kgo.Record {

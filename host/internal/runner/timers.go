@@ -191,18 +191,25 @@ func (t *task) callbackFailed(trig *abi.Trigger, err error, dropped func()) {
 	}
 	attrs := []any{"task", t.id.String(), "call", what, "trigger_kind", trig.Kind.String(), "ts", trig.Timestamp, "kind", kind.String(), "err", err}
 	switch t.proc.spec.OnError {
-	case Skip, DeadLetter:
+	case Skip:
 		if dropped != nil {
 			dropped()
 		}
-		if t.proc.spec.OnError == Skip {
-			stats.Skipped.Add(1)
-			t.r.log.Warn(what+" failed; skipped (on_error: skip)", attrs...)
+		stats.Skipped.Add(1)
+		t.r.log.Warn(what+" failed; skipped (on_error: skip)", attrs...)
+	case DeadLetter:
+		dlerr := t.produceDeadLetter(t.deadLetterTrigger(trig, kind, err), triggerOrigin(t.proc.spec.Name, t.id.Partition, trig), err)
+		if dlerr == nil {
+			if dropped != nil {
+				dropped()
+			}
+			stats.DeadLettered.Add(1)
+			t.r.log.Warn(what+" failed; sent to dead-letter topic "+t.proc.spec.DeadLetterTopic, attrs...)
 			return
 		}
-		t.r.cp.produce(t.deadLetterTrigger(trig, kind, err))
-		stats.DeadLettered.Add(1)
-		t.r.log.Warn(what+" failed; sent to dead-letter topic "+t.proc.spec.DeadLetterTopic, attrs...)
+		err = fmt.Errorf("%w; and it cannot be dead-lettered: %w", err, dlerr)
+		attrs[len(attrs)-1] = err
+		fallthrough
 	default:
 		// The timer stays pending (its removal was dropped with the call)
 		// and fires again when the task restarts.

@@ -16,9 +16,10 @@ import (
 // limit of a topic that does not set max.message.bytes.
 const brokerDefaultMaxMessageBytes = 1048588
 
-// Limit is what a topic accepts of one record, learned at startup so that a
-// record it would refuse fails at emit time, as that record's failure,
-// instead of failing the produce (and, retried, the whole transaction).
+// Limit is what a topic accepts of one record, learned when a runner starts
+// (and again when the broker refused a record) so that a record it would
+// refuse fails at emit time, as that record's failure, instead of failing
+// the produce (and, retried, the whole transaction).
 type Limit struct {
 	// MaxMessageBytes is the topic's max.message.bytes: the largest record
 	// batch it takes.
@@ -26,7 +27,19 @@ type Limit struct {
 	// Compacted is set when cleanup.policy includes compact: such a topic
 	// refuses records without a key.
 	Compacted bool
+	// TimestampAfter and TimestampBefore are how far ahead of and behind
+	// the broker's clock a record's timestamp may be
+	// (message.timestamp.after.max.ms and before.max.ms); 0 is no limit,
+	// as for a topic whose message.timestamp.type is LogAppendTime (the
+	// broker stamps records itself) or whose limit is Kafka's "never"
+	// (Long.MAX_VALUE). Kafka 4 refuses records more than an hour ahead
+	// by default.
+	TimestampAfter, TimestampBefore time.Duration
 }
+
+// noTimestampLimit is the longest timestamp limit taken as one: anything
+// longer (Kafka's default for before.max.ms is Long.MAX_VALUE ms) is none.
+const noTimestampLimit = 100 * 365 * 24 * time.Hour
 
 // Limits describes the configs of topics and returns each one's Limit.
 // A config the broker does not report takes Kafka's default.
@@ -48,6 +61,7 @@ func Limits(ctx context.Context, adm *kadm.Client, topics ...string) (map[string
 		if rc.Err != nil {
 			return nil, fmt.Errorf("topic %s: describing its configs: %w", t, rc.Err)
 		}
+		logAppend := false
 		for _, c := range rc.Configs {
 			switch {
 			case c.Key == "max.message.bytes" && c.Value != nil:
@@ -58,11 +72,41 @@ func Limits(ctx context.Context, adm *kadm.Client, topics ...string) (map[string
 				lim.MaxMessageBytes = int32(n)
 			case c.Key == "cleanup.policy" && c.Value != nil:
 				lim.Compacted = strings.Contains(*c.Value, "compact")
+			case c.Key == "message.timestamp.type" && c.Value != nil:
+				logAppend = *c.Value == "LogAppendTime"
+			case c.Key == "message.timestamp.after.max.ms" && c.Value != nil:
+				if lim.TimestampAfter, err = timestampLimit(t, c.Key, *c.Value); err != nil {
+					return nil, err
+				}
+			case c.Key == "message.timestamp.before.max.ms" && c.Value != nil:
+				if lim.TimestampBefore, err = timestampLimit(t, c.Key, *c.Value); err != nil {
+					return nil, err
+				}
 			}
+		}
+		if logAppend {
+			lim.TimestampAfter, lim.TimestampBefore = 0, 0
 		}
 		out[t] = lim
 	}
 	return out, nil
+}
+
+// timestampLimit parses a topic's message.timestamp.*.max.ms value.
+func timestampLimit(topic, key, v string) (time.Duration, error) {
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms < 0 {
+		return 0, fmt.Errorf("topic %s: %s %q is not a number of milliseconds", topic, key, v)
+	}
+	switch {
+	case ms > noTimestampLimit.Milliseconds():
+		return 0, nil
+	case ms == 0:
+		// 0 would read as no limit; a millisecond is the same limit for
+		// a check made before the broker's clock moves on anyway.
+		return time.Millisecond, nil
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // describeConfigs describes the configs of topics. A topic created a

@@ -86,9 +86,18 @@ func TestLimits(t *testing.T) {
 	b.CreateTopic(t, small, 1, map[string]string{"max.message.bytes": "2048"})
 	b.CreateTopic(t, compacted, 1, map[string]string{"cleanup.policy": "compact"})
 	b.CreateTopic(t, plain, 1, nil)
+	stamped, appended := b.Name(t, "stamped"), b.Name(t, "appended")
+	b.CreateTopic(t, stamped, 1, map[string]string{
+		"message.timestamp.after.max.ms":  "60000",
+		"message.timestamp.before.max.ms": "0",
+	})
+	b.CreateTopic(t, appended, 1, map[string]string{
+		"message.timestamp.type":         "LogAppendTime",
+		"message.timestamp.after.max.ms": "60000",
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	got, err := Limits(ctx, b.Admin(t), small, compacted, plain)
+	got, err := Limits(ctx, b.Admin(t), small, compacted, plain, stamped, appended)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +109,15 @@ func TestLimits(t *testing.T) {
 	}
 	if l := got[plain]; l.Compacted || l.MaxMessageBytes < 1000000 {
 		t.Errorf("%s: %+v, want the broker default (about 1 MiB)", plain, l)
+	}
+	if l := got[stamped]; l.TimestampAfter != time.Minute || l.TimestampBefore != time.Millisecond {
+		t.Errorf("%s: %+v, want a minute ahead and (0 ms taken as) 1 ms behind", stamped, l)
+	}
+	if l := got[appended]; l.TimestampAfter != 0 || l.TimestampBefore != 0 {
+		t.Errorf("%s: %+v, want no timestamp limits (LogAppendTime)", appended, l)
+	}
+	if l := got[plain]; l.TimestampBefore != 0 {
+		t.Errorf("%s: %+v, want no limit behind (Kafka's default is Long.MAX_VALUE)", plain, l)
 	}
 	if _, err := Limits(ctx, b.Admin(t), b.Name(t, "nosuch")); err == nil {
 		t.Error("Limits of a missing topic succeeded")

@@ -5,32 +5,24 @@
  * first appearance, like plugins/wordcount in Go (see its README.md).
  * Config: {"value_format": "decimal" | "int64"}.
  *
- * Words are maximal runs of letters and digits, lowercased. Without
- * Unicode tables (they would dwarf the plugin) the letters are those of
- * ASCII, Latin-1, Latin Extended-A and -B, Greek, Cyrillic, and the CJK,
- * Hiragana, Katakana and Hangul blocks, lowercased by their simple mappings
- * in ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic; everything else
- * (punctuation, symbols, other scripts, invalid UTF-8) separates words.
- * That is the Go plugin's rule (unicode.IsLetter, IsDigit, ToLower) for
- * text in those scripts; it differs for capitals of Latin Extended-B (kept
- * as they are), for letters of other scripts and for non-ASCII digits
- * (separators here).
+ * Words are those of ../common/words.h (shared with split): runs of letters
+ * and digits, lowercased, the Go plugin's rule for text in the scripts
+ * that file lists.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/words.h"
 #include "wasmstream.h"
 
 static ws_output out = WS_OUTPUT("counts");
 static ws_store store = WS_STORE("counts");
 static int decimal = 1;
 
-/* Per-record scratch, reused: the words one after another, their ends, the
- * distinct ones with their count in the record. */
-static uint8_t *text;
-static size_t text_len, text_cap;
-static size_t *ends, n_ends, cap_ends;
+/* Per-record scratch, reused: the record's words, the distinct ones with
+ * their count in the record. */
+static words scratch;
 typedef struct {
     size_t start, end;
     uint64_t n;
@@ -38,16 +30,6 @@ typedef struct {
 static word *distinct;
 static size_t n_distinct, cap_distinct;
 static ws_buf val;
-
-static void *grow(void *p, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return p;
-    size_t n = *cap ? *cap * 2 : 64;
-    while (n < need) n *= 2;
-    void *q = realloc(p, n * elem);
-    if (!q) abort(); /* out of memory: the host fails the record */
-    *cap = n;
-    return q;
-}
 
 /* The value of "value_format" (a flat config object), or an error text. */
 static const char *value_format(const uint8_t *c, size_t n, char *fmt, size_t cap) {
@@ -97,121 +79,25 @@ int ws_init(void) {
     return WS_OK;
 }
 
-/* The next code point of s[*i..n] (advancing *i), or -1 for invalid UTF-8
- * (advancing one byte). */
-static int32_t next_rune(const uint8_t *s, size_t n, size_t *i) {
-    uint8_t c = s[*i];
-    if (c < 0x80) return (*i)++, c;
-    int len = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
-    if (len == 0 || *i + (size_t)len > n) return (*i)++, -1;
-    int32_t r = c & (0x3f >> (len - 1));
-    for (int k = 1; k < len; k++) {
-        if ((s[*i + k] & 0xc0) != 0x80) return (*i)++, -1;
-        r = r << 6 | (s[*i + k] & 0x3f);
-    }
-    static const int32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (r < min[len] || r > 0x10ffff || (r >= 0xd800 && r < 0xe000)) return (*i)++, -1;
-    *i += (size_t)len;
-    return r;
-}
-
-/* The lowercase of a word character, or -1 if r is not one. */
-static int32_t word_lower(int32_t r) {
-    if (r < 0x80) {
-        if (r >= 'A' && r <= 'Z') return r + 32;
-        if ((r >= 'a' && r <= 'z') || (r >= '0' && r <= '9')) return r;
-        return -1;
-    }
-    if (r == 0xaa || r == 0xb5 || r == 0xba) return r; /* ª µ º: lowercase already */
-    if (r >= 0xc0 && r <= 0xde && r != 0xd7) return r + 32;
-    if (r >= 0xdf && r <= 0xff && r != 0xf7) return r;
-    if (r >= 0x100 && r <= 0x17f) { /* Latin Extended-A: pairs */
-        if (r == 0x130) return 0x69; /* İ -> i (Go's simple mapping) */
-        if (r == 0x131 || r == 0x138 || r == 0x149 || r == 0x17f) return r;
-        if (r == 0x178) return 0xff;
-        if ((r >= 0x139 && r <= 0x148) || (r >= 0x179 && r <= 0x17e)) return (r & 1) ? r + 1 : r;
-        return (r & 1) ? r : r + 1;
-    }
-    if (r >= 0x180 && r <= 0x24f) return r;
-    if (r >= 0x391 && r <= 0x3ab && r != 0x3a2) return r + 32; /* Greek capitals */
-    if (r == 0x386) return 0x3ac;
-    if (r >= 0x388 && r <= 0x38a) return r + 37;
-    if (r == 0x38c) return 0x3cc;
-    if (r == 0x38e || r == 0x38f) return r + 63;
-    if ((r >= 0x3ac && r <= 0x3ce) || r == 0x390) return r;
-    if (r >= 0x410 && r <= 0x42f) return r + 32; /* Cyrillic */
-    if (r >= 0x400 && r <= 0x40f) return r + 80;
-    if (r >= 0x430 && r <= 0x45f) return r;
-    if (r >= 0x460 && r <= 0x481) return (r & 1) ? r : r + 1;
-    if (r >= 0x48a && r <= 0x4bf) return (r & 1) ? r : r + 1;
-    if (r >= 0x4d0 && r <= 0x52f) return (r & 1) ? r : r + 1;
-    if ((r >= 0x3040 && r <= 0x309f && r != 0x309b && r != 0x309c) || (r >= 0x30a1 && r <= 0x30fa) ||
-        (r >= 0x4e00 && r <= 0x9fff) || (r >= 0xac00 && r <= 0xd7a3))
-        return r;
-    return -1;
-}
-
-static void put_rune(int32_t r) {
-    text = grow(text, &text_cap, text_len + 4, 1);
-    if (r < 0x80) text[text_len++] = (uint8_t)r;
-    else if (r < 0x800) {
-        text[text_len++] = (uint8_t)(0xc0 | r >> 6);
-        text[text_len++] = (uint8_t)(0x80 | (r & 0x3f));
-    } else if (r < 0x10000) {
-        text[text_len++] = (uint8_t)(0xe0 | r >> 12);
-        text[text_len++] = (uint8_t)(0x80 | (r >> 6 & 0x3f));
-        text[text_len++] = (uint8_t)(0x80 | (r & 0x3f));
-    } else {
-        text[text_len++] = (uint8_t)(0xf0 | r >> 18);
-        text[text_len++] = (uint8_t)(0x80 | (r >> 12 & 0x3f));
-        text[text_len++] = (uint8_t)(0x80 | (r >> 6 & 0x3f));
-        text[text_len++] = (uint8_t)(0x80 | (r & 0x3f));
-    }
-}
-
-/* Ends the word being built, skipping it if it is over WS_MAX_KEY_SIZE. */
-static void flush(size_t *start) {
-    if (text_len == *start) return;
-    if (text_len - *start > WS_MAX_KEY_SIZE) {
-        text_len = *start;
-        return;
-    }
-    ends = grow(ends, &cap_ends, n_ends + 1, sizeof *ends);
-    ends[n_ends++] = text_len;
-    *start = text_len;
-}
-
-static void split(const uint8_t *s, size_t n) {
-    text_len = n_ends = 0;
-    size_t start = 0;
-    for (size_t i = 0; i < n;) {
-        int32_t r = next_rune(s, n, &i);
-        int32_t l = r < 0 ? -1 : word_lower(r);
-        if (l < 0) flush(&start);
-        else put_rune(l);
-    }
-    flush(&start);
-}
-
 int ws_process(const ws_record *r) {
-    split(r->value.ptr, r->value.len > 0 ? (size_t)r->value.len : 0);
+    words_split(&scratch, r->value.ptr, r->value.len > 0 ? (size_t)r->value.len : 0);
     n_distinct = 0;
     size_t start = 0;
-    for (size_t i = 0; i < n_ends; i++) {
-        size_t end = ends[i], j;
+    for (size_t i = 0; i < scratch.n; i++) {
+        size_t end = scratch.ends[i], j;
         for (j = 0; j < n_distinct; j++) {
             word *d = &distinct[j];
-            if (d->end - d->start == end - start && memcmp(text + d->start, text + start, end - start) == 0) break;
+            if (d->end - d->start == end - start && memcmp(scratch.text + d->start, scratch.text + start, end - start) == 0) break;
         }
         if (j < n_distinct) distinct[j].n++;
         else {
-            distinct = grow(distinct, &cap_distinct, n_distinct + 1, sizeof *distinct);
+            distinct = words_grow(distinct, &cap_distinct, n_distinct + 1, sizeof *distinct);
             distinct[n_distinct++] = (word){start, end, 1};
         }
         start = end;
     }
     for (size_t i = 0; i < n_distinct; i++) {
-        const uint8_t *key = text + distinct[i].start;
+        const uint8_t *key = scratch.text + distinct[i].start;
         size_t kl = distinct[i].end - distinct[i].start;
         int32_t got = ws_get(&store, key, kl, &val);
         if (got < 0) return ws_fail_call("state_get", store.name, got);

@@ -2,18 +2,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../common/check.h"
 #include "wasmstream_fake.h"
-
-static int failures;
-#define CHECK(c, ...)                                                   \
-    do {                                                                \
-        if (!(c)) {                                                     \
-            fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);       \
-            fprintf(stderr, __VA_ARGS__);                               \
-            fputc('\n', stderr);                                        \
-            failures++;                                                 \
-        }                                                               \
-    } while (0)
 
 static const char *names[] = {"counts"};
 

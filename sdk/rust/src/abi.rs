@@ -1,10 +1,14 @@
-//! The ABI's constants, errno table and record layout (abi/ABI.md, version 1).
-//! This module mirrors the Go package `abi`; the shared vectors in
-//! abi/testdata/records.json check both (tests/vectors.rs here).
+//! The ABI's constants, errno table and layouts (abi/ABI.md): records,
+//! triggers (section 8) and batches (section 10). This module mirrors the
+//! Go package `abi`; the shared vectors in abi/testdata (records.json,
+//! triggers.json, batches.json) check both (tests/vectors.rs here).
 
-/// The ABI version this crate speaks; the plugin exports
-/// `wasmstream_abi_version_1` (the `processor!` macro does).
+/// The first ABI version; a plugin exports `wasmstream_abi_version_1` (the
+/// `processor!` macro does), so that it runs on every host.
 pub const VERSION: u32 = 1;
+/// The ABI version that adds batches (section 10); the `processor!` macro
+/// exports `wasmstream_abi_version_2` and `wasmstream_batch` too.
+pub const VERSION_BATCH: u32 = 2;
 
 /// Size of the fixed part of the record layout, in bytes.
 pub const HEADER_SIZE: usize = 36;
@@ -61,6 +65,8 @@ impl Errno {
     pub const IO: Errno = Errno(10);
     /// No declared output or store has that name.
     pub const NONAME: Errno = Errno(11);
+    /// An emitted record's timestamp is outside what its output accepts; the record fails.
+    pub const TIMESTAMP: Errno = Errno(12);
 
     /// The errno of a negative host result, `None` for a result >= 0.
     pub fn of(result: i32) -> Option<Errno> {
@@ -85,6 +91,7 @@ impl Errno {
             9 => "ELIMIT",
             10 => "EIO",
             11 => "ENONAME",
+            12 => "ETIMESTAMP",
             _ => "E?",
         }
     }
@@ -103,6 +110,7 @@ impl Errno {
             9 => "per-record limit reached",
             10 => "host I/O failure",
             11 => "no output or store with that name",
+            12 => "timestamp outside what the output accepts",
             _ => "unknown errno",
         }
     }
@@ -415,4 +423,108 @@ pub fn encode_scan_entry(dst: &mut Vec<u8>, key: &[u8], value: &[u8]) {
     dst.extend_from_slice(&(value.len() as u32).to_le_bytes());
     dst.extend_from_slice(key);
     dst.extend_from_slice(value);
+}
+
+// Batches (abi/ABI.md section 10, version 2). The host writes a header and
+// one slot per call into the input buffer; the plugin runs the calls in
+// order and writes each one's status and staged emits into its slot, then
+// the batch's done count. Integers are little-endian u32.
+
+/// The batch header's size; the first slot follows it.
+pub const BATCH_HEADER_SIZE: usize = 16;
+/// Offsets in the header: the number of slots (host), the number of calls
+/// the plugin has finished (plugin), the stop word (host: return after the
+/// call in progress).
+pub const BATCH_COUNT: usize = 0;
+pub const BATCH_DONE: usize = 4;
+pub const BATCH_STOP: usize = 8;
+/// A slot's header size; the payload follows it.
+pub const SLOT_HEADER_SIZE: usize = 24;
+/// Offsets in a slot: its kind (host), the call's status, the address and
+/// length of its staged emits (plugin), the payload's length (host; the 4
+/// bytes just before the payload, so that a record payload is also one emit
+/// entry in place).
+pub const SLOT_KIND: usize = 0;
+pub const SLOT_STATUS: usize = 4;
+pub const SLOT_OUT_PTR: usize = 8;
+pub const SLOT_OUT_LEN: usize = 12;
+pub const SLOT_LEN: usize = 20;
+/// Slots start at multiples of this in the input buffer.
+pub const BATCH_ALIGN: usize = 8;
+/// Slot kinds: a record (as wasmstream_process takes it), a trigger (as
+/// wasmstream_on_timer or wasmstream_on_commit takes it, by its kind).
+pub const SLOT_RECORD: u32 = 0;
+pub const SLOT_TRIGGER: u32 = 1;
+
+/// The bytes one slot with an `n`-byte payload takes, padding included.
+pub const fn slot_size(n: usize) -> usize {
+    (SLOT_HEADER_SIZE + n + BATCH_ALIGN - 1) & !(BATCH_ALIGN - 1)
+}
+
+/// The slot at `off` of the batch `src` (its whole `len` bytes): its kind
+/// and the range of its payload in `src`; `None` if the slot does not fit.
+/// The SDK's batch loop and the fake host walk batches with it.
+pub fn slot_at(src: &[u8], off: usize) -> Option<(u32, core::ops::Range<usize>)> {
+    if off > src.len() || src.len() - off < SLOT_HEADER_SIZE {
+        return None;
+    }
+    let n = u32_at(src, off + SLOT_LEN) as usize;
+    let start = off + SLOT_HEADER_SIZE;
+    if n > src.len() - start {
+        return None;
+    }
+    Some((u32_at(src, off + SLOT_KIND), start..start + n))
+}
+
+/// The slots of a batch as the host wrote it: (kind, payload) each, in
+/// order; `None` if the count or a slot's length runs past `src`.
+pub fn decode_batch(src: &[u8]) -> Option<Vec<(u32, &[u8])>> {
+    if src.len() < BATCH_HEADER_SIZE {
+        return None;
+    }
+    let count = u32_at(src, BATCH_COUNT);
+    let mut slots = Vec::new();
+    let mut off = BATCH_HEADER_SIZE;
+    for _ in 0..count {
+        let (kind, p) = slot_at(src, off)?;
+        off += slot_size(p.len());
+        slots.push((kind, &src[p]));
+    }
+    Some(slots)
+}
+
+/// Appends a batch of `slots` (kind, payload) to `dst` as the host writes
+/// it: done and stop 0, the plugin's fields of every slot 0 (the fake
+/// host's and the tests' encoder).
+pub fn encode_batch(dst: &mut Vec<u8>, slots: &[(u32, &[u8])]) {
+    dst.extend_from_slice(&(slots.len() as u32).to_le_bytes());
+    dst.extend_from_slice(&[0u8; BATCH_HEADER_SIZE - 4]);
+    for (kind, p) in slots {
+        dst.extend_from_slice(&kind.to_le_bytes());
+        dst.extend_from_slice(&[0u8; SLOT_LEN - 4]);
+        dst.extend_from_slice(&(p.len() as u32).to_le_bytes());
+        dst.extend_from_slice(p);
+        dst.resize(dst.len() + slot_size(p.len()) - SLOT_HEADER_SIZE - p.len(), 0);
+    }
+}
+
+/// Appends one emit entry (a staged emit: u32 length, then the encoded
+/// record) to `dst`.
+pub fn encode_emit_entry(dst: &mut Vec<u8>, rec: &[u8]) {
+    dst.extend_from_slice(&(rec.len() as u32).to_le_bytes());
+    dst.extend_from_slice(rec);
+}
+
+/// Splits the first emit entry off `src`: the record's bytes (not checked:
+/// `decode` does) and the entries after it; `None` if the length runs past
+/// `src`.
+pub fn next_emit_entry(src: &[u8]) -> Option<(&[u8], &[u8])> {
+    if src.len() < 4 {
+        return None;
+    }
+    let n = u32_at(src, 0) as usize;
+    if n > src.len() - 4 {
+        return None;
+    }
+    Some((&src[4..4 + n], &src[4 + n..]))
 }

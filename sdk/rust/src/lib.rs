@@ -291,10 +291,8 @@ impl Output {
             return Err(Error::host("emit", self.0.name, Errno::TOOLARGE));
         }
         let ts = if r.timestamp == 0 { __rt::input_timestamp() } else { r.timestamp };
-        let res = __rt::with_emit_buf(|buf| {
-            buf.clear();
-            abi::encode(buf, ts, abi::NO_OFFSET, partition, idx, r.key, r.value, r.headers);
-            sys::emit(buf)
+        let res = __rt::emit_encoded(n, |buf| {
+            abi::encode(buf, ts, abi::NO_OFFSET, partition, idx, r.key, r.value, r.headers)
         });
         check("emit", self.0.name, res).map(|_| ())
     }
@@ -684,6 +682,19 @@ macro_rules! processor {
     };
 }
 
+/// `Some(f)` as the function type `t`, or `None` without `f`: a callback
+/// of `processor!` for wasmstream_batch.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __opt {
+    ($t:ty;) => {
+        None::<$t>
+    };
+    ($t:ty; $f:path) => {
+        Some($f as $t)
+    };
+}
+
 /// The clauses of `processor!`, gathered one at a time: [on_timer]
 /// [on_commit] [handles].
 #[doc(hidden)]
@@ -702,10 +713,15 @@ macro_rules! __processor {
         $crate::__processor!(@munch $p, $i, [$($t)?] [$nc] [$($h),*] $($($rest)*)?);
     };
     (@munch $process:path, $init:path, [$($on_timer:path)?] [$($on_commit:path)?] [$($h:expr),* $(,)?]) => {
-        /// The ABI version marker; never called.
+        /// The ABI version markers; never called. Version 2 (batches)
+        /// on a host that speaks it, version 1 on an older one.
         #[cfg(target_arch = "wasm32")]
         #[no_mangle]
         pub extern "C" fn wasmstream_abi_version_1() {}
+
+        #[cfg(target_arch = "wasm32")]
+        #[no_mangle]
+        pub extern "C" fn wasmstream_abi_version_2() {}
 
         /// The WASI reactor initializer: runs the static constructors
         /// (wasi-libc's environment setup among them) once. Without an
@@ -732,6 +748,19 @@ macro_rules! __processor {
         #[no_mangle]
         pub extern "C" fn wasmstream_process(len: u32) -> i32 {
             $crate::__rt::process(len, $process)
+        }
+
+        /// abi/ABI.md section 10: the calls of a batch, each through the
+        /// same function as its single-call export.
+        #[cfg(target_arch = "wasm32")]
+        #[no_mangle]
+        pub extern "C" fn wasmstream_batch(len: u32) -> i32 {
+            $crate::__rt::batch(
+                len,
+                $process,
+                $crate::__opt!($crate::__rt::TimerFn; $($on_timer)?),
+                $crate::__opt!($crate::__rt::CommitFn; $($on_commit)?),
+            )
         }
 
         /// abi/ABI.md section 3: once per instance, before the first record.

@@ -47,6 +47,16 @@
 //! stops reading an entry once the clock is at its stamp plus the TTL, and
 //! commit points delete it.
 //!
+//! **Batches** (abi/ABI.md section 10): `process_batch` hands records to
+//! the SDK's wasmstream_batch as a host that speaks version 2 does, and
+//! gives the same outcome per record as `process` one at a time. Like the
+//! host, the fake learns that a call ended from the batch's done count,
+//! which it reads at every host call, so each host call belongs to the
+//! call in progress; it reads each call's staged emits through the emit
+//! import's checks, cuts a batch after a failed call or after a record
+//! that leaves a check due, and hands the rest again. `batch_raw` runs one
+//! batch given as bytes (the shared vectors).
+//!
 //! Each Host is a fresh instance on the calling thread; tests on different
 //! threads (cargo test's default) do not share anything.
 
@@ -132,7 +142,7 @@ pub struct Callback {
 
 /// The outcome of one step: a record (and the callbacks after it), or a
 /// commit point.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Outcome {
     /// What wasmstream_process returned (0 for a commit point).
     pub status: i32,
@@ -274,6 +284,36 @@ struct Fake {
     fired: usize,
     records: usize,
     commit_every: usize,
+    /// The clocks time_now returns in a trigger of a batch: the trigger's
+    /// own (abi/ABI.md section 10.2).
+    call_clocks: Option<(i64, i64)>,
+    /// The batch the SDK is running, if any.
+    batch: Option<BatchRun>,
+}
+
+/// A wasmstream_batch call in progress, as the host sees it (abi/ABI.md
+/// section 10): it learns that calls ended from the batch's done count,
+/// which it reads at every host call (`sync`) and when the batch returns.
+struct BatchRun {
+    /// The batch in the SDK's input buffer.
+    base: *mut u8,
+    len: usize,
+    /// Each slot's offset, kind and payload range.
+    slots: Vec<(usize, u32, core::ops::Range<usize>)>,
+    /// Calls whose end the fake has seen (done as last read), whether the
+    /// one at `seen` has begun, and the first call that does not run (its
+    /// host calls get EPHASE and its results are ignored).
+    seen: usize,
+    began: bool,
+    cut: usize,
+    /// What a failure of the call in progress puts back.
+    saved: Option<Staged>,
+    /// Cut after each record that leaves a check to run (a due event-time
+    /// timer, a commit point), as the host does; records ended so far.
+    checks: bool,
+    records: usize,
+    /// The outcomes of the calls that ended and ran.
+    ended: Vec<Outcome>,
 }
 
 impl Fake {
@@ -315,6 +355,194 @@ impl Fake {
         self.data[i].insert(key.to_vec(), Entry { value: value.to_vec(), stamp });
     }
 
+    /// An emitted record as the emit import checks it: the errno it
+    /// returns, and for one that fails the record, why.
+    fn emitted_of(&self, rec: &[u8]) -> core::result::Result<Emitted, (Errno, Option<String>)> {
+        if rec.len() > abi::MAX_RECORD_SIZE {
+            return Err((Errno::TOOLARGE, None));
+        }
+        let d = match abi::decode(rec) {
+            Some(d) => d,
+            None => return Err((Errno::INVAL, None)),
+        };
+        if d.index as usize >= self.outputs.len() {
+            return Err((Errno::NOOUTPUT, Some(format!("emit to undeclared output index {}", d.index))));
+        }
+        Ok(Emitted {
+            output: self.outputs[d.index as usize].clone(),
+            key: d.key.map(|k| k.to_vec()),
+            value: d.value.map(|v| v.to_vec()),
+            headers: d.headers().map(|h| (h.name.to_vec(), h.value.map(|v| v.to_vec()))).collect(),
+            timestamp: d.timestamp,
+            partition: d.partition,
+            raw: rec.to_vec(),
+        })
+    }
+
+    /// Starts a call: no error, emits or cursors yet.
+    fn begin(&mut self, p: Phase) {
+        self.phase = Some(p);
+        self.err_msg = None;
+        self.host_fail = None;
+        self.emitted.clear();
+        self.cursors.clear();
+    }
+
+    /// Ends a call that returned `status`: its error, if any, and its
+    /// emits (none when it failed).
+    fn finish(&mut self, status: i32) -> (Option<String>, Vec<Emitted>) {
+        self.phase = Some(Phase::Idle);
+        self.cursors.clear();
+        let emitted = std::mem::take(&mut self.emitted);
+        let err = if let Some(h) = self.host_fail.take() {
+            Some(h)
+        } else if status == abi::STATUS_OK {
+            None
+        } else if status == abi::STATUS_FAILED {
+            Some(self.err_msg.take().unwrap_or_else(|| "failed without set_error".to_string()))
+        } else {
+            Some(format!("ABI misuse: unknown status {}", status))
+        };
+        if err.is_some() {
+            return (err, Vec::new());
+        }
+        (None, emitted)
+    }
+
+    /// A check is due after a record: an event-time timer at or before
+    /// the stream time, or a commit point after `records` more records.
+    fn check_due(&self, records: usize) -> bool {
+        self.timers.iter().any(|(ts, kind, _)| *kind == abi::TIMER_EVENT_TIME && *ts <= self.stream_time)
+            || (self.commit_every > 0 && self.records + records >= self.commit_every)
+    }
+
+    /// Brings the running batch up to date (at every host call): ends the
+    /// calls the SDK finished since the last look, then begins the one in
+    /// progress. `begin_next` is false once the batch call returned.
+    fn sync(&mut self, begin_next: bool) {
+        let (done, n) = match &self.batch {
+            Some(b) => (unsafe { core::ptr::read_volatile(b.base.add(abi::BATCH_DONE) as *const u32) }, b.slots.len()),
+            None => return,
+        };
+        let done = u32::from_le(done) as usize;
+        let seen = self.batch.as_ref().map_or(0, |b| b.seen);
+        assert!(
+            done <= n && done >= seen,
+            "wasmstream::testing: the SDK moved the batch's done count from {} to {} ({} calls)",
+            seen,
+            done,
+            n
+        );
+        for k in seen..done {
+            self.end_slot(k);
+        }
+        if begin_next && done < n {
+            self.begin_slot(done);
+        }
+    }
+
+    /// Begins call k of the batch (once): the record moves the stream
+    /// time; a trigger's clocks are its own. A call past the cut runs
+    /// without a phase: its host calls get EPHASE.
+    fn begin_slot(&mut self, k: usize) {
+        let b = self.batch.as_mut().unwrap();
+        if b.began {
+            return;
+        }
+        b.began = true;
+        if k >= b.cut {
+            self.phase = Some(Phase::Idle);
+            return;
+        }
+        let (_, kind, p) = b.slots[k].clone();
+        let payload = unsafe { core::slice::from_raw_parts(b.base.add(p.start) as *const u8, p.len()) };
+        let phase = if kind == abi::SLOT_RECORD {
+            let ts = if payload.len() >= 8 {
+                i64::from_le_bytes([payload[0], payload[1], payload[2], payload[3], payload[4], payload[5], payload[6], payload[7]])
+            } else {
+                0
+            };
+            if ts >= 0 && ts > self.stream_time {
+                self.stream_time = ts;
+            }
+            self.call_ts = ts;
+            self.call_clocks = None;
+            Phase::Record
+        } else {
+            let t = abi::decode_trigger(payload);
+            self.call_ts = t.map_or(0, |t| t.timestamp);
+            self.call_clocks = t.map(|t| (t.stream_time, t.wall_time));
+            match t {
+                Some(t) if t.kind == abi::TRIGGER_COMMIT => Phase::Commit,
+                _ => Phase::Timer,
+            }
+        };
+        let saved = self.staged();
+        self.batch.as_mut().unwrap().saved = Some(saved);
+        self.begin(phase);
+    }
+
+    /// Ends call k, which the SDK finished: its staged emits go through
+    /// the emit import's checks (one refused fails the call), then its
+    /// outcome. A failed call, or a record after which a check is due,
+    /// cuts the batch there.
+    fn end_slot(&mut self, k: usize) {
+        self.begin_slot(k);
+        let b = self.batch.as_mut().unwrap();
+        b.seen = k + 1;
+        b.began = false;
+        if k >= b.cut {
+            return;
+        }
+        let (off, kind, _) = b.slots[k].clone();
+        let slot = unsafe { core::slice::from_raw_parts(b.base.add(off) as *const u8, abi::SLOT_HEADER_SIZE) };
+        let u32_at = |p: usize| u32::from_le_bytes([slot[p], slot[p + 1], slot[p + 2], slot[p + 3]]);
+        let status = u32_at(abi::SLOT_STATUS) as i32;
+        let (out, out_len) = (u32_at(abi::SLOT_OUT_PTR), u32_at(abi::SLOT_OUT_LEN) as usize);
+        let saved = b.saved.take();
+        if out_len > 0 {
+            let at = ADDRESSES.with(|a| a.borrow().get((out as usize).wrapping_sub(1)).copied());
+            let at = at.unwrap_or_else(|| panic!("wasmstream::testing: staged emits at an address the SDK never handed out ({})", out));
+            let mut run = unsafe { core::slice::from_raw_parts(at as *const u8, out_len) };
+            while !run.is_empty() && self.host_fail.is_none() {
+                let (rec, rest) = match abi::next_emit_entry(run) {
+                    Some(e) => e,
+                    None => {
+                        self.host_fail = Some("ABI misuse: staged emits: an entry's length runs past the run".into());
+                        break;
+                    }
+                };
+                run = rest;
+                match self.emitted_of(rec) {
+                    Ok(e) => self.emitted.push(e),
+                    Err((e, msg)) => {
+                        self.host_fail = Some(msg.unwrap_or_else(|| format!("staged emit refused: {}", e)));
+                    }
+                }
+            }
+        }
+        let (error, emitted) = self.finish(status);
+        self.call_clocks = None;
+        let failed = error.is_some();
+        if failed {
+            if let Some(s) = saved {
+                self.restore(s);
+            }
+        }
+        let b = self.batch.as_mut().unwrap();
+        if kind == abi::SLOT_RECORD {
+            b.records += 1;
+        }
+        let records = b.records;
+        b.ended.push(Outcome { status, error, emitted, callbacks: Vec::new() });
+        let checks = b.checks && kind == abi::SLOT_RECORD;
+        if failed || (checks && self.check_due(records)) {
+            let b = self.batch.as_mut().unwrap();
+            b.cut = b.cut.min(k + 1);
+            unsafe { core::ptr::write_volatile(b.base.add(abi::BATCH_STOP) as *mut u32, 1u32.to_le()) };
+        }
+    }
+
     fn staged(&self) -> Staged {
         Staged { data: self.data.clone(), timers: self.timers.clone(), marks: self.marks.clone() }
     }
@@ -328,6 +556,9 @@ impl Fake {
 
 thread_local! {
     static ACTIVE: RefCell<Option<Rc<RefCell<Fake>>>> = RefCell::new(None);
+    /// The addresses the SDK handed out (sys::address) in the running
+    /// batch; handle h is entry h - 1.
+    static ADDRESSES: RefCell<Vec<usize>> = RefCell::new(Vec::new());
 }
 
 static GENERATIONS: AtomicU32 = AtomicU32::new(1);
@@ -700,32 +931,99 @@ impl<F: Fn(&Record<'_>) -> Result<()>> Host<F> {
     }
 
     fn begin(&self, p: Phase) {
-        let mut f = self.fake.borrow_mut();
-        f.phase = Some(p);
-        f.err_msg = None;
-        f.host_fail = None;
-        f.emitted.clear();
-        f.cursors.clear();
+        self.fake.borrow_mut().begin(p);
     }
 
     fn end(&self, status: i32) -> (Option<String>, Vec<Emitted>) {
-        let mut f = self.fake.borrow_mut();
-        f.phase = Some(Phase::Idle);
-        f.cursors.clear();
-        let emitted = std::mem::take(&mut f.emitted);
-        let err = if let Some(h) = f.host_fail.take() {
-            Some(h)
-        } else if status == abi::STATUS_OK {
-            None
-        } else if status == abi::STATUS_FAILED {
-            Some(f.err_msg.take().unwrap_or_else(|| "failed without set_error".to_string()))
-        } else {
-            Some(format!("ABI misuse: unknown status {}", status))
-        };
-        if err.is_some() {
-            return (err, Vec::new());
+        self.fake.borrow_mut().finish(status)
+    }
+
+    /// Processes records through the SDK's wasmstream_batch (abi/ABI.md
+    /// section 10), as a host that speaks version 2 does, with the same
+    /// outcome per record as `process` one at a time: each record moves
+    /// the stream time as its call begins; a batch is cut after a record
+    /// that failed or after which a check is due (a due event-time timer,
+    /// `commit_every`), the check runs (its callbacks one at a time, in
+    /// that record's outcome), and the rest go on in a new batch, as does
+    /// the rest of a batch the SDK returned early from.
+    pub fn process_batch(&mut self, recs: &[Input]) -> Vec<Outcome> {
+        self.ensure_started();
+        let encoded: Vec<Vec<u8>> = recs.iter().map(|r| r.encode()).collect();
+        let mut outs = Vec::new();
+        while outs.len() < recs.len() {
+            let slots: Vec<(u32, &[u8])> = encoded[outs.len()..].iter().map(|e| (abi::SLOT_RECORD, &e[..])).collect();
+            let ended = self.run_batch(&slots, true);
+            let n = ended.len();
+            for (i, mut out) in ended.into_iter().enumerate() {
+                if i + 1 < n {
+                    // No check was due after it (the batch would have been
+                    // cut there), and the records after it have moved the
+                    // stream time since.
+                    self.fake.borrow_mut().records += 1;
+                } else {
+                    self.after_record(&mut out);
+                }
+                outs.push(out);
+            }
         }
-        (None, emitted)
+        outs
+    }
+
+    /// Runs one wasmstream_batch call on `batch`, bytes as the host writes
+    /// them (abi/ABI.md section 10.1; records, triggers, both), and returns
+    /// the outcomes of the calls that ran: up to the first that failed, or
+    /// as far as the SDK went. Records move the stream time; no check runs
+    /// after them. For the shared vectors and tests of the layout itself.
+    pub fn batch_raw(&mut self, batch: &[u8]) -> Vec<Outcome> {
+        self.ensure_started();
+        let slots = abi::decode_batch(batch).expect("wasmstream::testing: batch_raw: a malformed batch");
+        self.run_batch(&slots, false)
+    }
+
+    /// One wasmstream_batch call over `slots`; `checks` cuts after a record
+    /// after which a check is due.
+    fn run_batch(&mut self, slots: &[(u32, &[u8])], checks: bool) -> Vec<Outcome> {
+        let mut enc = Vec::new();
+        abi::encode_batch(&mut enc, slots);
+        let base = crate::__rt::input(enc.len() as u32);
+        assert!(!base.is_null(), "wasmstream::testing: the SDK refused a {}-byte input buffer", enc.len());
+        assert_eq!(base as usize % abi::BATCH_ALIGN, 0, "wasmstream::testing: the SDK's input buffer is not 8-byte aligned");
+        unsafe { core::ptr::copy_nonoverlapping(enc.as_ptr(), base, enc.len()) };
+        let mut layout = Vec::new();
+        let mut off = abi::BATCH_HEADER_SIZE;
+        for (kind, p) in slots {
+            layout.push((off, *kind, off + abi::SLOT_HEADER_SIZE..off + abi::SLOT_HEADER_SIZE + p.len()));
+            off += abi::slot_size(p.len());
+        }
+        ADDRESSES.with(|a| a.borrow_mut().clear());
+        self.fake.borrow_mut().batch = Some(BatchRun {
+            base,
+            len: enc.len(),
+            slots: layout,
+            seen: 0,
+            began: false,
+            cut: slots.len(),
+            saved: None,
+            checks,
+            records: 0,
+            ended: Vec::new(),
+        });
+        let ret = crate::__rt::batch(enc.len() as u32, &self.process, self.on_timer, self.on_commit);
+        let mut f = self.fake.borrow_mut();
+        f.sync(false);
+        let b = f.batch.take().unwrap();
+        f.phase = Some(Phase::Idle);
+        if let Some(s) = b.saved {
+            f.restore(s); // a call that made host calls and did not finish
+        }
+        assert_eq!(ret, 0, "wasmstream::testing: wasmstream_batch returned {}", ret);
+        assert!(
+            !b.began || b.seen >= b.cut,
+            "wasmstream::testing: wasmstream_batch returned in the middle of call {}, which had begun",
+            b.seen
+        );
+        assert!(b.seen > 0, "wasmstream::testing: wasmstream_batch returned without finishing a call ({} bytes)", b.len);
+        b.ended
     }
 
     fn store_index(f: &Fake, store: &str) -> usize {
@@ -780,6 +1078,7 @@ pub(crate) mod fake {
             "wasmstream: a host call outside a fake host; run processors through wasmstream::testing::Host",
         );
         let mut fk = fake.borrow_mut();
+        fk.sync(true);
         if let Some(e) = fk.fault.and_then(|ff| ff(call)) {
             if e == Errno::IO || e == Errno::FAULT {
                 fk.host_fail = Some(format!("host: {}: {}", call, e));
@@ -823,28 +1122,18 @@ pub(crate) mod fake {
                 if let Some(r) = in_record(f) {
                     return r;
                 }
-                if rec.len() > abi::MAX_RECORD_SIZE {
-                    return err(Errno::TOOLARGE);
+                match f.emitted_of(rec) {
+                    Ok(e) => {
+                        f.emitted.push(e);
+                        0
+                    }
+                    Err((e, fail)) => {
+                        if fail.is_some() {
+                            f.host_fail = fail;
+                        }
+                        err(e)
+                    }
                 }
-                let d = match abi::decode(rec) {
-                    Some(d) => d,
-                    None => return err(Errno::INVAL),
-                };
-                if d.index as usize >= f.outputs.len() {
-                    f.host_fail = Some(format!("emit to undeclared output index {}", d.index));
-                    return err(Errno::NOOUTPUT);
-                }
-                let e = Emitted {
-                    output: f.outputs[d.index as usize].clone(),
-                    key: d.key.map(|k| k.to_vec()),
-                    value: d.value.map(|v| v.to_vec()),
-                    headers: d.headers().map(|h| (h.name.to_vec(), h.value.map(|v| v.to_vec()))).collect(),
-                    timestamp: d.timestamp,
-                    partition: d.partition,
-                    raw: rec.to_vec(),
-                };
-                f.emitted.push(e);
-                0
             },
             err,
         )
@@ -1091,13 +1380,24 @@ pub(crate) mod fake {
                 if !f.in_call() {
                     return -(Errno::PHASE.0 as i64);
                 }
+                let (stream, wall) = f.call_clocks.unwrap_or((f.stream_time, f.wall_time));
                 match clock {
-                    abi::CLOCK_STREAM => f.stream_time,
-                    abi::CLOCK_WALL => f.wall_time,
+                    abi::CLOCK_STREAM => stream,
+                    abi::CLOCK_WALL => wall,
                     _ => -(Errno::INVAL.0 as i64),
                 }
             },
             |e| -(e.0 as i64),
         )
+    }
+
+    /// sys::address natively: a handle (1, 2, ...) for `p`, which the fake
+    /// resolves when it reads a batch's slots (see `Host::batch_raw`).
+    pub fn address(p: *const u8) -> u32 {
+        ADDRESSES.with(|a| {
+            let mut a = a.borrow_mut();
+            a.push(p as usize);
+            a.len() as u32
+        })
     }
 }

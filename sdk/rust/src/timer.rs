@@ -135,10 +135,15 @@ impl<'a> Firing<'a> {
 /// function on it.
 #[doc(hidden)]
 pub fn __on_timer<F: Fn(&Firing<'_>) -> Result<()>>(len: u32, f: F) -> i32 {
-    let src = match crate::__rt::input_bytes(len) {
-        Some(b) => b,
-        None => return crate::__rt::fail("sdk: trigger length is beyond the input buffer"),
-    };
+    match crate::__rt::input_bytes(len) {
+        Some(src) => run_timer(src, f),
+        None => crate::__rt::fail("sdk: trigger length is beyond the input buffer"),
+    }
+}
+
+/// Runs the timer function on the trigger `src`: the one path of
+/// wasmstream_on_timer and of a batch's timer triggers.
+pub(crate) fn run_timer<F: Fn(&Firing<'_>) -> Result<()>>(src: &[u8], f: F) -> i32 {
     let t = match abi::decode_trigger(src) {
         Some(t) if t.kind == EVENT_TIME || t.kind == PROCESSING_TIME => t,
         _ => return crate::__rt::fail("sdk: on_timer: abi: malformed timer trigger"),

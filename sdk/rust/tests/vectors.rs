@@ -276,3 +276,147 @@ fn trigger_checks_and_order() {
     given.sort_by(|a, b| abi::timer_order((a.0, a.1, &a.2), (b.0, b.1, &b.2)));
     assert_eq!(given, fired);
 }
+
+fn batch_vectors() -> Json {
+    let text = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../abi/testdata/batches.json")).unwrap();
+    P { s: &text, i: 0 }.value()
+}
+
+fn string(j: &Json) -> String {
+    match j {
+        Json::Str(s) => s.clone(),
+        _ => panic!("not a string: {:?}", j),
+    }
+}
+
+/// The encodings of the record and trigger vectors, by name.
+fn payloads() -> BTreeMap<(String, String), Vec<u8>> {
+    let mut m = BTreeMap::new();
+    for (kind, doc) in [("record", vectors()), ("trigger", trigger_vectors())] {
+        for v in list(&doc, "vectors") {
+            m.insert((kind.to_string(), string(field(v, "name"))), hex(field(v, "encoded")).unwrap());
+        }
+    }
+    m
+}
+
+static BOUT: wasmstream::Output = wasmstream::Output::new("out");
+
+/// Forwards every record (a batch's first emit: in place).
+fn forward_all(r: &wasmstream::Record) -> wasmstream::Result<()> {
+    BOUT.forward(r)
+}
+
+/// Emits the trigger's key with its clocks as seen by time_now.
+fn emit_clocks(key: &[u8]) -> wasmstream::Result<()> {
+    let clocks = format!("{} {}", wasmstream::timer::stream_time()?, wasmstream::timer::wall_time()?);
+    BOUT.emit(&wasmstream::Out::new(Some(key), Some(clocks.as_bytes())))
+}
+
+fn on_timer(f: &wasmstream::timer::Firing) -> wasmstream::Result<()> {
+    emit_clocks(f.key())
+}
+
+fn on_commit(c: &wasmstream::Commit) -> wasmstream::Result<()> {
+    emit_clocks(c.key())
+}
+
+/// The shared batch vectors (abi/testdata/batches.json): each batch splits
+/// into its slots (the record and trigger vectors it names) and encodes
+/// back to its exact bytes; through the SDK's wasmstream_batch (the fake
+/// host's batch_raw) every record is forwarded with the bytes a single
+/// call gives, and every trigger reaches its callback with its own clocks,
+/// its emits at its timestamp.
+#[test]
+fn batch_vectors_decode_and_reencode() {
+    let doc = batch_vectors();
+    let payloads = payloads();
+    let bs = list(&doc, "batches");
+    assert!(bs.len() >= 3, "only {} batch vectors", bs.len());
+    for b in bs {
+        let name = string(field(b, "name"));
+        let enc = hex(field(b, "encoded")).unwrap();
+        let slots = abi::decode_batch(&enc).unwrap_or_else(|| panic!("{}: refused", name));
+        let want: Vec<(u32, Vec<u8>)> = list(b, "slots")
+            .iter()
+            .map(|s| {
+                let kind = string(field(s, "kind"));
+                let p = payloads[&(kind.clone(), string(field(s, "name")))].clone();
+                (if kind == "record" { abi::SLOT_RECORD } else { abi::SLOT_TRIGGER }, p)
+            })
+            .collect();
+        let got: Vec<(u32, Vec<u8>)> = slots.iter().map(|(k, p)| (*k, p.to_vec())).collect();
+        assert_eq!(got, want, "{}: slots", name);
+        let mut re = Vec::new();
+        abi::encode_batch(&mut re, &slots);
+        assert_eq!(re, enc, "{}: re-encoding", name);
+
+        let mut h = Host::new(forward_all).outputs(&["out"]).on_timer(on_timer).on_commit(on_commit);
+        let outs = h.batch_raw(&enc);
+        assert_eq!(outs.len(), want.len(), "{}: calls ended", name);
+        for (i, ((kind, p), out)) in want.iter().zip(&outs).enumerate() {
+            assert_eq!(out.error, None, "{} call {}", name, i);
+            assert_eq!(out.emitted.len(), 1, "{} call {}", name, i);
+            let raw = &out.emitted[0].raw;
+            if *kind == abi::SLOT_RECORD {
+                let mut fwd = p.clone();
+                fwd[8..16].copy_from_slice(&(-1i64).to_le_bytes());
+                fwd[16..20].copy_from_slice(&(-1i32).to_le_bytes());
+                fwd[20..24].copy_from_slice(&0u32.to_le_bytes());
+                assert_eq!(raw, &fwd, "{} call {}: forwarded", name, i);
+            } else {
+                let t = abi::decode_trigger(p).unwrap();
+                let e = &out.emitted[0];
+                assert_eq!(e.key.as_deref(), Some(t.key), "{} call {}", name, i);
+                assert_eq!(e.timestamp, t.timestamp, "{} call {}", name, i);
+                let clocks = format!("{} {}", t.stream_time, t.wall_time);
+                assert_eq!(e.value.as_deref(), Some(clocks.as_bytes()), "{} call {}: clocks", name, i);
+            }
+        }
+    }
+}
+
+/// The shared runs of emit entries: the records they name encode to the
+/// exact bytes, split back into them, and the malformed runs are refused.
+#[test]
+fn emit_entry_vectors() {
+    let doc = batch_vectors();
+    let payloads = payloads();
+    for e in list(&doc, "emits") {
+        let name = string(field(e, "name"));
+        let enc = hex(field(e, "encoded")).unwrap();
+        let recs: Vec<Vec<u8>> =
+            list(e, "records").iter().map(|r| payloads[&("record".to_string(), string(r))].clone()).collect();
+        let mut got = Vec::new();
+        for r in &recs {
+            abi::encode_emit_entry(&mut got, r);
+        }
+        assert_eq!(got, enc, "emits {}", name);
+        let mut rest = &enc[..];
+        let mut split = Vec::new();
+        while !rest.is_empty() {
+            let (r, more) = abi::next_emit_entry(rest).unwrap_or_else(|| panic!("emits {}: refused", name));
+            assert!(abi::decode(r).is_some(), "emits {}: an entry is not a record", name);
+            split.push(r.to_vec());
+            rest = more;
+        }
+        assert_eq!(split, recs, "emits {}: split", name);
+    }
+    let ms = list(&doc, "malformed_emits");
+    assert!(!ms.is_empty());
+    for m in ms {
+        let enc = hex(field(m, "encoded")).unwrap();
+        let mut rest = &enc[..];
+        let mut ok = true;
+        while ok && !rest.is_empty() {
+            match abi::next_emit_entry(rest) {
+                Some((r, more)) => {
+                    ok = abi::decode(r).is_some();
+                    rest = more;
+                }
+                None => ok = false,
+            }
+        }
+        assert!(!ok, "malformed emits {:?} accepted", field(m, "name"));
+    }
+}

@@ -1,5 +1,5 @@
 // Package e2e benchmarks the bundled word count end to end through the host
-// in Go, Rust and C. It is a package of its own because it needs a Kafka
+// in Go, Rust, C and TypeScript. It is a package of its own because it needs a Kafka
 // broker (internal/testbroker): the Makefile's integration suite runs every
 // such package again against real Kafka, which the conformance tests do not
 // need.
@@ -26,7 +26,7 @@ import (
 
 // BenchmarkWordcountEndToEnd runs the word count end to end through the
 // host (Kafka in, the plugin, the state store with its changelog, Kafka
-// out, exactly-once) with the Go, Rust and C plugins, in one run:
+// out, exactly-once) with the Go, Rust, C and TypeScript plugins, in one run:
 //
 //	go test -run '^$' -bench WordcountEndToEnd -benchtime 1x -count 3 ./host/internal/conformance/e2e/
 //	WASMSTREAM_TEST_BROKERS=127.0.0.1:19092 go test ...   # against a real broker
@@ -154,7 +154,7 @@ func runWordcount(b *testing.B, br *testbroker.Broker, plugin, in string, n int)
 	return el, cpu
 }
 
-var langs = []string{"go", "rust", "c"}
+var langs = []string{"go", "rust", "c", "ts"}
 
 // wordLines are 1,000 lines of 10 words each from a 1,000-word vocabulary
 // (words of 3 to 9 letters): the records of the conformance package's

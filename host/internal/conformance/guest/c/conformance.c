@@ -379,6 +379,13 @@ int ws_process(const ws_record *r) {
         ws_host_emit((const void *)(uintptr_t)0xFFFFFF00u, 1000);
         return WS_OK;
     }
+    if (is(r->key, "trap")) {
+        /* A byte far outside linear memory: a Wasm trap (out of bounds
+         * memory access), the same in every language. */
+        volatile const uint8_t *p = (volatile const uint8_t *)(uintptr_t)0xFFFFFFF0u;
+        (void)*p;
+        return WS_OK;
+    }
     if (is(r->key, "nooutput")) {
         ws_out o = {ws_str("k"), WS_NULL, NULL, 0, 0};
         uint8_t rec[64];

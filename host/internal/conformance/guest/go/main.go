@@ -132,6 +132,9 @@ func process(r *sdk.Record) error {
 	case "fault":
 		rawEmitAt(0xFFFFFF00, 1000)
 		return nil
+	case "trap":
+		rawTrap()
+		return nil
 	case "nooutput":
 		rec := abi.Record{Offset: abi.NoOffset, Partition: abi.AnyPartition, Index: 9, Key: []byte("k")}
 		rawEmit(rec.AppendEncode(nil))

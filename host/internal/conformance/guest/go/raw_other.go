@@ -21,3 +21,4 @@ func rawScanOpen(uint32, []byte, []byte) int32                 { return unreacha
 func rawScanNext(uint32, []byte) int32                         { return unreachable() }
 func rawTimerSetAt(abi.TimerKind, int64, uint32, uint32) int32 { return unreachable() }
 func rawTimeNow(uint32) int64                                  { return int64(unreachable()) }
+func rawTrap()                                                 { unreachable() }

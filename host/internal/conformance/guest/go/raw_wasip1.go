@@ -71,3 +71,10 @@ func rawTimerSetAt(kind abi.TimerKind, ts int64, ptr, n uint32) int32 {
 }
 
 func rawTimeNow(clock uint32) int64 { return hostTimeNow(clock) }
+
+// trapSink keeps rawTrap's load from being optimized away.
+var trapSink byte
+
+// rawTrap loads a byte far outside linear memory: a Wasm trap (out of
+// bounds memory access), not a Go panic the SDK would recover.
+func rawTrap() { trapSink = *(*byte)(unsafe.Add(unsafe.Pointer(nil), 0xFFFFFFF0)) }

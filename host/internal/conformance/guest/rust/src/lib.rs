@@ -72,6 +72,18 @@ extern "C" {
     fn timer_set_at(kind: u32, ts: i64, ptr: u32, len: u32) -> i32;
 }
 
+/// Loads a byte far outside linear memory: a Wasm trap (out of bounds
+/// memory access), the same in every language.
+#[cfg(target_arch = "wasm32")]
+fn trap() {
+    unsafe { core::ptr::read_volatile(0xFFFF_FFF0usize as *const u8) };
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn trap() {
+    unreachable!("conformance: a raw address exists only in Wasm")
+}
+
 #[cfg(not(target_arch = "wasm32"))]
 unsafe fn emit_at(_: u32, _: u32) -> i32 {
     unreachable!("conformance: a raw address exists only in Wasm")
@@ -137,6 +149,12 @@ fn process(r: &Record) -> Result<()> {
             unsafe { emit_at(0xFFFF_FF00, 1000) };
             Ok(())
         }
+        b"trap" => {
+            trap();
+            Ok(())
+        }
+        // Rust only (TestRustPanicInBatch): a panic aborts, so it traps.
+        b"panic" => panic!("conformance: panic on purpose"),
         b"nooutput" => {
             let mut rec = Vec::new();
             abi::encode(&mut rec, 0, abi::NO_OFFSET, abi::ANY_PARTITION, 9, Some(b"k"), None, &[]);

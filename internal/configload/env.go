@@ -1,4 +1,4 @@
-package host
+package configload
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	"github.com/knadh/koanf/maps"
+
+	"github.com/wasmstream/wasmstream/host"
 )
 
 // envTree turns the flat environment keys ("processors.0.inputs") into the
@@ -58,7 +60,7 @@ func listsFromIndexes(path string, v any, existing any) (any, error) {
 	}
 	for _, i := range idx {
 		if i > len(list) {
-			return nil, &ConfigError{Path: fmt.Sprintf("%s[%d]", path, i), Problem: fmt.Sprintf("set by the environment, but %s has %d elements (indices start at 0, without gaps)", path, len(list))}
+			return nil, &host.ConfigError{Path: fmt.Sprintf("%s[%d]", path, i), Problem: fmt.Sprintf("set by the environment, but %s has %d elements (indices start at 0, without gaps)", path, len(list))}
 		}
 		var cur any
 		if i < len(list) {

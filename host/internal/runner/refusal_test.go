@@ -1,0 +1,423 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// A record the broker refuses fails only that record (refusal.go).
+
+func TestRefusalError(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{kerr.MessageTooLarge, true},
+		{fmt.Errorf("%w (uncompressed_bytes=9)", kerr.MessageTooLarge), true},
+		{kerr.InvalidTimestamp, true},
+		{kerr.InvalidRecord, true},
+		{kerr.CorruptMessage, true},
+		{kerr.RecordListTooLarge, true},
+		{kerr.UnknownTopicOrPartition, false},
+		{kerr.TopicAuthorizationFailed, false},
+		{kerr.InvalidProducerEpoch, false},
+		{kgo.ErrRecordTimeout, false},
+		{errors.New("broker gone"), false},
+	} {
+		if got := refusalError(c.err); got != c.want {
+			t.Errorf("refusalError(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+func TestTopicLimitTimestamps(t *testing.T) {
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	ms := now.UnixMilli()
+	lim := TopicLimit{TimestampAfter: time.Hour, TimestampBefore: 24 * time.Hour}
+	for _, c := range []struct {
+		ts   time.Time
+		want error
+	}{
+		{time.Time{}, nil}, // stamped when produced
+		{now, nil},
+		{now.Add(59 * time.Minute), nil},
+		{now.Add(2 * time.Hour), abi.ErrnoTimestamp},
+		{now.Add(-23 * time.Hour), nil},
+		{now.Add(-25 * time.Hour), abi.ErrnoTimestamp},
+	} {
+		err := lim.check(&kgo.Record{Timestamp: c.ts}, ms)
+		if !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
+			t.Errorf("timestamp %v: %v, want %v", c.ts.Sub(now), err, c.want)
+		}
+	}
+	if err := (TopicLimit{}).check(&kgo.Record{Timestamp: now.Add(1000 * time.Hour)}, ms); err != nil {
+		t.Errorf("no limits: %v", err)
+	}
+	err := lim.check(&kgo.Record{Timestamp: now.Add(2 * time.Hour)}, ms)
+	if !strings.Contains(err.Error(), "message.timestamp.after.max.ms") || !strings.Contains(err.Error(), "2h0m0s ahead") {
+		t.Errorf("the error does not say what and by how much: %v", err)
+	}
+}
+
+// A refused output fails its call on every pass until a window that used
+// the entry commits; a dead letter refused for its timestamp is stamped
+// anew first and refused for good only when the new stamp is refused too;
+// an entry no committed window used stays.
+func TestRefusedSet(t *testing.T) {
+	r := &Runner{refused: NewRefused()}
+	tk := &task{r: r}
+	out := originKey{processor: "p", topic: "in", partition: 1, offset: 5}
+	dl := originKey{processor: "p", topic: "in", partition: 1, offset: 6}
+	idle := originKey{processor: "p", topic: "in", partition: 1, offset: 7}
+	r.refused.convict(out, "out", kerr.InvalidTimestamp, false, false)
+	r.refused.convict(dl, "dlq", kerr.InvalidTimestamp, true, false)
+	r.refused.convict(idle, "out", kerr.MessageTooLarge, false, false)
+	for pass := range 2 { // a window aborted again fails the call again
+		if err := tk.failRefusedCall(out, false); failureKind(err) != FailureRefused || !errors.Is(err, kerr.InvalidTimestamp) {
+			t.Fatalf("pass %d: refused output: %v", pass, err)
+		}
+	}
+	if err := tk.failRefusedCall(out, true); err != nil {
+		t.Fatalf("a call that failed by itself produced nothing to refuse: %v", err)
+	}
+	if err := tk.failRefusedCall(dl, false); err != nil {
+		t.Fatalf("a call whose dead letter was refused succeeded: %v", err)
+	}
+	c, _ := r.refused.get(dl)
+	if !c.restamp || c.deadLetter != nil {
+		t.Fatalf("a dead letter refused for its timestamp is stamped anew first: %+v", c)
+	}
+	r.refused.convict(dl, "dlq", kerr.InvalidTimestamp, true, true)
+	if c, _ := r.refused.get(dl); !errors.Is(c.deadLetter, kerr.InvalidTimestamp) {
+		t.Fatalf("a restamped dead letter refused again cannot be written: %+v", c)
+	}
+	r.refused.committed()
+	if r.refused.Len() != 1 {
+		t.Fatalf("%d entries after the commit, want the one no window used", r.refused.Len())
+	}
+	if err := tk.failRefusedCall(idle, false); !errors.Is(err, kerr.MessageTooLarge) {
+		t.Fatalf("the unused entry: %v", err)
+	}
+	if err := tk.failRefusedCall(out, false); err != nil {
+		t.Fatalf("a committed entry is forgotten: %v", err)
+	}
+}
+
+// fakeProber refuses any probe holding a record whose key is in refuse.
+type fakeProber struct {
+	refuse map[string]bool
+	probes atomic.Int32
+}
+
+func (p *fakeProber) probe(_ context.Context, recs []*kgo.Record) (error, error) {
+	p.probes.Add(1)
+	for _, r := range recs {
+		if p.refuse[string(r.Key)] {
+			return kerr.InvalidRecord, nil
+		}
+	}
+	return nil, nil
+}
+func (p *fakeProber) close() {}
+
+// Probing halves the suspects until it holds the culprits: the refused
+// records' neighbours, refused with them, are cleared.
+func TestProbeFindsTheCulprits(t *testing.T) {
+	p := &fakeProber{refuse: map[string]bool{"k17": true, "k90": true}}
+	r := &Runner{refused: NewRefused(), prober: p, log: testLogger(t)}
+	cp := &commitPoint{r: r}
+	var list []refusal
+	var o origins
+	for i := range 100 {
+		key := originKey{processor: "p", topic: "in", offset: int64(i)}
+		rec := &kgo.Record{Topic: "out", Key: []byte("k" + strconv.Itoa(i))}
+		list = append(list, refusal{rec: rec, o: o.new(key, false), err: kerr.InvalidRecord})
+	}
+	if n := cp.probeSuspects(context.Background(), list, nil); n != 2 {
+		t.Fatalf("convicted %d, want 2", n)
+	}
+	if r.refused.Len() != 2 {
+		t.Fatalf("%d refused", r.refused.Len())
+	}
+	for _, off := range []int64{17, 90} {
+		if c, _ := r.refused.get(originKey{processor: "p", topic: "in", offset: off}); !errors.Is(c.output, kerr.InvalidRecord) {
+			t.Errorf("offset %d: %v", off, c.output)
+		}
+	}
+	if n := p.probes.Load(); n > 2*7*2 {
+		t.Errorf("%d probes for 2 culprits among 100", n)
+	}
+	t.Logf("%d probes", p.probes.Load())
+}
+
+// runUntilDone runs runners built by mk until ctx ends, replacing one that
+// stops with an error as the host does (a LimitsChangedError among them);
+// it returns how many were replaced.
+func runUntilDone(t *testing.T, ctx context.Context, mk func() *Runner) (restarts int) {
+	t.Helper()
+	for {
+		r := mk()
+		err := r.Run(ctx)
+		if ctx.Err() != nil {
+			return restarts
+		}
+		var lce *LimitsChangedError
+		if !errors.As(err, &lce) {
+			t.Errorf("runner stopped: %v", err)
+		}
+		t.Logf("runner replaced: %v", err)
+		restarts++
+	}
+}
+
+// refusalCase runs the upper-casing plugin over inputs some of which make
+// outputs the output topic refuses, with on_error: dead_letter, and checks
+// that exactly those are dead-lettered (with kind) and every other comes
+// out (once under exactly_once), at most one abort per refused record.
+type refusalCase struct {
+	eos      bool
+	limits   bool // the runner reads the topics' limits (BrokerLimits)
+	outConf  map[string]string
+	inConf   map[string]string
+	lower    map[string]string // set on the output topic after the first records
+	bad      func(i int) bool  // inputs whose output is refused
+	input    func(i int) *kgo.Record
+	n        int
+	wantKind func(kind string) bool
+	// realOnly, if set, says why the case needs a real broker.
+	realOnly string
+}
+
+func (c refusalCase) run(t *testing.T) {
+	f := newFixture(t, c.eos, 2)
+	if c.realOnly != "" {
+		f.b.RequireReal(t, c.realOnly)
+	}
+	f.in, f.out = f.b.Name(t, "rin"), f.b.Name(t, "rout")
+	f.b.CreateTopic(t, f.in, 2, c.inConf)
+	f.b.CreateTopic(t, f.out, 2, c.outConf)
+	produce := func(from, to int) {
+		var recs []*kgo.Record
+		for i := from; i < to; i++ {
+			rec := c.input(i)
+			rec.Topic = f.in
+			recs = append(recs, rec)
+		}
+		f.b.Produce(t, recs...)
+	}
+	stats := map[string]*Stats{"upper": newStats()}
+	refused := NewRefused()
+	mk := func() *Runner {
+		return f.runnerWith(t, &goPlugin{}, DeadLetter, func(o *Options) {
+			o.Stats = stats
+			o.Refused = refused
+			if c.limits {
+				o.Limits = BrokerLimits(o.Kafka)
+			}
+		})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() { done <- runUntilDone(t, ctx, mk) }()
+	first := c.n / 4
+	produce(0, first)
+	f.waitCommitted(t, f.endOffsets(t, f.in))
+	if c.lower != nil {
+		alter := make([]kadm.AlterConfig, 0, len(c.lower))
+		for k, v := range c.lower {
+			alter = append(alter, kadm.AlterConfig{Name: k, Value: kadm.StringPtr(v)})
+		}
+		actx, acancel := context.WithTimeout(context.Background(), 10*time.Second)
+		res, err := f.b.Admin(t).AlterTopicConfigs(actx, alter, f.out)
+		acancel()
+		if err == nil {
+			err = res[0].Err
+		}
+		if err != nil {
+			t.Fatalf("lowering the output topic's limits: %v", err)
+		}
+	}
+	produce(first, c.n)
+	f.waitCommitted(t, f.endOffsets(t, f.in))
+	cancel()
+	restarts := <-done
+
+	bad := 0
+	for i := range c.n {
+		if c.bad(i) {
+			bad++
+		}
+	}
+	out := f.b.ReadCommitted(t, f.out, 30*time.Second)
+	seen := map[string]int{}
+	for _, o := range out {
+		seen[string(o.Key)]++
+	}
+	for i := range c.n {
+		k := string(c.input(i).Key)
+		switch n := seen[k]; {
+		case c.bad(i) && n != 0:
+			t.Errorf("input %s, whose output is refused, came out %d times", k, n)
+		case !c.bad(i) && n == 0:
+			t.Errorf("input %s is lost", k)
+		case !c.bad(i) && c.eos && n != 1:
+			t.Errorf("input %s came out %d times under exactly_once", k, n)
+		}
+	}
+	dlq := f.b.ReadCommitted(t, f.dlq, 30*time.Second)
+	dead := map[string]int{}
+	for _, d := range dlq {
+		dead[string(d.Key)]++
+		h := map[string]string{}
+		for _, kv := range d.Headers {
+			h[kv.Key] = string(kv.Value)
+		}
+		if !c.wantKind(h[HeaderErrorKind]) {
+			t.Errorf("dead letter %s: kind %q (error %q)", d.Key, h[HeaderErrorKind], h[HeaderError])
+		}
+		if len(dead) == 1 {
+			t.Logf("dead letter %s: %s: %s", d.Key, h[HeaderErrorKind], h[HeaderError])
+		}
+	}
+	for i := range c.n {
+		k := string(c.input(i).Key)
+		if c.bad(i) && (dead[k] == 0 || c.eos && dead[k] != 1) {
+			t.Errorf("input %s: %d dead letters", k, dead[k])
+		}
+		if !c.bad(i) && dead[k] != 0 {
+			t.Errorf("input %s, accepted, was dead-lettered", k)
+		}
+	}
+	s := stats["upper"]
+	if a := s.RefusalAborts.Load(); a > int64(bad) {
+		t.Errorf("%d aborts for %d refused records: a record caused more than one", a, bad)
+	}
+	if restarts > 1 {
+		t.Errorf("%d runner restarts, want at most 1", restarts)
+	}
+	t.Logf("%d refused records: %d refusal aborts, %d aborts, %d restarts, %d dead letters, %d outputs",
+		bad, s.RefusalAborts.Load(), s.Aborts.Load(), restarts, len(dlq), len(out))
+}
+
+// letters is n pseudo-random lower-case letters, seeded by i: a value
+// franz-go's compression (snappy by default) cannot shrink much, which the
+// broker's size limit applies to.
+func letters(n, i int) []byte {
+	rng := rand.New(rand.NewPCG(uint64(i), 1))
+	b := make([]byte, n)
+	for k := range b {
+		b[k] = 'a' + byte(rng.IntN(26))
+	}
+	return b
+}
+
+func small(i int) *kgo.Record {
+	return &kgo.Record{Key: []byte("k" + strconv.Itoa(i)), Value: []byte("value-" + strconv.Itoa(i))}
+}
+
+// An operator lowers the output topic's max.message.bytes while the runner
+// runs: the first refusal reads the limits again (and restarts the runner,
+// whose batches were larger than the topic now takes); from then on Emit
+// refuses the large outputs as their records' failures.
+func testLoweredMaxMessageBytes(t *testing.T, eos bool) {
+	// The first quarter is produced before the limit is lowered.
+	bad := func(i int) bool { return i%100 == 70 && i >= 100 }
+	refusalCase{
+		eos: eos, limits: true, n: 400,
+		lower: map[string]string{"max.message.bytes": "4096"},
+		bad:   bad,
+		input: func(i int) *kgo.Record {
+			rec := small(i)
+			if bad(i) {
+				rec.Value = letters(6000, i)
+			}
+			return rec
+		},
+		// The Go stand-in plugin returns Emit's error as it is: the
+		// engine would make it limit_exceeded.
+		wantKind: func(k string) bool { return k == "error" || k == "refused" },
+	}.run(t)
+}
+
+// A refusal no limit the runner knows explains (it reads none here: a
+// broker's own reasons look the same): probing finds the record, which
+// fails on the next pass as kind "refused" with the broker's error, and
+// its neighbours, refused with it, are produced.
+func testUnexplainedRefusal(t *testing.T, eos bool) {
+	bad := func(i int) bool { return i%100 == 70 }
+	refusalCase{
+		eos: eos, n: 400,
+		outConf: map[string]string{"max.message.bytes": "262144"},
+		bad:     bad,
+		input: func(i int) *kgo.Record {
+			rec := small(i)
+			if bad(i) {
+				rec.Value = letters(300_000, i)
+			}
+			return rec
+		},
+		wantKind: func(k string) bool { return k == "refused" },
+	}.run(t)
+}
+
+func TestRefusedRecords(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		eos  bool
+	}{{"exactly_once", true}, {"at_least_once", false}} {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Run("LoweredMaxMessageBytes", func(t *testing.T) { testLoweredMaxMessageBytes(t, mode.eos) })
+			t.Run("UnexplainedRefusal", func(t *testing.T) { testUnexplainedRefusal(t, mode.eos) })
+		})
+	}
+}
+
+// Kafka refuses records whose timestamp is too far ahead of its clock
+// (message.timestamp.after.max.ms, an hour by default since Kafka 4.0).
+// With the limits read, Emit refuses them (ETIMESTAMP, no abort); without,
+// the broker does and probing finds them.
+func TestFutureTimestamps(t *testing.T) {
+	for _, limits := range []bool{true, false} {
+		for _, eos := range []bool{true, false} {
+			t.Run(fmt.Sprintf("limits=%v/eos=%v", limits, eos), func(t *testing.T) {
+				future := time.Now().Add(2 * time.Hour)
+				bad := func(i int) bool { return i%100 == 70 }
+				c := refusalCase{
+					eos: eos, limits: limits, n: 400,
+					// The input takes them; the output refuses them.
+					inConf:  map[string]string{"message.timestamp.after.max.ms": strconv.Itoa(int((24 * time.Hour).Milliseconds()))},
+					outConf: map[string]string{"message.timestamp.after.max.ms": strconv.Itoa(int(time.Hour.Milliseconds()))},
+					bad:     bad,
+					input: func(i int) *kgo.Record {
+						rec := small(i)
+						if bad(i) {
+							rec.Timestamp = future
+						}
+						return rec
+					},
+					wantKind: func(k string) bool {
+						if limits {
+							return k == "error" // limit_exceeded through the engine
+						}
+						return k == "refused"
+					},
+					realOnly: "kfake checks no timestamps",
+				}
+				c.run(t)
+			})
+		}
+	}
+}
