@@ -5,12 +5,15 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/wasmstream/wasmstream/internal/diskfault"
 	"github.com/wasmstream/wasmstream/internal/testutil"
@@ -241,5 +244,47 @@ func TestFailingDiskFailsTheDatabase(t *testing.T) {
 	cp := consistent(t, db.Task("proc", 0, []string{"counts"}), applied+1)
 	if cp < 3 {
 		t.Errorf("the windows synced before the fault are gone: checkpoint %d", cp)
+	}
+}
+
+// Pebble's fatal error on a goroutine of its own (a MANIFEST write that
+// fails while a flush records its table: pebbleLogger.Fatalf) fails the
+// database, with the disk's error, instead of the process: later writes
+// are refused, and Close returns (ErrStuck when the goroutine that ended
+// held what Pebble's close needs: only a new process reopens it).
+func TestPebbleFatalFailsOnlyTheDatabase(t *testing.T) {
+	var fail atomic.Bool
+	fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if fail.Load() && strings.Contains(op.Path, "MANIFEST") &&
+			(op.Kind == errorfs.OpFileWrite || op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpCreate) {
+			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.EIO}
+		}
+		return nil
+	}))
+	db, err := Open("db", Options{FS: fs, WriteTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := restored(t, db, "proc", 0, "counts")
+	if n, err := windows(t, tk, 1, 3, 100); err != nil || n != 3 {
+		t.Fatalf("windows before the fault: %d %v", n, err)
+	}
+	fail.Store(true)
+	pdb := db.pdb
+	_ = db.write("a flush", 0, func() error { return pdb.Flush() }) // fails or times out
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if db.Failure() == nil {
+			return errors.New("the database has not failed")
+		}
+		return nil
+	})
+	if f := db.Failure(); !errors.Is(f, syscall.EIO) || !strings.Contains(f.Error(), "MANIFEST") {
+		t.Fatalf("failure %v, want the MANIFEST write's EIO", f)
+	}
+	if _, err := windows(t, tk, 4, 1, 100); !errors.Is(err, ErrWriteFailed) {
+		t.Fatalf("a write after the fatal error: %v", err)
+	}
+	if err := db.Close(); err != nil && !errors.Is(err, ErrStuck) {
+		t.Fatalf("Close: %v", err)
 	}
 }
