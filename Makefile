@@ -1,6 +1,7 @@
 # wasmstream — build, test and run.
 #
-#   make test        everything CI runs: vet, the hermetic suite (kfake), then the
+#   make test        everything CI runs: vet, the hermetic suite (kfake), the race
+#                    detector over runner, state, restore, engine and host (kfake), then the
 #                    integration suite against a real Kafka broker that this target
 #                    starts (scripts/kafka.sh: PLAINTEXT on 19092, SASL_SSL on 19094)
 #                    and always stops. Needs Go, Java 17+, Maven, openssl.
@@ -8,14 +9,17 @@
 #   make docker      the container image (Dockerfile; needs docker)
 #   make test-fast   the hermetic suite only: go test ./... (embedded kfake broker),
 #                    with the SDK conformance suite in Go, Rust, C and TypeScript (needs make toolchains)
+#   make test-race   the race detector part of make test alone
 #   make toolchains  apt-get install the Rust, C and TypeScript toolchains when missing (root),
 #                    and the AssemblyScript compiler into sdk/ts/node_modules (npm ci)
 #   make rust-plugins / c-plugins / ts-plugins   the Rust, C and TypeScript plugins into bin/plugins/{rust,c,ts}/
 #   make bench-polyglot   the plugins in Go, Rust, C and TypeScript against the wazero floor, and end to end
 #   make demo        go run ./cmd/wasmstream demo
-#   make check       gofmt, vet (native and wasip1), go mod tidy, and the policy tests
-#                    (internal/lint: import boundaries, the host's public surface).
-#                    It does not rebuild the demo plugins: make demo-plugins does.
+#   make check       gofmt, vet (native and wasip1), go mod tidy, staticcheck, and the
+#                    policy tests (internal/lint: import boundaries, the host's public
+#                    surface, no tracked build outputs, the committed .wasm fixtures
+#                    rebuilt from their sources and compared).
+#   make demo-plugins   the plugins `wasmstream demo` embeds (make build runs it)
 #   make bench       the per-record benchmarks
 #   make chaos       only the process-level crash, fencing and rebalance-storm tests
 #                    (internal/chaos; make test runs them too, after the rest)
@@ -40,7 +44,7 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v '^$(CHAOS_PKG)$$')
 TEST_FLAGS ?= -count=1 -timeout 20m
 PLUGINS = passthrough filter route mask wordcount split windowcount alert clickjoin enrich
 
-.PHONY: docs docker all build test test-fast test-real vet check bench demo plugins demo-plugins kafka-up kafka-down testdata chaos
+.PHONY: docs docker all build test test-fast test-race test-real vet check bench demo plugins demo-plugins kafka-up kafka-down testdata chaos
 
 all: build
 
@@ -50,20 +54,30 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS = -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-build:
+build: demo-plugins
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/wasmstream ./cmd/wasmstream
 
 vet:
 	$(GO) vet ./...
 	GOOS=wasip1 GOARCH=wasm $(GO) vet ./sdk/... ./plugins/...
 
-test: vet test-fast test-real
+test: vet test-fast test-race test-real
 
 test-fast: toolchains
 	@echo "=== hermetic suite (embedded kfake broker) ==="
 	$(GO) test $(TEST_FLAGS) $(UNIT_PKGS)
 	@echo "=== process-level chaos tests (kfake) ==="
 	$(GO) test $(TEST_FLAGS) $(CHAOS_PKG)
+
+# The race detector over the packages whose goroutines share the most: the
+# runner (task goroutines, produce promises, group callbacks), the state
+# store and its restores, the engine (the watchdog beside every call), and
+# the host (runners, the follower, the admin endpoint), against kfake.
+# The invariants' checks (host/internal/invariants) run under it too.
+RACE_PKGS = ./host/internal/runner/ ./host/internal/state/ ./host/internal/restore/ ./host/internal/engine/ ./host/
+test-race: toolchains
+	@echo "=== race detector (embedded kfake broker) ==="
+	$(GO) test -race $(TEST_FLAGS) $(RACE_PKGS)
 
 # The same integration tests against real Apache Kafka. The broker is stopped
 # whatever the tests do; the exit status is the tests'. Tests that restart the
@@ -82,10 +96,22 @@ test-real:
 	  grep -B2 -A30 -E -- '--- FAIL|panic:' .cache/test-real.log | tail -200; fi; \
 	exit $$status
 
-check: vet
+check: vet staticcheck
 	@test -z "$$(gofmt -l . | tee /dev/stderr)" || (echo "gofmt needed"; exit 1)
 	$(GO) mod tidy -diff
 	$(GO) test -count=1 ./internal/lint/
+
+# staticcheck at a pinned version, fetched through the Go module proxy and
+# cached by the go command. The SDK and the plugins are checked as both
+# builds (native and wasip1) merged, so code used by one build only is not
+# reported as unused; the rest natively. Its default checks; an exception is
+# a //lint:ignore with its reason at the line.
+STATICCHECK_VERSION = v0.8.2
+STATICCHECK = $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+.PHONY: staticcheck
+staticcheck:
+	$(STATICCHECK) $$($(GO) list ./... | grep -v -e '/wasmstream/sdk' -e '/wasmstream/plugins')
+	printf 'native:\nwasip1: GOOS=wasip1 GOARCH=wasm\n' | $(STATICCHECK) -matrix ./sdk/... ./plugins/...
 
 # Process-level chaos tests alone (SIGKILL, SIGSTOP, rebalance storms).
 # Against real Kafka: make kafka-up, then
@@ -104,9 +130,12 @@ plugins:
 	for p in $(PLUGINS); do GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o bin/plugins/$$p.wasm ./plugins/$$p || exit 1; done
 
 # The demo embeds prebuilt plugins so that `wasmstream demo` needs no Go
-# toolchain; rebuild them after changing the plugins or the SDK.
+# toolchain. Go builds are reproducible (same toolchain, -trimpath, no VCS
+# stamp), so rebuilding unchanged sources rewrites the same bytes;
+# internal/lint's TestDemoPluginsMatchSources rebuilds them the same way and
+# fails while the committed ones are stale.
 demo-plugins:
-	for p in mask wordcount; do GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags=-s -o internal/demo/plugins/$$p.wasm ./plugins/$$p || exit 1; done
+	for p in mask wordcount; do GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 $(GO) build -buildmode=c-shared -trimpath -buildvcs=false -ldflags=-s -o internal/demo/plugins/$$p.wasm ./plugins/$$p || exit 1; done
 
 # docs/config.md from host.Config's doc comments (a test fails while stale).
 docs:
@@ -129,7 +158,9 @@ kafka-down:
 # path: a rustup toolchain first on PATH usually has no Wasm target. lld-14 is
 # listed because Debian's rustc links wasm32 through /usr/bin/rust-lld, a link to
 # lld-14 that the packages only recommend (and --no-install-recommends skips).
-TOOLCHAIN_PKGS = clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32 rustc cargo libstd-rust-dev-wasm32 lld-14 gcc
+# wabt (wat2wasm) and python3 rebuild the engine's test modules from their
+# sources (internal/lint's TestEngineFixturesMatchSources).
+TOOLCHAIN_PKGS = clang-19 lld-19 wasi-libc libclang-rt-19-dev-wasm32 rustc cargo libstd-rust-dev-wasm32 lld-14 gcc wabt python3
 RUST_ENV = RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc CARGO_NET_OFFLINE=true
 CARGO = /usr/bin/cargo
 WASI_CC = clang-19 --target=wasm32-wasi --sysroot=/usr -isystem /usr/include/wasm32-wasi -L/usr/lib/wasm32-wasi \

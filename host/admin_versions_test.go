@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host/internal/control"
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 // versionsDoc is the part of /v1/processors this file checks.
@@ -71,20 +73,19 @@ func getVersionsDoc(t *testing.T, base string) versionsDoc {
 // between (if not nil) after each look that was not it.
 func waitVersionsDoc(t *testing.T, base, what string, ok func(versionsDoc) bool, between func()) versionsDoc {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		doc := getVersionsDoc(t, base)
-		if ok(doc) {
-			return doc
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/v1/processors never showed %s: %+v", what, doc)
-		}
-		if between != nil {
+	var doc versionsDoc
+	first := true
+	testutil.Eventually(t, 60*time.Second, func() error {
+		if !first && between != nil {
 			between()
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		first = false
+		if doc = getVersionsDoc(t, base); !ok(doc) {
+			return fmt.Errorf("/v1/processors never showed %s: %+v", what, doc)
+		}
+		return nil
+	})
+	return doc
 }
 
 // The admin endpoint reports the plugin version of the processor and of

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/internal/testutil"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
@@ -95,17 +97,12 @@ func TestCopartitionedProcessorNextToAnother(t *testing.T) {
 					&kgo.Record{Topic: other, Key: k, Value: []byte("x"), Timestamp: at})
 			}
 			p.b.Produce(t, recs...)
-			deadline := time.Now().Add(60 * time.Second)
-			for {
-				joined := latest(p.b.ReadCommitted(t, p.out, 30*time.Second))
-				if len(joined) == n {
-					break
+			testutil.Eventually(t, 60*time.Second, func() error {
+				if joined := latest(p.b.ReadCommitted(t, p.out, 30*time.Second)); len(joined) != n {
+					return fmt.Errorf("%d of %d impressions joined", len(joined), n)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%d of %d impressions joined within 60s", len(joined), n)
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
+				return nil
+			})
 			for _, stop := range stops {
 				if err := stop(); err != nil {
 					t.Fatal(err)

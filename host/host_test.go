@@ -26,6 +26,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host/internal/runner"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 	"github.com/wasmstream/wasmstream/internal/wasmgen"
 )
@@ -39,6 +40,7 @@ type pipeline struct {
 	b       *testbroker.Broker
 	cfg     *Config
 	in, out string
+	opts    []Option // for every New in run, after the test logger
 }
 
 // newPipeline makes a one-processor config on the test broker with fresh
@@ -72,7 +74,7 @@ func testLogger(t testing.TB) *slog.Logger { return testbroker.Logger(t, slog.Le
 
 // run starts the host; the returned func stops it and returns Run's error.
 func (p *pipeline) run(t testing.TB) (*Host, func() error) {
-	h, err := New(context.Background(), p.cfg, WithLogger(testLogger(t)))
+	h, err := New(context.Background(), p.cfg, append([]Option{WithLogger(testLogger(t))}, p.opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -338,7 +340,9 @@ func latest(recs []*kgo.Record) map[string]string {
 
 // State survives restarts and moves between machines through its
 // changelog: a host with an empty state directory restores the counts, a
-// host with an old local store catches up from its checkpoint.
+// host with an old local store catches up from its checkpoint: it reads
+// only what the changelog gained since, never wiping or reading it again
+// from the start.
 func TestWordcountStateSurvivesRestartAndMove(t *testing.T) {
 	p := newPipeline(t, wasmbuild.Build(t, "./plugins/wordcount"), OnErrorFail)
 	p.cfg.Processors[0].Stores = []string{p.b.Name(t, "counts")}
@@ -349,6 +353,25 @@ func TestWordcountStateSurvivesRestartAndMove(t *testing.T) {
 	dirA, dirB := t.TempDir(), t.TempDir()
 	line := func(text string) {
 		p.b.Produce(t, &kgo.Record{Topic: p.in, Key: []byte("k"), Value: []byte(text)})
+	}
+	// The finished restores of the running host, one per changelog partition.
+	var mu sync.Mutex
+	var restores []RestoreProgress
+	p.opts = []Option{WithRestoreProgress(func(pr RestoreProgress) {
+		if pr.Done {
+			mu.Lock()
+			restores = append(restores, pr)
+			mu.Unlock()
+		}
+	})}
+	restored := func() (n int64, done []RestoreProgress) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, pr := range restores {
+			n += pr.Restored
+		}
+		done, restores = restores, nil
+		return n, done
 	}
 	runWith := func(dir string, lines ...string) map[string]string {
 		p.cfg.State.Dir = dir
@@ -366,13 +389,34 @@ func TestWordcountStateSurvivesRestartAndMove(t *testing.T) {
 	if got["a"] != "2" || got["b"] != "2" || got["c"] != "1" {
 		t.Fatalf("first run counts %v", got)
 	}
+	// The first run's restores found empty changelogs.
+	restored()
 	got = runWith(dirB, "a") // an empty state dir: restored from the changelog
 	if got["a"] != "3" {
 		t.Fatalf("after moving to an empty state dir, a = %s, want 3", got["a"])
 	}
+	full, fullDone := restored()
 	got = runWith(dirA, "b") // the old dir: its checkpoint is behind the changelog
 	if got["b"] != "3" {
 		t.Fatalf("back on the first state dir, b = %s, want 3", got["b"])
+	}
+	// The old dir caught up from its checkpoint: it read only the second
+	// run's changes (the count of a), fewer than the full restore of the
+	// first run's, and read every partition that held the first run's
+	// changes from past the log start, wiping nothing.
+	caughtUp, done := restored()
+	if caughtUp == 0 || caughtUp >= full {
+		t.Fatalf("back on the first state dir, the restore read %d changelog records; the full restore read %d: want at least 1 and fewer (restores %+v)", caughtUp, full, done)
+	}
+	for _, f := range fullDone {
+		if f.Restored == 0 {
+			continue
+		}
+		for _, d := range done {
+			if d.Topic == f.Topic && d.Partition == f.Partition && (d.Start == 0 || d.Wipes != 0) {
+				t.Fatalf("back on the first state dir, %s/%d was restored from offset %d with %d wipes; want from its checkpoint, past the first run's changes", d.Topic, d.Partition, d.Start, d.Wipes)
+			}
+		}
 	}
 }
 
@@ -464,8 +508,7 @@ func TestRestoreFinishesWhenLogStartMovesDuringRestore(t *testing.T) {
 		}
 		h.Close()
 	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for !h.Ready() || wipes.Load() == 0 {
+	testutil.Eventually(t, 60*time.Second, func() error {
 		select {
 		case err := <-deleteErr:
 			if err != nil {
@@ -473,11 +516,11 @@ func TestRestoreFinishesWhenLogStartMovesDuringRestore(t *testing.T) {
 			}
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("restore did not finish with a wipe (ready=%v wipes=%d)", h.Ready(), wipes.Load())
+		if !h.Ready() || wipes.Load() == 0 {
+			return fmt.Errorf("restore did not finish with a wipe (ready=%v wipes=%d)", h.Ready(), wipes.Load())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	// Processing resumes on the rebuilt store: a key whose changelog record
 	// survived the move continues its count; a key whose record was
 	// deleted starts again at 1.
@@ -498,20 +541,16 @@ func TestRestoreFinishesWhenLogStartMovesDuringRestore(t *testing.T) {
 	}
 	p.b.Produce(t, &kgo.Record{Topic: p.in, Key: []byte(keptKey), Value: []byte("after-1")},
 		&kgo.Record{Topic: p.in, Key: []byte(deletedKey), Value: []byte("after-2")})
-	deadline = time.Now().Add(60 * time.Second)
-	for {
+	testutil.Eventually(t, 60*time.Second, func() error {
 		got := latest(p.b.ReadCommitted(t, p.out, 30*time.Second))
-		if got["after-1"] != "" && got["after-2"] != "" {
-			if got["after-1"] != keptKey+":2" || got["after-2"] != deletedKey+":1" {
-				t.Fatalf("after the restore: %q and %q, want %s:2 and %s:1", got["after-1"], got["after-2"], keptKey, deletedKey)
-			}
-			break
+		if got["after-1"] == "" || got["after-2"] == "" {
+			return errors.New("processing did not resume after the restore")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("processing did not resume after the restore")
+		if got["after-1"] != keptKey+":2" || got["after-2"] != deletedKey+":1" {
+			t.Fatalf("after the restore: %q and %q, want %s:2 and %s:1", got["after-1"], got["after-2"], keptKey, deletedKey)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	t.Logf("restore wiped %d time(s) and finished", wipes.Load())
 }
 
@@ -546,28 +585,19 @@ func TestAdminEndpoint(t *testing.T) {
 	if code, body := httpGet(t, base+"/healthz"); code != http.StatusOK {
 		t.Fatalf("healthz %d %s", code, body)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if code, _ := httpGet(t, base+"/readyz"); code == http.StatusOK {
-			break
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if code, body := httpGet(t, base+"/readyz"); code != http.StatusOK {
+			return fmt.Errorf("never ready: readyz %d %q", code, body)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("never ready")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	p.produce(t, "ok1", "boom", "ok2")
-	var code int
-	var body string
-	for {
-		if code, body = httpGet(t, base+"/healthz"); code == http.StatusServiceUnavailable || time.Now().After(deadline) {
-			break
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if code, body := httpGet(t, base+"/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "proc") {
+			return fmt.Errorf("healthz after a failed task: %d %q", code, body)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, "proc") {
-		t.Fatalf("healthz after a failed task: %d %q", code, body)
-	}
+		return nil
+	})
 	_, metrics := httpGet(t, base+"/metrics")
 	for _, want := range []string{`wasmstream_record_failures_total{processor="proc",kind="trap"} 1`, `wasmstream_tasks_failed_total{processor="proc"} 1`} {
 		if !strings.Contains(metrics, want) {

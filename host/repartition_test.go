@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wasmstream/wasmstream/internal/testbroker"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
@@ -392,7 +393,14 @@ func TestRepartitionedWordCountAcrossRebalances(t *testing.T) {
 	c := newChain(t)
 	c.produce(t, 100)
 	a, stopA := c.start(t)
-	time.Sleep(300 * time.Millisecond)
+	// The second process joins once the first is counting: in the middle
+	// of the stream.
+	testutil.Eventually(t, 60*time.Second, func() error {
+		if st, _ := a.Stats("count"); st.RecordsIn == 0 {
+			return fmt.Errorf("the first process has counted nothing yet")
+		}
+		return nil
+	})
 	c.cfg.State.Dir = t.TempDir() // the second process has its own state
 	b, stopB := c.start(t)
 	for range 10 {

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
 	"os"
 	"sort"
@@ -16,6 +17,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/plugin"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
@@ -112,21 +114,17 @@ func activeManifest(t testing.TB, p *pipeline) control.Manifest {
 // waitVersion waits until h runs version id on every task it has (at least one).
 func waitVersion(t testing.TB, h *Host, id string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testutil.Eventually(t, 60*time.Second, func() error {
 		v := h.Versions()[0]
 		all := len(v.Tasks) > 0 && v.Active.ID == id
 		for _, tv := range v.Tasks {
 			all = all && tv == id
 		}
-		if all {
-			return
+		if !all {
+			return fmt.Errorf("host runs %+v, want %s on every task", v, id)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("host runs %+v, want %s on every task", v, id)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func headerOf(r *kgo.Record, key string) string {
@@ -185,28 +183,102 @@ func checkCounts(t *testing.T, out []*kgo.Record, n int, rank map[string]int) ma
 	return byVersion
 }
 
+// waitRecordsIn waits until processor "proc" of h has taken in at least n
+// records.
+func waitRecordsIn(t *testing.T, h *Host, n int64) {
+	t.Helper()
+	testutil.Eventually(t, 60*time.Second, func() error {
+		if st, _ := h.Stats("proc"); st.RecordsIn < n {
+			return fmt.Errorf("processed %d records, want %d", st.RecordsIn, n)
+		}
+		return nil
+	})
+}
+
+// checkSwapsAtCommitPoints fails t unless each task's outputs of the old
+// version all come before its outputs of the new one, in separate
+// transactions: the swap landed exactly at a commit point. One host writes
+// the outputs, so the records of one transaction are contiguous in each
+// partition and two transactions are parted by a commit marker, which a
+// read_committed consumer does not see: an offset missing between the last
+// old output and the first new one of a task in a partition is a commit
+// point between them. An output is the counter's "<key>:<count>"; its task
+// is the input partition of key.
+func checkSwapsAtCommitPoints(t *testing.T, p *pipeline, out []*kgo.Record, old, v2 string) {
+	t.Helper()
+	taskOf := map[string]int32{}
+	for _, r := range p.b.ReadCommitted(t, p.in, 30*time.Second) {
+		taskOf[string(r.Key)] = r.Partition
+	}
+	type span struct{ lastOld, firstNew int64 }
+	spans := map[[2]int32]*span{} // {output partition, task}
+	present := map[int32]map[int64]bool{}
+	for _, o := range out {
+		if present[o.Partition] == nil {
+			present[o.Partition] = map[int64]bool{}
+		}
+		present[o.Partition][o.Offset] = true
+		key, _, _ := strings.Cut(string(o.Value), ":")
+		task, ok := taskOf[key]
+		if !ok {
+			t.Fatalf("output %q: no input has key %q", o.Value, key)
+		}
+		k := [2]int32{o.Partition, task}
+		s := spans[k]
+		if s == nil {
+			s = &span{lastOld: -1, firstNew: -1}
+			spans[k] = s
+		}
+		switch v := headerOf(o, runner.HeaderVersion); {
+		case v == old && s.firstNew >= 0:
+			t.Fatalf("partition %d: task %d's output at %d is of version %s, after its first of %s at %d", o.Partition, task, o.Offset, old, v2, s.firstNew)
+		case v == old:
+			s.lastOld = o.Offset
+		case v == v2 && s.firstNew < 0:
+			s.firstNew = o.Offset
+		}
+	}
+	for k, s := range spans {
+		if s.lastOld < 0 || s.firstNew < 0 {
+			continue
+		}
+		between := false
+		for off := s.lastOld + 1; off < s.firstNew && !between; off++ {
+			between = !present[k[0]][off]
+		}
+		if !between {
+			t.Fatalf("partition %d: task %d's last output of %s (offset %d) and first of %s (offset %d) are in one transaction: the swap did not land at a commit point",
+				k[0], k[1], old, s.lastOld, v2, s.firstNew)
+		}
+	}
+}
+
 // A deploy under load with exactly_once: the running host switches each
-// task once, at a commit point; every input comes out exactly once; per
-// key the counts continue across the swap (the state is untouched) and the
-// versions go old -> new, never back. A restart then runs the new version.
+// task once, at a commit point (no transaction holds a task's outputs of
+// both versions); every input comes out exactly once; per key the counts
+// continue across the swap (the state is untouched) and the versions go
+// old -> new, never back. A restart then runs the new version.
 func TestSwapUnderLoadExactlyOnce(t *testing.T) {
 	p := counterPipeline(t)
 	h, stop := p.run(t)
 	old := h.Versions()[0].Active.ID
 	f := feed(t, p, 50, 10*time.Millisecond)
-	time.Sleep(500 * time.Millisecond)
+	waitRecordsIn(t, h, 200) // under load
 	v2 := deploy(t, p, wasmbuild.Build(t, "./internal/testplugins/counterv2"), "v2")
 	waitVersion(t, h, v2)
-	time.Sleep(300 * time.Millisecond)
+	st, _ := h.Stats("proc")
+	waitRecordsIn(t, h, st.RecordsIn+200) // the new version under load too
 	n := f.end()
 	p.waitProcessed(t)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	byVersion := checkCounts(t, p.b.ReadCommitted(t, p.out, 30*time.Second), n, map[string]int{old: 0, v2: 1})
+	out := p.b.ReadCommitted(t, p.out, 30*time.Second)
+	byVersion := checkCounts(t, out, n, map[string]int{old: 0, v2: 1})
 	if byVersion[old] == 0 || byVersion[v2] == 0 {
 		t.Fatalf("outputs by version %v: the swap did not happen under load", byVersion)
 	}
+	checkSwapsAtCommitPoints(t, p, out, old, v2)
 	t.Logf("%d inputs; outputs by version %v", n, byVersion)
 
 	// A restart runs the deployed version, not the config file's.
@@ -269,17 +341,28 @@ func TestAutoRollbackFleet(t *testing.T) {
 	}
 	old := hosts[0].Versions()[0].Active.ID
 	f := feed(t, p, 20, 20*time.Millisecond)
-	time.Sleep(300 * time.Millisecond)
+	// The bad version arrives under load, once the old one has run a
+	// batch of the feed.
+	testutil.Eventually(t, 60*time.Second, func() error {
+		var n int64
+		for _, h := range hosts {
+			st, _ := h.Stats("proc")
+			n += st.RecordsIn
+		}
+		if n < 20 {
+			return fmt.Errorf("the old version processed %d records, want 20", n)
+		}
+		return nil
+	})
 	bad := deploy(t, p, wasmbuild.Build(t, "./internal/testplugins/counterbad"), "bad")
 	// The first host to see the failures rolls back and publishes it; the
 	// other follows the control topic (or rolls back on its own first).
-	deadline := time.Now().Add(60 * time.Second)
-	for rollbacks(hosts[0])+rollbacks(hosts[1]) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no rollback: %+v / %+v", hosts[0].Versions(), hosts[1].Versions())
+	testutil.Eventually(t, 60*time.Second, func() error {
+		if rollbacks(hosts[0])+rollbacks(hosts[1]) == 0 {
+			return fmt.Errorf("no rollback: %+v / %+v", hosts[0].Versions(), hosts[1].Versions())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, h := range hosts {
 		waitVersion(t, h, old)
 	}

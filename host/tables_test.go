@@ -2,12 +2,14 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/internal/testutil"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
@@ -47,20 +49,16 @@ func (p *pipeline) values(t *testing.T, topic string) map[string]string {
 // absent).
 func waitTable(t *testing.T, h *Host, topic, key, want string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		v, ok, err := h.tables[topic].Get([]byte(key))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if (want == "" && !ok) || (ok && string(v) == want) {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("table %s key %s = %q (found %v), want %q", topic, key, v, ok, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("table %s key %s = %q (found %v), want %q", topic, key, v, ok, want)
+	})
 }
 
 // A stream-table join through the host: orders enriched from a global

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"regexp"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmstream/wasmstream/internal/testutil"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
@@ -50,12 +52,16 @@ func TestTaskNamesAgree(t *testing.T) {
 	base := "http://" + h.AdminAddr()
 	// /v1/processors
 	var tasks []string
-	for deadline := time.Now().Add(30 * time.Second); len(tasks) < 3 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		tasks = nil
 		for _, tk := range getVersionsDoc(t, base).Processors[0].Tasks {
 			tasks = append(tasks, tk.Task)
 		}
-	}
+		if len(tasks) < 3 {
+			return fmt.Errorf("/v1/processors lists tasks %v, want 3", tasks)
+		}
+		return nil
+	})
 	if len(tasks) != 3 {
 		t.Fatalf("/v1/processors lists tasks %v, want 3", tasks)
 	}

@@ -2,10 +2,12 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/wasmstream/wasmstream/internal/testutil"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
@@ -36,22 +38,19 @@ func TestTaskTableEnrichment(t *testing.T) {
 	}
 	wantOut := func(id, want string) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			for _, r := range p.b.ReadCommitted(t, p.out, 30*time.Second) {
+		testutil.Eventually(t, 60*time.Second, func() error {
+			outs := p.b.ReadCommitted(t, p.out, 30*time.Second)
+			for _, r := range outs {
 				if string(r.Value) == want {
-					return
+					return nil
 				}
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("order %s: no output %s; outputs %v", id, want, latest(p.b.ReadCommitted(t, p.out, 30*time.Second)))
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return fmt.Errorf("order %s: no output %s; outputs %v", id, want, latest(outs))
+		})
 	}
 
 	p.b.Produce(t, customer(customers, "c1", `{"name":"Ann"}`), customer(customers, "c2", `{"name":"Bob"}`))
-	h, stop := p.run(t)
+	_, stop := p.run(t)
 	order("o1", "c1")
 	order("o2", "c9")
 	p.waitProcessed(t)
@@ -83,7 +82,7 @@ func TestTaskTableEnrichment(t *testing.T) {
 	time.Sleep(5 * time.Millisecond)
 	p.b.Produce(t, customer(customers, "c1", `{"name":"Ann","tier":"platinum"}`))
 	p.cfg.State.Dir = t.TempDir()
-	h, stop = p.run(t)
+	h, stop := p.run(t)
 	p.waitProcessed(t)
 	wantOut("o5", `{"order":"o5","customer_id":"c1","customer":{"name":"Ann","tier":"gold"}}`)
 	order("o6", "c1")
@@ -158,13 +157,12 @@ func TestTaskTableRecordTooLargeIsAFailedRecord(t *testing.T) {
 	h, stop := p.run(t)
 	p.b.Produce(t, customer(p.in, "c1", `{"order":"o1","customer_id":"c1"}`))
 	p.waitProcessed(t)
-	deadline := time.Now().Add(30 * time.Second)
-	for p.values(t, p.out)["c1"] != `{"order":"o1","customer_id":"c1","customer":{"name":"Ann"}}` {
-		if time.Now().After(deadline) {
-			t.Fatalf("outputs %v", p.values(t, p.out))
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if vs := p.values(t, p.out); vs["c1"] != `{"order":"o1","customer_id":"c1","customer":{"name":"Ann"}}` {
+			return fmt.Errorf("outputs %v", vs)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if n := h.members[0].r.Stats("proc").Skipped.Load(); n != 1 {
 		t.Fatalf("%d records skipped, want the one table record", n)
 	}

@@ -2,6 +2,8 @@ package host
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/internal/testutil"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
@@ -99,17 +102,16 @@ func TestWindowCountThroughTheHost(t *testing.T) {
 	// A record for a closed window (the stream time is t0+2100, grace 0)
 	// is late: not counted, routed unchanged to the late output.
 	produce(at("late-key", 500))
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		recs := p.b.ReadCommitted(t, late, 30*time.Second)
-		if len(recs) == 1 && string(recs[0].Key) == "late-key" {
-			break
-		}
-		if len(recs) > 1 || time.Now().After(deadline) {
+		if len(recs) > 1 {
 			t.Fatalf("late output holds %d records, want the one late record", len(recs))
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		if len(recs) != 1 || string(recs[0].Key) != "late-key" {
+			return fmt.Errorf("late output holds %d records, want the one late record", len(recs))
+		}
+		return nil
+	})
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -150,20 +152,16 @@ func TestAlertOnAQuietPartition(t *testing.T) {
 	_, stop := p.run(t)
 	defer stop()
 	p.produce(t, "sensor-1")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		recs := p.b.ReadCommitted(t, p.out, 5*time.Second)
-		if len(recs) > 0 {
-			if string(recs[0].Key) != "sensor-1" || !strings.Contains(string(recs[0].Value), `"status":"silent"`) {
-				t.Fatalf("alert %s=%s, want sensor-1 silent", recs[0].Key, recs[0].Value)
-			}
-			return
+		if len(recs) == 0 {
+			return errors.New("no alert for a key silent for 30s with a 300ms timeout")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no alert for a key silent for 30s with a 300ms timeout")
+		if string(recs[0].Key) != "sensor-1" || !strings.Contains(string(recs[0].Value), `"status":"silent"`) {
+			t.Fatalf("alert %s=%s, want sensor-1 silent", recs[0].Key, recs[0].Value)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // State expiry through the host (issue 13, abi/ABI.md section 8.7), with
@@ -216,22 +214,14 @@ func TestStoreExpiryThroughTheHost(t *testing.T) {
 	// The sweep at a commit point deletes what expired: "kept" gets a
 	// tombstone in the changelog (once the stream time passes 1900).
 	changelog := p.cfg.ChangelogTopic("counts")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		tomb := false
+	testutil.Eventually(t, 30*time.Second, func() error {
 		for _, r := range p.b.ReadCommitted(t, changelog, 30*time.Second) {
 			if string(r.Key) == "kept" && r.Value == nil {
-				tomb = true
+				return nil
 			}
 		}
-		if tomb {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no tombstone for the expired key \"kept\" in the changelog")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return errors.New("no tombstone for the expired key \"kept\" in the changelog")
+	})
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -271,14 +261,10 @@ func TestStoreExpiryAddedToAFullStoreIsRefused(t *testing.T) {
 	h, stop := p.run(t)
 	defer stop()
 	p.b.ProduceTo(t, 0, &kgo.Record{Topic: p.in, Partition: 0, Value: []byte("c")})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if st, _ := h.Stats("proc"); st.FailedTasks > 0 {
-			return
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if st, _ := h.Stats("proc"); st.FailedTasks == 0 {
+			return errors.New("a TTL added to a store holding unstamped data did not stop its task")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("a TTL added to a store holding unstamped data did not stop its task")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -98,6 +98,7 @@ func initDone()           { started = true }
 // abiVersion1 is the ABI version marker (abi.VersionMarker); never called.
 //
 //go:wasmexport wasmstream_abi_version_1
+//lint:ignore U1000 exported to the host by go:wasmexport, which staticcheck does not count as a use
 func abiVersion1() {}
 
 // abiVersion2 is the ABI version 2 marker (abi.VersionMarkerBatch): the
@@ -105,16 +106,19 @@ func abiVersion1() {}
 // version 1 exports; never called.
 //
 //go:wasmexport wasmstream_abi_version_2
+//lint:ignore U1000 exported to the host by go:wasmexport, which staticcheck does not count as a use
 func abiVersion2() {}
 
 // exportBatch is abi.ExportBatch.
 //
 //go:wasmexport wasmstream_batch
+//lint:ignore U1000 exported to the host by go:wasmexport, which staticcheck does not count as a use
 func exportBatch(n uint32) int32 { return batch(n) }
 
 // exportInput is abi.ExportInput.
 //
 //go:wasmexport wasmstream_input
+//lint:ignore U1000 exported to the host by go:wasmexport, which staticcheck does not count as a use
 func exportInput(size uint32) uint32 {
 	b := input(size)
 	if len(b) == 0 {
@@ -128,4 +132,5 @@ func exportInput(size uint32) uint32 {
 // exportInit is abi.ExportInit.
 //
 //go:wasmexport wasmstream_init
+//lint:ignore U1000 exported to the host by go:wasmexport, which staticcheck does not count as a use
 func exportInit() int32 { return int32(initialize()) }

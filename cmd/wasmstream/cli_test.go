@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"path/filepath"
 	"regexp"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 // TestHelpForEveryCommand: every command and subcommand answers -h,
@@ -108,18 +111,17 @@ func TestRunFromEnvironmentAlone(t *testing.T) {
 		done <- doMain(ctx, []string{"run", "--embedded-port", strconv.Itoa(port)}, &stdout, &stderr, environ)
 	}()
 	want := "DEVELOPMENT MODE: embedded Kafka at 127.0.0.1:" + strconv.Itoa(port) + " "
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(stderr.String(), `"msg":"running"`) {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		select {
 		case code := <-done:
 			t.Fatalf("run exited %d: %s", code, stderr.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not running after 30s; stderr:\n%s", stderr.String())
+		if s := stderr.String(); !strings.Contains(s, `"msg":"running"`) {
+			return fmt.Errorf("not running; stderr:\n%s", s)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	if !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), `"processors":1`) {
 		t.Errorf("stderr lacks %q or \"processors\":1:\n%s", want, stderr.String())
 	}

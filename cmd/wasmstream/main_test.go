@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/internal/testbroker"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 func testdata(name string) string {
@@ -162,20 +164,19 @@ func TestRunStopsCleanlyAndResumes(t *testing.T) {
 
 	runOnce := func(wantTotal int, keys ...string) {
 		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
 		var stdout, stderr syncBuffer
 		done := make(chan int, 1)
 		go func() { done <- doMain(ctx, []string{"run", "-c", cfg}, &stdout, &stderr, environ) }()
 		for _, k := range keys {
 			b.Produce(t, &kgo.Record{Topic: in, Key: []byte(k), Value: []byte(k)})
 		}
-		deadline := time.Now().Add(60 * time.Second)
-		for len(b.ReadCommitted(t, out, 30*time.Second)) < wantTotal {
-			if time.Now().After(deadline) {
-				cancel()
-				t.Fatalf("outputs did not arrive; stderr:\n%s", stderr.String())
+		testutil.Eventually(t, 60*time.Second, func() error {
+			if n := len(b.ReadCommitted(t, out, 30*time.Second)); n < wantTotal {
+				return fmt.Errorf("%d of %d outputs arrived; stderr:\n%s", n, wantTotal, stderr.String())
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 		cancel() // what SIGTERM does in main
 		select {
 		case code := <-done:
@@ -200,17 +201,16 @@ func TestRunWithoutBrokersUsesEmbedded(t *testing.T) {
 	plugin, _ := filepath.Abs(testdata("passthrough"))
 	cfg := writeFile(t, t.TempDir(), "p.yaml", "app_id: dev\nprocessors:\n  - name: p\n    plugin: "+plugin+"\n    inputs: [in]\n    outputs: {out: out}\n")
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	go func() { done <- doMain(ctx, []string{"run", "-c", cfg}, &stdout, &stderr, nil) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(stderr.String(), "DEVELOPMENT MODE: embedded Kafka at 127.0.0.1:") {
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("no development-mode notice; stderr:\n%s", stderr.String())
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if s := stderr.String(); !strings.Contains(s, "DEVELOPMENT MODE: embedded Kafka at 127.0.0.1:") {
+			return fmt.Errorf("no development-mode notice; stderr:\n%s", s)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	cancel()
 	if code := <-done; code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
@@ -227,12 +227,17 @@ func TestRunStoppedWhileStarting(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	// accepted is closed once run has connected: from then on it waits for
+	// an answer that never comes, so the stop below lands during start.
+	accepted := make(chan struct{})
 	go func() {
+		var once sync.Once
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
+			once.Do(func() { close(accepted) })
 			defer c.Close()
 		}
 	}()
@@ -241,7 +246,15 @@ func TestRunStoppedWhileStarting(t *testing.T) {
 	var stdout, stderr syncBuffer
 	done := make(chan int, 1)
 	go func() { done <- doMain(ctx, []string{"run", "-c", cfg}, &stdout, &stderr, nil) }()
-	time.Sleep(300 * time.Millisecond)
+	select {
+	case <-accepted:
+	case code := <-done:
+		cancel()
+		t.Fatalf("run exited %d before connecting to the broker; stderr:\n%s", code, stderr.String())
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatalf("run did not connect to the broker within 30s; stderr:\n%s", stderr.String())
+	}
 	cancel()
 	select {
 	case code := <-done:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"regexp"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 // screen is a minimal terminal: it understands what restoreBars writes
@@ -149,17 +151,15 @@ func TestRestoreBars(t *testing.T) {
 	// watch calls Idle when ready says so.
 	stop := make(chan struct{})
 	go b.watch(func() bool { return true }, time.Millisecond, stop)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		b.mu.Lock()
 		n := len(b.bars)
 		b.mu.Unlock()
-		if n == 0 {
-			break
+		if n != 0 {
+			return errors.New("watch did not call Idle")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("watch did not call Idle")
-		}
-	}
+		return nil
+	})
 	close(stop)
 
 	// Close erases the bars; later output is plain.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/internal/demo"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 // statefulPipeline writes a wordcount pipeline on the test broker (the
@@ -60,14 +62,12 @@ func (p *statefulPipeline) run(t *testing.T, stateDir string, wantTotal int, dur
 		p.b.Produce(t, &kgo.Record{Topic: p.in, Value: []byte(l)})
 	}
 	var recs []*kgo.Record
-	deadline := time.Now().Add(60 * time.Second)
-	for recs = p.b.ReadCommitted(t, p.out, 30*time.Second); len(recs) < wantTotal; recs = p.b.ReadCommitted(t, p.out, 30*time.Second) {
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("%d of %d counts came out; stderr:\n%s", len(recs), wantTotal, stderr.String())
+	testutil.Eventually(t, 60*time.Second, func() error {
+		if recs = p.b.ReadCommitted(t, p.out, 30*time.Second); len(recs) < wantTotal {
+			return fmt.Errorf("%d of %d counts came out; stderr:\n%s", len(recs), wantTotal, stderr.String())
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if during != nil {
 		during()
 	}

@@ -3,6 +3,7 @@
 package orderenrichment_test
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/exampletest"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 var plugins = map[string]string{"bin/plugins/enrich.wasm": "./plugins/enrich"}
@@ -70,22 +72,21 @@ func runExample(t *testing.T, cfg *host.Config, h *host.Host, produce func(...*k
 // wait waits until topic has value want under key.
 func wait(t *testing.T, read func(string) []*kgo.Record, topic, key, want string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testutil.Eventually(t, 60*time.Second, func() error {
 		var got []string
 		for _, r := range read(topic) {
 			if string(r.Key) == key {
 				got = append(got, string(r.Value))
 			}
 		}
-		if len(got) == 1 && got[0] == want {
-			return
-		}
-		if len(got) > 1 || time.Now().After(deadline) {
+		if len(got) > 1 {
 			t.Fatalf("%s key %s: %q, want once %s", topic, key, got, want)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		if len(got) != 1 || got[0] != want {
+			return fmt.Errorf("%s key %s: %q, want once %s", topic, key, got, want)
+		}
+		return nil
+	})
 }
 
 // As shipped: kafka.brokers is empty, so the host starts its embedded broker.

@@ -43,8 +43,7 @@ func runExample(t *testing.T, cfg *host.Config, read func(topic string) []*kgo.R
 	}
 	produce(recs...)
 	got := map[string][]string{}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testutil.Eventually(t, 60*time.Second, func() error {
 		for name, topic := range map[string]string{"audited": audited, "alerts": alerts, "dlq": dlq} {
 			got[name] = nil
 			for _, r := range read(topic) {
@@ -52,14 +51,12 @@ func runExample(t *testing.T, cfg *host.Config, read func(topic string) []*kgo.R
 			}
 			sort.Strings(got[name])
 		}
-		if len(got["audited"]) == 3 && len(got["dlq"]) == 1 {
-			return got
+		if len(got["audited"]) != 3 || len(got["dlq"]) != 1 {
+			return fmt.Errorf("outputs so far: %v", got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("outputs so far: %v", got)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
+	return got
 }
 
 func check(t *testing.T, got map[string][]string) {

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/internal/testbroker"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 // The input lands on the broker line for line, each on the partition the
@@ -145,15 +146,12 @@ func TestWatchSample(t *testing.T) {
 	// that out the same way (errors tolerated for 10 s).
 	sample := func() Sample {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			s, err := w.Sample(ctx)
-			if err == nil {
-				return s
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no sample within 30s: %v", err)
-			}
-		}
+		var s Sample
+		testutil.Eventually(t, 30*time.Second, func() (err error) {
+			s, err = w.Sample(ctx)
+			return err
+		})
+		return s
 	}
 	s := sample()
 	// No group yet: all input is lag; the output and repartition topic
@@ -186,21 +184,19 @@ func TestWatchSample(t *testing.T) {
 	if err := deleteTopics(ctx, adm, app+"-", out); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		md, err := adm.ListTopics(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !md.Has(out) && !md.Has(rep) {
-			if !md.Has(in) {
-				t.Fatal("deleteTopics deleted the input too")
-			}
-			break
+		if md.Has(out) || md.Has(rep) {
+			return fmt.Errorf("%s or %s still listed after deleteTopics", out, rep)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s and %s still listed 30s after deleteTopics", out, rep)
+		if !md.Has(in) {
+			t.Fatal("deleteTopics deleted the input too")
 		}
-	}
+		return nil
+	})
 }
 
 // A topic the app creates during the run (a changelog, a repartition topic)

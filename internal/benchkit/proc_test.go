@@ -1,12 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 func TestParseStatCPU(t *testing.T) {
@@ -95,29 +98,25 @@ func TestProcStopKillsWhatIgnoresSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	var child string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		if b, err := os.ReadFile(pidFile); err == nil && strings.TrimSpace(string(b)) != "" {
 			child = strings.TrimSpace(string(b))
-			break
+			return nil
 		}
-	}
-	if child == "" {
-		t.Fatalf("the child's pid never appeared; log:\n%s", tail(log, 10))
-	}
+		return fmt.Errorf("the child's pid never appeared; log:\n%s", tail(log, 10))
+	})
 	err = p.Stop(300 * time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "did not exit within") {
 		t.Fatalf("Stop = %v, want a report that SIGKILL was needed", err)
 	}
 	// The child was in the group: SIGKILL reached it too.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	testutil.Eventually(t, 10*time.Second, func() error {
 		b, err := os.ReadFile("/proc/" + child + "/stat")
 		if err != nil || strings.Contains(string(b), ") Z ") {
-			break // gone, or a zombie waiting for init to reap it
+			return nil // gone, or a zombie waiting for init to reap it
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("child %s still running after Stop", child)
-		}
-	}
+		return fmt.Errorf("child %s still running after Stop", child)
+	})
 	if got := tail(log, 5); !strings.Contains(got, "ready") {
 		t.Fatalf("log %q does not hold the process's output", got)
 	}

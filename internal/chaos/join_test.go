@@ -460,14 +460,13 @@ func joinReference(inputs []input, impTopic, clickTopic string) joinRef {
 	return ref
 }
 
-// joinOut is a result as clickjoin writes it (README.md), and where.
+// joinOut is a result as clickjoin writes it (README.md).
 type joinOut struct {
 	ImpressionAt int64   `json:"impression_at"`
 	Impression   string  `json:"impression"`
 	ClickAt      *int64  `json:"click_at"`
 	Click        *string `json:"click"`
 	LatencyMS    *int64  `json:"latency_ms"`
-	rec          *kgo.Record
 }
 
 // decodeJoin reads an output record as a result.

@@ -8,8 +8,7 @@
 package main
 
 import (
-	"errors"
-
+	"github.com/wasmstream/wasmstream/plugins/internal/noconfig"
 	"github.com/wasmstream/wasmstream/plugins/internal/words"
 	"github.com/wasmstream/wasmstream/sdk"
 )
@@ -21,31 +20,7 @@ func init() {
 	sdk.Handle(process)
 }
 
-func setup() error {
-	if !emptyConfig(sdk.Config()) {
-		return errors.New("split: config: takes no config; got " + string(sdk.Config()))
-	}
-	if err := out.Check(); err != nil {
-		return errors.New("split: " + err.Error())
-	}
-	return nil
-}
-
-// emptyConfig reports whether c is empty, null or {} (JSON whitespace
-// allowed).
-func emptyConfig(c []byte) bool {
-	var s []byte
-	for _, b := range c {
-		if b != ' ' && b != '\t' && b != '\n' && b != '\r' {
-			s = append(s, b)
-		}
-	}
-	switch string(s) {
-	case "", "null", "{}":
-		return true
-	}
-	return false
-}
+func setup() error { return noconfig.Setup("split", out) }
 
 // Per-record scratch, reused: the words one after another and their ends.
 var (

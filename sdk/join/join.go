@@ -66,6 +66,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/sdk"
+	"github.com/wasmstream/wasmstream/sdk/internal/stateful"
 	"github.com/wasmstream/wasmstream/sdk/timer"
 )
 
@@ -161,7 +162,7 @@ func New(spec Spec) (*Join, error) {
 	switch {
 	case spec.Name == "":
 		return bad("Name is required")
-	case containsZero(spec.Name):
+	case stateful.ContainsZero(spec.Name):
 		return bad("Name may not contain a zero byte")
 	case spec.Store == nil:
 		return bad("Store is required")
@@ -179,15 +180,6 @@ func New(spec Spec) (*Join, error) {
 	j := &Join{s: spec, prefix: append([]byte(spec.Name), 0)}
 	j.late = append(append([]byte{}, j.prefix...), tagCount, 'l', 'a', 't', 'e')
 	return j, nil
-}
-
-func containsZero(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // buffered is one record of the other side that a new record matched.
@@ -208,10 +200,10 @@ func (j *Join) Add(r *sdk.Record) error {
 	switch r.Input {
 	case j.s.Left:
 		tag, other = tagLeft, tagRight
-		lo, hi = sat(r.Timestamp, -j.s.Before), sat(r.Timestamp, j.s.After)
+		lo, hi = stateful.Sat(r.Timestamp, -j.s.Before), stateful.Sat(r.Timestamp, j.s.After)
 	case j.s.Right:
 		tag, other = tagRight, tagLeft
-		lo, hi = sat(r.Timestamp, -j.s.After), sat(r.Timestamp, j.s.Before)
+		lo, hi = stateful.Sat(r.Timestamp, -j.s.After), stateful.Sat(r.Timestamp, j.s.Before)
 	default:
 		return errors.New("join: " + strconv.Quote(j.s.Name) + ": a record of input " + strconv.Itoa(r.Input) +
 			", which is neither side (Left " + strconv.Itoa(j.s.Left) + ", Right " + strconv.Itoa(j.s.Right) + ")")
@@ -223,7 +215,7 @@ func (j *Join) Add(r *sdk.Record) error {
 	if err != nil {
 		return err
 	}
-	if now != timer.NoTime && r.Timestamp < sat(now, -j.s.Grace) {
+	if now != timer.NoTime && r.Timestamp < stateful.Sat(now, -j.s.Grace) {
 		return j.lateRecord(r)
 	}
 	key := r.Key
@@ -273,7 +265,7 @@ func (j *Join) Add(r *sdk.Record) error {
 	// Kept while a record that is not late could still join it: the other
 	// side's timestamps it joins end at hi, and a record is not late while
 	// its timestamp is >= stream time - Grace.
-	_, err = timer.Set(timer.EventTime, sat(sat(hi, j.s.Grace), 1), bkey)
+	_, err = timer.Set(timer.EventTime, stateful.Sat(stateful.Sat(hi, j.s.Grace), 1), bkey)
 	return err
 }
 
@@ -290,7 +282,7 @@ func (j *Join) scan(tag byte, key []byte, lo, hi int64) ([]buffered, error) {
 	}
 	var end []byte
 	if hi == math.MaxInt64 {
-		end = prefixEnd(start[:len(start)-16])
+		end = stateful.PrefixEnd(start[:len(start)-16])
 	} else if end, err = j.bufferKey(tag, key, hi+1, 0); err != nil {
 		return nil, err
 	}
@@ -374,18 +366,7 @@ func (j *Join) lateRecord(r *sdk.Record) error {
 	if err != nil {
 		return err
 	}
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], n+1)
-	if err := j.s.Store.Put(j.late, b[:]); err != nil {
-		return err
-	}
-	if j.s.LateOutput == nil {
-		return nil
-	}
-	hs := make([]sdk.Header, len(r.Headers), len(r.Headers)+1)
-	copy(hs, r.Headers)
-	hs = append(hs, sdk.Header{Key: LateHeader, Value: []byte(j.s.Name)})
-	return j.s.LateOutput.Emit(sdk.Out{Key: r.Key, Value: r.Value, Headers: hs, Timestamp: r.Timestamp})
+	return stateful.Late(j.s.Store, j.late, n, j.s.LateOutput, LateHeader, j.s.Name, r)
 }
 
 // bufferKey is prefix, side tag, u32 key length, key, timestamp (sortable),
@@ -398,60 +379,20 @@ func (j *Join) bufferKey(tag byte, key []byte, ts, offset int64) ([]byte, error)
 		return nil, errors.New("join: " + strconv.Quote(j.s.Name) + ": a record key of " + strconv.Itoa(len(key)) +
 			" bytes makes a buffer key over " + strconv.Itoa(abi.MaxKeySize) + " bytes")
 	}
-	k := append(j.keyBuf[:0], j.prefix...)
-	k = append(k, tag)
-	k = binary.BigEndian.AppendUint32(k, uint32(len(key)))
-	k = append(k, key...)
-	k = binary.BigEndian.AppendUint64(k, uint64(ts)^(1<<63))
-	k = binary.BigEndian.AppendUint64(k, uint64(offset)^(1<<63))
+	k := stateful.AppendKey(j.keyBuf[:0], j.prefix, tag, key, ts, offset)
 	j.keyBuf = k
 	return append([]byte(nil), k...), nil
 }
 
 // parseKey splits a key made by bufferKey; ok is false for any other key.
 func (j *Join) parseKey(k []byte) (tag byte, key []byte, ts int64, ok bool) {
-	p := len(j.prefix)
-	if len(k) < p+1+4+16 || string(k[:p]) != string(j.prefix) {
+	tag, key, ts, ok = stateful.ParseKey(k, j.prefix, 2)
+	if !ok || (tag != tagLeft && tag != tagRight) {
 		return 0, nil, 0, false
 	}
-	tag = k[p]
-	if tag != tagLeft && tag != tagRight {
-		return 0, nil, 0, false
-	}
-	n := int(binary.BigEndian.Uint32(k[p+1:]))
-	if len(k) != p+1+4+n+16 {
-		return 0, nil, 0, false
-	}
-	key = k[p+5 : p+5+n : p+5+n]
-	ts = int64(binary.BigEndian.Uint64(k[p+5+n:]) ^ (1 << 63))
 	return tag, key, ts, true
 }
 
 func (j *Join) corrupt(key []byte) error {
 	return errors.New("join: " + strconv.Quote(j.s.Name) + ": corrupt buffered record under key " + strconv.Quote(string(key)))
-}
-
-// sat is a+b clamped to the int64 range: windows near the ends of time do
-// not wrap.
-func sat(a, b int64) int64 {
-	s := a + b
-	switch {
-	case b > 0 && s < a:
-		return math.MaxInt64
-	case b < 0 && s > a:
-		return math.MinInt64
-	}
-	return s
-}
-
-// prefixEnd is the smallest key above every key starting with p.
-func prefixEnd(p []byte) []byte {
-	end := append([]byte(nil), p...)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] != 0xff {
-			end[i]++
-			return end[:i+1]
-		}
-	}
-	return nil
 }

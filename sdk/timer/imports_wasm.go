@@ -40,9 +40,11 @@ func hostCommitMark(key []byte) int32 { return abiCommitMark(bp(key), uint32(len
 // exportOnTimer is abi.ExportOnTimer.
 //
 //go:wasmexport wasmstream_on_timer
+//lint:ignore U1000 exported to the host by go:wasmexport, which staticcheck does not count as a use
 func exportOnTimer(n uint32) int32 { return int32(fire(n)) }
 
 // exportOnCommit is abi.ExportOnCommit.
 //
 //go:wasmexport wasmstream_on_commit
+//lint:ignore U1000 exported to the host by go:wasmexport, which staticcheck does not count as a use
 func exportOnCommit(n uint32) int32 { return int32(commitKey(n)) }

@@ -56,6 +56,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/sdk"
+	"github.com/wasmstream/wasmstream/sdk/internal/stateful"
 	"github.com/wasmstream/wasmstream/sdk/timer"
 )
 
@@ -171,7 +172,7 @@ func New(spec Spec) (*Windows, error) {
 	switch {
 	case spec.Name == "":
 		return bad("Name is required")
-	case containsZero(spec.Name):
+	case stateful.ContainsZero(spec.Name):
 		return bad("Name may not contain a zero byte")
 	case spec.Store == nil:
 		return bad("Store is required")
@@ -200,15 +201,6 @@ func New(spec Spec) (*Windows, error) {
 	w := &Windows{s: spec, prefix: append([]byte(spec.Name), 0)}
 	w.late = append(append([]byte{}, w.prefix...), tagCount, 'l', 'a', 't', 'e')
 	return w, nil
-}
-
-func containsZero(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // Add adds a record to its key's windows and emits what the mode says.
@@ -320,7 +312,7 @@ func (w *Windows) addSession(r *sdk.Record, now int64) error {
 		return err
 	}
 	for it.Next() {
-		start := fromSortable(it.Key()[len(prefix):])
+		start := stateful.FromSortable(it.Key()[len(prefix):])
 		st, err := decodeStored(it.Value())
 		if err != nil {
 			it.Close()
@@ -462,18 +454,7 @@ func (w *Windows) lateRecord(r *sdk.Record) error {
 	if err != nil {
 		return err
 	}
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], n+1)
-	if err := w.s.Store.Put(w.late, b[:]); err != nil {
-		return err
-	}
-	if w.s.LateOutput == nil {
-		return nil
-	}
-	hs := make([]sdk.Header, len(r.Headers), len(r.Headers)+1)
-	copy(hs, r.Headers)
-	hs = append(hs, sdk.Header{Key: LateHeader, Value: []byte(w.s.Name)})
-	return w.s.LateOutput.Emit(sdk.Out{Key: r.Key, Value: r.Value, Headers: hs, Timestamp: r.Timestamp})
+	return stateful.Late(w.s.Store, w.late, n, w.s.LateOutput, LateHeader, w.s.Name, r)
 }
 
 // stateKey is prefix, tag, u32 key length, key, start (sortable): the
@@ -484,34 +465,19 @@ func (w *Windows) stateKey(tag byte, recKey []byte, start int64) ([]byte, error)
 		return nil, errors.New("window: " + strconv.Quote(w.s.Name) + ": a record key of " + strconv.Itoa(len(recKey)) +
 			" bytes makes a window key over " + strconv.Itoa(abi.MaxKeySize) + " bytes")
 	}
-	k := append(w.keyBuf[:0], w.prefix...)
-	k = append(k, tag)
-	k = binary.BigEndian.AppendUint32(k, uint32(len(recKey)))
-	k = append(k, recKey...)
-	k = binary.BigEndian.AppendUint64(k, uint64(start)^(1<<63))
+	k := stateful.AppendKey(w.keyBuf[:0], w.prefix, tag, recKey, start)
 	w.keyBuf = k
 	return append([]byte(nil), k...), nil
 }
 
 // parseKey splits a key made by stateKey; ok is false for any other key.
 func (w *Windows) parseKey(k []byte) (tag byte, recKey []byte, start int64, ok bool) {
-	p := len(w.prefix)
-	if len(k) < p+1+4+8 || string(k[:p]) != string(w.prefix) {
+	tag, recKey, start, ok = stateful.ParseKey(k, w.prefix, 1)
+	if !ok || (tag != tagWindow && tag != tagSession) {
 		return 0, nil, 0, false
 	}
-	tag = k[p]
-	if tag != tagWindow && tag != tagSession {
-		return 0, nil, 0, false
-	}
-	n := int(binary.BigEndian.Uint32(k[p+1:]))
-	if len(k) != p+1+4+n+8 {
-		return 0, nil, 0, false
-	}
-	recKey = k[p+5 : p+5+n : p+5+n]
-	return tag, recKey, fromSortable(k[p+5+n:]), true
+	return tag, recKey, start, true
 }
-
-func fromSortable(b []byte) int64 { return int64(binary.BigEndian.Uint64(b) ^ (1 << 63)) }
 
 // stored is a window's value: flags u8, end i64, largest timestamp i64,
 // then the aggregate.

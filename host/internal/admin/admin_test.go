@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 // fakeSource is a Source whose answers the test sets.
@@ -651,18 +654,15 @@ func TestCloseWithSilentConnection(t *testing.T) {
 	}
 	defer conn.Close()
 	// Wait until the server has the connection.
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	testutil.Eventually(t, 5*time.Second, func() error {
 		s.connMu.Lock()
 		n := len(s.fresh)
 		s.connMu.Unlock()
-		if n == 1 {
-			break
+		if n != 1 {
+			return fmt.Errorf("the server sees %d fresh connections, want 1", n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the server never saw the connection")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	began := time.Now()

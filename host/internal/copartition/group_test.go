@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/wasmstream/wasmstream/host/internal/copartition"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 // stableWait bounds the wait for a group to settle after a member joins or
@@ -161,17 +162,12 @@ func TestGroupOfClients(t *testing.T) {
 	waitStable := func(step string) {
 		t.Helper()
 		live := slices.Sorted(maps.Keys(clients))
-		deadline := time.Now().Add(stableWait)
-		for {
-			why := o.stable(live, partitions)
-			if why == "" {
-				break
+		testutil.Eventually(t, stableWait, func() error {
+			if why := o.stable(live, partitions); why != "" {
+				return fmt.Errorf("%s: not stable: %s", step, why)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not stable after %v: %s", step, stableWait, why)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		if len(o.problems) > 0 {

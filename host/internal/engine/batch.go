@@ -167,6 +167,15 @@ func (w *batchWatch) requestStop() {
 	}
 }
 
+// setStop sets the stop word of the batch header buf from the instance's
+// goroutine. The watchdog may set it at the same moment (requestStop), so
+// the store is atomic like the watchdog's (race detector: two Go
+// goroutines writing one word); the header is 8-byte aligned (runBatch
+// checks).
+func setStop(buf []byte) {
+	atomic.StoreUint32((*uint32)(unsafe.Pointer(&buf[abi.BatchStop])), 1)
+}
+
 // progress reads done from guest memory, for the watchdog goroutine. The
 // plugin writes it from compiled code; the read is atomic on an aligned
 // address (the batch is 8-byte aligned, runBatch checks), and is retried
@@ -250,7 +259,7 @@ func (i *Instance) runBatch(ctx context.Context, calls []Call, h BatchHooks, yie
 		left := time.Until(yieldAt)
 		if left <= 0 {
 			b.yielded = true
-			binary.LittleEndian.PutUint32(buf[abi.BatchStop:], 1)
+			setStop(buf)
 		} else {
 			w.yieldTick.Store(i.rt.tick.Load() + ticksFor(left, i.rt.tickEvery))
 		}
@@ -407,7 +416,7 @@ func (i *Instance) syncEnds() bool {
 	}
 	if int(done) > 0 && !b.yieldAt.IsZero() && !b.yielded && !time.Now().Before(b.yieldAt) {
 		b.yielded = true
-		binary.LittleEndian.PutUint32(buf[abi.BatchStop:], 1)
+		setStop(buf)
 	}
 	return true
 }
@@ -478,7 +487,7 @@ func (i *Instance) cutBatch(k int) {
 		b.cut = k
 	}
 	if buf, ok := i.cur.mem.Read(b.base, abi.BatchHeaderSize); ok {
-		binary.LittleEndian.PutUint32(buf[abi.BatchStop:], 1)
+		setStop(buf)
 	}
 }
 

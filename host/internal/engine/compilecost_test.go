@@ -284,6 +284,9 @@ var estimateShapes = []wasmgen.Shape{
 // the estimate's (not asserted: a shared machine's timing is noise; the
 // fuzz target checks time against a loose bound).
 func TestCompileEstimate(t *testing.T) {
+	if testutil.Race {
+		t.Skip("measures the process's memory and CPU time against the estimate: the race detector's instrumentation changes both (make test runs it without -race too)")
+	}
 	lim := ModuleLimits{CompileMemory: 1 << 40, CompileTime: time.Hour, InstanceMemory: 1 << 40}
 	type module struct {
 		name        string
@@ -361,6 +364,9 @@ func checkMeasure(t testing.TB, name string, m compileMeasure, cpuBound time.Dur
 // functions of 49,990 locals in 800 KB), the worst cases the fuzzer found,
 // and testdata/fuzz/FuzzCompileBudget.
 func FuzzCompileBudget(f *testing.F) {
+	if testutil.Race {
+		f.Skip("measures the process's memory and CPU time against the estimate: the race detector's instrumentation changes both (make test runs it without -race too)")
+	}
 	type seed struct {
 		funcs, locals, ops uint32
 		kind               wasmgen.OpKind

@@ -14,6 +14,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/state"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 func rec(topic, k, v string) *kgo.Record {
@@ -56,17 +57,12 @@ func get(t *testing.T, tb *Table, k string) (string, bool) {
 // eventually waits until key k has value want ("" = absent).
 func eventually(t *testing.T, tb *Table, k, want string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		v, ok := get(t, tb, k)
-		if (want == "" && !ok) || (ok && v == want) {
-			return
+	testutil.Eventually(t, 20*time.Second, func() error {
+		if v, ok := get(t, tb, k); !((want == "" && !ok) || (ok && v == want)) {
+			return fmt.Errorf("key %s: got %q (found %v), want %q", k, v, ok, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("key %s: got %q (found %v), want %q", k, v, ok, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestBootstrapFollowReopen: bootstrap loads every partition; updates and

@@ -17,6 +17,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/state"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 // testLogger sends log lines to t.Log until the test ends.
@@ -249,37 +250,31 @@ func recreateTopic(t testing.TB, b *testbroker.Broker, topic string) {
 	if err != nil {
 		t.Fatalf("delete topic %s: %v", topic, err)
 	}
-	for {
+	// The real broker deletes asynchronously: creating fails, retriably,
+	// until it is done.
+	testutil.Eventually(t, 60*time.Second, func() error {
 		r, err := adm.CreateTopic(ctx, 1, 1, nil, topic)
 		if err == nil {
 			err = r.Err
 		}
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
+		if err != nil && !kerr.IsRetriable(err) && err != kerr.TopicAlreadyExists {
 			t.Fatalf("recreate topic %s: %v", topic, err)
 		}
-		if !kerr.IsRetriable(err) && err != kerr.TopicAlreadyExists {
-			t.Fatalf("recreate topic %s: %v", topic, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	for { // until the new partition answers ListOffsets with a leader
+		return err
+	})
+	testutil.Eventually(t, 60*time.Second, func() error { // until the new partition answers ListOffsets with a leader
 		lo, err := adm.ListEndOffsets(ctx, topic)
 		if err == nil {
 			err = lo.Error()
 		}
-		if err == nil {
-			if l, ok := lo.Lookup(topic, 0); ok && l.Offset == 0 {
-				return
-			}
+		if err != nil {
+			return fmt.Errorf("recreated topic %s not ready: %w", topic, err)
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("recreated topic %s not ready: %v", topic, err)
+		if l, ok := lo.Lookup(topic, 0); !ok || l.Offset != 0 {
+			return fmt.Errorf("recreated topic %s: end offset %+v, want 0", topic, l)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // txnProducer returns a transactional producer for topic, closed when t

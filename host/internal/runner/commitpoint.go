@@ -369,7 +369,9 @@ func (cp *commitPoint) fail(err error) error {
 // position (strategy.rewind) so the work is done again.
 func (cp *commitPoint) drop(rewind bool) {
 	for _, t := range cp.r.tasks {
-		if t.st != nil {
+		if t.st != nil && t.restoring == nil {
+			// A restoring task's store belongs to its restore's
+			// goroutine, and holds no window.
 			t.st.Discard()
 		}
 		t.tk.reset()

@@ -253,12 +253,35 @@ func TestCopartitionedTaskNeedsEveryPartition(t *testing.T) {
 	rr := kgo.Balancers(kgo.RoundRobinBalancer())
 	stop1 := start(t, f.runner(t, p, rr))
 	stop2 := start(t, f.runner(t, p, rr))
-	time.Sleep(3 * time.Second) // both members in the group
+	// Both members in the group, each holding partitions: the assignor
+	// split every task.
+	testutil.Eventually(t, 60*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		gs, err := f.b.Admin(t).DescribeGroups(ctx, f.group)
+		if err != nil {
+			return err
+		}
+		g := gs[f.group]
+		if g.Err != nil || g.State != "Stable" || len(g.Members) != 2 {
+			return fmt.Errorf("group %s: state %q, %d members (err %v); want 2 members, stable", f.group, g.State, len(g.Members), g.Err)
+		}
+		for _, m := range g.Members {
+			if c, ok := m.Assigned.AsConsumer(); !ok || len(c.Topics) == 0 {
+				return fmt.Errorf("member %s holds no partitions yet", m.MemberID)
+			}
+		}
+		return nil
+	})
 	f.produce(t, 0, 60, false)
-	time.Sleep(3 * time.Second)
-	if got := p.processed.Load(); got != 0 {
-		t.Fatalf("%d records processed by split tasks", got)
-	}
+	// As long as a member of the split group would need to fetch and run
+	// them (it runs a task within a poll, about 100 ms here), nothing runs.
+	testutil.Consistently(t, 3*time.Second, func() error {
+		if got := p.processed.Load(); got != 0 {
+			return fmt.Errorf("%d records processed by split tasks", got)
+		}
+		return nil
+	})
 	if err := stop2(); err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,14 @@
 //	               End's watchdog, callbacks queued while End runs (I2)
 //	alo.go         at_least_once's strategy: flush, then state, then
 //	               offsets (I1); a rollback's rewind
+//	limits.go      the one check of an emit: what its output topic accepts
+//	               (read from the broker), and the producer's batch size
+//	               per topic
+//	refusal.go     a record the broker refuses anyway: its origin, the
+//	               window's abort, the producing call failing on its next
+//	               pass (kind refused)
+//	arena.go       the record structs and bytes of a task's emits, carved
+//	               from chunks
 //	latest.go      outputs that take the latest record per key
 //	timekeeper.go  a task's time: stream and wall clocks, timers, marks (I10)
 //	timers.go      timer checks and the commit point's calls

@@ -693,6 +693,7 @@ func (r *Runner) iterate(ctx context.Context) (done bool, err error) {
 		// Records wait in the tasks' windows: take what the client has
 		// buffered, without waiting for more.
 		r.mu.Unlock()
+		//lint:ignore SA1012 a nil context is franz-go's way to return what is buffered without waiting
 		fetches = r.cl.PollRecords(nil, r.opts.MaxPoll)
 	} else {
 		pollCtx, cancel := r.pollContext(ctx)

@@ -83,6 +83,35 @@ func (f *fixture) produceInputs(t *testing.T, from, n int) {
 	f.b.Produce(t, recs...)
 }
 
+// checkInputOrder fails t unless the outputs of each input partition come
+// in their inputs' order: within each output partition (the only order a
+// consumer sees), the inputs behind the outputs from one input partition
+// have increasing offsets. An output is its input's value upper-cased.
+func (f *fixture) checkInputOrder(t *testing.T, out []*kgo.Record) {
+	t.Helper()
+	type pos struct {
+		partition int32
+		offset    int64
+	}
+	at := map[string]pos{}
+	for _, r := range f.b.ReadCommitted(t, f.in, 30*time.Second) {
+		at[string(bytes.ToUpper(r.Value))] = pos{r.Partition, r.Offset}
+	}
+	last := map[[2]int32]int64{} // {output partition, input partition}: the last input offset seen
+	for _, o := range out {
+		in, ok := at[string(o.Value)]
+		if !ok {
+			t.Fatalf("output %q has no input", o.Value)
+		}
+		k := [2]int32{o.Partition, in.partition}
+		if prev, ok := last[k]; ok && in.offset <= prev {
+			t.Fatalf("output partition %d: %q (input %d/%d) came after the output of input %d/%d: out of input order",
+				o.Partition, o.Value, in.partition, in.offset, in.partition, prev)
+		}
+		last[k] = in.offset
+	}
+}
+
 func (f *fixture) runner(t *testing.T, p Plugin, onError ErrorPolicy, extra ...kgo.Opt) *Runner {
 	return f.runnerWith(t, p, onError, nil, extra...)
 }
@@ -436,6 +465,7 @@ func testBufferedRecordsAcrossRebalance(t *testing.T, eos bool) {
 				r1.Stats("upper").RecordsIn.Load(), r2.Stats("upper").RecordsIn.Load(), len(out))
 		}
 	}
+	f.checkInputOrder(t, out)
 	if in2 := r2.Stats("upper").RecordsIn.Load(); in2 == 0 {
 		t.Fatal("member 2 processed nothing: no rebalance happened, the test proved nothing")
 	}

@@ -78,17 +78,6 @@ func (s *Stats) observeLatencyN(d time.Duration, n int) {
 	s.LatencySumNs.Add(int64(d) * int64(n))
 }
 
-func (s *Stats) observeLatency(d time.Duration) {
-	s.LatencySumNs.Add(int64(d))
-	for i, b := range LatencyBounds {
-		if d < b {
-			s.LatencyBuckets[i].Add(1)
-			return
-		}
-	}
-	s.LatencyBuckets[len(LatencyBounds)].Add(1)
-}
-
 func (s *Stats) failure(kind FailureKind) { s.failures[kind].Add(1) }
 
 // Failures returns the failure counts by kind label (FailureKind.String),

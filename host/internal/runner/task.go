@@ -572,7 +572,9 @@ func (t *task) produceDeadLetter(dl *kgo.Record, key originKey, err error) error
 // since the last commit point, to the task's partition of each store's
 // changelog, and records the acknowledged positions for the checkpoint.
 func (t *task) produceChangelog() {
-	if t.st == nil {
+	if t.st == nil || t.restoring != nil {
+		// A restoring task's store belongs to its restore's goroutine
+		// (restoring.go), and holds no window.
 		return
 	}
 	for _, c := range t.st.Dirty() {
@@ -604,8 +606,8 @@ func (t *task) produceChangelog() {
 // atomic batch (I3). Called only after the changelog records were
 // acknowledged; the checkpoint is the offset after the last of them.
 func (t *task) applyState() error {
-	if t.st == nil {
-		return nil
+	if t.st == nil || t.restoring != nil {
+		return nil // see produceChangelog
 	}
 	if err := t.st.Apply(t.win.takeCheckpoints()); err != nil {
 		return fmt.Errorf("task %s: applying state: %w", t.id, err)

@@ -113,24 +113,17 @@ func (f *fixture) outputs(t *testing.T) []string {
 // returns the output, or fails the test.
 func (f *fixture) waitOutputs(t *testing.T, want ...string) []string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		got := f.outputs(t)
-		missing := ""
+	var got []string
+	testutil.Eventually(t, 30*time.Second, func() error {
+		got = f.outputs(t)
 		for _, w := range want {
 			if count(got, w) == 0 {
-				missing = w
-				break
+				return fmt.Errorf("committed output has no %q; it has %q", w, got)
 			}
 		}
-		if missing == "" {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("committed output has no %q; it has %q", missing, got)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
+	return got
 }
 
 // count is how many values of vs match w (equal, or with the prefix

@@ -86,10 +86,15 @@ type timekeeper struct {
 	marks         keymap.Window[int64]
 	callMarks     keymap.Scratch[int64]
 	carried, left map[string]int64
-	// markBytes is the bytes of the keys in marks and callMarks, bounded
-	// by maxMarkBytes.
-	markBytes int
-	taken     map[string]int64 // carried as of the current commit point's start
+	// markBytes is the bytes of the keys in marks and callMarks;
+	// carriedBytes of those in carried. The marked and carried keys
+	// together are bounded by TimeLimits.CommitMarks and maxMarkBytes:
+	// keys carried past commit points whose calls ran out of time count
+	// against the next windows' marks, so a slow on_commit cannot make
+	// the carried set grow without end (it makes commit_mark return
+	// ELIMIT, and the plugin emit at once, ABI.md 8.3).
+	markBytes, carriedBytes int
+	taken                   map[string]int64 // carried as of the current commit point's start
 
 	// firings counts the timers fired in this commit window.
 	firings int
@@ -189,6 +194,7 @@ func (k *timekeeper) reset() {
 	for key, ts := range k.taken {
 		k.carried[key] = ts
 	}
+	k.carriedBytes = keyBytes(k.carried)
 	k.taken, k.left = nil, nil
 	k.firings = 0
 	k.formatsOK = false // a format record of the aborted window is gone
@@ -202,9 +208,19 @@ func (k *timekeeper) committed() {
 		if k.carried == nil {
 			k.carried = map[string]int64{}
 		}
+		k.carriedBytes = keyBytes(k.carried)
 		k.taken, k.left = nil, nil
 	}
 	k.firings = 0
+}
+
+// keyBytes is the bytes of m's keys.
+func keyBytes(m map[string]int64) int {
+	n := 0
+	for key := range m {
+		n += len(key)
+	}
+	return n
 }
 
 // observe moves the stream time to a record's timestamp before the record
@@ -310,8 +326,10 @@ func (k *timekeeper) Mark(key []byte, ts int64) (bool, error) {
 		k.callMarks.Set(key, ts)
 		return false, nil
 	}
-	marked := k.marks.Has(key)
-	if !marked && (k.marks.Len()+k.callMarks.Len() >= k.lim.CommitMarks || k.markBytes+len(key) > maxMarkBytes) {
+	_, carried := k.carried[string(key)]
+	marked := carried || k.marks.Has(key)
+	if !marked && (len(k.carried)+k.marks.Len()+k.callMarks.Len() >= k.lim.CommitMarks ||
+		k.carriedBytes+k.markBytes+len(key) > maxMarkBytes) {
 		return false, ErrMarkLimit
 	}
 	k.callMarks.Set(key, ts)

@@ -1,10 +1,13 @@
 package state
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 // TestIntervalSyncMakesCommitsDurable: commits applied without fsync are
@@ -29,13 +32,12 @@ func TestIntervalSyncMakesCommitsDurable(t *testing.T) {
 			}
 		}
 		if interval > 0 {
-			deadline := time.Now().Add(10 * time.Second)
-			for db.syncs.Load() == 0 {
-				if time.Now().After(deadline) {
-					t.Fatal("the interval syncer did not sync within 10s")
+			testutil.Eventually(t, 10*time.Second, func() error {
+				if db.syncs.Load() == 0 {
+					return errors.New("the interval syncer did not sync")
 				}
-				time.Sleep(time.Millisecond)
-			}
+				return nil
+			})
 		} else {
 			time.Sleep(50 * time.Millisecond)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/invariants"
 	"github.com/wasmstream/wasmstream/host/internal/keymap"
 )
 
@@ -485,6 +486,15 @@ func (t *Task) Apply(checkpoints map[int]int64) error {
 		// the skiplist from the top every time (the dominant cost of a
 		// commit point).
 		keys := s.sorted
+		if invariants.Enabled && keys != nil {
+			// Apply writes exactly these keys, so sorted must be pending's
+			// keys, each once, in order: a key missing would be lost.
+			invariants.Assertf(len(keys) == s.pending.Len(), "task %s store %q: %d sorted keys for %d pending", t, s.name, len(keys), s.pending.Len())
+			for i, k := range keys {
+				invariants.Assertf(i == 0 || keys[i-1] < k, "task %s store %q: sorted keys out of order at %q", t, s.name, k)
+				invariants.Assertf(s.pending.Has([]byte(k)), "task %s store %q: sorted key %q is not pending", t, s.name, k)
+			}
+		}
 		if keys == nil {
 			keys = t.keys[:0]
 			for k := range s.pending.All() {

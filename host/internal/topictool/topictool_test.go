@@ -229,14 +229,15 @@ func TestConsumeFollow(t *testing.T) {
 		_, err := c.Consume(fctx, &out, ConsumeOptions{Topic: topic, Follow: true, From: "end", Format: `%v\n`})
 		done <- err
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for i := 0; !strings.Contains(out.String(), "late"); i++ {
-		if time.Now().After(deadline) {
-			t.Fatalf("--follow printed %q", out.String())
+	// A record produced before --follow reached the end is not printed:
+	// produce until one is.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if s := out.String(); !strings.Contains(s, "late") {
+			b.Produce(t, &kgo.Record{Topic: topic, Value: []byte("late")})
+			return fmt.Errorf("--follow printed %q", s)
 		}
-		b.Produce(t, &kgo.Record{Topic: topic, Value: []byte("late")})
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	stop()
 	if err := <-done; err != nil {
 		t.Errorf("stopped --follow: %v", err)
