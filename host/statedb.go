@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
+	"sync"
 
 	"github.com/wasmstream/wasmstream/host/internal/admin"
 	"github.com/wasmstream/wasmstream/host/internal/state"
@@ -75,22 +77,24 @@ func (h *Host) openState(tune func(processor string, o *state.Options)) error {
 	return nil
 }
 
-// closeState closes the state databases and their caches.
+// closeState closes the state databases, at once (each may wait up to
+// twice its write timeout for a slow disk: a stop waits for the slowest,
+// not their sum), then their caches.
 func (h *Host) closeState() error {
-	var errs []error
-	names := make([]string, 0, len(h.procState))
-	for name := range h.procState {
-		names = append(names, name)
+	dbs := make([]*state.DB, 0, len(h.procState)+1)
+	for _, name := range slices.Sorted(maps.Keys(h.procState)) {
+		dbs = append(dbs, h.procState[name])
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		errs = append(errs, h.procState[name].Close())
-	}
-	h.procState = nil
 	if h.state != nil {
-		errs = append(errs, h.state.Close())
-		h.state = nil
+		dbs = append(dbs, h.state)
 	}
+	errs := make([]error, len(dbs))
+	var wg sync.WaitGroup
+	for i, db := range dbs {
+		wg.Go(func() { errs[i] = db.Close() })
+	}
+	wg.Wait()
+	h.procState, h.state = nil, nil
 	if h.stateCaches != nil {
 		h.stateCaches.Close()
 		h.stateCaches = nil
