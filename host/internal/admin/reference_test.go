@@ -25,6 +25,7 @@ func fullExposition(t *testing.T) string {
 	src.snap.Lag = []PartitionLag{{Processor: "nl-orders", Topic: "orders", Partition: 0, Lag: 3}}
 	src.snap.Times = []TaskTime{{Processor: "nl-orders", Topic: "orders", Partition: 0, PendingTimers: 2, StreamTime: 1_700_000_000_000}}
 	src.procs[0].Plugin.Version = "v2@ab12"
+	src.snap.State = []StateDB{{Database: "nl-orders", Failed: "state: no space", Failures: map[string]int64{"no_space": 1}}}
 	var buf bytes.Buffer
 	writeText(&buf, buildFamilies(src.Metrics(), src.Processors(), func(name, reason string) { t.Errorf("family %s: %s", name, reason) }))
 	if err := writeRuntime(&buf); err != nil {

@@ -31,6 +31,9 @@ type Running struct {
 	// TablesLoading, if set, is how many global tables are still loading
 	// (the process is not ready until none is).
 	TablesLoading func() int
+	// State, if set, is the health of the process's state databases: a
+	// failed one makes the process unready.
+	State func() []admin.StateDB
 }
 
 // stats is processor's counters, from the runner that runs it.
@@ -121,6 +124,17 @@ func (s *Source) Ready() (bool, string) {
 	if h.TablesLoading != nil {
 		if n := h.TablesLoading(); n > 0 {
 			return false, fmt.Sprintf("loading %d global tables", n)
+		}
+	}
+	if h.State != nil {
+		var failed []string
+		for _, d := range h.State() {
+			if d.Failed != "" {
+				failed = append(failed, fmt.Sprintf("state database of %s failed: %s", d.Database, d.Failed))
+			}
+		}
+		if len(failed) > 0 {
+			return false, strings.Join(failed, "; ")
 		}
 	}
 	if n := h.restoring(); n > 0 {
@@ -224,6 +238,9 @@ func (s *Source) Metrics() admin.Snapshot {
 	}
 	snap.CommitLatency = &commits
 	snap.RestoringTasks = h.restoring()
+	if h.State != nil {
+		snap.State = h.State()
+	}
 	for _, p := range h.Processors {
 		for id, lag := range h.lag(p.Spec.Name) {
 			snap.Lag = append(snap.Lag, admin.PartitionLag{Processor: id.Processor, Topic: id.Topic, Partition: id.Partition, Lag: lag})
