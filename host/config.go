@@ -309,6 +309,12 @@ type Limits struct {
 	// the rate are dropped, counted and summarized. Defaults 100 and 64KiB.
 	LogLinesPerSecond int      `koanf:"log_lines_per_second"`
 	LogBytesPerSecond ByteSize `koanf:"log_bytes_per_second"`
+	// StateDisk bounds what one task's stores, its timers included, hold
+	// on disk (Pebble's estimate of the task's keys, plus what it wrote
+	// since): a state_put or timer_set that would go past it returns
+	// ELIMIT, so no plugin can fill the disk (deletes are always taken).
+	// Default 1GiB.
+	StateDisk ByteSize `koanf:"state_disk"`
 	// Timers bounds the timers one task may have pending (abi/ABI.md
 	// section 8.6); timer_set of a new one past it returns ELIMIT.
 	// Default 1000000.
@@ -383,6 +389,13 @@ type StateConfig struct {
 	// lose every commit since the process started, and restore reads
 	// them all again).
 	SyncInterval time.Duration `koanf:"sync_interval"`
+	// WriteTimeout bounds every write to a state database (a commit
+	// window, a restored batch, a log sync): a write the disk has not
+	// finished by then fails its database, which stops the one processor
+	// that writes to it (the others have databases of their own) until
+	// the host reopens it. A disk that refuses a write (no space, an I/O
+	// error) fails it at once. Default 10s.
+	WriteTimeout time.Duration `koanf:"write_timeout"`
 }
 
 // RuntimeConfig tunes the Wasm runtime.
@@ -586,6 +599,17 @@ func (c *Config) ChangelogTopic(store string) string {
 func (c *Config) StateDir() string {
 	return filepath.Join(c.State.Dir, c.AppID)
 }
+
+// ProcessorStateDir is the directory of processor's state database, in
+// StateDir: each processor with stores has a database of its own
+// (RATIONALE.md, "State"); the global tables' is StateDir itself.
+func (c *Config) ProcessorStateDir(processor string) string {
+	return filepath.Join(c.StateDir(), processorDirPrefix+processor)
+}
+
+// processorDirPrefix starts the name of a processor's state directory (a
+// prefix: a processor may be named "." or "..").
+const processorDirPrefix = "processor-"
 
 // pluginLimits are the host-wide module limits, compiling through
 // runtime.cache_dir: validate, deploy and run share one cache, so a

@@ -32,6 +32,9 @@ const (
 	DefaultMemory             = engine.DefaultMemoryLimit
 	DefaultRecordTimeout      = engine.DefaultRecordTimeout
 	DefaultStateDir           = "wasmstream-state"
+	// defaultStateDisk is limits.state_disk's default: a task's stores on
+	// disk (RATIONALE.md, "State").
+	defaultStateDisk = 1 << 30
 
 	DefaultRepartitionPurgeInterval = 30 * time.Second
 
@@ -113,6 +116,7 @@ func (c *Config) ApplyDefaults() {
 		orDefault(&l.StateBytesPerRecord, engine.DefaultMaxStateBytes)
 		orDefault(&l.LogLinesPerSecond, engine.DefaultLogLinesPerSecond)
 		orDefault(&l.LogBytesPerSecond, engine.DefaultLogBytesPerSecond)
+		orDefault(&l.StateDisk, defaultStateDisk)
 		orDefault(&l.Timers, abi.DefaultMaxTimers)
 		orDefault(&l.TimerFirings, abi.DefaultMaxFiringsPerCommit)
 		orDefault(&l.CommitMarks, abi.DefaultMaxCommitMarks)

@@ -47,27 +47,18 @@ func staleTasks(dir string) []state.StoreInfo {
 	return stores
 }
 
-// clearEmbeddedState wipes the tasks of stale and the app's global tables
-// in the open state database: with the embedded broker their changelogs,
-// topics and offsets went with the earlier run's broker.
-func (h *Host) clearEmbeddedState(stale []state.StoreInfo) error {
-	type taskKey struct {
-		processor string
-		partition int32
-	}
-	seen := map[taskKey]bool{}
-	for _, s := range stale {
-		k := taskKey{s.Processor, s.Partition}
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		t := h.state.Task(k.processor, k.partition, nil)
-		err := t.Wipe()
-		_ = t.Close()
+// clearEmbeddedState wipes the tasks an earlier run left in each
+// processor's database (stale, by processor) and the app's global tables:
+// with the embedded broker their changelogs, topics and offsets went with
+// the earlier run's broker.
+func (h *Host) clearEmbeddedState(stale map[string][]state.StoreInfo) error {
+	tasks := 0
+	for name, infos := range stale {
+		n, err := wipeTasks(h.procState[name], infos)
 		if err != nil {
 			return fmt.Errorf("state.dir: clearing the state of an earlier run on the embedded broker: %w", err)
 		}
+		tasks += n
 	}
 	tables := 0
 	for _, p := range h.cfg.Processors {
@@ -83,9 +74,32 @@ func (h *Host) clearEmbeddedState(stale []state.StoreInfo) error {
 			}
 		}
 	}
-	if len(seen)+tables > 0 {
+	if tasks+tables > 0 {
 		h.log.Info("embedded broker: cleared the local state of an earlier run; its topics and changelogs went with that run's broker, "+
-			"and the stores are rebuilt from the records this run processes", "tasks", len(seen), "global_tables", tables, "dir", h.cfg.StateDir())
+			"and the stores are rebuilt from the records this run processes", "tasks", tasks, "global_tables", tables, "dir", h.cfg.StateDir())
 	}
 	return nil
+}
+
+// wipeTasks wipes the tasks of stores in db and returns how many.
+func wipeTasks(db *state.DB, stores []state.StoreInfo) (int, error) {
+	type taskKey struct {
+		processor string
+		partition int32
+	}
+	seen := map[taskKey]bool{}
+	for _, s := range stores {
+		k := taskKey{s.Processor, s.Partition}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		t := db.Task(k.processor, k.partition, nil)
+		err := t.Wipe()
+		_ = t.Close()
+		if err != nil {
+			return len(seen), err
+		}
+	}
+	return len(seen), nil
 }

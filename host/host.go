@@ -36,9 +36,14 @@ import (
 
 // Host runs the processors of one Config in this process.
 type Host struct {
-	cfg   *Config // New's own copy, defaults applied
-	log   *slog.Logger
-	state *state.DB // nil when no processor has stores or tables
+	cfg *Config // New's own copy, defaults applied
+	log *slog.Logger
+	// state is the global tables' database, procState each stateful
+	// processor's (statedb.go); nil when no processor has stores or
+	// tables. stateCaches are the caches they share.
+	state       *state.DB
+	procState   map[string]*state.DB
+	stateCaches *state.Shared
 	// tables are the global tables, by topic: processors naming the same
 	// topic share one (tables.go).
 	tables   map[string]*globaltable.Table
@@ -95,6 +100,10 @@ type options struct {
 	// restartBackoff, when set, is the first wait before a failed runner
 	// is replaced (tests that replace many; default restartFirstBackoff).
 	restartBackoff time.Duration
+	// stateOptions, if set, changes the options each state database is
+	// opened with (processor: its processor, "" for the global tables');
+	// tests give one a failing file system.
+	stateOptions func(processor string, o *state.Options)
 }
 
 // WithRestoreProgress calls fn with the progress of every state restore
@@ -178,19 +187,8 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		if advice := cfg.oldStateDirAdvice(); advice != "" && h.embedded == nil {
 			h.log.Warn("state: starting from an empty state directory; the stores are restored from their changelogs. " + advice)
 		}
-		var stale []state.StoreInfo
-		if h.embedded != nil {
-			stale = staleTasks(cfg.StateDir())
-		}
-		db, err := state.Open(cfg.StateDir(), state.Options{Logger: h.log, SyncInterval: cfg.State.SyncInterval})
-		if err != nil {
-			return nil, fmt.Errorf("state.dir: %w", err)
-		}
-		h.state = db
-		if h.embedded != nil {
-			if err := h.clearEmbeddedState(stale); err != nil {
-				return nil, err
-			}
+		if err := h.openState(o.stateOptions); err != nil {
+			return nil, err
 		}
 	}
 	// Before the follower makes the plugins' factories: they copy the
@@ -236,6 +234,8 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			// its whole topic.
 			EarliestInputs: slices.Concat(cfg.repartitionInputs(pc), slices.Sorted(maps.Values(pc.TaskTables))),
 			Changelogs:     cfg.changelogTopics(pc),
+			State:          h.procState[pc.Name],
+			StateDisk:      int64(pc.Limits.StateDisk),
 		}
 		for st, e := range pc.Expire {
 			specs[i].Expiry[st] = state.Expiry{TTL: e.After.Milliseconds(), Wall: e.Clock == ClockWall}
@@ -270,7 +270,6 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		TransactionTimeout:     cfg.Kafka.TransactionTimeout,
 		Processors:             specs,
 		Versions:               h.vers,
-		State:                  h.state,
 		Logger:                 h.log,
 		OnRollback:             h.follower.OnRollback,
 		OnRestoreProgress:      onRestore,
@@ -358,7 +357,8 @@ func (h *Host) publishStatus() {
 	for i, m := range h.members {
 		rs[i] = m.runner()
 	}
-	h.status.Start(&status.Running{Processors: h.procs, Runners: rs, Versions: h.vers, State: h.state, TablesLoading: h.tablesLoading})
+	h.status.Start(&status.Running{Processors: h.procs, Runners: rs, Versions: h.vers, TablesLoading: h.tablesLoading,
+		State: h.stateHealth, StateOpen: h.stateOpen})
 }
 
 // AdminAddr is the admin endpoint's address, or "" when it is off.
@@ -471,6 +471,11 @@ func (h *Host) runLoop(ctx context.Context, m *member) error {
 			case <-time.After(backoff):
 			}
 			backoff = min(2*backoff, restartMaxBackoff)
+			// A processor whose store could not be written (a full or
+			// failing disk) starts again only on a database reopened.
+			if err = h.recoverState(ctx, m); err != nil {
+				continue
+			}
 			if r, err = runner.New(ctx, m.opts); err == nil {
 				break
 			}
@@ -569,10 +574,7 @@ func (h *Host) Close() error {
 	for _, t := range h.tables {
 		t.Close() // a no-op once Run's Follow closed it
 	}
-	if h.state != nil {
-		errs = append(errs, h.state.Close())
-		h.state = nil
-	}
+	errs = append(errs, h.closeState())
 	if h.follower != nil {
 		h.follower.Close()
 		h.follower = nil

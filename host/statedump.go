@@ -1,7 +1,14 @@
 package host
 
 import (
+	"errors"
 	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
 
 	"github.com/wasmstream/wasmstream/host/internal/runner"
 	"github.com/wasmstream/wasmstream/host/internal/state"
@@ -20,40 +27,89 @@ var (
 )
 
 // StateReader reads an app's local state directory (Config.StateDir)
-// without Kafka and without writing to it, for debugging. It holds the
-// directory lock until Close, so a host cannot start on the directory
-// meanwhile.
+// without Kafka and without writing to it, for debugging: the global
+// tables' database there and the database of each processor in it
+// (Config.ProcessorStateDir). It holds the directories' locks until Close,
+// so a host cannot start on them meanwhile.
 type StateReader struct {
-	r *state.Reader
+	dir  string
+	root *state.Reader
+	// procs are the processors' databases, by processor name.
+	procs map[string]*state.Reader
 }
 
 // OpenStateReadOnly opens the state directory dir (usually
 // cfg.StateDir()) read-only. log receives Pebble's messages; nil discards
 // them. Errors match ErrNoState, ErrStateInUse or ErrStateCorrupt, or are
 // file system errors.
-func OpenStateReadOnly(dir string, log *slog.Logger) (*StateReader, error) {
-	r, err := state.OpenReadOnly(dir, log)
+func OpenStateReadOnly(dir string, log *slog.Logger) (_ *StateReader, err error) {
+	root, err := state.OpenReadOnly(dir, log)
 	if err != nil {
 		return nil, err
 	}
-	return &StateReader{r: r}, nil
+	s := &StateReader{dir: dir, root: root, procs: map[string]*state.Reader{}}
+	defer func() {
+		if err != nil {
+			_ = s.Close()
+		}
+	}()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		name, ok := strings.CutPrefix(e.Name(), processorDirPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		r, err := state.OpenReadOnly(filepath.Join(dir, e.Name()), log)
+		if errors.Is(err, state.ErrNoDatabase) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.procs[name] = r
+	}
+	return s, nil
 }
 
 // Dir is the directory read.
-func (s *StateReader) Dir() string { return s.r.Dir() }
+func (s *StateReader) Dir() string { return s.dir }
 
 // Stores lists every task store in the directory with its changelog
 // checkpoint, sorted by processor, partition and store.
 func (s *StateReader) Stores() ([]StateStore, error) {
-	infos, err := s.r.Stores()
-	if err != nil {
-		return nil, err
+	var out []StateStore
+	for _, r := range s.readers() {
+		infos, err := r.Stores()
+		if err != nil {
+			return nil, err
+		}
+		for _, in := range infos {
+			out = append(out, stateStore(in))
+		}
 	}
-	out := make([]StateStore, len(infos))
-	for i, in := range infos {
-		out[i] = stateStore(in)
-	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Processor != b.Processor {
+			return a.Processor < b.Processor
+		}
+		if a.Partition != b.Partition {
+			return a.Partition < b.Partition
+		}
+		return a.Store < b.Store
+	})
 	return out, nil
+}
+
+// readers are the databases read: the root's, then the processors'.
+func (s *StateReader) readers() []*state.Reader {
+	out := []*state.Reader{s.root}
+	for _, name := range slices.Sorted(maps.Keys(s.procs)) {
+		out = append(out, s.procs[name])
+	}
+	return out
 }
 
 // Scan calls fn with every key and value of store of the task processor on
@@ -61,11 +117,21 @@ func (s *StateReader) Stores() ([]StateStore, error) {
 // An error from fn stops the scan and is returned. A task or store that is
 // not in the directory has no keys.
 func (s *StateReader) Scan(processor string, partition int32, store string, fn func(key, value []byte) error) error {
-	return s.r.Scan(processor, partition, store, fn)
+	r := s.procs[processor]
+	if r == nil {
+		r = s.root // a directory an earlier release wrote
+	}
+	return r.Scan(processor, partition, store, fn)
 }
 
-// Close releases the directory. Idempotent.
-func (s *StateReader) Close() error { return s.r.Close() }
+// Close releases the directories. Idempotent.
+func (s *StateReader) Close() error {
+	var errs []error
+	for _, r := range s.readers() {
+		errs = append(errs, r.Close())
+	}
+	return errors.Join(errs...)
+}
 
 // TaskName is the name of the task of processor on partition as the host
 // names it everywhere (logs, metrics, /v1/processors): processor/topic/

@@ -53,6 +53,9 @@ func (c *Config) Validate() error {
 	if c.Kafka.CommitRecords < 0 {
 		bad("kafka.commit_records", "must be positive")
 	}
+	if c.State.WriteTimeout < 0 {
+		bad("state.write_timeout", "%s: must not be negative (0: the default, 10s)", c.State.WriteTimeout)
+	}
 	badEnum("guarantee", enumProblem(c.Guarantee, guarantees))
 	if c.Kafka.TransactionTimeout < time.Second {
 		bad("kafka.transaction_timeout", "%s is below 1s", c.Kafka.TransactionTimeout)

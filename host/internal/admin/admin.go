@@ -2,7 +2,8 @@
 // Prometheus metrics and a description of the running processors.
 //
 //	GET /healthz         200 "ok", or 503 and the reason (a stopped task, a stopped runner)
-//	GET /readyz          200 "ok" once every assigned task is restored, else 503 "restoring N tasks"
+//	GET /readyz          200 "ok" once every assigned task is restored and no state database has failed,
+//	                     else 503 and the reason ("restoring N tasks", the failed database's error)
 //	GET /metrics         Prometheus text format 0.0.4
 //	GET /v1/processors   JSON: each processor, its plugin versions and its counters
 //	GET /debug/...       with Debug only: Go's profiler and a snapshot of what the process holds (debug.go)

@@ -124,7 +124,7 @@ func TakeDebugSnapshot(m Snapshot) DebugSnapshot {
 		Threads:        -1,
 		OpenFDs:        -1,
 		Processors:     []DebugProcessor{},
-		State:          m.State,
+		State:          m.StateOpen,
 	}
 	d.RSSBytes, d.Threads = procStatus()
 	if fds, err := os.ReadDir("/proc/self/fd"); err == nil {

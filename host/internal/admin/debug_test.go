@@ -30,7 +30,7 @@ func TestDebugEndpoints(t *testing.T) {
 	src := newFake()
 	src.snap.Processors[1].Lifecycle = &Lifecycle{Held: 2, Modules: 2, Instances: 3, MemoryBytes: 3 << 20,
 		Tasks: []TaskVersion{{Task: "counts/words/0", Version: "v2"}, {Task: "counts/words/1", Version: "v2"}}}
-	src.snap.State = &StateCounts{Tasks: 2, Iterators: 0}
+	src.snap.StateOpen = &StateCounts{Tasks: 2, Iterators: 0}
 	s, err := New("127.0.0.1:0", src, quietLogger(), Debug())
 	if err != nil {
 		t.Fatal(err)

@@ -67,6 +67,8 @@ const (
 	mMarksDropped  = "wasmstream_commit_marks_dropped_total"
 	mTimersPending = "wasmstream_timers_pending"
 	mStreamLag     = "wasmstream_stream_time_lag_seconds"
+	mStateFailures = "wasmstream_state_write_failures_total"
+	mStateFailed   = "wasmstream_state_failed"
 )
 
 // buildFamilies turns a snapshot and the processor descriptions into
@@ -161,9 +163,9 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 
 	stateTasks := gauge(mStateTasks, "Task handles the state database has open.")
 	stateIters := gauge(mStateIters, "Scans of state stores and tables not yet closed.")
-	if snap.State != nil {
-		stateTasks.add(nil, float64(snap.State.Tasks))
-		stateIters.add(nil, float64(snap.State.Iterators))
+	if snap.StateOpen != nil {
+		stateTasks.add(nil, float64(snap.StateOpen.Tasks))
+		stateIters.add(nil, float64(snap.StateOpen.Iterators))
 	}
 
 	restoring := gauge(mRestoring, "Tasks restoring their state now; the process is ready when 0.")
@@ -203,10 +205,25 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 		}
 	}
 
+	stateFailures := counter(mStateFailures, "Failures of a state database: a write the disk refused (no_space, io) or did not answer in time (timeout); one per failure, however many writes it refused.")
+	stateFailed := gauge(mStateFailed, "1 while the state database has failed (its processor stopped until it is reopened), else 0.")
+	for _, d := range snap.State {
+		l := []Label{{"database", d.Database}}
+		stateFailed.add(l, b2f(d.Failed != ""))
+		causes := make([]string, 0, len(d.Failures))
+		for c := range d.Failures {
+			causes = append(causes, c)
+		}
+		slices.Sort(causes)
+		for _, c := range causes {
+			stateFailures.add([]Label{{"database", d.Database}, {"cause", c}}, float64(d.Failures[c]))
+		}
+	}
+
 	fams := []family{*in, *out, *skipped, *dead, *failures, *failedTasks, *commits, *aborts, *latency, *commitSecs,
 		*info, *tasks, *swaps, *swapFailures, *rollbacks, *refusals, *held, *modules, *instances, *memory, *stateTasks, *stateIters,
 		*restoring, *restored, *target, *pos, *rate, *wipes, *done,
-		*lag, *firings, *commitCalls, *timersDropped, *marksDropped, *pending, *streamLag}
+		*lag, *firings, *commitCalls, *timersDropped, *marksDropped, *pending, *streamLag, *stateFailures, *stateFailed}
 	seen := map[string]bool{}
 	for _, f := range fams {
 		seen[f.name] = true

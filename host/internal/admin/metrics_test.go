@@ -119,7 +119,7 @@ func TestWriteTextExactVersions(t *testing.T) {
 			Lifecycle: &Lifecycle{},
 		}},
 		CommitLatency: &Histogram{Bounds: []float64{0.005, 0.1}, Counts: []uint64{7, 4, 1}, Sum: 0.5},
-		State:         &StateCounts{Tasks: 3, Iterators: 1},
+		StateOpen:     &StateCounts{Tasks: 3, Iterators: 1},
 	}
 	procs := []ProcessorInfo{
 		{Name: "p", Plugin: PluginInfo{SHA256: "bb", ABIVersion: 1, Version: "v2@bbbbbbbbbbbb", Label: "v2"}},

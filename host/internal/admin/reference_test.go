@@ -21,11 +21,12 @@ func fullExposition(t *testing.T) string {
 	src := newFake()
 	src.snap.Processors[0].Lifecycle = &Lifecycle{Swaps: 1, SwapFailures: 1, Rollbacks: 1, Refusals: 1,
 		Tasks: []TaskVersion{{Task: "nl-orders/orders/0", Version: "v2@ab12"}}}
-	src.snap.State = &StateCounts{Tasks: 1}
+	src.snap.StateOpen = &StateCounts{Tasks: 1}
 	src.snap.CommitLatency = &Histogram{Bounds: []float64{0.01, 0.1}, Counts: []uint64{3, 2, 1}, Sum: 0.2}
 	src.snap.Lag = []PartitionLag{{Processor: "nl-orders", Topic: "orders", Partition: 0, Lag: 3}}
 	src.snap.Times = []TaskTime{{Processor: "nl-orders", Topic: "orders", Partition: 0, PendingTimers: 2, StreamTime: 1_700_000_000_000}}
 	src.procs[0].Plugin.Version = "v2@ab12"
+	src.snap.State = []StateDB{{Database: "nl-orders", Failed: "state: no space", Failures: map[string]int64{"no_space": 1}}}
 	var buf bytes.Buffer
 	writeText(&buf, buildFamilies(src.Metrics(), src.Processors(), func(name, reason string) { t.Errorf("family %s: %s", name, reason) }))
 	if err := writeRuntime(&buf); err != nil {

@@ -16,8 +16,9 @@ type Source interface {
 	// stopped on a fatal error. reason says which, for the 503 body.
 	Health() (ok bool, reason string)
 	// Ready reports whether every assigned task finished restoring its
-	// state, so the process processes all it owns. When not ok, reason is
-	// the 503 body, e.g. RestoringReason(n).
+	// state and no state database has failed, so the process processes
+	// all it owns. When not ok, reason is the 503 body, e.g.
+	// RestoringReason(n).
 	Ready() (ok bool, reason string)
 	// Processors describes the configured processors and the plugin each
 	// runs now, in a stable order (the config's).
@@ -79,9 +80,12 @@ type Snapshot struct {
 	// Now is the wall time the stream-time lag is measured against, in ms
 	// since the epoch (0: the time of writing).
 	Now int64
-	// State is the state database's open task handles and scans; nil
-	// without a state database.
-	State *StateCounts
+	// State is the health of each state database of the process, in a
+	// stable order.
+	State []StateDB
+	// StateOpen is what the state databases have open, summed: task
+	// handles and scans; nil without a state database.
+	StateOpen *StateCounts
 	// Extra are further metric families for metrics this package has no
 	// field for yet. A family whose name is invalid, or is the name of a
 	// built-in family, is not written (and logged once).
@@ -114,6 +118,19 @@ type ProcessorMetrics struct {
 	// when the host does not know them (then no version or swap metrics
 	// are written).
 	Lifecycle *Lifecycle
+}
+
+// StateDB is the health of one state database: a processor's, or the
+// global tables'.
+type StateDB struct {
+	// Database is the processor's name, or "global_tables".
+	Database string
+	// Failed is the database's failure (a write the disk refused or did
+	// not answer), "" while it is healthy.
+	Failed string
+	// Failures counts its failures by cause ("no_space", "io",
+	// "timeout"); they only grow.
+	Failures map[string]int64
 }
 
 // Histogram is a latency histogram in seconds. Counts holds one count per

@@ -829,3 +829,29 @@ func TestErrorStrings(t *testing.T) {
 		}
 	}
 }
+
+// overBudget is a State whose every Put is past the task's disk budget.
+type overBudget struct{ *memState }
+
+func (overBudget) Put(int, []byte, []byte) error {
+	return fmt.Errorf("task p/in/0 store \"s\": %w", ErrStateLimit)
+}
+
+// A state_put past the task's disk budget (limits.state_disk): the plugin
+// gets ELIMIT and decides, like at the timer limit; the record does not
+// fail for it and nothing is written.
+func TestStatePutOverDiskBudget(t *testing.T) {
+	r, _ := newRuntime(t, Options{})
+	st := overBudget{newMemState(1)}
+	i, sink := instantiate(t, compileFile(t, r, "stateops"), Binding{Stores: []string{"s"}, State: st})
+	if err := i.Process(bg, rec("put_", "hi")); err != nil {
+		t.Fatalf("the record failed: %v", err)
+	}
+	got := sink.take()
+	if len(got) != 1 || got[0].rec.Partition != abi.ErrnoLimit.Result() {
+		t.Fatalf("state_put over the disk budget reported %+v, want ELIMIT (%d)", got, abi.ErrnoLimit.Result())
+	}
+	if len(st.stores[0]) != 0 {
+		t.Fatalf("the store holds %v", st.stores[0])
+	}
+}

@@ -468,6 +468,9 @@ func (i *Instance) statePut(store, keyPtr, keyLen, valPtr, valLen uint32) int32 
 		return e
 	}
 	if err := i.safeState(func(s State) error { return s.Put(int(store), key, val) }); err != nil {
+		if errors.Is(err, ErrStateLimit) {
+			return abi.ErrnoLimit.Result() // the plugin decides, as at the timer limit
+		}
 		i.hostFail("state put", err)
 		return abi.ErrnoIO.Result()
 	}

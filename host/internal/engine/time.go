@@ -54,6 +54,9 @@ var (
 	// ErrMarkLimit: the commit window has as many marked keys as it may
 	// (limits.commit_marks).
 	ErrMarkLimit = errors.New("engine: commit mark limit reached")
+	// ErrStateLimit: the task's stores hold as much on disk as they may
+	// (limits.state_disk); a State's Put or a Time's SetTimer returns it.
+	ErrStateLimit = errors.New("engine: the task's state is at its disk budget")
 )
 
 // OnTimer runs the plugin's wasmstream_on_timer for a due timer: trig's
@@ -157,7 +160,7 @@ func (i *Instance) timerSet(kind uint32, ts int64, keyPtr, keyLen uint32) int32 
 		return err
 	})
 	switch {
-	case errors.Is(err, ErrTimerLimit):
+	case errors.Is(err, ErrTimerLimit), errors.Is(err, ErrStateLimit):
 		return abi.ErrnoLimit.Result()
 	case err != nil:
 		i.hostFail("timer set", err)

@@ -280,8 +280,22 @@ func (noState) Put(int, []byte, []byte) error                     { return nil }
 func (noState) Delete(int, []byte) error                          { return nil }
 func (noState) Scan(int, []byte, []byte) (engine.Iterator, error) { return nil, errors.New("no state") }
 
-// taskState adapts a task's state to the engine's State interface.
+// taskState adapts a task's state to the engine's State interface: the
+// store's disk budget error becomes the engine's, which gives the plugin
+// ELIMIT.
 type taskState struct{ *state.Task }
+
+func (s taskState) Put(store int, key, value []byte) error {
+	return stateLimit(s.Task.Put(store, key, value))
+}
+
+// stateLimit marks a disk budget error as the engine's ErrStateLimit.
+func stateLimit(err error) error {
+	if errors.Is(err, state.ErrDiskBudget) {
+		return fmt.Errorf("%w: %w", engine.ErrStateLimit, err)
+	}
+	return err
+}
 
 func (s taskState) Scan(store int, start, end []byte) (engine.Iterator, error) {
 	it, err := s.Task.Scan(store, start, end)
@@ -339,7 +353,7 @@ func (t taskTime) SetTimer(kind abi.TimerKind, ts int64, key []byte) (bool, erro
 	if errors.Is(err, runner.ErrTimerLimit) {
 		err = fmt.Errorf("%w: %w", engine.ErrTimerLimit, err)
 	}
-	return added, err
+	return added, stateLimit(err)
 }
 
 func (t taskTime) Mark(key []byte, ts int64) (bool, error) {

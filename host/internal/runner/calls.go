@@ -2,12 +2,14 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/state"
 )
 
 // maxCalls bounds the records of one batch of calls: the records a task
@@ -267,6 +269,13 @@ func (c *triggerCalls) End(k int, err error) bool {
 		err = refused
 	}
 	t.endCall(err == nil, key)
+	if err != nil && errors.Is(err, state.ErrWriteFailed) {
+		// Not the callback's failure: its store cannot be written (a
+		// full or failing disk). The runner stops; nothing of the window
+		// is committed (task.onFailure).
+		c.fatal = fmt.Errorf("task %s: %w", t.id, err)
+		return true
+	}
 	if err != nil {
 		var dropped func()
 		if len(c.timers) > 0 {

@@ -51,6 +51,21 @@ func TestHeldRecordsAcrossAborts(t *testing.T) {
 	r.opts.CommitInterval = 20 * time.Millisecond
 	stop := start(t, r)
 	injected := errors.New("injected produce failure")
+	// inject makes the next commit point abort, unless the k-th abort
+	// happened: under the runner's lock, which every commit point holds,
+	// so the failure never lands in the middle of one (a commit point
+	// clears the window's failures once sealed, and one appearing after
+	// a committed seal breaks the runner: no real produce fails there
+	// under exactly_once).
+	inject := func(k int) error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if a := r.Stats("upper").Aborts.Load(); a <= int64(k) {
+			r.cp.produceErr.CompareAndSwap(nil, &injected)
+			return fmt.Errorf("%d aborts, want %d", a, k+1)
+		}
+		return nil
+	}
 	for k := range 3 {
 		// Wait until a task has been cut at a commit point (it holds
 		// records), then make the next commit point abort.
@@ -61,17 +76,7 @@ func TestHeldRecordsAcrossAborts(t *testing.T) {
 			}
 			return nil
 		})
-		r.cp.produceErr.Store(&injected)
-		testutil.Eventually(t, 30*time.Second, func() error {
-			if a := r.Stats("upper").Aborts.Load(); a <= int64(k) {
-				// A commit point running while the error was stored
-				// clears it once sealed (the window's failures are
-				// answered by then): store it again.
-				r.cp.produceErr.CompareAndSwap(nil, &injected)
-				return fmt.Errorf("%d aborts, want %d", a, k+1)
-			}
-			return nil
-		})
+		testutil.Eventually(t, 30*time.Second, func() error { return inject(k) })
 	}
 	f.waitCommitted(t, f.endOffsets(t, f.in))
 	if err := stop(); err != nil {

@@ -39,8 +39,13 @@ func testLatestPerKey(t *testing.T, eos bool) {
 			}
 			return nil
 		})
+		// Under the runner's lock, which every commit point holds: a
+		// failure landing after a committed seal would break the runner
+		// (no real produce fails there under exactly_once).
 		injected := errors.New("injected produce failure")
+		r.mu.Lock()
 		r.cp.produceErr.Store(&injected)
+		r.mu.Unlock()
 	}
 	f.waitCommitted(t, f.endOffsets(t, f.in))
 	if err := stop(); err != nil {

@@ -162,6 +162,14 @@ type ProcessorSpec struct {
 	// input (copartition.go); the inputs have equal partition counts.
 	Stores     []string
 	Changelogs []string
+	// StateDisk bounds the bytes each task's stores (its time store
+	// included) hold on disk (state.Task.SetDiskBudget); 0: no bound.
+	StateDisk int64
+	// State is the database of the processor's stores; nil: Options.State.
+	// The host gives each stateful processor a database of its own, so a
+	// disk failure of one (state.WriteError) stops no other (RATIONALE.md,
+	// "State").
+	State *state.DB
 	// StateCache is each task's record cache of committed values, in
 	// bytes (state.Task.SetCacheBudget): 0 is the state database's
 	// default, negative none.
@@ -240,8 +248,8 @@ type Options struct {
 	TransactionalID    string
 	TransactionTimeout time.Duration
 	Processors         []ProcessorSpec
-	// State holds the stores of stateful processors; required if any
-	// processor has stores.
+	// State holds the stores of the stateful processors whose spec names
+	// no database of its own; required if any of them has stores.
 	State *state.DB
 	// Restore configures changelog restores (its Kafka is Options.Kafka
 	// unless it names brokers of its own).
@@ -514,7 +522,7 @@ func (r *Runner) newRestorer() error {
 		if len(ps.spec.Stores) == 0 {
 			continue
 		}
-		if opts.State == nil {
+		if ps.spec.State == nil && opts.State == nil {
 			return fmt.Errorf("runner: processor %q has stores but no state database was given", ps.spec.Name)
 		}
 	}

@@ -41,6 +41,9 @@ type task struct {
 	// failed stops the task (on_error: fail, a failed restore); the window
 	// holds the offset it stopped at.
 	failed error
+	// storeErr is a write the task's store could not make
+	// (state.ErrWriteFailed): the runner stops on it (onFailure).
+	storeErr error
 
 	calls    taskCalls    // the batch of record calls being run (calls.go)
 	triggers triggerCalls // the batch of timer or commit calls being run
@@ -105,11 +108,16 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 		t.table = append(t.table, store)
 	}
 	if len(ps.spec.Stores) > 0 {
-		t.st = r.opts.State.Task(ps.spec.Name, id.Partition, ps.spec.Stores)
+		db := ps.spec.State
+		if db == nil {
+			db = r.opts.State
+		}
+		t.st = db.Task(ps.spec.Name, id.Partition, ps.spec.Stores)
 		t.st.SetName(id.String()) // one task name in logs, metrics and /v1
 		if ps.spec.StateCache != 0 {
 			t.st.SetCacheBudget(ps.spec.StateCache)
 		}
+		t.st.SetDiskBudget(ps.spec.StateDisk)
 	}
 	if ps.spec.TimeStore && t.st != nil {
 		t.tk = newTimekeeper(t.st, len(ps.spec.Stores)-1, ps.spec.TimeLimits)
@@ -329,6 +337,9 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 				// A task table's record is the host's own write, a call of
 				// its own (the batch is empty: see above).
 				if err := t.writeTable(kr, store); err != nil && !t.onFailure(kr, err) {
+					if t.storeErr != nil {
+						return done, t.storeErr
+					}
 					stopAll()
 					cur.failed(kr.Offset)
 					done++ // see the plugin's failures below
@@ -360,6 +371,9 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 		done += n
 		switch c.stop {
 		case stopFailed:
+			if t.storeErr != nil {
+				return done, t.storeErr
+			}
 			stopAll() // the other inputs' records not reached
 			// The failed record counts as finished for the commit
 			// schedule only (its offset does not move): the window must
@@ -492,6 +506,16 @@ func (t *task) endCall(ok bool, key originKey) {
 // onFailure applies the processor's error policy to a failed record and
 // reports whether processing moves past it.
 func (t *task) onFailure(kr *kgo.Record, err error) bool {
+	if errors.Is(err, state.ErrWriteFailed) {
+		// Not the record's failure: its store cannot be written (a full
+		// or failing disk, state/failure.go). on_error must not skip it
+		// or dead-letter it: processBatch returns the error and the
+		// runner stops, nothing of the window committed; the host
+		// reopens the database and a new runner processes the record
+		// again.
+		t.storeErr = fmt.Errorf("task %s: record %s/%d@%d: %w", t.id, kr.Topic, kr.Partition, kr.Offset, err)
+		return false
+	}
 	stats := t.proc.Stats
 	kind := failureKind(err)
 	stats.failure(kind)

@@ -421,7 +421,7 @@ func (k *timekeeper) saveStream() error {
 	}
 	var v [8]byte
 	binary.BigEndian.PutUint64(v[:], uint64(k.stream))
-	if err := k.st.Put(k.store, []byte{timeKeyStream}, v[:]); err != nil {
+	if err := k.st.PutHost(k.store, []byte{timeKeyStream}, v[:]); err != nil {
 		return err
 	}
 	k.st.CommitRecord()
@@ -545,7 +545,7 @@ func (k *timekeeper) checkFormats() error {
 			if !empty {
 				return fmt.Errorf("store %q holds data written without a TTL; a TTL needs a new, empty store (a new store name)", si.name)
 			}
-			if err := k.st.Put(k.store, key, []byte("ttl")); err != nil {
+			if err := k.st.PutHost(k.store, key, []byte("ttl")); err != nil {
 				return err
 			}
 			wrote = true

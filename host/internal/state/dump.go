@@ -91,7 +91,7 @@ func OpenReadOnly(dir string, log *slog.Logger) (*Reader, error) {
 		Lock:     lock,
 		Cache:    cache,
 		ReadOnly: true,
-		Logger:   pebbleLogger{log.With("component", "state", "dir", dir)},
+		Logger:   pebbleLogger{log: log.With("component", "state", "dir", dir)},
 	})
 	if err != nil {
 		_ = lock.Close()

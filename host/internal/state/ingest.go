@@ -5,7 +5,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+
+	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/cockroachdb/pebble/v2/objstorage"
 	"github.com/cockroachdb/pebble/v2/sstable"
@@ -58,7 +61,7 @@ const ingestDirName = "restore-ingest"
 //   - The tables are synced before the ingest (Writer.Close) and the ingest
 //     syncs the directory and the MANIFEST. A crash before the ingest leaves
 //     files in ingestDirName, which Open removes.
-func (t *Task) ingestRestored(s *store, recs []Change, order []int32, nextOffset int64) error {
+func (t *Task) ingestRestored(s *store, recs []Change, order []int32, nextOffset int64, size int) error {
 	db := t.db
 	wo := db.popts.MakeWriterOptions(0, db.pdb.TableFormat())
 	wo.Compression = whereItPays(wo.Compression)
@@ -70,20 +73,33 @@ func (t *Task) ingestRestored(s *store, recs []Change, order []int32, nextOffset
 		return fmt.Errorf("state: task %s store %q: %s %d restored records: %w", t, s.name, what, len(recs), err)
 	}
 
+	// The tables are written and ingested by one guarded write (DB.write):
+	// it may outlive the call when the disk does not answer, so it uses no
+	// buffer of the Task's (order is the Task's scratch: copied).
+	pdb, order := db.pdb, slices.Clone(order)
+	return db.write(t.what(fmt.Sprintf("%d restored records", len(recs)), s), size, func() error {
+		return writeIngest(db, pdb, s, recs, order, nextOffset, wo, data, cp, fail)
+	})
+}
+
+// writeIngest is ingestRestored's write: the two tables, then the ingest.
+func writeIngest(db *DB, pdb *pebble.DB, s *store, recs []Change, order []int32, nextOffset int64,
+	wo sstable.WriterOptions, data, cp string, fail func(string, error) error) error {
 	w, err := db.createTable(data, wo)
 	if err != nil {
 		return fail("writing", err)
 	}
+	var kbuf []byte
 	for j, i := range order {
 		r := &recs[i]
 		if j+1 < len(order) && bytes.Equal(recs[order[j+1]].Key, r.Key) {
 			continue // a later record of the same key follows; it wins
 		}
-		t.kbuf = append(append(t.kbuf[:0], s.data...), r.Key...)
+		kbuf = append(append(kbuf[:0], s.data...), r.Key...)
 		if r.Delete || r.Value == nil {
-			err = w.Delete(t.kbuf)
+			err = w.Delete(kbuf)
 		} else {
-			err = w.Set(t.kbuf, r.Value)
+			err = w.Set(kbuf, r.Value)
 		}
 		if err != nil {
 			_ = w.Close()
@@ -106,7 +122,7 @@ func (t *Task) ingestRestored(s *store, recs []Change, order []int32, nextOffset
 		return fail("writing", err)
 	}
 
-	if err := db.pdb.Ingest(context.Background(), []string{data, cp}); err != nil {
+	if err := pdb.Ingest(context.Background(), []string{data, cp}); err != nil {
 		return fail("ingesting", err)
 	}
 	return nil

@@ -95,8 +95,12 @@ func (t *Table) Apply(changes []Change, checkpoints map[int32]int64) error {
 	if err := t.usable(); err != nil {
 		return err
 	}
-	b := t.db.pdb.NewBatch()
-	defer b.Close()
+	for p, o := range checkpoints {
+		if o < 0 {
+			return fmt.Errorf("%w: table %s partition %d: %d", ErrCheckpointRegress, t.topic, p, o)
+		}
+	}
+	b := t.db.pdb.NewBatch() // closed by the write, which owns it
 	for _, c := range changes {
 		var err error
 		if c.Value == nil {
@@ -105,20 +109,23 @@ func (t *Table) Apply(changes []Change, checkpoints map[int32]int64) error {
 			err = b.Set(t.dataKey(c.Key), c.Value, nil)
 		}
 		if err != nil {
+			_ = b.Close()
 			return fmt.Errorf("state: table %s: %w", t.topic, err)
 		}
 	}
 	for p, o := range checkpoints {
-		if o < 0 {
-			return fmt.Errorf("%w: table %s partition %d: %d", ErrCheckpointRegress, t.topic, p, o)
-		}
 		k := binary.BigEndian.AppendUint32(append([]byte(nil), t.cp...), uint32(p))
 		if err := b.Set(k, encodeOffset(o), nil); err != nil {
+			_ = b.Close()
 			return fmt.Errorf("state: table %s: %w", t.topic, err)
 		}
 	}
-	if err := b.Commit(t.db.wopts); err != nil {
-		return fmt.Errorf("state: table %s: applying: %w", t.topic, err)
+	wopts := t.db.wopts
+	if err := t.db.write(fmt.Sprintf("%d records of global table %s", len(changes), t.topic), len(b.Repr()), func() error {
+		defer b.Close()
+		return b.Commit(wopts)
+	}); err != nil {
+		return err
 	}
 	t.db.wrote()
 	return nil
@@ -129,15 +136,15 @@ func (t *Table) Wipe() error {
 	if err := t.usable(); err != nil {
 		return err
 	}
-	b := t.db.pdb.NewBatch()
-	defer b.Close()
+	b := t.db.pdb.NewBatch() // closed by the write, which owns it
 	if err := b.DeleteRange(t.prefix, prefixEnd(t.prefix), nil); err != nil {
+		_ = b.Close()
 		return fmt.Errorf("state: table %s: wipe: %w", t.topic, err)
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("state: table %s: wipe: %w", t.topic, err)
-	}
-	return nil
+	return t.db.write("the wipe of global table "+t.topic, len(b.Repr()), func() error {
+		defer b.Close()
+		return b.Commit(pebble.Sync)
+	})
 }
 
 // Get returns a copy of key's value.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -89,6 +91,8 @@ type Task struct {
 	keys               []string // scratch key list for Apply
 	order              []int32  // scratch record order for ApplyRestored
 	iters              map[*iterator]struct{}
+	// disk is the task's account against its disk budget (budget.go).
+	disk diskBudget
 }
 
 func newTask(db *DB, processor string, partition int32, names []string) *Task {
@@ -164,6 +168,20 @@ func (t *Task) String() string {
 		return t.name
 	}
 	return fmt.Sprintf("%s/%d", t.processor, t.partition)
+}
+
+// what names a write of the task for a *WriteError: what is written and
+// the stores it writes.
+func (t *Task) what(what string, stores ...*store) string {
+	names := make([]string, len(stores))
+	for i, s := range stores {
+		names[i] = strconv.Quote(s.name)
+	}
+	noun := "store"
+	if len(names) != 1 {
+		noun = "stores"
+	}
+	return fmt.Sprintf("%s of task %s (%s %s)", what, t, noun, strings.Join(names, ", "))
 }
 
 // WipeGeneration counts the Wipes of this handle. A restorer compares it
@@ -284,6 +302,37 @@ func (t *Task) Put(store int, key, value []byte) error {
 	if len(value) > abi.MaxValueSize {
 		return &SizeError{What: "value", Store: s.name, Size: len(value), Max: abi.MaxValueSize}
 	}
+	if f := t.db.failure.Load(); f != nil { // the name is made only then: Put is hot
+		return t.db.refusal(f, t.what("a write", s)) // nothing of it could be committed
+	}
+	if err := t.chargeDisk(s, len(s.data)+len(key)+len(value)); err != nil {
+		return err
+	}
+	return t.put(s, key, value)
+}
+
+// PutHost is Put for the host's own bookkeeping in a task's store (its
+// stream time, expiry markers): a few bytes per key a plugin's writes
+// already paid for, so it is not held to the disk budget, which would
+// otherwise stop the host from recording what it must.
+func (t *Task) PutHost(store int, key, value []byte) error {
+	s, err := t.store(store)
+	if err != nil {
+		return err
+	}
+	if err := t.checkKey(s, key); err != nil {
+		return err
+	}
+	if len(value) > abi.MaxValueSize {
+		return &SizeError{What: "value", Store: s.name, Size: len(value), Max: abi.MaxValueSize}
+	}
+	if f := t.db.failure.Load(); f != nil {
+		return t.db.refusal(f, t.what("a write", s))
+	}
+	return t.put(s, key, value)
+}
+
+func (t *Task) put(s *store, key, value []byte) error {
 	if s.expiry.TTL > 0 {
 		s.overlay.Set(key, entry{val: t.stamp(s, value)})
 		return nil
@@ -300,6 +349,9 @@ func (t *Task) Delete(store int, key []byte) error {
 	}
 	if err := t.checkKey(s, key); err != nil {
 		return err
+	}
+	if f := t.db.failure.Load(); f != nil {
+		return t.db.refusal(f, t.what("a delete", s))
 	}
 	s.overlay.Set(key, entry{del: true})
 	return nil
@@ -324,6 +376,7 @@ func (t *Task) CommitRecord() {
 		}
 		s.clearOverlay()
 	}
+	t.disk.recordEnded(true)
 }
 
 // AbortRecord ends the current record as failed: its writes are dropped,
@@ -335,6 +388,7 @@ func (t *Task) AbortRecord() {
 	for _, s := range t.stores {
 		s.clearOverlay()
 	}
+	t.disk.recordEnded(false)
 }
 
 func (s *store) clearOverlay() { s.overlay.Reset() }
@@ -378,8 +432,10 @@ func (t *Task) Dirty() []Change {
 // window). Every store with dirty keys needs one, higher than its current
 // checkpoint; a clean store may be given one that does not go backwards.
 // A store without a checkpoint (never restored, or wiped) is refused with
-// ErrNotRestored. On error nothing is written and the window stays pending
-// (retry Apply, or Discard).
+// ErrNotRestored. On error the window stays pending (Discard it). A write
+// the disk refused or did not answer in time (a *WriteError) fails the
+// database; one that did not answer may still reach Pebble later, whole,
+// with its checkpoints (I3 holds either way).
 func (t *Task) Apply(checkpoints map[int]int64) error {
 	if err := t.usable(); err != nil {
 		return err
@@ -418,9 +474,12 @@ func (t *Task) Apply(checkpoints map[int]int64) error {
 		return nil
 	}
 
-	b := t.db.pdb.NewBatch()
-	defer b.Close()
-	for _, s := range t.stores {
+	b := t.db.pdb.NewBatch() // closed by the write, which owns it
+	written := make([]*store, 0, len(t.stores))
+	for i, s := range t.stores {
+		if _, cp := checkpoints[i]; cp || s.pending.Len() > 0 {
+			written = append(written, s)
+		}
 		// Keys go into the batch in order: Pebble inserts a batch into its
 		// memtable skiplist remembering the previous insert's position, so
 		// ordered keys make each insert cheap where random order would walk
@@ -454,19 +513,26 @@ func (t *Task) Apply(checkpoints map[int]int64) error {
 				err = b.Set(t.kbuf, e.val, nil)
 			}
 			if err != nil {
+				_ = b.Close()
 				return fmt.Errorf("state: task %s store %q: batch: %w", t, s.name, err)
 			}
 		}
 	}
 	for i, cp := range checkpoints {
 		if err := b.Set(t.stores[i].cpKey, encodeOffset(cp), nil); err != nil {
+			_ = b.Close()
 			return fmt.Errorf("state: task %s: batch: %w", t, err)
 		}
 	}
-	if err := b.Commit(t.db.wopts); err != nil {
-		return fmt.Errorf("state: task %s: applying the commit window: %w", t, err)
+	wopts := t.db.wopts
+	if err := t.db.write(t.what("the commit window", written...), len(b.Repr()), func() error {
+		defer b.Close()
+		return b.Commit(wopts)
+	}); err != nil {
+		return err
 	}
 	t.db.wrote()
+	t.disk.windowEnded(true)
 
 	for _, s := range t.stores {
 		for k, e := range s.pending.All() {
@@ -490,6 +556,7 @@ func (t *Task) Discard() {
 		s.clearOverlay()
 		s.clearPending()
 	}
+	t.disk.windowEnded(false)
 }
 
 func (s *store) clearPending() {
@@ -542,9 +609,9 @@ func (t *Task) Wipe() error {
 	if err := t.usable(); err != nil {
 		return err
 	}
-	b := t.db.pdb.NewBatch()
-	defer b.Close()
+	b := t.db.pdb.NewBatch() // closed by the write, which owns it
 	if err := b.DeleteRange(t.prefix, t.end, nil); err != nil {
+		_ = b.Close()
 		return fmt.Errorf("state: task %s: wipe: %w", t, err)
 	}
 	// Whatever happens to the commit, the in-memory view must not outlive
@@ -557,10 +624,11 @@ func (t *Task) Wipe() error {
 		s.cpLoaded, s.cpOK, s.cp = false, false, 0
 	}
 	t.cacheBytes = 0
-	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("state: task %s: wipe: %w", t, err)
-	}
-	return nil
+	t.disk = diskBudget{budget: t.disk.budget}
+	return t.db.write(t.what("the wipe", t.stores...), len(b.Repr()), func() error {
+		defer b.Close()
+		return b.Commit(pebble.Sync)
+	})
 }
 
 // ApplyRestored writes changelog records restored into store, and the
@@ -614,14 +682,13 @@ func (t *Task) ApplyRestored(store int, recs []Change, nextOffset int64) error {
 		size += len(s.data) + len(recs[i].Key) + len(recs[i].Value) + 16
 	}
 	if t.db.ingestMin > 0 && payload >= t.db.ingestMin {
-		if err := t.ingestRestored(s, recs, order, nextOffset); err != nil {
+		if err := t.ingestRestored(s, recs, order, nextOffset, size); err != nil {
 			return err
 		}
 		t.restoredDone(s, nextOffset)
 		return nil
 	}
-	b := t.db.pdb.NewBatchWithSize(size) // no regrowing (copying) while it fills
-	defer b.Close()
+	b := t.db.pdb.NewBatchWithSize(size) // no regrowing (copying) while it fills; closed by the write
 	for _, i := range order {
 		r := &recs[i]
 		t.kbuf = append(append(t.kbuf[:0], s.data...), r.Key...)
@@ -631,14 +698,20 @@ func (t *Task) ApplyRestored(store int, recs []Change, nextOffset int64) error {
 			err = b.Set(t.kbuf, r.Value, nil)
 		}
 		if err != nil {
+			_ = b.Close()
 			return fmt.Errorf("state: task %s store %q: restore batch: %w", t, s.name, err)
 		}
 	}
 	if err := b.Set(s.cpKey, encodeOffset(nextOffset), nil); err != nil {
+		_ = b.Close()
 		return fmt.Errorf("state: task %s store %q: restore batch: %w", t, s.name, err)
 	}
-	if err := b.Commit(t.db.wopts); err != nil {
-		return fmt.Errorf("state: task %s store %q: applying %d restored records: %w", t, s.name, len(recs), err)
+	wopts := t.db.wopts
+	if err := t.db.write(t.what(fmt.Sprintf("%d restored records", len(recs)), s), len(b.Repr()), func() error {
+		defer b.Close()
+		return b.Commit(wopts)
+	}); err != nil {
+		return err
 	}
 	t.db.wrote()
 	t.restoredDone(s, nextOffset)

@@ -16,7 +16,6 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/plugin"
 	"github.com/wasmstream/wasmstream/host/internal/restore"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
-	"github.com/wasmstream/wasmstream/host/internal/state"
 	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
 
@@ -29,12 +28,15 @@ type Running struct {
 	// processor, or one for all); each processor is in exactly one.
 	Runners  []*runner.Runner
 	Versions *runner.Versions
-	// State is the state database, nil without one (its open handles
-	// and scans are reported).
-	State *state.DB
 	// TablesLoading, if set, is how many global tables are still loading
 	// (the process is not ready until none is).
 	TablesLoading func() int
+	// State, if set, is the health of the process's state databases: a
+	// failed one makes the process unready.
+	State func() []admin.StateDB
+	// StateOpen, if set, counts what the state databases have open (task
+	// handles and scans); nil without a database.
+	StateOpen func() *admin.StateCounts
 }
 
 // stats is processor's counters, from the runner that runs it.
@@ -125,6 +127,17 @@ func (s *Source) Ready() (bool, string) {
 	if h.TablesLoading != nil {
 		if n := h.TablesLoading(); n > 0 {
 			return false, fmt.Sprintf("loading %d global tables", n)
+		}
+	}
+	if h.State != nil {
+		var failed []string
+		for _, d := range h.State() {
+			if d.Failed != "" {
+				failed = append(failed, fmt.Sprintf("state database of %s failed: %s", d.Database, d.Failed))
+			}
+		}
+		if len(failed) > 0 {
+			return false, strings.Join(failed, "; ")
 		}
 	}
 	if n := h.restoring(); n > 0 {
@@ -231,8 +244,10 @@ func (s *Source) Metrics() admin.Snapshot {
 	snap.CommitLatency = &commits
 	snap.RestoringTasks = h.restoring()
 	if h.State != nil {
-		tasks, iters := h.State.Open()
-		snap.State = &admin.StateCounts{Tasks: tasks, Iterators: iters}
+		snap.State = h.State()
+	}
+	if h.StateOpen != nil {
+		snap.StateOpen = h.StateOpen()
 	}
 	for _, p := range h.Processors {
 		for id, lag := range h.lag(p.Spec.Name) {

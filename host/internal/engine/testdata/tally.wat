@@ -1,0 +1,43 @@
+;; tally: statecounter with its store named "tally" (store names are unique
+;; in an app): counts records per key in the store "tally" (an 8-byte
+;; little-endian counter: state_get, add 1, state_put), then passes the record
+;; through like passthrough. The store index is resolved once in init.
+(module
+  (import "wasmstream" "emit" (func $emit (param i32 i32) (result i32)))
+  (import "wasmstream" "store_index" (func $store_index (param i32 i32) (result i32)))
+  (import "wasmstream" "state_get" (func $get (param i32 i32 i32 i32 i32) (result i32)))
+  (import "wasmstream" "state_put" (func $put (param i32 i32 i32 i32 i32) (result i32)))
+  (import "wasmstream" "set_error" (func $set_error (param i32 i32) (result i32)))
+  (memory (export "memory") 2)
+  (global $store (mut i32) (i32.const 0))
+  (data (i32.const 16) "tally")
+  (data (i32.const 32) "no store named tally")
+  (func (export "wasmstream_abi_version_1"))
+  (func (export "wasmstream_init") (result i32)
+    (global.set $store (call $store_index (i32.const 16) (i32.const 5)))
+    (if (i32.lt_s (global.get $store) (i32.const 0))
+      (then
+        (drop (call $set_error (i32.const 32) (i32.const 20)))
+        (return (i32.const 1))))
+    (i32.const 0))
+  (func (export "wasmstream_input") (param $n i32) (result i32)
+    (if (i32.gt_u (local.get $n) (i32.const 65536)) (then (return (i32.const 0))))
+    (i32.const 1024))
+  (func (export "wasmstream_process") (param $n i32) (result i32)
+    (local $klen i32) (local $r i32)
+    (local.set $klen (i32.load (i32.const 1048)))
+    (if (i32.lt_s (local.get $klen) (i32.const 0)) (then (local.set $klen (i32.const 0))))
+    (local.set $r (call $get (global.get $store) (i32.const 1060) (local.get $klen) (i32.const 70000) (i32.const 8)))
+    (if (i32.ne (local.get $r) (i32.const 8))
+      (then
+        (if (i32.and (i32.lt_s (local.get $r) (i32.const 0)) (i32.ne (local.get $r) (i32.const -5)))
+          (then (return (i32.const 1))))
+        (i64.store (i32.const 70000) (i64.const 0))))
+    (i64.store (i32.const 70000) (i64.add (i64.load (i32.const 70000)) (i64.const 1)))
+    (if (i32.lt_s (call $put (global.get $store) (i32.const 1060) (local.get $klen) (i32.const 70000) (i32.const 8)) (i32.const 0))
+      (then (return (i32.const 1))))
+    (i64.store (i32.const 1032) (i64.const -1))
+    (i32.store (i32.const 1044) (i32.const 0))
+    (drop (call $emit (i32.const 1024) (local.get $n)))
+    (i32.const 0))
+)
