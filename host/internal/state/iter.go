@@ -26,16 +26,27 @@ type memEntry struct {
 	entry
 }
 
-// iterator merges a snapshot of the staged writes (record overlay over
-// pending, taken when the scan opens) with a Pebble iterator over committed
-// values. Staged entries win over Pebble's for the same key; staged
-// tombstones hide keys. The Pebble iterator is a consistent snapshot too, so
-// a scan sees the state as of Scan, whatever is written while it is open.
+// iterator merges the staged writes (the record's overlay over the
+// window's pending writes) with a Pebble iterator over committed values.
+// Staged entries win over Pebble's for the same key; staged tombstones hide
+// keys. The overlay's entries in range are copied when the scan opens (the
+// record may write while it is open; a record's writes are bounded by
+// limits.state_bytes_per_record); the pending writes are read in place,
+// through the store's sorted key index, since they change only when a
+// record ends, which a scan does not outlive (gen checks it). The Pebble
+// iterator is a consistent snapshot too, so a scan sees the state as of
+// Scan, whatever is written while it is open, and opening one costs no
+// copy of what the window staged.
 type iterator struct {
 	t     *Task
+	s     *store
 	store string
-	mem   []memEntry
+	mem   []memEntry // the overlay's entries in range, sorted
 	mi    int
+	pend  []string // the pending keys in range, in order (s.sorted's)
+	pi    int
+	gen   uint64           // s.gen when the scan opened
+	kbuf  []byte           // the last pending key returned
 	it    *pebble.Iterator // nil for an empty range
 	plen  int              // length of the store prefix to strip from Pebble keys
 
@@ -73,7 +84,7 @@ func (t *Task) scan(s *store, start, end []byte) (*iterator, error) {
 	if err := t.checkKey(s, end); err != nil {
 		return nil, err
 	}
-	it := &iterator{t: t, store: s.name, plen: len(s.data)}
+	it := &iterator{t: t, s: s, store: s.name, plen: len(s.data), gen: s.gen}
 	if len(end) > 0 && bytes.Compare(start, end) >= 0 {
 		it.done = true // empty range
 		t.iters[it] = struct{}{}
@@ -84,7 +95,7 @@ func (t *Task) scan(s *store, start, end []byte) (*iterator, error) {
 	if len(end) > 0 {
 		upper = append(append(make([]byte, 0, len(s.data)+len(end)), s.data...), end...)
 	}
-	it.mem = s.staged(start, end)
+	it.pend, it.mem = s.staged(start, end)
 	pit, err := t.db.pdb.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return nil, fmt.Errorf("state: task %s store %q: scan: %w", t, s.name, err)
@@ -95,13 +106,13 @@ func (t *Task) scan(s *store, start, end []byte) (*iterator, error) {
 	return it, nil
 }
 
-// staged returns the overlay and pending entries with start <= key < end
-// (empty end: unbounded), sorted, the overlay winning for a key in both.
-func (s *store) staged(start, end []byte) []memEntry {
+// staged returns the pending keys with start <= key < end (empty end:
+// unbounded), in order, as a part of the store's sorted index (no copy),
+// and a sorted copy of the overlay's entries in the range.
+func (s *store) staged(start, end []byte) (pend []string, ov []memEntry) {
 	in := func(k string) bool {
 		return k >= string(start) && (len(end) == 0 || k < string(end))
 	}
-	var out []memEntry
 	if s.pending.Len() > 0 {
 		if s.sorted == nil {
 			s.sorted = make([]string, 0, s.pending.Len())
@@ -110,28 +121,59 @@ func (s *store) staged(start, end []byte) []memEntry {
 			}
 			slices.Sort(s.sorted)
 		}
-		i, _ := slices.BinarySearch(s.sorted, string(start))
-		for ; i < len(s.sorted) && in(s.sorted[i]); i++ {
-			k := s.sorted[i]
-			if s.overlay.FindString(k) >= 0 {
-				continue // shadowed by the record's write
-			}
-			out = append(out, memEntry{key: []byte(k), entry: s.pending.At(k)})
+		lo, _ := slices.BinarySearch(s.sorted, string(start))
+		hi := len(s.sorted)
+		if len(end) > 0 {
+			hi, _ = slices.BinarySearch(s.sorted, string(end))
+		}
+		pend = s.sorted[lo:max(lo, hi):max(lo, hi)]
+	}
+	for i, k := range s.overlay.Keys() {
+		if in(string(k)) {
+			// A copy: the record's key bytes are reused by the next.
+			ov = append(ov, memEntry{key: bytes.Clone(k), entry: s.overlay.Values()[i]})
 		}
 	}
-	if s.overlay.Len() > 0 {
-		n := len(out)
-		for i, k := range s.overlay.Keys() {
-			if in(string(k)) {
-				// A copy: the record's key bytes are reused by the next.
-				out = append(out, memEntry{key: bytes.Clone(k), entry: s.overlay.Values()[i]})
-			}
-		}
-		if len(out) > n {
-			slices.SortFunc(out, func(a, b memEntry) int { return bytes.Compare(a.key, b.key) })
-		}
+	slices.SortFunc(ov, func(a, b memEntry) int { return bytes.Compare(a.key, b.key) })
+	return pend, ov
+}
+
+// overlayFirst reports whether the overlay's next entry comes before
+// (or is) the pending one's, when both are left.
+func (i *iterator) overlayFirst() bool {
+	k := i.mem[i.mi].key
+	return string(k) <= i.pend[i.pi] // compiled without a copy
+}
+
+// peekStaged is the key of the smallest staged entry not yet returned,
+// valid until the next call to Next (a pending key is copied to kbuf).
+func (i *iterator) peekStaged() ([]byte, bool) {
+	hasP, hasO := i.pi < len(i.pend), i.mi < len(i.mem)
+	switch {
+	case hasO && (!hasP || i.overlayFirst()):
+		return i.mem[i.mi].key, true
+	case hasP:
+		i.kbuf = append(i.kbuf[:0], i.pend[i.pi]...)
+		return i.kbuf, true
 	}
-	return out
+	return nil, false
+}
+
+// nextStaged consumes the entry peekStaged returned, the overlay's winning
+// over pending's for the same key.
+func (i *iterator) nextStaged() entry {
+	hasP, hasO := i.pi < len(i.pend), i.mi < len(i.mem)
+	if hasO && (!hasP || i.overlayFirst()) {
+		m := &i.mem[i.mi]
+		i.mi++
+		if hasP && string(m.key) == i.pend[i.pi] {
+			i.pi++ // shadowed by the record's write
+		}
+		return m.entry
+	}
+	k := i.pend[i.pi]
+	i.pi++
+	return i.s.pending.At(k)
 }
 
 // Next returns the next entry in key order, or ok == false at the end.
@@ -145,6 +187,9 @@ func (i *iterator) Next() (key, value []byte, ok bool, err error) {
 	if err := i.t.usable(); err != nil {
 		return nil, nil, false, err
 	}
+	if i.s.gen != i.gen {
+		return nil, nil, false, fmt.Errorf("state: task %s store %q: scan used after the record that opened it ended", i.t, i.store)
+	}
 	if !i.started {
 		i.started = true
 		i.pvalid = i.it.First()
@@ -157,21 +202,20 @@ func (i *iterator) Next() (key, value []byte, ok bool, err error) {
 		if i.pvalid {
 			pk = i.it.Key()[i.plen:]
 		}
-		if i.mi < len(i.mem) {
-			m := &i.mem[i.mi]
+		if sk, ok := i.peekStaged(); ok {
 			c := -1
 			if i.pvalid {
-				c = bytes.Compare(m.key, pk)
+				c = bytes.Compare(sk, pk)
 			}
 			if c <= 0 {
-				i.mi++
+				e := i.nextStaged()
 				if c == 0 { // the staged entry replaces the committed one
 					i.pvalid = i.it.Next()
 				}
-				if m.del {
+				if e.del {
 					continue
 				}
-				return m.key, m.val, true, nil
+				return sk, e.val, true, nil
 			}
 		}
 		if !i.pvalid {

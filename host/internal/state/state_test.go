@@ -829,3 +829,43 @@ func TestOpenCounts(t *testing.T) {
 	_ = it.Close()
 	check(1, 0)
 }
+
+// Opening a scan copies none of the window's pending writes (issue: 16
+// cursors over 200,000 staged writes held 714 MB against 311 MB without
+// scans): its cost does not grow with them. A scan read after its record
+// ended fails instead of reading a pending set that changed under it.
+func TestScanCopiesNoPendingWrite(t *testing.T) {
+	db := openMem(t, Options{})
+	tk := restored(t, db, "p", 0, "s")
+	for i := range 20000 {
+		mustPut(t, tk, 0, fmt.Sprintf("k%06d", i), "v")
+	}
+	tk.CommitRecord()
+	mustPut(t, tk, 0, "k000001", "overlay") // the record's own write, copied
+	open := func() {
+		it, err := tk.Scan(0, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, err := it.Next(); err != nil {
+			t.Fatal(err)
+		}
+		it.Close()
+	}
+	open() // builds the sorted index once
+	if n := testing.AllocsPerRun(16, open); n > 64 {
+		t.Fatalf("opening a scan over 20,000 pending writes took %.0f allocations: it copies them", n)
+	}
+	if got := scanAll(t, tk, 0, "k000000", "k000003"); !slices.Equal(got, []kv{{"k000000", "v"}, {"k000001", "overlay"}, {"k000002", "v"}}) {
+		t.Fatalf("scan = %q", got)
+	}
+	it, err := tk.Scan(0, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.CommitRecord()
+	if _, _, _, err := it.Next(); err == nil || !strings.Contains(err.Error(), "after the record that opened it ended") {
+		t.Fatalf("a scan read after its record ended: %v", err)
+	}
+	it.Close()
+}

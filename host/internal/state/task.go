@@ -53,6 +53,10 @@ type store struct {
 	// kept up to date from then on until the window ends, so processors
 	// that never scan never pay for it.
 	sorted []string
+	// gen counts the changes of pending (and of sorted): an open scan
+	// reads both in place, without a copy, and fails if they changed
+	// under it (a scan must end with its record).
+	gen uint64
 
 	cpLoaded bool  // cp/cpOK reflect Pebble
 	cpOK     bool  // the store has a checkpoint
@@ -202,6 +206,7 @@ func (t *Task) Close() error {
 	t.db.release(t)
 	for _, s := range t.stores {
 		s.overlay, s.pending, s.cache, s.sorted = keymap.Scratch[entry]{}, keymap.Window[entry]{}, nil, nil
+		s.gen++
 	}
 	return nil
 }
@@ -367,6 +372,7 @@ func (t *Task) CommitRecord() {
 		if s.overlay.Len() == 0 {
 			continue
 		}
+		s.gen++
 		for i, key := range s.overlay.Keys() {
 			k, added := s.pending.Set(key, s.overlay.Values()[i])
 			if added && s.sorted != nil {
@@ -560,6 +566,7 @@ func (t *Task) Discard() {
 }
 
 func (s *store) clearPending() {
+	s.gen++
 	s.pending.Reset()
 	s.sorted = nil
 }
