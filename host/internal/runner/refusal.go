@@ -375,6 +375,7 @@ func batchChange(was, now map[string]int32) *LimitsChangedError {
 		names = append(names, name)
 	}
 	slices.Sort(names)
+	names = slices.Compact(names) // a topic in both
 	wasFn, nowFn := (&limits{batch: was}).batchBytes(), (&limits{batch: now}).batchBytes()
 	for _, name := range names {
 		if w, n := wasFn(name), nowFn(name); w != n {
