@@ -394,11 +394,17 @@ func TestRestoreAfterAnAbandonedTransaction(t *testing.T) {
 		// On kfake a transaction ends within a millisecond or two of its
 		// changelog records, so a SIGSTOP at a random moment almost never
 		// lands between them (two runs in three missed, before this
-		// session's changes too). Every EndTxn is held 400 ms: each commit
-		// point then has its changelog records in an open transaction long
-		// enough to be caught. (Kafka's EndTxn takes longer by itself.)
+		// session's changes too). Every TxnOffsetCommit is held 400 ms:
+		// each commit point then has its changelog records in an open
+		// transaction long enough to be caught. (Kafka's transaction end
+		// takes longer by itself.) Not EndTxn: kfake answers a fetch of
+		// committed offsets with UNSTABLE_OFFSET_COMMIT for the whole group
+		// while any transaction holds offsets for it (Kafka does so per
+		// partition), so with every EndTxn held the members' offsets were
+		// pending most of the time and a new owner's fetch, retried each
+		// second, could miss every gap until the test's deadline.
 		fake := h.b.Fake()
-		fake.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+		fake.ControlKey(int16(kmsg.TxnOffsetCommit), func(kmsg.Request) (kmsg.Response, error, bool) {
 			fake.SleepControl(func() { time.Sleep(400 * time.Millisecond) })
 			return nil, nil, false
 		})
