@@ -111,8 +111,8 @@ type Driver struct {
 	runErr  error
 	cl      *kgo.Client // produces piped records; kadm's
 	adm     *kadm.Client
-	ends    *ends // where the inputs' records end
-	topics  map[string]bool             // every topic of the pipeline
+	ends    *ends                      // where the inputs' records end
+	topics  map[string]bool            // every topic of the pipeline
 	read    map[string]map[int32]int64 // next offset to read of each topic read
 	closeMu sync.Once
 }
