@@ -292,9 +292,14 @@ func (d *Driver) Commit() error {
 				return d.failed(fmt.Errorf("testdriver: commit point: %w", err))
 			}
 		}
+		// A member may have run records an upstream one committed after
+		// its own commit point of this round: they wait for the next.
 		settled, err := d.settled(ctx)
 		if err != nil {
 			return err
+		}
+		for _, r := range d.hooks.Runners() {
+			settled = settled && !r.Uncommitted()
 		}
 		if settled {
 			return nil

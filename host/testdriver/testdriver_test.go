@@ -2,8 +2,11 @@ package testdriver
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -56,26 +59,119 @@ func open(t *testing.T) *Driver {
 
 func at(sec int) time.Time { return DefaultStart.Add(time.Duration(sec) * time.Second) }
 
-func TestSmoke(t *testing.T) {
-	d := open(t)
-	if err := d.Pipe("lines", Record{Key: []byte("l1"), Value: []byte("the cat the"), Timestamp: at(1)}); err != nil {
-		t.Fatal(err)
+// step is one step of TestPipeline's script.
+type step struct {
+	pipe    string   // a topic to pipe recs into
+	recs    []Record // ...
+	advance time.Duration
+	commit  bool
+}
+
+func rec(key, value string, ts time.Time) Record {
+	return Record{Key: []byte(key), Value: []byte(value), Timestamp: ts}
+}
+
+// script runs steps and returns what each topic of want got, as
+// "key=value" lines, after each step (a step that got nothing is
+// absent).
+func script(t *testing.T, d *Driver, steps []step, topics []string) map[int]map[string][]string {
+	t.Helper()
+	got := map[int]map[string][]string{}
+	for i, s := range steps {
+		var err error
+		switch {
+		case s.pipe != "":
+			err = d.Pipe(s.pipe, s.recs...)
+		case s.advance > 0:
+			err = d.AdvanceWallTime(s.advance)
+		case s.commit:
+			err = d.Commit()
+		}
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		for _, topic := range topics {
+			out, err := d.Output(topic)
+			if err != nil {
+				t.Fatalf("step %d: %v", i, err)
+			}
+			for _, r := range out {
+				if got[i] == nil {
+					got[i] = map[string][]string{}
+				}
+				got[i][topic] = append(got[i][topic], string(r.Key)+"="+string(r.Value))
+			}
+		}
 	}
-	if err := d.Commit(); err != nil {
-		t.Fatal(err)
+	return got
+}
+
+// TestPipeline runs a pipeline of five processors through the driver: a
+// stream-table join with a global table, a word count through a
+// repartition topic whose counts have a time to live of event time,
+// windows closed by event-time timers, and a silence alert on
+// processing-time timers. Outputs appear at the commit points the test
+// asks for, not before, and the same script gives the same outputs twice.
+func TestPipeline(t *testing.T) {
+	w0 := DefaultStart.UnixMilli()
+	steps := []step{
+		0: {pipe: "customers", recs: []Record{rec("c1", `{"name":"Ann"}`, at(0))}},
+		1: {pipe: "orders", recs: []Record{rec("o1", `{"customer_id":"c1"}`, at(1)), rec("o2", `{"customer_id":"c9"}`, at(1))}},
+		2: {pipe: "lines", recs: []Record{rec("l1", "the cat the", at(1))}},
+		3: {pipe: "readings", recs: []Record{rec("s1", "r", at(10)), rec("s1", "r", at(20))}},
+		4: {pipe: "heartbeats", recs: []Record{{Key: []byte("h1"), Value: []byte("up")}}}, // at the wall time
+		5: {commit: true},
+		6: {pipe: "lines", recs: []Record{rec("l2", "the", at(30))}},
+		7: {pipe: "readings", recs: []Record{rec("s1", "r", at(70))}},
+		8: {advance: 29 * time.Second},
+		9: {commit: true},
+		10: {pipe: "lines", recs: []Record{rec("l3", "cat", at(90))}},
+		11: {advance: 2 * time.Second},
+		12: {commit: true},
 	}
-	out, err := d.Output("word-counts")
-	if err != nil {
-		t.Fatal(err)
+	want := map[int]map[string][]string{
+		5: {
+			"orders-enriched": {`o1={"customer_id":"c1","customer":{"name":"Ann"}}`},
+			"orders-unknown":  {`o2={"customer_id":"c9"}`},
+			"word-counts":     {"the=1", "cat=1", "the=2"},
+		},
+		9: {
+			"word-counts": {"the=3"},
+			// The window [0s, 60s) closed when a reading at 70s moved the
+			// stream time past its end.
+			"readings-per-minute": {fmt.Sprintf(`s1={"start":%d,"end":%d,"count":2}`, w0, w0+60_000)},
+		},
+		12: {
+			// cat was last counted at 1s, a minute of event time ago:
+			// its count expired and starts again.
+			"word-counts": {"cat=1"},
+			// 31s of wall time without a heartbeat, past the 30s timeout:
+			// the timer fired at the commit point.
+			"alerts": {fmt.Sprintf(`h1={"status":"silent","last_seen":%d,"silent_ms":31000,"record_timestamp":%d}`, w0, w0)},
+		},
 	}
-	for _, r := range out {
-		t.Logf("%s=%s", r.Key, r.Value)
-	}
-	st, err := d.Store("count", "counts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range st {
-		t.Logf("store %s=%x", e.Key, e.Value)
+	topics := []string{"orders-enriched", "orders-unknown", "word-counts", "readings-per-minute", "alerts"}
+	path := pipelineDir(t)
+	for run := range 2 {
+		d, err := Open(context.Background(), path, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := script(t, d, steps, topics)
+		if !reflect.DeepEqual(want, got) {
+			t.Errorf("run %d: outputs after each step:\ngot  %v\nwant %v", run, got, want)
+		}
+		counts, err := d.Store("count", "counts")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// "the" (last written at 30s) expired at 90s too: hidden, and
+		// deleted by the commit point's sweep.
+		if len(counts) != 1 || string(counts[0].Key) != "cat" || binary.BigEndian.Uint64(counts[0].Value) != 1 {
+			t.Errorf("run %d: store counts: got %v, want only cat=1", run, counts)
+		}
+		if err := d.Close(); err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -76,6 +76,15 @@ func (r *Runner) Progress() []InputProgress {
 	return out
 }
 
+// Uncommitted reports whether the runner's commit window holds work its
+// next commit point would commit. It waits for the loop's current turn
+// to end.
+func (r *Runner) Uncommitted() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cp.holds()
+}
+
 // Buffered is how many records the runner produced that wait for the
 // broker's answer.
 func (r *Runner) Buffered() int64 { return r.cl.BufferedProduceRecords() }
