@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,5 +174,38 @@ func TestPipeline(t *testing.T) {
 		if err := d.Close(); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestCases runs testdata/cases.yaml, and a case that expects a wrong
+// output fails with a diff naming the step, the topic, and the records
+// wanted and got.
+func TestCases(t *testing.T) {
+	path := pipelineDir(t)
+	cs, err := LoadCases(filepath.Join("testdata", "cases.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if failed := RunCases(context.Background(), path, cs, Options{}, &out); failed != 0 {
+		t.Errorf("%d cases failed:\n%s", failed, out.String())
+	}
+	cs, err = LoadCases(filepath.Join("testdata", "failing.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if failed := RunCases(context.Background(), path, cs, Options{}, &out); failed != 1 {
+		t.Errorf("failing.yaml: %d cases failed, want 1:\n%s", failed, out.String())
+	}
+	want := `FAIL a wrong count
+    steps[2] (expect): output word-counts (- want, + got):
+      key="the" value="1"
+    - key="dog" value="1"
+    + key="cat" value="1"
+      key="the" value="2"
+`
+	if out.String() != want {
+		t.Errorf("failing.yaml's report:\n%s\nwant:\n%s", out.String(), want)
 	}
 }
