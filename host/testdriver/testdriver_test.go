@@ -116,16 +116,16 @@ func script(t *testing.T, d *Driver, steps []step, topics []string) map[int]map[
 func TestPipeline(t *testing.T) {
 	w0 := DefaultStart.UnixMilli()
 	steps := []step{
-		0: {pipe: "customers", recs: []Record{rec("c1", `{"name":"Ann"}`, at(0))}},
-		1: {pipe: "orders", recs: []Record{rec("o1", `{"customer_id":"c1"}`, at(1)), rec("o2", `{"customer_id":"c9"}`, at(1))}},
-		2: {pipe: "lines", recs: []Record{rec("l1", "the cat the", at(1))}},
-		3: {pipe: "readings", recs: []Record{rec("s1", "r", at(10)), rec("s1", "r", at(20))}},
-		4: {pipe: "heartbeats", recs: []Record{{Key: []byte("h1"), Value: []byte("up")}}}, // at the wall time
-		5: {commit: true},
-		6: {pipe: "lines", recs: []Record{rec("l2", "the", at(30))}},
-		7: {pipe: "readings", recs: []Record{rec("s1", "r", at(70))}},
-		8: {advance: 29 * time.Second},
-		9: {commit: true},
+		0:  {pipe: "customers", recs: []Record{rec("c1", `{"name":"Ann"}`, at(0))}},
+		1:  {pipe: "orders", recs: []Record{rec("o1", `{"customer_id":"c1"}`, at(1)), rec("o2", `{"customer_id":"c9"}`, at(1))}},
+		2:  {pipe: "lines", recs: []Record{rec("l1", "the cat the", at(1))}},
+		3:  {pipe: "readings", recs: []Record{rec("s1", "r", at(10)), rec("s1", "r", at(20))}},
+		4:  {pipe: "heartbeats", recs: []Record{{Key: []byte("h1"), Value: []byte("up")}}}, // at the wall time
+		5:  {commit: true},
+		6:  {pipe: "lines", recs: []Record{rec("l2", "the", at(30))}},
+		7:  {pipe: "readings", recs: []Record{rec("s1", "r", at(70))}},
+		8:  {advance: 29 * time.Second},
+		9:  {commit: true},
 		10: {pipe: "lines", recs: []Record{rec("l3", "cat", at(90))}},
 		11: {advance: 2 * time.Second},
 		12: {commit: true},
