@@ -3,6 +3,7 @@ package testdriver
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -208,4 +209,62 @@ func TestCases(t *testing.T) {
 	if out.String() != want {
 		t.Errorf("failing.yaml's report:\n%s\nwant:\n%s", out.String(), want)
 	}
+}
+
+// TestFailures: a record a plugin fails goes to the dead-letter topic
+// under on_error: dead_letter, committed with the window, and stops its
+// task under on_error: fail, which the next step reports.
+func TestFailures(t *testing.T) {
+	dir := t.TempDir()
+	for to, from := range map[string]string{"pipeline.yaml": filepath.Join("testdata", "mask.yaml"), "mask.wasm": wasmbuild.Build(t, "./plugins/mask")} {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, to), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := Open(context.Background(), filepath.Join(dir, "pipeline.yaml"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Pipe("signups", rec("u1", `{"email":"a@b.c"}`, at(1)), rec("u2", "not json", at(2))); err != nil {
+		t.Fatal(err)
+	}
+	if dl, err := d.DeadLetters("lenient"); err != nil || len(dl) != 0 {
+		t.Fatalf("dead letters before the commit: %v, %v; want none", dl, err)
+	}
+	if err := d.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := d.Output("signups-masked")
+	if err != nil || len(out) != 1 || string(out[0].Value) != `{"email":"***"}` {
+		t.Errorf("masked: %v, %v; want u1 masked", out, err)
+	}
+	dl, err := d.DeadLetters("lenient")
+	if err != nil || len(dl) != 1 || string(dl[0].Key) != "u2" || string(dl[0].Value) != "not json" || !dl[0].Timestamp.Equal(at(2)) {
+		t.Fatalf("dead letters: %v, %v; want u2 as it came", dl, err)
+	}
+	if kind := header(dl[0], "wasmstream-error-kind"); kind == "" {
+		t.Errorf("dead letter without its error kind: %v", dl[0].Headers)
+	}
+	if _, err := d.DeadLetters("strict"); err == nil {
+		t.Error("DeadLetters of a processor without a dead-letter topic: no error")
+	}
+	err = d.Pipe("payments", rec("p1", "not json", at(3)))
+	var stopped *StoppedError
+	if !errors.As(err, &stopped) || stopped.Task != "strict/payments/0" {
+		t.Errorf("piping a record the strict processor fails: %v; want its task stopped", err)
+	}
+}
+
+func header(r Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
 }
