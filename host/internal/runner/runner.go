@@ -414,9 +414,6 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 	if opts.Versions == nil {
 		opts.Versions = NewVersions()
 	}
-	if opts.Clock == nil {
-		opts.Clock = time.Now
-	}
 	r := &Runner{
 		opts:    opts,
 		log:     opts.Logger,

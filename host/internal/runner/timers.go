@@ -328,8 +328,13 @@ func (r *Runner) timeDue() bool {
 }
 
 // wallNow is the wall time plugins see now, in ms since the Unix epoch
-// (Options.Clock).
-func (r *Runner) wallNow() int64 { return r.opts.Clock().UnixMilli() }
+// (Options.Clock, or the real clock).
+func (r *Runner) wallNow() int64 {
+	if r.opts.Clock != nil {
+		return r.opts.Clock().UnixMilli()
+	}
+	return time.Now().UnixMilli()
+}
 
 // publishTime makes the task's time readable by TaskTimes.
 func (t *task) publishTime() {
