@@ -425,6 +425,13 @@ func (d *Driver) settled(ctx context.Context) (bool, error) {
 			}
 		}
 	}
+	// What the tasks produced for the records they ran is acknowledged:
+	// under at_least_once it is visible to Output now.
+	for _, r := range runners {
+		if r.Buffered() > 0 {
+			return false, nil
+		}
+	}
 	return true, nil
 }
 

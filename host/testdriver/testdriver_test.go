@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/configload"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
@@ -267,4 +269,36 @@ func header(r Record, key string) string {
 		}
 	}
 	return ""
+}
+
+// TestAtLeastOnce: under at_least_once outputs leave as they are produced,
+// so a repartition hop runs before any commit point, and Pipe waits for
+// the processor downstream too.
+func TestAtLeastOnce(t *testing.T) {
+	cfg, err := configload.Load(pipelineDir(t), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Guarantee = host.AtLeastOnce
+	d, err := New(context.Background(), cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Pipe("lines", rec("l1", "the cat the", at(1))); err != nil {
+		t.Fatal(err)
+	}
+	out, err := d.Output("word-counts")
+	if err != nil || len(out) != 3 || string(out[2].Key) != "the" || string(out[2].Value) != "2" {
+		t.Fatalf("word counts before a commit point: %v, %v; want the=1 cat=1 the=2", out, err)
+	}
+	if counts, err := d.Store("count", "counts"); err != nil || len(counts) != 0 {
+		t.Errorf("store before a commit point: %v, %v; want it empty (state is applied at commit points)", counts, err)
+	}
+	if err := d.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if counts, err := d.Store("count", "counts"); err != nil || len(counts) != 2 {
+		t.Errorf("store after the commit point: %v, %v; want cat and the", counts, err)
+	}
 }
