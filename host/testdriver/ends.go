@@ -3,6 +3,7 @@ package testdriver
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -25,7 +26,9 @@ type ends struct {
 func newEnds(k kclient.Config, topics []string) (*ends, error) {
 	cl, err := k.NewClient(kgo.ConsumeTopics(topics...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
-		kgo.FetchMaxWait(50e6)) // 50ms: a poll for a partition known to have more returns soon
+		// A poll is made only for a partition known to have more: its
+		// fetch need not wait long for records.
+		kgo.FetchMaxWait(50*time.Millisecond))
 	if err != nil {
 		return nil, err
 	}
