@@ -94,8 +94,12 @@ func (e *env) initProject(args []string) int {
 		fmt.Fprintf(e.stderr, "wasmstream init: %v\n", err)
 		return exitError
 	}
-	fmt.Fprintf(e.stdout, "wrote %s (%s; the SDK of %s in %s)\nnext: cd %s && make test && make && wasmstream test pipeline.yaml cases.yaml\n",
-		*dir, l.Name, src.From, filepath.Join(*dir, scaffold.SDKDir), *dir)
+	fmt.Fprintf(e.stdout, "wrote %s (%s; the SDK of %s in %s)\n"+
+		"next: cd %s && make test && make && wasmstream test pipeline.yaml cases.yaml\n"+
+		"then: wasmstream run -c pipeline.yaml (an embedded broker), and in another terminal\n"+
+		"  printf 'k:hello\\n' | wasmstream topic produce %s-in -c pipeline.yaml -k :\n"+
+		"  wasmstream topic consume %s-out -c pipeline.yaml --follow\n",
+		*dir, l.Name, src.From, filepath.Join(*dir, scaffold.SDKDir), *dir, name, name)
 	return exitOK
 }
 

@@ -56,8 +56,22 @@ export async function build(entry, out, extra = []) {
   let output = "";
   const sink = { write(s) { output += s; return true; } };
   const { error } = await asc.main([...ascArgs(entry, out), ...extra], { stdout: sink, stderr: sink });
-  if (error) throw new Error(`wasmstream-sdk: asc ${entry}: ${error.message}\n${output}`);
+  if (error) throw new Error(`wasmstream-sdk: asc ${entry}: ${error.message}\n${output}${hint(entry, output)}`);
   return out;
+}
+
+/**
+ * The fix of the first mistake a newcomer makes, when the compiler's
+ * output shows it: an entry that does not re-export the SDK's exports
+ * leaves the runtime handlers that --use names undefined, which asc
+ * reports as "Element '.../abortHandler' not found".
+ */
+export function hint(entry, output) {
+  if (!/Element '[^']*runtime\/(abort|trace|seed)Handler' not found/.test(output)) return "";
+  let rel = path.relative(path.dirname(path.resolve(entry)), path.join(sdkDir, "exports")).split(path.sep).join("/");
+  if (!rel.startsWith(".")) rel = `./${rel}`;
+  return `\n${entry} does not export the SDK's exports (the functions the host calls): ` +
+    `add the line\n\n    export * from "${rel}";\n\nto ${entry} (and "${rel.replace(/exports$/, "time-exports")}" too if it uses timers)\n`;
 }
 
 /** The .ts files of dir (not its subdirectories), sorted. */

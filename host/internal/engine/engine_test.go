@@ -32,7 +32,7 @@ func TestModuleErrors(t *testing.T) {
 		{"corrupt", NotWasm, []string{"not a WebAssembly module", "256 bytes", "44208"}},
 		{"truncated", CompileFailed, []string{"truncated"}},
 		{"noabi", NoABIMarker, []string{"wasmstream_abi_version_N", "wasmstream_abi_version_1: func () -> ()",
-			"link sdk/c/wasmstream.c into a C plugin"}},
+			"link the SDK's wasmstream.c", "into a C plugin", "export * from \"./wasmstream-sdk/exports\" in a TypeScript one"}},
 		{"abi3", UnsupportedABIVersion, []string{"offers ABI version(s) 3", "supports 1, 2"}},
 		{"missingprocess", MissingExport, []string{"wasmstream_process, want func (i32) -> i32"}},
 		{"nomemory", MissingExport, []string{`export its linear memory as "memory"`}},

@@ -386,8 +386,10 @@ func validate(name string, c wazero.CompiledModule, ins *instrumented, wasm []by
 	slices.Sort(info.ABIVersions)
 	if len(info.ABIVersions) == 0 {
 		return fail(NoABIMarker, "no %sN export; a version %d plugin exports %s: func %s, which the SDK "+
-			"provides: link sdk/c/wasmstream.c into a C plugin, use wasmstream::processor! in a Rust one, import "+
-			"github.com/wasmstream/wasmstream/sdk in a Go one",
+			"provides: link the SDK's wasmstream.c (wasmstream-sdk/ in a project of wasmstream init, sdk/c/ in "+
+			"the repository) into a C plugin, use wasmstream::processor! in a Rust one, import "+
+			"github.com/wasmstream/wasmstream/sdk in a Go one, export * from \"./wasmstream-sdk/exports\" in a "+
+			"TypeScript one",
 			abi.VersionMarkerPrefix, abi.Version, abi.VersionMarker, sigMarker)
 	}
 	for _, v := range info.ABIVersions {
@@ -525,18 +527,29 @@ func validate(name string, c wazero.CompiledModule, ins *instrumented, wasm []by
 		export   string
 		sig      string
 		what     string
+		// fix is what each SDK needs for the export (the Go SDK's
+		// timer package always exports both).
+		fix string
 	}{
-		{info.ImportsTimerSet, abi.ImportTimerSet, abi.ExportOnTimer, sigOnTimer, "its timers"},
-		{info.ImportsTimerCancel, abi.ImportTimerCancel, abi.ExportOnTimer, sigOnTimer, "its timers"},
-		{info.ImportsCommitMark, abi.ImportCommitMark, abi.ExportOnCommit, sigOnCommit, "its commit marks"},
+		{info.ImportsTimerSet, abi.ImportTimerSet, abi.ExportOnTimer, sigOnTimer, "its timers", fixOnTimer},
+		{info.ImportsTimerCancel, abi.ImportTimerCancel, abi.ExportOnTimer, sigOnTimer, "its timers", fixOnTimer},
+		{info.ImportsCommitMark, abi.ImportCommitMark, abi.ExportOnCommit, sigOnCommit, "its commit marks", fixOnCommit},
 	} {
 		if r.imported && funcs[r.export] == nil {
-			return fail(MissingExport, "%s, want func %s: the module imports %s.%s, and %s could never be delivered without it",
-				r.export, r.sig, abi.ImportModule, r.name, r.what)
+			return fail(MissingExport, "%s, want func %s: the module imports %s.%s, and %s could never be delivered without it (%s)",
+				r.export, r.sig, abi.ImportModule, r.name, r.what, r.fix)
 		}
 	}
 	return info, nil
 }
+
+// The fixes of a missing time callback, by SDK.
+const (
+	fixOnTimer = `the SDK exports it: TypeScript: export * from "./wasmstream-sdk/time-exports" and onTimer(f); ` +
+		`Rust: processor!(..., on_timer = f); C: link wasmstream_time.c and define ws_on_timer`
+	fixOnCommit = `the SDK exports it: TypeScript: export * from "./wasmstream-sdk/time-exports" and onCommit(f); ` +
+		`Rust: processor!(..., on_commit = f); C: link wasmstream_time.c and define ws_on_commit`
+)
 
 // signatureOf formats a function type like "(i32, i32) -> i32"; "" for nil.
 func signatureOf(d api.FunctionDefinition) string {

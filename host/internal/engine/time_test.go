@@ -549,9 +549,9 @@ func TestTimeModuleRules(t *testing.T) {
 		kind ModuleErrorKind
 		want []string
 	}{
-		{"timernocallback", MissingExport, []string{"wasmstream_on_timer, want func (i32) -> i32", "imports wasmstream.timer_set", "timers could never be delivered"}},
+		{"timernocallback", MissingExport, []string{"wasmstream_on_timer, want func (i32) -> i32", "imports wasmstream.timer_set", "timers could never be delivered", `time-exports" and onTimer(f)`, "ws_on_timer"}},
 		{"cancelnocallback", MissingExport, []string{"wasmstream_on_timer", "imports wasmstream.timer_cancel"}},
-		{"marknocommit", MissingExport, []string{"wasmstream_on_commit, want func (i32) -> i32", "imports wasmstream.commit_mark", "commit marks could never be delivered"}},
+		{"marknocommit", MissingExport, []string{"wasmstream_on_commit, want func (i32) -> i32", "imports wasmstream.commit_mark", "commit marks could never be delivered", "on_commit = f"}},
 		{"badtimeimport", ForbiddenImport, []string{
 			"wasmstream.timer_set is func (i32, i32, i32, i32) -> i32, want func (i32, i64, i32, i32) -> i32",
 			"wasmstream.time_now is func (i32) -> i32, want func (i32) -> i64",
