@@ -69,20 +69,7 @@ func TestInitFromInstalledBinary(t *testing.T) {
 	repo := polybuild.Root(t)
 	for _, l := range scaffold.Langs {
 		t.Run(l.Name, func(t *testing.T) {
-			switch l.Name {
-			case "rust":
-				if err := polybuild.CheckRust(); err != nil {
-					t.Fatal(err)
-				}
-			case "c":
-				if err := polybuild.CheckC(); err != nil {
-					t.Fatal(err)
-				}
-			case "ts":
-				if err := polybuild.CheckTS(repo); err != nil {
-					t.Fatal(err)
-				}
-			}
+			checkToolchain(t, l.Name, repo)
 			work := t.TempDir()
 			if strings.HasPrefix(work, repo+string(filepath.Separator)) {
 				t.Fatalf("the temporary directory %s is inside the repository", work)
