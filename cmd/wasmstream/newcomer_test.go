@@ -179,6 +179,11 @@ func runVelocity(t *testing.T, bin, dir string) {
 			t.Fatalf("wasmstream run exited (%v):\n%s", err, logs.String())
 		default:
 		}
+		// (state.dir's default, beside the config; checked first, for a
+		// cheap wait while the run starts)
+		if _, err := os.Stat(filepath.Join(dir, "wasmstream-state", "velocity.embedded-broker")); err != nil {
+			return err
+		}
 		out, err := cliOutput(ctx, dir, "", bin, "topic", "list", "-c", "pipeline.yaml")
 		if err != nil || !strings.Contains(out, "payment-alerts") || !strings.Contains(out, "payments-checked") {
 			return fmt.Errorf("topic list: %v: %s", err, out)
