@@ -1,5 +1,6 @@
-// Package e2e benchmarks the bundled word count end to end through the host
-// in Go, Rust, C and TypeScript. It is a package of its own because it needs a Kafka
+// Package e2e runs the bundled word count end to end through the host in
+// Go, Rust, C and TypeScript: a test that all four commit the same bytes
+// (e2e_test.go) and a benchmark. It is a package of its own because it needs a Kafka
 // broker (internal/testbroker): the Makefile's integration suite runs every
 // such package again against real Kafka, which the conformance tests do not
 // need.
