@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/host/internal/account"
 	"github.com/wasmstream/wasmstream/host/internal/admin"
 	"github.com/wasmstream/wasmstream/host/internal/engine"
 	"github.com/wasmstream/wasmstream/host/internal/follower"
@@ -236,6 +237,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			Changelogs:     cfg.changelogTopics(pc),
 			State:          h.procState[pc.Name],
 			StateDisk:      int64(pc.Limits.StateDisk),
+			WindowBytes:    int64(pc.Limits.WindowBytes),
 		}
 		for st, e := range pc.Expire {
 			specs[i].Expiry[st] = state.Expiry{TTL: e.After.Milliseconds(), Wall: e.Clock == ClockWall}
@@ -276,6 +278,9 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		Restore:                o.restore,
 		Stats:                  stats,
 		Limits:                 runner.BrokerLimits(h.kafka),
+		// One pool for the process: every member's runners, and the ones
+		// that replace them, share runtime.memory_budget.
+		Memory: account.NewPool(int64(cfg.Runtime.MemoryBudget)),
 	}
 	// Every member asks for the co-partitioning assignor when any
 	// processor of the app needs it (members of one group must agree).

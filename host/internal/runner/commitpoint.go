@@ -66,6 +66,13 @@ type commitPoint struct {
 	broken error
 	// samples are the durations of commit points that had work.
 	samples commitSamples
+	// forward is set when a task's account became heavy (its window's
+	// budget of bytes, or more than its share of the process's: package
+	// account): the work of the poll stops at the next record boundary
+	// of every task and the commit point comes now rather than at its
+	// interval. Set by processing goroutines, hence atomic; cleared by
+	// restart.
+	forward atomic.Bool
 }
 
 // strategy is what differs between exactly_once (exactlyOnce, eos.go) and
@@ -134,6 +141,19 @@ func (cp *commitPoint) processed(n int) { cp.sinceCommit += n }
 func (cp *commitPoint) restart() {
 	cp.sinceCommit = 0
 	cp.lastCommit = time.Now()
+	cp.forward.Store(false)
+}
+
+// heavy is called by a task's processing after each call: it reports
+// whether the task must stop at this record boundary because the commit
+// point is brought forward, by its own account being heavy or by another
+// task's.
+func (cp *commitPoint) heavy(t *task) bool {
+	if t.acct.Heavy() {
+		cp.forward.Store(true)
+		return true
+	}
+	return cp.forward.Load()
 }
 
 // holds reports whether the window holds work: processed records, or an
@@ -154,6 +174,9 @@ func (cp *commitPoint) deadline() time.Time {
 // window reached kafka.commit_records; a window without records is due
 // only when a timer may be.
 func (cp *commitPoint) due() bool {
+	if cp.forward.Load() {
+		return true
+	}
 	since := time.Since(cp.lastCommit)
 	if cp.sinceCommit == 0 {
 		return since >= cp.r.opts.CommitInterval && cp.r.timeDue()
@@ -195,6 +218,9 @@ func (cp *commitPoint) run(ctx context.Context) error {
 	// its own bounded context.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
+	if cp.forward.Load() {
+		cp.countForward()
+	}
 	start := time.Now()
 	err := cp.commit(cctx)
 	cp.samples.add(time.Since(start))
@@ -286,6 +312,9 @@ func (cp *commitPoint) commit(ctx context.Context) error {
 	}
 	for _, t := range r.tasks {
 		t.tk.committed()
+		// The window's staged bytes are produced and applied: released,
+		// offsets committed or not.
+		t.acct.WindowEnded(t.tk.carriedHeld())
 		if !retry {
 			t.win.committed()
 		}
@@ -375,10 +404,34 @@ func (cp *commitPoint) drop(rewind bool) {
 			t.st.Discard()
 		}
 		t.tk.reset()
+		t.acct.WindowEnded(t.tk.carriedHeld())
 		t.dropLatest()
 		if rewind {
 			cp.g.rewind(t)
 		}
+	}
+}
+
+// countForward counts a commit point brought forward by the budget of
+// bytes held, once for each processor with a task whose account is heavy
+// (BudgetCommits); when none is any more (the process's pressure eased
+// meanwhile), for each processor with a window holding bytes.
+func (cp *commitPoint) countForward() {
+	counted := map[*procState]bool{}
+	for _, t := range cp.r.tasks {
+		if t.acct.Heavy() {
+			counted[t.proc] = true
+		}
+	}
+	if len(counted) == 0 {
+		for _, t := range cp.r.tasks {
+			if t.acct.Held() > 0 {
+				counted[t.proc] = true
+			}
+		}
+	}
+	for p := range counted {
+		p.Stats.BudgetCommits.Add(1)
 	}
 }
 

@@ -97,7 +97,27 @@ type Task struct {
 	iters              map[*iterator]struct{}
 	// disk is the task's account against its disk budget (budget.go).
 	disk diskBudget
+	// hold, if set, is told the bytes of every write a plugin's call
+	// stages (SetHold); its error refuses the write.
+	hold func(n int) error
 }
+
+// HeldEntryOverhead is the bytes a staged write holds beyond its key (held
+// twice: by the record's writes and the window's) and value: entry and map
+// slots, string and slice headers.
+const HeldEntryOverhead = 64
+
+// heldBytes is what a staged write of key and value holds in memory until
+// its commit window ends.
+func heldBytes(key, value []byte) int { return 2*len(key) + len(value) + HeldEntryOverhead }
+
+// SetHold makes every Put and Delete report the bytes it stages in memory
+// (two copies of the key, the value, HeldEntryOverhead) to hold before it
+// is staged; an error from hold refuses the write and is returned as is.
+// The caller keeps the account (the runner's, host/internal/account): the
+// store knows only that a write can be refused for what it holds. PutHost
+// is not reported (the host's bookkeeping, a few bytes per window).
+func (t *Task) SetHold(hold func(n int) error) { t.hold = hold }
 
 func newTask(db *DB, processor string, partition int32, names []string) *Task {
 	t := &Task{
@@ -313,6 +333,11 @@ func (t *Task) Put(store int, key, value []byte) error {
 	if err := t.chargeDisk(s, len(s.data)+len(key)+len(value)); err != nil {
 		return err
 	}
+	if t.hold != nil {
+		if err := t.hold(heldBytes(key, value)); err != nil {
+			return err
+		}
+	}
 	return t.put(s, key, value)
 }
 
@@ -357,6 +382,11 @@ func (t *Task) Delete(store int, key []byte) error {
 	}
 	if f := t.db.failure.Load(); f != nil {
 		return t.db.refusal(f, t.what("a delete", s))
+	}
+	if t.hold != nil {
+		if err := t.hold(heldBytes(key, nil)); err != nil {
+			return err
+		}
 	}
 	s.overlay.Set(key, entry{del: true})
 	return nil
