@@ -63,6 +63,7 @@ type Pool struct {
 	// to a Grant); accounts counts the open ones.
 	granted  atomic.Int64
 	accounts atomic.Int64
+	peak     atomic.Int64 // the most granted ever was
 }
 
 // NewPool returns a pool of budget bytes; 0 or less is no budget.
@@ -84,6 +85,14 @@ func (p *Pool) Granted() int64 {
 	return p.granted.Load()
 }
 
+// Peak is the most the pool's accounts were ever granted together.
+func (p *Pool) Peak() int64 {
+	if p == nil {
+		return 0
+	}
+	return p.peak.Load()
+}
+
 // take grants n bytes, unless that would pass the budget.
 func (p *Pool) take(n int64) bool {
 	if p == nil {
@@ -95,7 +104,12 @@ func (p *Pool) take(n int64) bool {
 			return false
 		}
 		if p.granted.CompareAndSwap(cur, cur+n) {
-			return true
+			for {
+				pk := p.peak.Load()
+				if cur+n <= pk || p.peak.CompareAndSwap(pk, cur+n) {
+					return true
+				}
+			}
 		}
 	}
 }

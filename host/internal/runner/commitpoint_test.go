@@ -184,7 +184,7 @@ func commitPointFixture(t *testing.T) (*Runner, *fakeStrategy, *task) {
 	r.vers.TakePending("p")
 	cur := r.vers.Active("p")
 	tk := &task{id: TaskID{Processor: "p", Topic: "in"}, r: r, proc: ps, topics: []string{"in"},
-		win: newWindow(1, 0), tk: newTimekeeper(nil, -1, TimeLimits{}), ver: newVersion(cur, canary), swappedAt: time.Now()}
+		win: newWindow(1, 0), tk: newTimekeeper(nil, -1, TimeLimits{}), acct: testAccount(), ver: newVersion(cur, canary), swappedAt: time.Now()}
 	tk.inst = &goInstance{p: &goPlugin{}}
 	r.tasks[tk.id] = tk
 	tk.win.in(0).take(7)

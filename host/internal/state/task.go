@@ -459,6 +459,25 @@ func (t *Task) Dirty() []Change {
 	return changes
 }
 
+// batchRecordOverhead bounds what a Pebble batch adds to a key and value:
+// the record's kind and two varint lengths.
+const batchRecordOverhead = 1 + 2*5
+
+// batchSize is the bytes of the batch Apply writes: every pending entry
+// of the stores and the checkpoints, with their framing.
+func (t *Task) batchSize(checkpoints map[int]int64) int {
+	n := 12 // the batch header
+	for _, s := range t.stores {
+		for k, e := range s.pending.All() {
+			n += len(s.data) + len(k) + len(e.val) + batchRecordOverhead
+		}
+	}
+	for i := range checkpoints {
+		n += len(t.stores[i].cpKey) + 8 + batchRecordOverhead
+	}
+	return n
+}
+
 // Apply makes the commit window durable in Pebble: every dirty key and the
 // new changelog checkpoint of each given store, in one atomic batch (I3).
 // Then the pending set is cleared and the committed values join the cache.
@@ -510,7 +529,10 @@ func (t *Task) Apply(checkpoints map[int]int64) error {
 		return nil
 	}
 
-	b := t.db.pdb.NewBatch() // closed by the write, which owns it
+	// The batch is made its full size at once: grown by doubling, a
+	// large window's batch took up to three times its bytes while it
+	// grew (the old buffer and the new), beyond the window's own.
+	b := t.db.pdb.NewBatchWithSize(t.batchSize(checkpoints)) // closed by the write, which owns it
 	written := make([]*store, 0, len(t.stores))
 	for i, s := range t.stores {
 		if _, cp := checkpoints[i]; cp || s.pending.Len() > 0 {
