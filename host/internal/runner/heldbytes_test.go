@@ -160,7 +160,9 @@ func testWindowStaging(t *testing.T, eos bool) {
 	before := liveHeap()
 	peak := heapPeak()
 	r := f.runnerWith(t, p, Fail, func(o *Options) {
-		o.CommitInterval = time.Minute // only the budget brings a commit point
+		// Only the budget brings a commit point; the interval stays inside
+		// half the transaction timeout, as the host's config requires.
+		o.CommitInterval, o.TransactionTimeout = 25*time.Second, time.Minute
 		o.State = db
 		o.Memory = pool
 		o.Processors[0].Stores = []string{"s"}
@@ -276,7 +278,7 @@ func TestThirtyTwoTasksStayInTheProcessBudget(t *testing.T) {
 		}
 	}()
 	r := f.runnerWith(t, p, Skip, func(o *Options) {
-		o.CommitInterval = time.Minute
+		o.CommitInterval, o.TransactionTimeout = 25*time.Second, time.Minute
 		o.State = db
 		o.Memory = pool
 		o.Processors[0].Stores = []string{"s"}
