@@ -188,3 +188,26 @@ func TestPoolConcurrent(t *testing.T) {
 		t.Fatalf("granted %d after every close; %d refusals", p.Granted(), refused.Load())
 	}
 }
+
+// BenchmarkCharge is the cost the common path pays per staged emit or
+// state write: a charge inside the task's grant, a window ended every
+// 1,000 charges (a commit point), one heavy check per charge (the runner's
+// per call).
+func BenchmarkCharge(b *testing.B) {
+	p := NewPool(1 << 30)
+	var gauge atomic.Int64
+	a := p.Open(64<<20, &gauge)
+	n := 0
+	for b.Loop() {
+		if err := a.Charge(120); err != nil {
+			b.Fatal(err)
+		}
+		if a.Heavy() {
+			b.Fatal("heavy")
+		}
+		if n++; n == 1000 {
+			a.WindowEnded(0)
+			n = 0
+		}
+	}
+}
