@@ -24,8 +24,7 @@ import (
 // one record, and the Go heap grows by at most three times what the
 // account held (the staged values, their copy in the store's batch, the
 // previous window's batch until flushed) plus 96 MiB (measured: under
-// 40 MiB), beyond what the
-// embedded broker keeps of the changelog. Before the account, the same
+// 60 MiB), beyond what the embedded broker keeps of the changelog. Before the account, the same
 // plugin took one window to 4.0 GB.
 func TestWindowStagingPluginThroughTheHost(t *testing.T) {
 	for _, g := range []Guarantee{ExactlyOnce, AtLeastOnce} {
