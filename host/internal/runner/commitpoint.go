@@ -73,6 +73,9 @@ type commitPoint struct {
 	// interval. Set by processing goroutines, hence atomic; cleared by
 	// restart.
 	forward atomic.Bool
+	// asks are the CommitNow calls waiting for the next commit point
+	// (drive.go), each told its outcome.
+	asks []chan error
 }
 
 // strategy is what differs between exactly_once (exactlyOnce, eos.go) and
@@ -149,6 +152,11 @@ func (cp *commitPoint) restart() {
 // point is brought forward, by its own account being heavy or by another
 // task's.
 func (cp *commitPoint) heavy(t *task) bool {
+	if cp.r.opts.ManualCommits {
+		// Only CommitNow commits (drive.go): past the window's budget
+		// only the cap applies.
+		return false
+	}
 	if t.acct.Heavy() {
 		cp.forward.Store(true)
 		return true
@@ -162,9 +170,9 @@ func (cp *commitPoint) holds() bool { return cp.sinceCommit > 0 || cp.g.pending(
 
 // deadline is when the window's commit point is due: a commit interval
 // after the last one, or from now when no processed record waits (an idle
-// window opens with its first record).
+// window opens with its first record) or the commit points are manual.
 func (cp *commitPoint) deadline() time.Time {
-	if cp.sinceCommit == 0 {
+	if cp.sinceCommit == 0 || cp.r.opts.ManualCommits {
 		return time.Now().Add(cp.r.opts.CommitInterval)
 	}
 	return cp.lastCommit.Add(cp.r.opts.CommitInterval)
@@ -174,6 +182,9 @@ func (cp *commitPoint) deadline() time.Time {
 // window reached kafka.commit_records; a window without records is due
 // only when a timer may be.
 func (cp *commitPoint) due() bool {
+	if cp.r.opts.ManualCommits {
+		return false
+	}
 	if cp.forward.Load() {
 		return true
 	}
@@ -210,8 +221,12 @@ func (cp *commitPoint) takeProduceErr() error {
 // run is a commit point after a poll's records, if one is due or a
 // rebalance waits (it is let in with nothing open, so it does not abort
 // processed work), then lets waiting swaps in.
-func (cp *commitPoint) run(ctx context.Context) error {
-	if !cp.due() && !cp.g.wantsCommit() {
+func (cp *commitPoint) run(ctx context.Context) (err error) {
+	asks := cp.asks
+	cp.asks = nil
+	if len(asks) > 0 {
+		defer func() { cp.answerAsks(asks, err) }()
+	} else if !cp.due() && !cp.g.wantsCommit() {
 		return nil
 	}
 	// A stop (ctx canceled) must not cut a commit point in half: it gets
@@ -222,7 +237,7 @@ func (cp *commitPoint) run(ctx context.Context) error {
 		cp.countForward()
 	}
 	start := time.Now()
-	err := cp.commit(cctx)
+	err = cp.commit(cctx)
 	cp.samples.add(time.Since(start))
 	if err != nil {
 		return err

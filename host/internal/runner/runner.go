@@ -304,6 +304,17 @@ type Options struct {
 	// their next pass (refusal.go); a host that replaces a runner passes
 	// the same set on. Default: a set of the runner's own.
 	Refused *Refused
+	// Clock is the wall clock of what the plugins see (ABI.md section 8):
+	// the wall time of their calls, processing-time timers and wall-clock
+	// store expiry. Default time.Now; a test driver (host/testdriver)
+	// gives one it moves by hand. The schedule of commit points, time
+	// budgets, the canary window and latencies always use the real clock.
+	Clock func() time.Time
+	// ManualCommits turns the schedule of commit points off: they come
+	// only when CommitNow asks (drive.go), at a rebalance and when the
+	// runner stops. For a test driver, which decides where every commit
+	// window ends; CommitInterval still bounds the time budgets.
+	ManualCommits bool
 }
 
 // Runner runs the processors of one process as one consumer group member.
@@ -1071,6 +1082,8 @@ func (r *Runner) shutdown() error {
 	r.mu.Lock()
 	defer func() {
 		r.closing = true
+		r.cp.answerAsks(r.cp.asks, ErrStopped)
+		r.cp.asks = nil
 		r.mu.Unlock()
 		r.cl.Close() // leaves the group; callbacks it triggers see closing
 		if r.restorer != nil {
