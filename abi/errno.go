@@ -27,10 +27,9 @@ const (
 	ErrnoNoCursor Errno = 7
 	// ErrnoPhase: the call is not allowed now (emit or state during init).
 	ErrnoPhase Errno = 8
-	// ErrnoLimit: a limit was reached: open cursors (only returned), or
-	// emits, bytes emitted or state bytes written in one record, or what
-	// the host holds for the task's commit window or for the process (the
-	// record also fails; abi/ABI.md, section 7).
+	// ErrnoLimit: a per-record limit was reached: open cursors (only
+	// returned), or emits, bytes emitted or state bytes written in one
+	// record (the record also fails; abi/ABI.md, section 7).
 	ErrnoLimit Errno = 9
 	// ErrnoIO: the host could not serve the call (store failure). The record
 	// fails whatever the plugin does next.
