@@ -315,6 +315,15 @@ type Limits struct {
 	// ELIMIT, so no plugin can fill the disk (deletes are always taken).
 	// Default 1GiB.
 	StateDisk ByteSize `koanf:"state_disk"`
+	// WindowBytes is what the host may hold for one task's plugin in a
+	// commit window: its staged emits and state writes, timers set, commit
+	// marks (abi/ABI.md section 7). At it the commit point comes at once
+	// instead of at kafka.commit_interval (more, smaller transactions;
+	// no record fails); a call that would take the task past twice it
+	// returns ELIMIT and its record fails (limit_exceeded). At least the
+	// bytes one record may stage (emit_bytes_per_record plus
+	// state_bytes_per_record). Default 64MiB.
+	WindowBytes ByteSize `koanf:"window_bytes"`
 	// Timers bounds the timers one task may have pending (abi/ABI.md
 	// section 8.6); timer_set of a new one past it returns ELIMIT.
 	// Default 1000000.
@@ -412,6 +421,13 @@ type RuntimeConfig struct {
 	CompileTimeout time.Duration `koanf:"compile_timeout"`
 	// ModuleLimits bound the shape of modules (see ModuleLimits).
 	ModuleLimits ModuleLimits `koanf:"module_limits"`
+	// MemoryBudget bounds what the host holds for all plugins of the
+	// process together, every task's limits.window_bytes account summed
+	// (abi/ABI.md section 7): past half of it, the tasks holding more than
+	// the average commit at once; a call that would pass it returns
+	// ELIMIT and its record fails. At least twice the largest
+	// limits.window_bytes. Default 1GiB.
+	MemoryBudget ByteSize `koanf:"memory_budget"`
 }
 
 // SwapConfig governs hot swaps of deployed plugin versions (wasmstream

@@ -277,6 +277,31 @@ func TestValidateRecordTimeoutAgainstTransactionTimeout(t *testing.T) {
 	}
 }
 
+// limits.window_bytes and runtime.memory_budget: their defaults, a window
+// that one record could not fit in, a process budget below one task's cap.
+func TestValidateHeldBudgets(t *testing.T) {
+	cfg := goodConfig()
+	cfg.ApplyDefaults()
+	if w, m := cfg.Processors[0].Limits.WindowBytes, cfg.Runtime.MemoryBudget; w != 64<<20 || m != 1<<30 {
+		t.Fatalf("defaults: window_bytes %d, memory_budget %d", w, m)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	cfg.Processors[0].Limits.WindowBytes = 16 << 20
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "processors[0].limits.window_bytes") || !strings.Contains(err.Error(), "state_bytes_per_record") {
+		t.Errorf("a window smaller than one record: %v", err)
+	}
+	cfg.Processors[0].Limits.WindowBytes = 1 << 30
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "runtime.memory_budget") {
+		t.Errorf("a process budget below one task's cap: %v", err)
+	}
+	cfg.Runtime.MemoryBudget = 2 << 30
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("a budget of twice the window: %v", err)
+	}
+}
+
 // latest_per_key outputs are the runner's Latest, by output index.
 func TestLatestOutputs(t *testing.T) {
 	cfg := goodConfig()

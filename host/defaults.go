@@ -5,6 +5,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/engine"
+	"github.com/wasmstream/wasmstream/host/internal/runner"
 	"github.com/wasmstream/wasmstream/host/internal/state"
 )
 
@@ -35,6 +36,12 @@ const (
 	// defaultStateDisk is limits.state_disk's default: a task's stores on
 	// disk (RATIONALE.md, "State").
 	defaultStateDisk = 1 << 30
+	// defaultWindowBytes is limits.window_bytes's default, and
+	// defaultMemoryBudget runtime.memory_budget's: what the host holds for
+	// a task's plugin per commit window, and for all of a process's
+	// (RATIONALE.md, "What a plugin makes the host hold").
+	defaultWindowBytes  = runner.DefaultWindowBytes
+	defaultMemoryBudget = 1 << 30
 
 	DefaultRepartitionPurgeInterval = 30 * time.Second
 
@@ -76,6 +83,7 @@ func (c *Config) ApplyDefaults() {
 	rt := &c.Runtime
 	orDefault(&rt.MaxModuleSize, DefaultMaxModuleSize)
 	orDefault(&rt.CompileTimeout, engine.DefaultCompileTimeout)
+	orDefault(&rt.MemoryBudget, defaultMemoryBudget)
 	ml := &rt.ModuleLimits
 	orDefault(&ml.Functions, engine.DefaultMaxFunctions)
 	orDefault(&ml.LocalsPerFunction, engine.DefaultMaxFunctionLocals)
@@ -117,6 +125,7 @@ func (c *Config) ApplyDefaults() {
 		orDefault(&l.LogLinesPerSecond, engine.DefaultLogLinesPerSecond)
 		orDefault(&l.LogBytesPerSecond, engine.DefaultLogBytesPerSecond)
 		orDefault(&l.StateDisk, defaultStateDisk)
+		orDefault(&l.WindowBytes, defaultWindowBytes)
 		orDefault(&l.Timers, abi.DefaultMaxTimers)
 		orDefault(&l.TimerFirings, abi.DefaultMaxFiringsPerCommit)
 		orDefault(&l.CommitMarks, abi.DefaultMaxCommitMarks)

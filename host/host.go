@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/host/internal/account"
 	"github.com/wasmstream/wasmstream/host/internal/admin"
 	"github.com/wasmstream/wasmstream/host/internal/driven"
 	"github.com/wasmstream/wasmstream/host/internal/engine"
@@ -245,6 +246,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			Changelogs:     cfg.changelogTopics(pc),
 			State:          h.procState[pc.Name],
 			StateDisk:      int64(pc.Limits.StateDisk),
+			WindowBytes:    int64(pc.Limits.WindowBytes),
 		}
 		for st, e := range pc.Expire {
 			specs[i].Expiry[st] = state.Expiry{TTL: e.After.Milliseconds(), Wall: e.Clock == ClockWall}
@@ -285,6 +287,9 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		Restore:                o.restore,
 		Stats:                  stats,
 		Limits:                 runner.BrokerLimits(h.kafka),
+		// One pool for the process: every member's runners, and the ones
+		// that replace them, share runtime.memory_budget.
+		Memory: account.NewPool(int64(cfg.Runtime.MemoryBudget)),
 	}
 	if d := o.driven; d != nil {
 		base.Clock, base.ManualCommits = d.Clock, true
@@ -546,18 +551,20 @@ func (h *Host) Stats(processor string) (ProcessorStats, bool) {
 		return ProcessorStats{}, false
 	}
 	return ProcessorStats{
-		RecordsIn:    st.RecordsIn.Load(),
-		RecordsOut:   st.RecordsOut.Load(),
-		Skipped:      st.Skipped.Load(),
-		DeadLettered: st.DeadLettered.Load(),
-		FailedTasks:  st.FailedTasks.Load(),
-		StoppedTasks: st.StoppedTasks.Load(),
-		Commits:      st.Commits.Load(),
-		Aborts:       st.Aborts.Load(),
-		Swaps:        st.Swaps.Load(),
-		SwapFailures: st.SwapFailures.Load(),
-		Rollbacks:    st.Rollbacks.Load(),
-		Failures:     st.Failures(),
+		RecordsIn:     st.RecordsIn.Load(),
+		RecordsOut:    st.RecordsOut.Load(),
+		Skipped:       st.Skipped.Load(),
+		DeadLettered:  st.DeadLettered.Load(),
+		FailedTasks:   st.FailedTasks.Load(),
+		StoppedTasks:  st.StoppedTasks.Load(),
+		Commits:       st.Commits.Load(),
+		Aborts:        st.Aborts.Load(),
+		Swaps:         st.Swaps.Load(),
+		SwapFailures:  st.SwapFailures.Load(),
+		Rollbacks:     st.Rollbacks.Load(),
+		Failures:      st.Failures(),
+		HeldBytes:     st.HeldBytes.Load(),
+		BudgetCommits: st.BudgetCommits.Load(),
 	}, true
 }
 

@@ -13,7 +13,7 @@ import (
 // host (or a module, or a state directory) for the caller to keep.
 
 // ProcessorStats are one processor's counters in this process since New.
-// They only grow, except StoppedTasks, a gauge.
+// They only grow, except StoppedTasks and HeldBytes, gauges.
 type ProcessorStats struct {
 	RecordsIn    int64 // records handed to the plugin
 	RecordsOut   int64 // records emitted by records that succeeded
@@ -30,6 +30,13 @@ type ProcessorStats struct {
 	// memory_limit, abi_misuse, plugin_failed, host_failed, instance_lost,
 	// stack_limit, limit_exceeded.
 	Failures map[string]int64
+	// HeldBytes is what the host holds in memory for the processor's
+	// plugins now (staged emits and state writes, timers, commit marks:
+	// its tasks' accounts, abi/ABI.md section 7); BudgetCommits counts the
+	// commit points it brought forward (limits.window_bytes,
+	// runtime.memory_budget).
+	HeldBytes     int64
+	BudgetCommits int64
 }
 
 // RestoreProgress is the progress of one store's restore from its

@@ -226,6 +226,14 @@ func (c *Config) Validate() error {
 		} else if p.Limits.Memory > 4<<30 {
 			bad(at+".limits.memory", "%s is over the 4GiB maximum of 32-bit Wasm", p.Limits.Memory)
 		}
+		if l := p.Limits; l.WindowBytes < l.EmitBytesPerRecord+l.StateBytesPerRecord {
+			// A record must fit in a window, or it could fail at the
+			// window's cap though its commit point came forward.
+			bad(at+".limits.window_bytes", "%s is below what one record may stage: emit_bytes_per_record (%s) plus state_bytes_per_record (%s)",
+				l.WindowBytes, l.EmitBytesPerRecord, l.StateBytesPerRecord)
+		} else if c.Runtime.MemoryBudget < 2*l.WindowBytes {
+			bad("runtime.memory_budget", "%s is below twice %s.limits.window_bytes (%s): one task could not reach its own cap", c.Runtime.MemoryBudget, at, l.WindowBytes)
+		}
 		if p.Limits.Stack > engine.MaxStackLimit {
 			bad(at+".limits.stack", "%s is over the %s maximum", p.Limits.Stack, ByteSize(engine.MaxStackLimit))
 		}

@@ -32,6 +32,8 @@ var boundaries = []boundary{
 		why: "the engine runs Wasm and knows neither Kafka nor the store: a plugin reaches both only through the host's interfaces (I6)"},
 	{pkg: "host/internal/state", forbid: []string{wazero, franz, "host/internal/engine"}, closure: true,
 		why: "the state store knows nothing of plugins or Kafka: its checkpoint is its own (I3)"},
+	{pkg: "host/internal/account", forbid: []string{wazero, franz, pebble, "host/internal/engine", "host/internal/state", "host/internal/runner", "host/internal/plugin"}, closure: true,
+		why: "the account of what the host holds for plugins is a leaf: the runner charges and releases it, and the store only reports what its writes hold"},
 	{pkg: "host/internal/versions", forbid: []string{franz, pebble, wazero, "host/..."}, closure: true,
 		why: "the version registry is a leaf every side reads: it holds records, not Kafka, Wasm or state"},
 	{pkg: "host/internal/kclient", forbid: []string{pebble, wazero, "host/..."}, closure: true,

@@ -65,6 +65,8 @@ const (
 	mCommitCalls   = "wasmstream_commit_calls_total"
 	mTimersDropped = "wasmstream_timers_dropped_total"
 	mMarksDropped  = "wasmstream_commit_marks_dropped_total"
+	mHeldBytes     = "wasmstream_plugin_held_bytes"
+	mBudgetCommits = "wasmstream_budget_commits_total"
 	mTimersPending = "wasmstream_timers_pending"
 	mStreamLag     = "wasmstream_stream_time_lag_seconds"
 	mStateFailures = "wasmstream_state_write_failures_total"
@@ -86,6 +88,8 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 	failedTasks := counter(mFailedTasks, "Tasks stopped by a failed record under on_error: fail, or by a failed restore.")
 	commits := counter(mCommits, "Commit points that committed the processor's input offsets.")
 	aborts := counter(mAborts, "Transactions aborted (exactly_once); their work is done again.")
+	heldBytes := gauge(mHeldBytes, "Bytes the host holds for the processor's plugins in this process (staged emits and state writes, timers, commit marks), by its tasks' accounts.")
+	budgetCommits := counter(mBudgetCommits, "Commit points brought forward because a task held its window's budget of bytes (limits.window_bytes) or more than its share of runtime.memory_budget.")
 	latency := &family{name: mLatency, typ: "histogram",
 		help: "Time in the plugin per record, in seconds (a bucket's bound is exclusive, at nanosecond precision)."}
 	swaps := counter(mSwaps, "Tasks switched to a new plugin version.")
@@ -119,6 +123,8 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 		failedTasks.add(l, float64(p.FailedTasks))
 		commits.add(l, float64(p.Commits))
 		aborts.add(l, float64(p.Aborts))
+		heldBytes.add(l, float64(p.HeldBytes))
+		budgetCommits.add(l, float64(p.BudgetCommits))
 		kinds := make([]string, 0, len(p.Failures))
 		for k := range p.Failures {
 			kinds = append(kinds, k)
@@ -220,7 +226,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 		}
 	}
 
-	fams := []family{*in, *out, *skipped, *dead, *failures, *failedTasks, *commits, *aborts, *latency, *commitSecs,
+	fams := []family{*in, *out, *skipped, *dead, *failures, *failedTasks, *commits, *aborts, *heldBytes, *budgetCommits, *latency, *commitSecs,
 		*info, *tasks, *swaps, *swapFailures, *rollbacks, *refusals, *held, *modules, *instances, *memory, *stateTasks, *stateIters,
 		*restoring, *restored, *target, *pos, *rate, *wipes, *done,
 		*lag, *firings, *commitCalls, *timersDropped, *marksDropped, *pending, *streamLag, *stateFailures, *stateFailed}

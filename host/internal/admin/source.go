@@ -103,6 +103,9 @@ type ProcessorMetrics struct {
 	FailedTasks  int64
 	Commits      int64
 	Aborts       int64
+	// HeldBytes is what the host holds for the processor's plugins now
+	// (a gauge); BudgetCommits the commit points brought forward by it.
+	HeldBytes, BudgetCommits int64
 	// Time (abi/ABI.md section 8): timer firings, commit-point calls, and
 	// timers and marks dropped because the running version lacks the
 	// callback.

@@ -855,3 +855,35 @@ func TestStatePutOverDiskBudget(t *testing.T) {
 		t.Fatalf("the store holds %v", st.stores[0])
 	}
 }
+
+// overHeld is a State whose every Put and Delete the host refuses for
+// what it already holds for the task (its account's cap, or the process's
+// budget): abi.ErrnoLimit in the error's chain.
+type overHeld struct{ *memState }
+
+func (overHeld) Put(int, []byte, []byte) error {
+	return fmt.Errorf("task p/in/0: the host holds 134217728 bytes for this task's commit window: %w", abi.ErrnoLimit)
+}
+
+func (overHeld) Delete(int, []byte) error {
+	return fmt.Errorf("task p/in/0: over the cap: %w", abi.ErrnoLimit)
+}
+
+// A state write the host cannot hold (abi/ABI.md section 7, "Per task: what
+// the host holds"): the plugin gets ELIMIT and the record fails (limit
+// exceeded), unlike the disk budget, which only returns ELIMIT.
+func TestStateWritePastTheHeldCapFailsTheRecord(t *testing.T) {
+	r, _ := newRuntime(t, Options{})
+	st := overHeld{newMemState(1)}
+	i, _ := instantiate(t, compileFile(t, r, "stateops"), Binding{Stores: []string{"s"}, State: st})
+	for _, key := range []string{"put_", "del_"} {
+		err := i.Process(bg, rec(key, "hi"))
+		var re *RecordError
+		if !IsLimitExceeded(err) || !errors.As(err, &re) || re.Errno != abi.ErrnoLimit || !strings.Contains(err.Error(), "commit window") && key == "put_" {
+			t.Fatalf("%s past the held cap: %v, want a limit exceeded failure with ELIMIT", key, err)
+		}
+	}
+	if len(st.stores[0]) != 0 {
+		t.Fatalf("the store holds %v", st.stores[0])
+	}
+}

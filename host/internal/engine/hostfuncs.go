@@ -263,6 +263,16 @@ func (i *Instance) chargeState(fn string, n uint32) int32 {
 	return 0
 }
 
+// isHeldLimit reports whether a State or Time call was refused because the
+// host holds as much as it may for the task (abi.ErrnoLimit in the error's
+// chain; abi/ABI.md section 7, "Per task: what the host holds"): the
+// plugin gets ELIMIT and the record fails (limit exceeded), as at the
+// per-record limits, which the Sink signals the same way for emits.
+func isHeldLimit(err error) bool {
+	var e abi.Errno
+	return errors.As(err, &e) && e == abi.ErrnoLimit
+}
+
 // sinkEmit calls the Sink; a panic there becomes an error.
 func (i *Instance) sinkEmit() (err error) {
 	defer func() {
@@ -471,6 +481,9 @@ func (i *Instance) statePut(store, keyPtr, keyLen, valPtr, valLen uint32) int32 
 		if errors.Is(err, ErrStateLimit) {
 			return abi.ErrnoLimit.Result() // the plugin decides, as at the timer limit
 		}
+		if isHeldLimit(err) {
+			return i.overLimit(abi.ErrnoLimit, "%s: %s: %v", abi.ImportStatePut, abi.ErrnoLimit.Name(), err)
+		}
 		i.hostFail("state put", err)
 		return abi.ErrnoIO.Result()
 	}
@@ -495,6 +508,9 @@ func (i *Instance) stateDelete(store, keyPtr, keyLen uint32) int32 {
 		return e
 	}
 	if err := i.safeState(func(s State) error { return s.Delete(int(store), key) }); err != nil {
+		if isHeldLimit(err) {
+			return i.overLimit(abi.ErrnoLimit, "%s: %s: %v", abi.ImportStateDelete, abi.ErrnoLimit.Name(), err)
+		}
 		i.hostFail("state delete", err)
 		return abi.ErrnoIO.Result()
 	}

@@ -162,6 +162,8 @@ func (i *Instance) timerSet(kind uint32, ts int64, keyPtr, keyLen uint32) int32 
 	switch {
 	case errors.Is(err, ErrTimerLimit), errors.Is(err, ErrStateLimit):
 		return abi.ErrnoLimit.Result()
+	case isHeldLimit(err):
+		return i.overLimit(abi.ErrnoLimit, "%s: %s: %v", abi.ImportTimerSet, abi.ErrnoLimit.Name(), err)
 	case err != nil:
 		i.hostFail("timer set", err)
 		return abi.ErrnoIO.Result()
@@ -225,6 +227,8 @@ func (i *Instance) commitMark(keyPtr, keyLen uint32) int32 {
 	switch {
 	case errors.Is(err, ErrMarkLimit):
 		return abi.ErrnoLimit.Result()
+	case isHeldLimit(err):
+		return i.overLimit(abi.ErrnoLimit, "%s: %s: %v", abi.ImportCommitMark, abi.ErrnoLimit.Name(), err)
 	case err != nil:
 		i.hostFail("commit mark", err)
 		return abi.ErrnoIO.Result()

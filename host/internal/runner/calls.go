@@ -41,9 +41,10 @@ type taskCalls struct {
 type stopReason uint8
 
 const (
-	stopNone   stopReason = iota
-	stopFailed            // a record failed under on_error: fail; the task stopped
-	stopTimers            // an event-time timer came due: the check runs now
+	stopNone    stopReason = iota
+	stopFailed             // a record failed under on_error: fail; the task stopped
+	stopTimers             // an event-time timer came due: the check runs now
+	stopForward            // the commit point comes forward (commitPoint.heavy)
 )
 
 // reset empties the batch for a new one on the task's current instance.
@@ -154,6 +155,11 @@ func (c *taskCalls) End(k int, err error) bool {
 	t.win.in(c.ins[k]).processed(kr.Offset, kr.LeaderEpoch)
 	if t.tk.eventDue() {
 		c.stop, c.at = stopTimers, k
+		return true
+	}
+	if t.r.cp.heavy(t) {
+		// The commit point comes forward: the records not run wait, held.
+		c.stop, c.at = stopForward, k
 		return true
 	}
 	return false

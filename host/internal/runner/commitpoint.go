@@ -66,6 +66,13 @@ type commitPoint struct {
 	broken error
 	// samples are the durations of commit points that had work.
 	samples commitSamples
+	// forward is set when a task's account became heavy (its window's
+	// budget of bytes, or more than its share of the process's: package
+	// account): the work of the poll stops at the next record boundary
+	// of every task and the commit point comes now rather than at its
+	// interval. Set by processing goroutines, hence atomic; cleared by
+	// restart.
+	forward atomic.Bool
 	// asks are the CommitNow calls waiting for the next commit point
 	// (drive.go), each told its outcome.
 	asks []chan error
@@ -137,6 +144,24 @@ func (cp *commitPoint) processed(n int) { cp.sinceCommit += n }
 func (cp *commitPoint) restart() {
 	cp.sinceCommit = 0
 	cp.lastCommit = time.Now()
+	cp.forward.Store(false)
+}
+
+// heavy is called by a task's processing after each call: it reports
+// whether the task must stop at this record boundary because the commit
+// point is brought forward, by its own account being heavy or by another
+// task's.
+func (cp *commitPoint) heavy(t *task) bool {
+	if cp.r.opts.ManualCommits {
+		// Only CommitNow commits (drive.go): past the window's budget
+		// only the cap applies.
+		return false
+	}
+	if t.acct.Heavy() {
+		cp.forward.Store(true)
+		return true
+	}
+	return cp.forward.Load()
 }
 
 // holds reports whether the window holds work: processed records, or an
@@ -159,6 +184,9 @@ func (cp *commitPoint) deadline() time.Time {
 func (cp *commitPoint) due() bool {
 	if cp.r.opts.ManualCommits {
 		return false
+	}
+	if cp.forward.Load() {
+		return true
 	}
 	since := time.Since(cp.lastCommit)
 	if cp.sinceCommit == 0 {
@@ -205,6 +233,9 @@ func (cp *commitPoint) run(ctx context.Context) (err error) {
 	// its own bounded context.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
+	if cp.forward.Load() {
+		cp.countForward()
+	}
 	start := time.Now()
 	err = cp.commit(cctx)
 	cp.samples.add(time.Since(start))
@@ -296,6 +327,9 @@ func (cp *commitPoint) commit(ctx context.Context) error {
 	}
 	for _, t := range r.tasks {
 		t.tk.committed()
+		// The window's staged bytes are produced and applied: released,
+		// offsets committed or not.
+		t.acct.WindowEnded(t.tk.carriedHeld())
 		if !retry {
 			t.win.committed()
 		}
@@ -385,10 +419,34 @@ func (cp *commitPoint) drop(rewind bool) {
 			t.st.Discard()
 		}
 		t.tk.reset()
+		t.acct.WindowEnded(t.tk.carriedHeld())
 		t.dropLatest()
 		if rewind {
 			cp.g.rewind(t)
 		}
+	}
+}
+
+// countForward counts a commit point brought forward by the budget of
+// bytes held, once for each processor with a task whose account is heavy
+// (BudgetCommits); when none is any more (the process's pressure eased
+// meanwhile), for each processor with a window holding bytes.
+func (cp *commitPoint) countForward() {
+	counted := map[*procState]bool{}
+	for _, t := range cp.r.tasks {
+		if t.acct.Heavy() {
+			counted[t.proc] = true
+		}
+	}
+	if len(counted) == 0 {
+		for _, t := range cp.r.tasks {
+			if t.acct.Held() > 0 {
+				counted[t.proc] = true
+			}
+		}
+	}
+	for p := range counted {
+		p.Stats.BudgetCommits.Add(1)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/host/internal/account"
 	"github.com/wasmstream/wasmstream/host/internal/state"
 	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
@@ -184,7 +185,7 @@ func commitPointFixture(t *testing.T) (*Runner, *fakeStrategy, *task) {
 	r.vers.TakePending("p")
 	cur := r.vers.Active("p")
 	tk := &task{id: TaskID{Processor: "p", Topic: "in"}, r: r, proc: ps, topics: []string{"in"},
-		win: newWindow(1, 0), tk: newTimekeeper(nil, -1, TimeLimits{}), ver: newVersion(cur, canary), swappedAt: time.Now()}
+		win: newWindow(1, 0), tk: newTimekeeper(nil, -1, TimeLimits{}), acct: testAccount(), ver: newVersion(cur, canary), swappedAt: time.Now()}
 	tk.inst = &goInstance{p: &goPlugin{}}
 	r.tasks[tk.id] = tk
 	tk.win.in(0).take(7)
@@ -193,4 +194,56 @@ func commitPointFixture(t *testing.T) (*Runner, *fakeStrategy, *task) {
 	_ = f.open()
 	r.cp.processed(1)
 	return r, f, tk
+}
+
+// The task's account (package account) is released by every end of a
+// window: a commit, an abort, a broken runner. Commit marks still carried
+// after it stay charged (an aborted commit point's are carried again; a
+// committed one handled them: the fixture's instance has no on_commit, so
+// they were dropped); closing the task releases the rest.
+func TestCommitPointReleasesTheAccount(t *testing.T) {
+	boom := errors.New("boom")
+	for _, c := range []struct {
+		name    string
+		set     func(*fakeStrategy, *commitPoint)
+		carried bool
+	}{
+		{"commit", func(*fakeStrategy, *commitPoint) {}, false},
+		{"abort", func(f *fakeStrategy, cp *commitPoint) {
+			f.transactional = true
+			cp.onProduced(&kgo.Record{Topic: "out"}, boom)
+		}, true},
+		{"broken", func(f *fakeStrategy, _ *commitPoint) { f.sealErr = boom }, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, f, tk := commitPointFixture(t)
+			pool := account.NewPool(1 << 30)
+			tk.acct = pool.Open(DefaultWindowBytes, &tk.proc.Stats.HeldBytes)
+			tk.tk.hold = tk.hold
+			tk.tk.carried = map[string]int64{"carried": 1} // a mark no commit point called yet
+			tk.tk.carriedBytes = len("carried")
+			if err := tk.hold(5 << 20); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tk.tk.Mark([]byte("marked"), 1); err != nil {
+				t.Fatal(err)
+			}
+			c.set(f, r.cp)
+			_ = r.cp.commit(context.Background())
+			want, grant := int64(0), int64(0)
+			if c.carried {
+				want, grant = int64(len("carried")+markOverhead), account.Grant
+			}
+			if got := tk.acct.Held(); got != want || int64(tk.tk.carriedHeld()) != want {
+				t.Errorf("held %d after the window ended, carried marks %d; want %d", got, tk.tk.carriedHeld(), want)
+			}
+			if g := tk.proc.Stats.HeldBytes.Load(); g != grant {
+				t.Errorf("gauge %d, want %d", g, grant)
+			}
+			tk.acct.Close()
+			if pool.Granted() != 0 || tk.proc.Stats.HeldBytes.Load() != 0 {
+				t.Errorf("after close: pool %d, gauge %d", pool.Granted(), tk.proc.Stats.HeldBytes.Load())
+			}
+		})
+	}
 }

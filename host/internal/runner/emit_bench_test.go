@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/account"
 	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
 
@@ -13,7 +14,7 @@ import (
 // list of its own (the baseline, same run).
 func BenchmarkEmit(b *testing.B) {
 	ps := &procState{spec: ProcessorSpec{Name: "p", Outputs: []string{"out"}}}
-	t := &task{proc: ps, ver: newVersion(&versions.Version[Plugin]{Info: versions.Info{ID: "v1@0123456789ab"}}, versions.Canary{})}
+	t := &task{proc: ps, tk: &timekeeper{}, acct: (*account.Pool)(nil).Open(1<<60, nil), ver: newVersion(&versions.Version[Plugin]{Info: versions.Info{ID: "v1@0123456789ab"}}, versions.Canary{})}
 	for _, c := range []struct {
 		name    string
 		headers []abi.Header

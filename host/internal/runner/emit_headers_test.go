@@ -14,7 +14,7 @@ import (
 // which gets the plugin's headers only.
 func TestEmitVersionHeaderOnlyOnUserOutputs(t *testing.T) {
 	ps := &procState{spec: ProcessorSpec{Name: "p", Outputs: []string{"out", "app-p-words-repartition"}, Internal: []bool{false, true}}}
-	tk := &task{proc: ps, tk: &timekeeper{}, ver: newVersion(&versions.Version[Plugin]{Info: versions.Info{ID: "v1@0123456789ab"}}, versions.Canary{})}
+	tk := &task{proc: ps, tk: &timekeeper{}, acct: testAccount(), ver: newVersion(&versions.Version[Plugin]{Info: versions.Info{ID: "v1@0123456789ab"}}, versions.Canary{})}
 	version := kgo.RecordHeader{Key: HeaderVersion, Value: []byte("v1@0123456789ab")}
 	trace := kgo.RecordHeader{Key: "trace", Value: []byte("abc")}
 	for _, c := range []struct {

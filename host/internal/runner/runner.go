@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/account"
 	"github.com/wasmstream/wasmstream/host/internal/copartition"
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/restore"
@@ -174,6 +175,11 @@ type ProcessorSpec struct {
 	// bytes (state.Task.SetCacheBudget): 0 is the state database's
 	// default, negative none.
 	StateCache int
+	// WindowBytes is each task's budget of bytes held per commit window
+	// (host/internal/account): at it the commit point comes forward; a
+	// call that would take the task past twice it fails with ELIMIT.
+	// 0: DefaultWindowBytes.
+	WindowBytes int64
 	// TimeStore says the last of Stores is the tasks' time store: their
 	// pending timers and stream time, kept, changelogged and restored
 	// like any store but never visible to the plugin.
@@ -290,6 +296,10 @@ type Options struct {
 	// record (BrokerLimits), when it starts and when the broker refused a
 	// record (limits.go); nil: the producer's own limits only.
 	Limits LimitSource
+	// Memory is the process's budget of bytes held for plugins, shared by
+	// every runner of the process (host/internal/account); nil: none but
+	// each task's own.
+	Memory *account.Pool
 	// Refused are the calls whose outputs the broker refused, to fail on
 	// their next pass (refusal.go); a host that replaces a runner passes
 	// the same set on. Default: a set of the runner's own.
@@ -669,6 +679,11 @@ func (r *Runner) Stats(processor string) *Stats {
 
 // DefaultMaxRestores is how many task restores run at once by default.
 const DefaultMaxRestores = 4
+
+// DefaultWindowBytes is ProcessorSpec.WindowBytes's default: a task's
+// commit window holds this many bytes for its plugin before its commit
+// point comes forward (abi/ABI.md section 7).
+const DefaultWindowBytes = 64 << 20
 
 // DefaultMaxPoll bounds the records taken in one poll: the work done
 // between two chances to rebalance, since rebalances wait for the poll's

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/account"
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 	"github.com/wasmstream/wasmstream/internal/testutil"
@@ -571,3 +572,7 @@ func TestLag(t *testing.T) {
 	}
 	t.Logf("lag %v, partition ends %v", lag, ends)
 }
+
+// testAccount is the account of a task a test builds by hand: the default
+// window budget, no process budget.
+func testAccount() *account.Account { return (*account.Pool)(nil).Open(DefaultWindowBytes, nil) }

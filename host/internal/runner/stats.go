@@ -27,11 +27,22 @@ type Stats struct {
 	TimePointsCut atomic.Int64
 	// InputWaits counts the times a task of several inputs gave up waiting
 	// for an input that lagged (maxInputWait) and went on without it.
-	InputWaits   atomic.Int64
-	FailedTasks  atomic.Int64 // tasks stopped by on_error: fail or a failed restore, ever
-	StoppedTasks atomic.Int64 // such tasks this process holds now (a gauge)
-	Commits      atomic.Int64 // commit points that committed offsets
-	Aborts       atomic.Int64 // transactions aborted (exactly_once): their work is redone
+	InputWaits atomic.Int64
+	// HeldBytes is a gauge: the bytes the host holds for the processor's
+	// plugins in this process (staged emits and state writes, timers,
+	// commit marks of open windows, carried marks), as its tasks'
+	// accounts were granted them (host/internal/account: each task's
+	// rounded up to 256 KiB).
+	HeldBytes atomic.Int64
+	// BudgetCommits counts the commit points brought forward because a
+	// task of the processor held its window's budget of bytes
+	// (limits.window_bytes) or more than its share of the process's
+	// (runtime.memory_budget).
+	BudgetCommits atomic.Int64
+	FailedTasks   atomic.Int64 // tasks stopped by on_error: fail or a failed restore, ever
+	StoppedTasks  atomic.Int64 // such tasks this process holds now (a gauge)
+	Commits       atomic.Int64 // commit points that committed offsets
+	Aborts        atomic.Int64 // transactions aborted (exactly_once): their work is redone
 	// RefusalAborts counts windows aborted because the broker refused
 	// records they produced (refusal.go), under either guarantee.
 	RefusalAborts atomic.Int64

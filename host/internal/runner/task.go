@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/account"
 	"github.com/wasmstream/wasmstream/host/internal/keymap"
 	"github.com/wasmstream/wasmstream/host/internal/state"
 	"github.com/wasmstream/wasmstream/host/internal/versions"
@@ -53,8 +54,13 @@ type task struct {
 	// records by key (latest.go).
 	stagedOut []int
 	latest    []keymap.Window[*kgo.Record]
-	emits     arena   // the staged records and their bytes
-	origins   origins // the origins of produced records (refusal.go)
+	emits     arena // the staged records and their bytes
+	// acct is the task's account of what the host holds for its plugin
+	// (host/internal/account): charged by Emit, the state's writes and
+	// the time keeper's marks, released by the commit point (commitpoint.go)
+	// and close.
+	acct    *account.Account
+	origins origins // the origins of produced records (refusal.go)
 
 	// ver is the plugin version inst runs. prep is an instance of the
 	// processor's newer version being made in the background; prevInst the
@@ -96,6 +102,11 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 	t := &task{id: id, r: r, proc: ps, topics: ps.taskTopics(id.Topic),
 		ver: newVersion(r.vers.Active(ps.spec.Name), versions.Canary{})}
 	t.win = newWindow(len(t.topics), len(ps.spec.Stores))
+	window := ps.spec.WindowBytes
+	if window <= 0 {
+		window = DefaultWindowBytes
+	}
+	t.acct = r.opts.Memory.Open(window, &ps.Stats.HeldBytes)
 	if slices.Contains(ps.spec.Latest, true) {
 		t.latest = make([]keymap.Window[*kgo.Record], len(ps.spec.Outputs))
 	}
@@ -118,6 +129,7 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 			t.st.SetCacheBudget(ps.spec.StateCache)
 		}
 		t.st.SetDiskBudget(ps.spec.StateDisk)
+		t.st.SetHold(t.hold)
 	}
 	if ps.spec.TimeStore && t.st != nil {
 		t.tk = newTimekeeper(t.st, len(ps.spec.Stores)-1, ps.spec.TimeLimits)
@@ -131,11 +143,13 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 	} else {
 		t.tk = newTimekeeper(nil, -1, ps.spec.TimeLimits)
 	}
+	t.tk.hold = t.hold
 	inst, err := t.ver.Plugin.Instantiate(ctx, id, t.env())
 	if err != nil {
 		if t.st != nil {
 			_ = t.st.Close()
 		}
+		t.acct.Close()
 		return nil, fmt.Errorf("task %s: starting plugin: %w", id, err)
 	}
 	t.inst = inst
@@ -175,6 +189,7 @@ func (t *task) close(ctx context.Context) {
 	if t.st != nil {
 		_ = t.st.Close()
 	}
+	t.acct.Close() // nothing it staged will be committed by this task
 	if t.inst != nil {
 		if err := t.inst.Close(ctx); err != nil {
 			t.r.log.Warn("closing plugin instance", "task", t.id.String(), "err", err)
@@ -222,8 +237,38 @@ func (t *task) Emit(output int, rec *abi.Record) error {
 	if err := lim.check(kr, t.tk.wall); err != nil {
 		return fmt.Errorf("topic %s: %w", outs[output], err)
 	}
+	if err := t.hold(emitHeld(rec)); err != nil {
+		return err
+	}
 	t.staged = append(t.staged, kr)
 	t.stagedOut = append(t.stagedOut, output)
+	return nil
+}
+
+// emitOverhead is what a staged emit holds beyond its bytes: the record
+// struct, its headers slice, the client's bookkeeping until it is
+// acknowledged.
+const emitOverhead = 256
+
+// emitHeld is what the host holds for an emitted record until its commit
+// window ends: its key, value and header bytes (copied from the plugin's
+// memory) and emitOverhead.
+func emitHeld(rec *abi.Record) int {
+	n := len(rec.Key) + len(rec.Value) + emitOverhead
+	for _, h := range rec.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// hold charges n bytes staged by the current call to the task's account.
+// Past its hard cap or the process's budget the error wraps
+// abi.ErrnoLimit: the plugin gets ELIMIT and the record fails (limit
+// exceeded), as at a per-record limit.
+func (t *task) hold(n int) error {
+	if err := t.acct.Charge(n); err != nil {
+		return fmt.Errorf("task %s: %w: %w", t.id, err, abi.ErrnoLimit)
+	}
 	return nil
 }
 
@@ -326,6 +371,11 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 					t.proc.Stats.Cuts.Add(1)
 					return done, nil
 				}
+				// The commit point comes forward for what the host holds
+				// (commitPoint.heavy): the records wait, held.
+				if done > 0 && t.r.cp.heavy(t) {
+					return done, nil
+				}
 			}
 			kr := batch[in][0]
 			take(in)
@@ -383,6 +433,8 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 			// record would otherwise leave the loop polling paused
 			// partitions).
 			t.win.in(c.ins[c.at]).failed(c.krs[c.at].Offset)
+			return done, nil
+		case stopForward:
 			return done, nil
 		case stopTimers:
 			// The record moved the stream time: the event-time check

@@ -95,6 +95,10 @@ type timekeeper struct {
 	// ELIMIT, and the plugin emit at once, ABI.md 8.3).
 	markBytes, carriedBytes int
 	taken                   map[string]int64 // carried as of the current commit point's start
+	// hold charges a new marked key to the task's account (task.hold;
+	// nil: no account). The carried keys are what the account keeps past
+	// a window's end (carriedHeld).
+	hold func(n int) error
 
 	// firings counts the timers fired in this commit window.
 	firings int
@@ -332,12 +336,25 @@ func (k *timekeeper) Mark(key []byte, ts int64) (bool, error) {
 		k.carriedBytes+k.markBytes+len(key) > maxMarkBytes) {
 		return false, ErrMarkLimit
 	}
+	if !marked && k.hold != nil {
+		if err := k.hold(len(key) + markOverhead); err != nil {
+			return false, err
+		}
+	}
 	k.callMarks.Set(key, ts)
 	if !marked {
 		k.markBytes += len(key)
 	}
 	return !marked, nil
 }
+
+// markOverhead is what a marked key holds beyond its bytes (map slots,
+// string headers, its timestamp).
+const markOverhead = 64
+
+// carriedHeld is what the carried keys hold in memory: the bytes the
+// task's account keeps charged past a window's end.
+func (k *timekeeper) carriedHeld() int { return k.carriedBytes + len(k.carried)*markOverhead }
 
 // timer is a pending timer as a check found it.
 type timer struct {

@@ -97,7 +97,27 @@ type Task struct {
 	iters              map[*iterator]struct{}
 	// disk is the task's account against its disk budget (budget.go).
 	disk diskBudget
+	// hold, if set, is told the bytes of every write a plugin's call
+	// stages (SetHold); its error refuses the write.
+	hold func(n int) error
 }
+
+// HeldEntryOverhead is the bytes a staged write holds beyond its key (held
+// twice: by the record's writes and the window's) and value: entry and map
+// slots, string and slice headers.
+const HeldEntryOverhead = 64
+
+// heldBytes is what a staged write of key and value holds in memory until
+// its commit window ends.
+func heldBytes(key, value []byte) int { return 2*len(key) + len(value) + HeldEntryOverhead }
+
+// SetHold makes every Put and Delete report the bytes it stages in memory
+// (two copies of the key, the value, HeldEntryOverhead) to hold before it
+// is staged; an error from hold refuses the write and is returned as is.
+// The caller keeps the account (the runner's, host/internal/account): the
+// store knows only that a write can be refused for what it holds. PutHost
+// is not reported (the host's bookkeeping, a few bytes per window).
+func (t *Task) SetHold(hold func(n int) error) { t.hold = hold }
 
 func newTask(db *DB, processor string, partition int32, names []string) *Task {
 	t := &Task{
@@ -313,6 +333,11 @@ func (t *Task) Put(store int, key, value []byte) error {
 	if err := t.chargeDisk(s, len(s.data)+len(key)+len(value)); err != nil {
 		return err
 	}
+	if t.hold != nil {
+		if err := t.hold(heldBytes(key, value)); err != nil {
+			return err
+		}
+	}
 	return t.put(s, key, value)
 }
 
@@ -357,6 +382,11 @@ func (t *Task) Delete(store int, key []byte) error {
 	}
 	if f := t.db.failure.Load(); f != nil {
 		return t.db.refusal(f, t.what("a delete", s))
+	}
+	if t.hold != nil {
+		if err := t.hold(heldBytes(key, nil)); err != nil {
+			return err
+		}
 	}
 	s.overlay.Set(key, entry{del: true})
 	return nil
@@ -429,6 +459,41 @@ func (t *Task) Dirty() []Change {
 	return changes
 }
 
+// batchRecordOverhead bounds what a Pebble batch adds to a key and value:
+// the record's kind and two varint lengths.
+const batchRecordOverhead = 1 + 2*5
+
+// largeBatch is the size of the values of a window from which Apply sizes
+// its batch before filling it; a smaller window's batch reuses a pooled
+// buffer, grown as needed (counting its keys, a map walk, cost the counter
+// benchmark 7 % per record).
+const largeBatch = 1 << 20
+
+// batchSize is the bytes of the batch Apply writes, for a window whose
+// values reach largeBatch: every pending entry of the stores and the
+// checkpoints, with their framing; 0 for a smaller window.
+func (t *Task) batchSize(checkpoints map[int]int64) int {
+	vals := 0
+	for _, s := range t.stores {
+		for _, e := range s.pending.Values() {
+			vals += len(e.val)
+		}
+	}
+	if vals < largeBatch {
+		return 0
+	}
+	n := 12 // the batch header
+	for _, s := range t.stores {
+		for k, e := range s.pending.All() {
+			n += len(s.data) + len(k) + len(e.val) + batchRecordOverhead
+		}
+	}
+	for i := range checkpoints {
+		n += len(t.stores[i].cpKey) + 8 + batchRecordOverhead
+	}
+	return n
+}
+
 // Apply makes the commit window durable in Pebble: every dirty key and the
 // new changelog checkpoint of each given store, in one atomic batch (I3).
 // Then the pending set is cleared and the committed values join the cache.
@@ -480,7 +545,10 @@ func (t *Task) Apply(checkpoints map[int]int64) error {
 		return nil
 	}
 
-	b := t.db.pdb.NewBatch() // closed by the write, which owns it
+	// A large window's batch is made its full size at once: grown by
+	// doubling, it took up to three times its bytes while it grew (the
+	// old buffer and the new), beyond the window's own.
+	b := t.db.pdb.NewBatchWithSize(t.batchSize(checkpoints)) // closed by the write, which owns it
 	written := make([]*store, 0, len(t.stores))
 	for i, s := range t.stores {
 		if _, cp := checkpoints[i]; cp || s.pending.Len() > 0 {

@@ -215,6 +215,8 @@ func (s *Source) Metrics() admin.Snapshot {
 			FailedTasks:   st.FailedTasks.Load(),
 			Commits:       st.Commits.Load(),
 			Aborts:        st.Aborts.Load(),
+			HeldBytes:     st.HeldBytes.Load(),
+			BudgetCommits: st.BudgetCommits.Load(),
 			TimerFirings:  st.TimerFirings.Load(),
 			CommitCalls:   st.CommitCalls.Load(),
 			TimersDropped: st.TimersDropped.Load(),
