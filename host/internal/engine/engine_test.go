@@ -855,3 +855,44 @@ func TestStatePutOverDiskBudget(t *testing.T) {
 		t.Fatalf("the store holds %v", st.stores[0])
 	}
 }
+
+// tooLargeState is a State whose every Put is more than its store's
+// changelog takes in one record.
+type tooLargeState struct{ *memState }
+
+func (tooLargeState) Put(int, []byte, []byte) error {
+	return fmt.Errorf("store \"s\": an entry of 2000 bytes: %w", ErrStateTooLarge)
+}
+
+// A state_put its store's changelog would refuse: the plugin gets
+// ETOOLARGE and the record fails (LimitExceeded, naming the store's
+// reason), whatever the plugin does next, as for an emit its output would
+// refuse; nothing is written and the instance is kept. Likewise a
+// timer_set whose timer the time store's changelog would refuse.
+func TestStateWriteTooLargeForChangelog(t *testing.T) {
+	r, _ := newRuntime(t, Options{})
+	st := tooLargeState{newMemState(1)}
+	i, sink := instantiate(t, compileFile(t, r, "stateops"), Binding{Stores: []string{"s"}, State: st})
+	err := i.Process(bg, rec("put_", "hi"))
+	var re *RecordError
+	if !errors.As(err, &re) || re.Kind != LimitExceeded || re.Errno != abi.ErrnoTooLarge || !strings.Contains(err.Error(), "an entry of 2000 bytes") {
+		t.Fatalf("the record: %v, want LimitExceeded with ETOOLARGE and the store's reason", err)
+	}
+	if got := sink.take(); len(got) != 1 || got[0].rec.Partition != abi.ErrnoTooLarge.Result() {
+		t.Fatalf("state_put reported %+v, want ETOOLARGE (%d)", got, abi.ErrnoTooLarge.Result())
+	}
+	if len(st.stores[0]) != 0 {
+		t.Fatalf("the store holds %v", st.stores[0])
+	}
+	if err := i.Process(bg, rec("miss", "")); err != nil {
+		t.Fatalf("the next record, on the same instance: %v", err)
+	}
+
+	ft := newFakeTime(0, 0)
+	ft.failSet = fmt.Errorf("time store: %w", ErrStateTooLarge)
+	ti, _ := timersInstance(t, Options{}, ft)
+	err = runRecord(ti, 1, cmd{op: opSet, ts: 1, key: []byte("k")})
+	if !errors.As(err, &re) || re.Kind != LimitExceeded || re.Errno != abi.ErrnoTooLarge || !strings.Contains(err.Error(), "timer_set") {
+		t.Fatalf("timer_set: %v, want LimitExceeded with ETOOLARGE naming timer_set", err)
+	}
+}

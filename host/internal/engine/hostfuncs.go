@@ -471,6 +471,12 @@ func (i *Instance) statePut(store, keyPtr, keyLen, valPtr, valLen uint32) int32 
 		if errors.Is(err, ErrStateLimit) {
 			return abi.ErrnoLimit.Result() // the plugin decides, as at the timer limit
 		}
+		if errors.Is(err, ErrStateTooLarge) {
+			// Its changelog would refuse it: the record fails, as for an
+			// emit its output would refuse (a write silently missing
+			// otherwise, or a poison pill for the transaction).
+			return i.overLimit(abi.ErrnoTooLarge, "%s: %s: %v", abi.ImportStatePut, abi.ErrnoTooLarge.Name(), err)
+		}
 		i.hostFail("state put", err)
 		return abi.ErrnoIO.Result()
 	}

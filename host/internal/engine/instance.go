@@ -43,7 +43,8 @@ type State interface {
 	// Binding.Stores). The value must stay valid until the next State call.
 	Get(store int, key []byte) (value []byte, found bool, err error)
 	// Put sets key to value in store; it copies both. ErrStateLimit (an
-	// error matching it) gives the plugin ELIMIT.
+	// error matching it) gives the plugin ELIMIT; ErrStateTooLarge gives
+	// it ETOOLARGE and fails the call.
 	Put(store int, key, value []byte) error
 	// Delete removes key from store.
 	Delete(store int, key []byte) error

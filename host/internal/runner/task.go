@@ -139,6 +139,7 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 		return nil, fmt.Errorf("task %s: starting plugin: %w", id, err)
 	}
 	t.inst = inst
+	t.setEntryLimits()
 	ps.setTaskVersion(r.vers, id, t.ver)
 	if t.st != nil {
 		r.startRestore(t)
@@ -591,6 +592,7 @@ func (t *task) produceChangelog() {
 		if c.Delete {
 			rec.Value = nil // a tombstone: compaction removes the key
 		}
+		rec.Context = changelogOrigin // a refusal of it is a record's (refusal.go)
 		t.r.cl.Produce(context.Background(), rec, func(rec *kgo.Record, err error) {
 			if err != nil {
 				t.r.cp.onProduced(rec, err)
