@@ -500,18 +500,19 @@ func (h *Host) Stats(processor string) (ProcessorStats, bool) {
 		return ProcessorStats{}, false
 	}
 	return ProcessorStats{
-		RecordsIn:    st.RecordsIn.Load(),
-		RecordsOut:   st.RecordsOut.Load(),
-		Skipped:      st.Skipped.Load(),
-		DeadLettered: st.DeadLettered.Load(),
-		FailedTasks:  st.FailedTasks.Load(),
-		StoppedTasks: st.StoppedTasks.Load(),
-		Commits:      st.Commits.Load(),
-		Aborts:       st.Aborts.Load(),
-		Swaps:        st.Swaps.Load(),
-		SwapFailures: st.SwapFailures.Load(),
-		Rollbacks:    st.Rollbacks.Load(),
-		Failures:     st.Failures(),
+		RecordsIn:     st.RecordsIn.Load(),
+		RecordsOut:    st.RecordsOut.Load(),
+		Skipped:       st.Skipped.Load(),
+		DeadLettered:  st.DeadLettered.Load(),
+		FailedTasks:   st.FailedTasks.Load(),
+		StoppedTasks:  st.StoppedTasks.Load(),
+		Commits:       st.Commits.Load(),
+		Aborts:        st.Aborts.Load(),
+		RefusalAborts: st.RefusalAborts.Load(),
+		Swaps:         st.Swaps.Load(),
+		SwapFailures:  st.SwapFailures.Load(),
+		Rollbacks:     st.Rollbacks.Load(),
+		Failures:      st.Failures(),
 	}, true
 }
 
