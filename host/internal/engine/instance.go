@@ -122,6 +122,13 @@ type Instance struct {
 	// Process re-instantiates. Written only by the owning goroutine, under
 	// imu; read by the watchdog under imu.
 	cur *live
+	// snap is what the instance's first start left (snapshot.go), from
+	// which a discarded instance is restored; nil if the module is not
+	// snapshotted.
+	snap *snapshot
+	// initCtx is the context of a start in progress (nil otherwise): a
+	// start stops when it is done (SIGTERM does not wait for an init).
+	initCtx context.Context
 
 	// deadline is the watchdog tick after which the running call is
 	// interrupted: 0 when no call runs, interrupted (-1) once the watchdog
@@ -178,6 +185,10 @@ type live struct {
 	batch    api.Function // wasmstream_batch; nil unless the module speaks version 2
 	inPtr    uint32       // input buffer, from wasmstream_input
 	inCap    uint32
+	// globals are the module's mutable globals and sandbox its WASI
+	// clocks and random state, for snapshots.
+	globals []api.MutableGlobal
+	sandbox *sandboxState
 }
 
 // Instantiate creates an instance: it instantiates the module in the
@@ -324,6 +335,8 @@ func (i *Instance) Close(ctx context.Context) error {
 	}
 	i.closed = true
 	i.discard(ctx)
+	i.m.dropSnapshot(i.snap)
+	i.snap = nil
 	i.logs.summarize(time.Now(), true)
 	i.rt.unregister(i)
 	i.m.release(ctx)
@@ -341,7 +354,9 @@ func (i *Instance) call(fn api.Function, due int64) (intr bool, err error) {
 	// Store the deadline, then read closing; Runtime.Close does the
 	// opposite, so either this call sees closing or Close sees the call.
 	i.deadline.Store(max(due, 1))
-	if i.rt.closing.Load() {
+	if i.rt.closing.Load() || i.initCtx != nil && i.initCtx.Err() != nil {
+		// (The start's context is read after the deadline is stored: its
+		// AfterFunc either sees the deadline or ran before this.)
 		i.deadline.Store(0)
 		return false, ErrClosed
 	}
@@ -496,26 +511,66 @@ func (i *Instance) revive(ctx context.Context) error {
 	if i.closed {
 		return i.recordErr(InstanceLost, "the instance is closed", ErrClosed)
 	}
+	if i.snap != nil {
+		err := i.restore(ctx)
+		if err == nil {
+			return nil
+		}
+		// The next start takes a new snapshot.
+		i.log.Warn("restoring the plugin instance from its snapshot failed; starting it again", "err", err)
+		i.m.dropSnapshot(i.snap)
+		i.snap = nil
+	}
 	if err := i.start(ctx); err != nil {
 		return i.recordErr(InstanceLost, "re-instantiation failed: "+firstLine(err.Error(), 400), err)
 	}
 	return nil
 }
 
-// start instantiates the module and runs its initializers.
+// start instantiates the module and runs its initializers, then keeps a
+// snapshot of what they left if it has none (snapshot.go). It stops, with
+// an error matching ErrClosed, when ctx is done: an init does not hold up
+// a host that stops.
 func (i *Instance) start(ctx context.Context) error {
+	m := i.m
+	i.initCtx = ctx
+	stop := context.AfterFunc(ctx, i.interruptNow)
+	defer func() {
+		stop()
+		i.initCtx = nil
+	}()
+	l, err := i.instantiate(ctx, newSandboxState())
+	if err != nil {
+		return err
+	}
+	if err := i.initialize(ctx, l); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("engine: instantiate %q: its start stopped before init ended (%w): %w", m.name, ErrClosed, context.Cause(ctx))
+		}
+		return err
+	}
+	if i.snap == nil {
+		i.snap = m.takeSnapshot(l)
+	}
+	return nil
+}
+
+// instantiate makes a new wazero instantiation of the module, with the
+// WASI clocks and random state st, and makes it the instance's: no guest
+// code runs.
+func (i *Instance) instantiate(ctx context.Context, st *sandboxState) (*live, error) {
 	m := i.m
 	// Busy (never due) for Runtime.Close while wazero instantiates.
 	i.deadline.Store(math.MaxInt64)
 	if i.rt.closing.Load() {
 		i.deadline.Store(0)
-		return fmt.Errorf("engine: instantiate %q: %w", m.name, ErrClosed)
+		return nil, fmt.Errorf("engine: instantiate %q: %w", m.name, ErrClosed)
 	}
 	lm := newLinearMemory(i.rt.limitBytes, &i.rt.linear)
-	mod, err := i.rt.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, lm), m.compiled, sandboxConfig(i.stdout, i.stderr))
+	mod, err := i.rt.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, lm), m.compiled, sandboxConfig(i.stdout, i.stderr, st))
 	i.deadline.Store(0)
 	if err != nil {
-		return m.err(InstantiateFailed, firstLine(err.Error(), 400), err)
+		return nil, m.err(InstantiateFailed, firstLine(err.Error(), 400), err)
 	}
 	l := &live{
 		mod:      mod,
@@ -532,19 +587,31 @@ func (i *Instance) start(ctx context.Context) error {
 	l.flag, _ = mod.ExportedGlobal(exportInterrupt).(api.MutableGlobal)
 	l.count, _ = mod.ExportedGlobal(exportCountdown).(api.MutableGlobal)
 	l.stack, _ = mod.ExportedGlobal(exportStack).(api.MutableGlobal)
-	if l.mem == nil || l.flag == nil || l.count == nil || l.stack == nil || l.process == nil || l.input == nil {
+	l.sandbox = st
+	globalsOK := true
+	if m.snapshotGlobals > 0 {
+		l.globals, globalsOK = snapshotGlobalsOf(mod, m.snapshotGlobals)
+	}
+	if l.mem == nil || l.flag == nil || l.count == nil || l.stack == nil || l.process == nil || l.input == nil || !globalsOK {
 		_ = mod.Close(ctx)
-		return m.err(InstantiateFailed, "instrumented exports missing (engine bug)", nil)
+		return nil, m.err(InstantiateFailed, "instrumented exports missing (engine bug)", nil)
 	}
 	l.stack.Set(api.EncodeI32(int32(i.rt.opts.StackLimit)))
 	i.imu.Lock()
 	i.cur = l
 	i.imu.Unlock()
+	return l, nil
+}
+
+// initialize runs the initializers of l, just instantiated, and asks for
+// its input buffer.
+func (i *Instance) initialize(ctx context.Context, l *live) error {
+	m := i.m
 
 	i.undeclared = i.undeclared[:0]
 	for _, name := range m.initFuncs {
 		i.beginCall(phaseInit)
-		intr, err := i.call(mod.ExportedFunction(name), i.rt.tick.Load()+i.rt.initTicks)
+		intr, err := i.call(l.mod.ExportedFunction(name), i.rt.tick.Load()+i.rt.initTicks)
 		i.phase = phaseNone
 		if intr || err != nil {
 			if errors.Is(err, ErrClosed) && !intr {
