@@ -45,6 +45,7 @@ const (
 	mTasks         = "wasmstream_tasks"
 	mSwaps         = "wasmstream_plugin_swaps_total"
 	mSwapFailures  = "wasmstream_plugin_swap_failures_total"
+	mSlowStarts    = "wasmstream_plugin_slow_starts_total"
 	mRollbacks     = "wasmstream_plugin_rollbacks_total"
 	mRefusals      = "wasmstream_plugin_refusals_total"
 	mHeld          = "wasmstream_plugin_versions_held"
@@ -90,6 +91,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 		help: "Time in the plugin per record, in seconds (a bucket's bound is exclusive, at nanosecond precision)."}
 	swaps := counter(mSwaps, "Tasks switched to a new plugin version.")
 	swapFailures := counter(mSwapFailures, "Tasks whose new plugin version did not start; they kept the running one.")
+	slowStarts := counter(mSlowStarts, "Plugin instances whose start (init) took over half its budget; under a canary, the version is rolled back.")
 	rollbacks := counter(mRollbacks, "Automatic rollbacks of a plugin version that failed its canary.")
 	refusals := counter(mRefusals, "Plugin versions from the control topic this process refused to run; it kept the running one.")
 	// Tasks per version rather than one series per task: as many series
@@ -131,6 +133,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 		if lc := p.Lifecycle; lc != nil {
 			swaps.add(l, float64(lc.Swaps))
 			swapFailures.add(l, float64(lc.SwapFailures))
+			slowStarts.add(l, float64(lc.SlowStarts))
 			rollbacks.add(l, float64(lc.Rollbacks))
 			refusals.add(l, float64(lc.Refusals))
 			addTaskCounts(tasks, p.Name, activeVersion(procs, p.Name), lc.Tasks)
@@ -221,7 +224,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 	}
 
 	fams := []family{*in, *out, *skipped, *dead, *failures, *failedTasks, *commits, *aborts, *latency, *commitSecs,
-		*info, *tasks, *swaps, *swapFailures, *rollbacks, *refusals, *held, *modules, *instances, *memory, *stateTasks, *stateIters,
+		*info, *tasks, *swaps, *swapFailures, *slowStarts, *rollbacks, *refusals, *held, *modules, *instances, *memory, *stateTasks, *stateIters,
 		*restoring, *restored, *target, *pos, *rate, *wipes, *done,
 		*lag, *firings, *commitCalls, *timersDropped, *marksDropped, *pending, *streamLag, *stateFailures, *stateFailed}
 	seen := map[string]bool{}

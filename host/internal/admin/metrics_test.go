@@ -159,6 +159,10 @@ wasmstream_plugin_swaps_total{processor="idle"} 0
 # TYPE wasmstream_plugin_swap_failures_total counter
 wasmstream_plugin_swap_failures_total{processor="p"} 1
 wasmstream_plugin_swap_failures_total{processor="idle"} 0
+# HELP wasmstream_plugin_slow_starts_total Plugin instances whose start (init) took over half its budget; under a canary, the version is rolled back.
+# TYPE wasmstream_plugin_slow_starts_total counter
+wasmstream_plugin_slow_starts_total{processor="p"} 0
+wasmstream_plugin_slow_starts_total{processor="idle"} 0
 # HELP wasmstream_plugin_rollbacks_total Automatic rollbacks of a plugin version that failed its canary.
 # TYPE wasmstream_plugin_rollbacks_total counter
 wasmstream_plugin_rollbacks_total{processor="p"} 2

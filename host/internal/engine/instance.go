@@ -129,6 +129,9 @@ type Instance struct {
 	// initCtx is the context of a start in progress (nil otherwise): a
 	// start stops when it is done (SIGTERM does not wait for an init).
 	initCtx context.Context
+	// startTook is how long the last start took (instantiation and
+	// initializers).
+	startTook time.Duration
 
 	// deadline is the watchdog tick after which the running call is
 	// interrupted: 0 when no call runs, interrupted (-1) once the watchdog
@@ -343,6 +346,16 @@ func (i *Instance) Close(ctx context.Context) error {
 	return nil
 }
 
+// StartTime is how long the instance's last start (instantiation and
+// initializers, its first one unless a replacement ran init again) took,
+// and whether that was over half its budget (Options.InitTimeout): a
+// start that runs long, which the engine logs. A version whose starts run
+// long makes every task start, and every replacement of a module that is
+// not snapshotted, wait that long.
+func (i *Instance) StartTime() (took time.Duration, long bool) {
+	return i.startTook, 2*i.startTook > i.rt.opts.InitTimeout
+}
+
 // Name is the processor name of the binding.
 func (i *Instance) Name() string { return i.b.Name }
 
@@ -533,6 +546,13 @@ func (i *Instance) revive(ctx context.Context) error {
 // a host that stops.
 func (i *Instance) start(ctx context.Context) error {
 	m := i.m
+	began := time.Now()
+	defer func() {
+		i.startTook = time.Since(began)
+		if budget := i.rt.opts.InitTimeout; 2*i.startTook > budget {
+			i.log.Warn("the plugin's start ran long: over half its init budget", "took", i.startTook, "budget", budget)
+		}
+	}()
 	i.initCtx = ctx
 	stop := context.AfterFunc(ctx, i.interruptNow)
 	defer func() {

@@ -131,7 +131,9 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 	} else {
 		t.tk = newTimekeeper(nil, -1, ps.spec.TimeLimits)
 	}
-	inst, err := t.ver.Plugin.Instantiate(ctx, id, t.env())
+	ictx, done := r.untilStop(ctx) // a stopping runner does not wait for an init
+	inst, err := t.ver.Plugin.Instantiate(ictx, id, t.env())
+	done()
 	if err != nil {
 		if t.st != nil {
 			_ = t.st.Close()
@@ -139,6 +141,7 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 		return nil, fmt.Errorf("task %s: starting plugin: %w", id, err)
 	}
 	t.inst = inst
+	r.startedSlowly(ps, id, t.ver.ID, inst)
 	t.setEntryLimits()
 	ps.setTaskVersion(r.vers, id, t.ver)
 	if t.st != nil {

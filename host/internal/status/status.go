@@ -312,6 +312,7 @@ func lifecycle(st *runner.Stats, v versions.Snapshot) *admin.Lifecycle {
 	lc := &admin.Lifecycle{
 		Swaps:        st.Swaps.Load(),
 		SwapFailures: st.SwapFailures.Load(),
+		SlowStarts:   st.SlowStarts.Load(),
 		Rollbacks:    st.Rollbacks.Load(),
 		Refusals:     v.Refusals,
 		Held:         v.Held,
