@@ -303,8 +303,8 @@ type Runner struct {
 	// runCtx is Run's context (nil before Run), set under mu: a task's
 	// start stops when it ends (untilStop).
 	runCtx context.Context
-	vers *Versions // the one record of active versions (opts.Versions)
-	cl   *kgo.Client
+	vers   *Versions // the one record of active versions (opts.Versions)
+	cl     *kgo.Client
 	// cp is the commit point: the open commit window of every task and the
 	// one way to end it (commitpoint.go; the locks: docs/locks.md).
 	cp *commitPoint
