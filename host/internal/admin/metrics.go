@@ -52,6 +52,7 @@ const (
 	mModules       = "wasmstream_plugin_modules"
 	mInstances     = "wasmstream_plugin_instances"
 	mMemory        = "wasmstream_plugin_memory_bytes"
+	mSnapshots     = "wasmstream_plugin_snapshot_bytes"
 	mStateTasks    = "wasmstream_state_task_handles"
 	mStateIters    = "wasmstream_state_iterators"
 	mRestoring     = "wasmstream_restoring_tasks"
@@ -103,6 +104,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 	modules := gauge(mModules, "Compiled plugin modules open for the processor (a released version's closes with its last instance).")
 	instances := gauge(mInstances, "Plugin instances open for the processor: one per task, plus a swap's in the making and the previous version's during a canary window.")
 	memory := gauge(mMemory, "Bytes of the linear memory of the processor's plugin instances (in the process's heap).")
+	snapshots := gauge(mSnapshots, "Bytes of the snapshots of the processor's plugin instances after their init (shared between instances whose inits left the same memory), from which a replacement after a trap is restored.")
 
 	firings := counter(mTimerFirings, "Timers fired (wasmstream_on_timer calls).")
 	commitCalls := counter(mCommitCalls, "Commit-point calls for marked keys (wasmstream_on_commit).")
@@ -141,6 +143,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 			modules.add(l, float64(lc.Modules))
 			instances.add(l, float64(lc.Instances))
 			memory.add(l, float64(lc.MemoryBytes))
+			snapshots.add(l, float64(lc.SnapshotBytes))
 		}
 	}
 
@@ -224,7 +227,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 	}
 
 	fams := []family{*in, *out, *skipped, *dead, *failures, *failedTasks, *commits, *aborts, *latency, *commitSecs,
-		*info, *tasks, *swaps, *swapFailures, *slowStarts, *rollbacks, *refusals, *held, *modules, *instances, *memory, *stateTasks, *stateIters,
+		*info, *tasks, *swaps, *swapFailures, *slowStarts, *rollbacks, *refusals, *held, *modules, *instances, *memory, *snapshots, *stateTasks, *stateIters,
 		*restoring, *restored, *target, *pos, *rate, *wipes, *done,
 		*lag, *firings, *commitCalls, *timersDropped, *marksDropped, *pending, *streamLag, *stateFailures, *stateFailed}
 	seen := map[string]bool{}

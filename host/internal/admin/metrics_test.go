@@ -187,6 +187,10 @@ wasmstream_plugin_instances{processor="idle"} 0
 # TYPE wasmstream_plugin_memory_bytes gauge
 wasmstream_plugin_memory_bytes{processor="p"} 1048576
 wasmstream_plugin_memory_bytes{processor="idle"} 0
+# HELP wasmstream_plugin_snapshot_bytes Bytes of the snapshots of the processor's plugin instances after their init (shared between instances whose inits left the same memory), from which a replacement after a trap is restored.
+# TYPE wasmstream_plugin_snapshot_bytes gauge
+wasmstream_plugin_snapshot_bytes{processor="p"} 0
+wasmstream_plugin_snapshot_bytes{processor="idle"} 0
 # HELP wasmstream_state_task_handles Task handles the state database has open.
 # TYPE wasmstream_state_task_handles gauge
 wasmstream_state_task_handles 3

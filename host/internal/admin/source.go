@@ -180,9 +180,12 @@ type Lifecycle struct {
 	// Held is how many versions the processor holds compiled (package
 	// versions: active, back, pending, and those tasks still run); Modules
 	// and Instances are its runtime's open modules and plugin instances,
-	// MemoryBytes their linear memories' bytes.
+	// MemoryBytes their linear memories' bytes, SnapshotBytes what the
+	// snapshots of their inits hold (a replacement after a trap is
+	// restored from one).
 	Held, Modules, Instances int
 	MemoryBytes              int64
+	SnapshotBytes            int64
 	// Tasks is the version each assigned task runs, sorted by task.
 	Tasks []TaskVersion
 	// Refused is the latest refusals, oldest first (the host keeps a few).

@@ -85,6 +85,7 @@ func (m *Module) takeSnapshot(l *live) *snapshot {
 	s.refs = 1
 	m.snaps = append(m.snaps, s)
 	m.snapBytes.Add(int64(len(s.mem)))
+	m.rt.snapshots.Add(int64(len(s.mem)))
 	return s
 }
 
@@ -100,6 +101,7 @@ func (m *Module) dropSnapshot(s *snapshot) {
 	}
 	m.snaps = slices.DeleteFunc(m.snaps, func(o *snapshot) bool { return o == s })
 	m.snapBytes.Add(-int64(len(s.mem)))
+	m.rt.snapshots.Add(-int64(len(s.mem)))
 }
 
 // SnapshotBytes is the memory the module's snapshots hold (each shared

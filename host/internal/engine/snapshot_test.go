@@ -85,15 +85,15 @@ func TestSnapshotsShared(t *testing.T) {
 		insts = append(insts, i)
 	}
 	other, _ := instantiate(t, m, Binding{Outputs: []string{"o"}, Config: binary.LittleEndian.AppendUint64(nil, 7)})
-	if got := m.SnapshotBytes(); got != 2*PageSize {
-		t.Fatalf("%d bytes of snapshots, want two (three equal inits and another config)", got)
+	if got := m.SnapshotBytes(); got != 2*PageSize || r.Counts().SnapshotBytes != got {
+		t.Fatalf("%d bytes of snapshots (the runtime counts %d), want two (three equal inits and another config)", got, r.Counts().SnapshotBytes)
 	}
 	for _, i := range insts {
 		_ = i.Close(bg)
 	}
 	_ = other.Close(bg)
-	if got := m.SnapshotBytes(); got != 0 {
-		t.Fatalf("%d bytes of snapshots after every instance closed", got)
+	if got := m.SnapshotBytes(); got != 0 || r.Counts().SnapshotBytes != 0 {
+		t.Fatalf("%d bytes of snapshots after every instance closed (the runtime counts %d)", got, r.Counts().SnapshotBytes)
 	}
 	if len(m.snaps) != 0 {
 		t.Fatalf("%d snapshots kept", len(m.snaps))

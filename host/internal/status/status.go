@@ -233,6 +233,7 @@ func (s *Source) Metrics() admin.Snapshot {
 			m.Lifecycle = lifecycle(st, v)
 			c := p.RT.Counts()
 			m.Lifecycle.Modules, m.Lifecycle.Instances, m.Lifecycle.MemoryBytes = c.Modules, c.Instances, c.MemoryBytes
+			m.Lifecycle.SnapshotBytes = c.SnapshotBytes
 		}
 		snap.Processors = append(snap.Processors, m)
 	}
