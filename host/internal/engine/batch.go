@@ -194,10 +194,7 @@ func (w *batchWatch) requestStop() {
 	if !w.active {
 		return
 	}
-	base, size := w.lm.view()
-	if stop := w.off - abi.BatchDone + abi.BatchStop; base != nil && uint64(stop)+4 <= size {
-		atomic.StoreUint32((*uint32)(unsafe.Add(base, stop)), 1)
-	}
+	w.lm.storeUint32(uint64(w.off-abi.BatchDone+abi.BatchStop), 1)
 }
 
 // setStop sets the stop word of the batch header buf from the instance's
@@ -211,24 +208,15 @@ func setStop(buf []byte) {
 
 // progress reads done from guest memory, for the watchdog goroutine. The
 // plugin writes it from compiled code; the read is atomic on an aligned
-// address (the batch is 8-byte aligned, runBatch checks), and is retried
-// when memory moved meanwhile (a grow copied it elsewhere).
+// address (the batch is 8-byte aligned, runBatch checks) and never sees a
+// buffer a grow is copying from (linearMemory.loadUint32).
 func (w *batchWatch) progress() (uint32, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.active {
 		return 0, false
 	}
-	for {
-		base, size := w.lm.view()
-		if base == nil || uint64(w.off)+4 > size {
-			return 0, false
-		}
-		v := atomic.LoadUint32((*uint32)(unsafe.Add(base, w.off)))
-		if b, _ := w.lm.view(); b == base {
-			return v, true
-		}
-	}
+	return w.lm.loadUint32(uint64(w.off))
 }
 
 // runBatch runs a prefix of calls through wasmstream_batch. ok is false

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -13,8 +14,9 @@ import (
 // here the refusal is recorded, which is how a failure is classified
 // MemoryLimit rather than Trap.
 //
-// All methods run on the goroutine that is calling into the instance (memory
-// grows only from guest code or instantiation).
+// All methods but view, loadUint32 and storeUint32 run on the goroutine that
+// is calling into the instance (memory grows only from guest code or
+// instantiation); those three are the watchdog's (batch.go).
 type linearMemory struct {
 	buf        []byte
 	limit      uint64 // bytes
@@ -28,6 +30,39 @@ type linearMemory struct {
 	// goroutine; nil when freed.
 	base atomic.Pointer[byte]
 	size atomic.Uint64
+	// moving orders a grow's copy of the memory against the watchdog's
+	// loads and stores of guest words (loadUint32, storeUint32): a word
+	// stored into the old buffer while the copy runs would be lost with
+	// it (the race detector found the batch's stop word so). Leaf
+	// (docs/locks.md); taken only by a grow that moves the memory, never
+	// on a call's path.
+	moving sync.Mutex
+}
+
+// loadUint32 reads the aligned guest word at off, for the watchdog; ok is
+// false when off is past the memory or the memory is freed.
+func (l *linearMemory) loadUint32(off uint64) (v uint32, ok bool) {
+	l.moving.Lock()
+	defer l.moving.Unlock()
+	base, size := l.view()
+	if base == nil || off+4 > size {
+		return 0, false
+	}
+	return atomic.LoadUint32((*uint32)(unsafe.Add(base, off))), true
+}
+
+// storeUint32 stores v in the aligned guest word at off, for the watchdog
+// (the guest only reads it); false when off is past the memory or the
+// memory is freed.
+func (l *linearMemory) storeUint32(off uint64, v uint32) bool {
+	l.moving.Lock()
+	defer l.moving.Unlock()
+	base, size := l.view()
+	if base == nil || off+4 > size {
+		return false
+	}
+	atomic.StoreUint32((*uint32)(unsafe.Add(base, off)), v)
+	return true
 }
 
 // view returns the memory's address and length as last published. Safe
@@ -81,11 +116,17 @@ func (l *linearMemory) Reallocate(size uint64) []byte {
 		return l.buf
 	}
 	grown := make([]byte, size, min(max(size, 2*uint64(cap(l.buf))), l.limit))
+	l.moving.Lock()
 	copy(grown, l.buf)
 	l.setBuf(grown)
+	l.moving.Unlock()
 	return l.buf
 }
 
 // Free drops the buffer; wazero calls it when the module is closed, which
 // the engine only does when no call is running.
-func (l *linearMemory) Free() { l.setBuf(nil) }
+func (l *linearMemory) Free() {
+	l.moving.Lock()
+	l.setBuf(nil)
+	l.moving.Unlock()
+}
