@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -218,5 +219,29 @@ func TestChangelogRefusesWrites(t *testing.T) {
 				}.run(t)
 			})
 		})
+	}
+}
+
+// A timer is an entry of the time store (its key plus 11 bytes), and the
+// time store's changelog limits it like any store's: a timer_set whose
+// entry the changelog would refuse fails with the store's error (which the
+// engine makes ETOOLARGE and the call's failure), and sets nothing.
+func TestTimerOverTheTimeChangelog(t *testing.T) {
+	db, err := state.Open(t.TempDir(), state.Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	st := db.Task("p", 0, []string{"s", "_time.p"})
+	k := newTimekeeper(st, 1, TimeLimits{})
+	st.SetEntryLimit(1, 100)
+	if _, err := k.SetTimer(abi.TimerEventTime, 5, make([]byte, 90)); !errors.Is(err, state.ErrEntryTooLarge) {
+		t.Fatalf("a timer of 101 bytes against a limit of 100: %v", err)
+	}
+	if added, err := k.SetTimer(abi.TimerEventTime, 5, make([]byte, 89)); err != nil || !added {
+		t.Fatalf("a timer of 100 bytes: %v, %v", added, err)
+	}
+	if k.staged != 1 {
+		t.Fatalf("%d timers staged, want the one set", k.staged)
 	}
 }
