@@ -3,15 +3,18 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/state"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 // A state write the changelog would refuse fails its record (issue 27
@@ -106,6 +109,20 @@ func (c changelogCase) run(t *testing.T) {
 		if err != nil {
 			t.Fatalf("lowering the changelog's limits: %v", err)
 		}
+		// A broker applies a topic's new config a moment after it
+		// answers (Kafka's did not yet refuse the large writes of the
+		// next records in one run): wait until it refuses one (under a
+		// key no input has).
+		cl := f.b.Client(t)
+		testutil.Eventually(t, 30*time.Second, func() error {
+			pctx, pcancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer pcancel()
+			err := cl.ProduceSync(pctx, &kgo.Record{Topic: clog, Key: []byte("probe"), Value: letters(6000, 0)}).FirstErr()
+			if errors.Is(err, kerr.MessageTooLarge) {
+				return nil
+			}
+			return fmt.Errorf("the changelog still takes a record of 6000 bytes (%v)", err)
+		})
 	}
 	produce(first, c.n)
 	f.waitCommitted(t, f.endOffsets(t, f.in))
