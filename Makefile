@@ -7,9 +7,11 @@
 #                    and always stops. Needs Go, Java 17+, Maven, openssl.
 #   make docs        regenerate docs/config.md from host.Config's comments
 #   make docker      the container image (Dockerfile; needs docker)
-#   make test-fast   the hermetic suite only: go test ./... (embedded kfake broker),
-#                    with the SDK conformance suite in Go, Rust, C and TypeScript (needs make toolchains)
-#   make test-race   the race detector part of make test alone
+#   make test-fast   the hermetic suite (embedded kfake broker) and the chaos tests, with the SDK
+#                    conformance suite in Go, Rust, C and TypeScript (needs make toolchains); the
+#                    host, runner, state and restore packages are left to test-race
+#   make test-race   the race detector part of make test alone: host, runner, state, restore
+#                    and engine against kfake
 #   make toolchains  apt-get install the Rust, C and TypeScript toolchains when missing (root),
 #                    and the AssemblyScript compiler into sdk/ts/node_modules (npm ci)
 #   make rust-plugins / c-plugins / ts-plugins   the Rust, C and TypeScript plugins into bin/plugins/{rust,c,ts}/
@@ -43,7 +45,13 @@ REAL_ENV = WASMSTREAM_TEST_BROKERS=$(KAFKA_ADDR) WASMSTREAM_TEST_SASL_BROKERS=$(
 # start several processes each and take minutes.
 CHAOS_PKG = github.com/wasmstream/wasmstream/internal/chaos
 INTEGRATION_PKGS = $(shell $(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | grep 'internal/testbroker' | grep -v '^github.com/wasmstream/wasmstream/internal/testbroker ' | cut -d' ' -f1 | grep -v '^$(CHAOS_PKG)$$'; echo github.com/wasmstream/wasmstream/internal/testbroker)
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v '^$(CHAOS_PKG)$$')
+# The hermetic suite: every package but the chaos tests and the packages
+# make test-race runs (their kfake suite runs there, under -race, and
+# against real Kafka in test-real without it). The engine stays here too:
+# its measurements of compile memory and time skip themselves under -race.
+RACE_ONLY_PKGS = host host/internal/runner host/internal/state host/internal/restore
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v '^$(CHAOS_PKG)$$' | grep -v -x -E '$(subst $(space),|,$(addprefix github.com/wasmstream/wasmstream/,$(RACE_ONLY_PKGS)))')
+space := $(subst ,, )
 TEST_FLAGS ?= -count=1 -timeout 20m
 PLUGINS = passthrough filter route mask wordcount split windowcount alert clickjoin enrich
 
@@ -73,15 +81,17 @@ test-fast: toolchains
 	$(GO) test $(TEST_FLAGS) $(CHAOS_PKG)
 
 # The race detector over the packages whose goroutines share the most: the
-# runner (task goroutines, produce promises, group callbacks), the state
-# store and its restores, and the engine (the watchdog beside every call),
-# against kfake; about 6 minutes on 2 cores. The host package is left out:
-# under -race it runs over 20 minutes (its tests start whole hosts).
-# The invariants' checks (host/internal/invariants) run under it too.
-RACE_PKGS = ./host/internal/runner/ ./host/internal/state/ ./host/internal/restore/ ./host/internal/engine/
+# host (whole hosts: runners, the control-topic follower, deploys, the
+# admin server), the runner (task goroutines, produce promises, group
+# callbacks), the state store and its restores, and the engine (the
+# watchdog beside every call), against kfake. The host's tests share one
+# compilation cache (host/main_test.go): wazero's compiler is about ten
+# times slower under -race. The invariants' checks (host/internal/invariants)
+# run under it too.
+RACE_PKGS = $(addprefix ./,$(addsuffix /,$(RACE_ONLY_PKGS))) ./host/internal/engine/
 test-race: toolchains
 	@echo "=== race detector (embedded kfake broker) ==="
-	$(GO) test -race $(TEST_FLAGS) $(RACE_PKGS)
+	$(GO) test -race -count=1 -timeout 40m $(RACE_PKGS)
 
 # The same integration tests against real Apache Kafka. The broker is stopped
 # whatever the tests do; the exit status is the tests'. Tests that restart the

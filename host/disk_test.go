@@ -56,7 +56,7 @@ func newDiskPair(t *testing.T, writeTimeout time.Duration, tune ...func(*Config)
 		},
 		State:   StateConfig{Dir: t.TempDir(), SyncInterval: 50 * time.Millisecond},
 		Admin:   AdminConfig{Listen: "127.0.0.1:0"},
-		Runtime: RuntimeConfig{CacheDir: "off"},
+		Runtime: RuntimeConfig{CacheDir: testCache()},
 	}
 	for _, f := range tune {
 		f(cfg)

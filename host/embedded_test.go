@@ -27,7 +27,7 @@ func TestEmbeddedBrokerRestart(t *testing.T) {
 		State: StateConfig{Dir: t.TempDir()},
 		Processors: []ProcessorConfig{{Name: "count", Plugin: wasmbuild.Build(t, "./internal/testplugins/counterv2"),
 			Inputs: []string{"in"}, Outputs: map[string]OutputConfig{"out": {Topic: "out"}}, Stores: []string{"counts"}}},
-		Runtime: RuntimeConfig{CacheDir: "off"},
+		Runtime: RuntimeConfig{CacheDir: testCache()},
 	}
 	runOnce := func(ids string) (logs, out string) {
 		var buf syncBuf

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host/internal/admin"
+	"github.com/wasmstream/wasmstream/host/internal/driven"
 	"github.com/wasmstream/wasmstream/host/internal/engine"
 	"github.com/wasmstream/wasmstream/host/internal/follower"
 	"github.com/wasmstream/wasmstream/host/internal/globaltable"
@@ -104,6 +105,8 @@ type options struct {
 	// opened with (processor: its processor, "" for the global tables');
 	// tests give one a failing file system.
 	stateOptions func(processor string, o *state.Options)
+	// driven connects a test driver (WithDriver).
+	driven *driven.Hooks
 }
 
 // WithRestoreProgress calls fn with the progress of every state restore
@@ -115,6 +118,12 @@ func WithRestoreProgress(fn func(RestoreProgress)) Option {
 
 // WithLogger sets the host's logger. Default: slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithDriver runs the host for a test driver (host/testdriver): its
+// runners take their wall clock from d.Clock and commit only when asked,
+// and New fills the rest of d. Its type is internal: only this module's
+// driver can use it.
+func WithDriver(d *driven.Hooks) Option { return func(o *options) { o.driven = d } }
 
 // WithEmbeddedPort fixes the port of the embedded development broker
 // (used when kafka.brokers is empty). Default 0: any free port.
@@ -277,6 +286,9 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		Stats:                  stats,
 		Limits:                 runner.BrokerLimits(h.kafka),
 	}
+	if d := o.driven; d != nil {
+		base.Clock, base.ManualCommits = d.Clock, true
+	}
 	// Every member asks for the co-partitioning assignor when any
 	// processor of the app needs it (members of one group must agree).
 	for _, spec := range specs {
@@ -287,7 +299,41 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	if err := h.startMembers(ctx, base); err != nil {
 		return nil, err
 	}
+	if d := o.driven; d != nil {
+		h.drive(d)
+	}
 	return h, nil
+}
+
+// drive hands a test driver the host's runners, state and Kafka settings.
+func (h *Host) drive(d *driven.Hooks) {
+	d.Runners = func() []*runner.Runner {
+		rs := make([]*runner.Runner, len(h.members))
+		for i, m := range h.members {
+			rs[i] = m.runner()
+		}
+		return rs
+	}
+	d.Members, d.DeadLetters = nil, map[string]string{}
+	for _, m := range h.members {
+		var dm driven.Member
+		for _, spec := range m.opts.Processors {
+			dm.Inputs = append(dm.Inputs, spec.Inputs...)
+			dm.Outputs = append(dm.Outputs, spec.Outputs...)
+		}
+		d.Members = append(d.Members, dm)
+	}
+	for i := range h.cfg.Processors {
+		if pc := &h.cfg.Processors[i]; pc.OnError == OnErrorDeadLetter {
+			d.DeadLetters[pc.Name] = h.cfg.DeadLetterTopic(pc)
+		}
+	}
+	d.State = func(processor string) *state.DB { return h.procState[processor] }
+	d.Tables = map[string]*state.Table{}
+	for topic := range h.tables {
+		d.Tables[topic] = h.state.Table(topic)
+	}
+	d.Kafka = h.kafka
 }
 
 // startMembers makes the process's group members and their first runners

@@ -65,7 +65,7 @@ func newPipelineOn(t testing.TB, b *testbroker.Broker, plugin string, onError Er
 			// does not time out an ordinary record.
 			Limits: Limits{RecordTimeout: time.Second},
 		}},
-		Runtime: RuntimeConfig{CacheDir: "off"},
+		Runtime: RuntimeConfig{CacheDir: testCache()},
 	}
 	p.cfg.ApplyDefaults()
 	if err := p.cfg.Validate(); err != nil {
@@ -225,7 +225,7 @@ func TestUnreachableBrokerIsAnError(t *testing.T) {
 	cfg := &Config{
 		AppID: "x", Kafka: KafkaConfig{Brokers: []string{"127.0.0.1:1"}},
 		Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata("passthrough"), Inputs: []string{"in"}, Outputs: map[string]OutputConfig{"out": {Topic: "out"}}}},
-		Runtime:    RuntimeConfig{CacheDir: "off"},
+		Runtime:    RuntimeConfig{CacheDir: testCache()},
 	}
 	cfg.ApplyDefaults()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -266,7 +266,7 @@ func TestBadPluginsAreRefusedAtStart(t *testing.T) {
 			cfg := &Config{
 				AppID:      "x",
 				Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata(name), Inputs: []string{"in"}, Outputs: map[string]OutputConfig{"out": {Topic: "out"}}}},
-				Runtime:    RuntimeConfig{CacheDir: "off"},
+				Runtime:    RuntimeConfig{CacheDir: testCache()},
 			}
 			cfg.ApplyDefaults()
 			err := Validate(context.Background(), cfg, testLogger(t))
@@ -299,7 +299,7 @@ func TestCompileBudgetFromConfig(t *testing.T) {
 		cfg := &Config{
 			AppID:      "x",
 			Processors: []ProcessorConfig{{Name: "p", Plugin: plugin, Inputs: []string{"in"}, Outputs: map[string]OutputConfig{"out": {Topic: "out"}}}},
-			Runtime:    RuntimeConfig{CacheDir: "off", ModuleLimits: c.limits},
+			Runtime:    RuntimeConfig{CacheDir: testCache(), ModuleLimits: c.limits},
 		}
 		cfg.ApplyDefaults()
 		err := Validate(context.Background(), cfg, testLogger(t))
@@ -664,7 +664,7 @@ func TestNewAppliesDefaultsAndValidates(t *testing.T) {
 		Kafka: KafkaConfig{Brokers: b.Addrs()},
 		Processors: []ProcessorConfig{{Name: "proc", Plugin: engineTestdata("passthrough"),
 			Inputs: []string{in}, Outputs: map[string]OutputConfig{"out": {Topic: out}}}},
-		Runtime: RuntimeConfig{CacheDir: "off"},
+		Runtime: RuntimeConfig{CacheDir: testCache()},
 		State:   StateConfig{Dir: t.TempDir()},
 	}
 	h, err := New(context.Background(), cfg, WithLogger(testLogger(t)))
@@ -705,7 +705,7 @@ func TestStartupWaitsForBrokers(t *testing.T) {
 	cfg := &Config{
 		AppID: "wait", Kafka: KafkaConfig{Brokers: []string{addr}, CreateTopics: true, ConnectTimeout: time.Minute},
 		Processors: []ProcessorConfig{{Name: "p", Plugin: engineTestdata("passthrough"), Inputs: []string{"in"}, Outputs: map[string]OutputConfig{"out": {Topic: "out"}}}},
-		Runtime:    RuntimeConfig{CacheDir: "off"},
+		Runtime:    RuntimeConfig{CacheDir: testCache()},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

@@ -96,7 +96,7 @@ func newChain(t *testing.T) *chain {
 				Outputs: map[string]OutputConfig{"counts": {Topic: c.out}}, Stores: []string{"counts"}},
 		},
 		State:   StateConfig{Dir: t.TempDir()},
-		Runtime: RuntimeConfig{CacheDir: "off"},
+		Runtime: RuntimeConfig{CacheDir: testCache()},
 	}
 	return c
 }

@@ -51,6 +51,7 @@ func TestKafkaStreamsReviveAcrossRevocation(t *testing.T) {
 	moved := map[int32]bool{}
 	batchesAfterWipe := map[int32]int{}
 	var interrupted atomic.Int64 // restores of A that ended without Done
+	var bTook atomic.Bool        // process B holds a restored partition
 	joinB := make(chan struct{})
 	var joinOnce sync.Once
 	moveErr := make(chan error, 2)
@@ -60,11 +61,16 @@ func TestKafkaStreamsReviveAcrossRevocation(t *testing.T) {
 		o.restore.BatchRecords = 100
 	}
 	progressA := WithRestoreProgress(func(pr RestoreProgress) {
-		// A restore that takes seconds, and longer once B is on its way,
-		// so that B's join lands in the middle of it even on a slow machine.
+		// A restore that takes seconds, and longer once B is on its way
+		// until B holds a partition, so that B's join lands in the middle
+		// of it even on a slow machine (under the race detector B takes
+		// seconds to start: at 300 ms a batch of 100 records, the rest of
+		// a restore from the middle of its changelog lasts over 20 s).
 		select {
 		case <-joinB:
-			time.Sleep(100 * time.Millisecond)
+			if !bTook.Load() {
+				time.Sleep(300 * time.Millisecond)
+			}
 		default:
 			time.Sleep(40 * time.Millisecond)
 		}
@@ -136,6 +142,7 @@ func TestKafkaStreamsReviveAcrossRevocation(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	bTook.Store(true)
 	t.Logf("process B took %v", hB.Versions()[0].Tasks)
 	if err := stopB(); err != nil {
 		t.Fatal(err)

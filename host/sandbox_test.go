@@ -42,7 +42,7 @@ func TestHostileNeighbour(t *testing.T) {
 			{Name: "healthy", Plugin: engineTestdata("passthrough"), Inputs: []string{gin}, Outputs: map[string]OutputConfig{"out": {Topic: gout}},
 				OnError: OnErrorFail, Limits: Limits{RecordTimeout: time.Second}},
 		},
-		Runtime: RuntimeConfig{CacheDir: "off"},
+		Runtime: RuntimeConfig{CacheDir: testCache()},
 	}
 	p := &pipeline{b: b, in: hin, out: hout, cfg: cfg}
 	rssBefore := vmRSS(t)
@@ -156,7 +156,7 @@ func TestSlowProcessorDoesNotStallItsNeighbour(t *testing.T) {
 			{Name: "steady", Plugin: engineTestdata("passthrough"), Inputs: []string{gin}, Outputs: map[string]OutputConfig{"out": {Topic: gout}},
 				OnError: OnErrorFail},
 		},
-		Runtime: RuntimeConfig{CacheDir: "off"},
+		Runtime: RuntimeConfig{CacheDir: testCache()},
 	}
 	p := &pipeline{b: b, in: gin, out: gout, cfg: cfg}
 	h, stop := p.run(t)
@@ -215,7 +215,7 @@ func TestHostileTimers(t *testing.T) {
 			{Name: "steady", Plugin: engineTestdata("passthrough"), Inputs: []string{gin}, Outputs: map[string]OutputConfig{"out": {Topic: gout}},
 				OnError: OnErrorFail},
 		},
-		Runtime: RuntimeConfig{CacheDir: "off"},
+		Runtime: RuntimeConfig{CacheDir: testCache()},
 	}
 	p := &pipeline{b: b, in: gin, out: gout, cfg: cfg}
 	rssBefore := vmRSS(t)

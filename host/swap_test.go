@@ -85,7 +85,9 @@ func deploy(t testing.TB, p *pipeline, wasmPath, label string) string {
 
 func deployBytes(t testing.TB, p *pipeline, wasm []byte, label string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// Deploy compiles the module first: under the race detector, on a
+	// busy machine, a Go SDK plugin's compile alone took most of a minute.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	res, err := Deploy(ctx, p.cfg, "proc", wasm, label, testLogger(t))
 	if err != nil {

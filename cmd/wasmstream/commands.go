@@ -56,6 +56,8 @@ func doMainIO(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return e.run(ctx, args[1:])
 	case "validate":
 		return e.validate(ctx, args[1:])
+	case "test":
+		return e.test(ctx, args[1:])
 	case "plugin":
 		if len(args) > 1 && args[1] == "inspect" {
 			return e.inspect(ctx, args[2:]) // its flag set answers --help

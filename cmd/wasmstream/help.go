@@ -51,6 +51,34 @@ then compiles and instantiates each processor's plugin with its config and
 limits. Exit 0 when all is well.`,
 		examples: []string{"wasmstream validate -c pipeline.yaml"},
 	},
+	{
+		name:    "test",
+		summary: "run a pipeline's test cases in process, with its plugins and no Kafka",
+		usage:   "wasmstream test pipeline.yaml CASES.yaml... [--partitions N] [--timeout D] [--log-level L]",
+		details: `Runs each case of each file on a new copy of the pipeline: an embedded broker
+in this process, the config's plugins (any language: the .wasm files it
+names), the host's own runners, commit points, timers and stores. A case's
+steps pipe records into topics, advance the wall clock the plugins see,
+commit, and expect outputs, dead letters and store contents:
+
+  cases:
+    - name: words are counted
+      steps:
+        - pipe: {topic: lines, records: [{key: l1, value: "the cat", timestamp: 1s}]}
+        - commit
+        - expect:
+            outputs:
+              word-counts: [{key: the, value: "1"}, {key: cat, value: "1"}]
+            stores:
+              count: {counts: [{key: cat, value_hex: "0000000000000001"}, {key: the, value_hex: "0000000000000001"}]}
+
+A failed expectation prints a diff (- want, + got); the exit code is 1 when
+any case failed. The format: docs/testing.md.`,
+		examples: []string{
+			"wasmstream test pipeline.yaml cases.yaml",
+			"wasmstream test pipeline.yaml tests/*.yaml --log-level info",
+		},
+	},
 	{name: "plugin", summary: "inspect plugin modules", usage: "wasmstream plugin inspect FILE.wasm", hidden: true,
 		examples: []string{"wasmstream plugin inspect mask.wasm"}},
 	{

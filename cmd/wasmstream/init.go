@@ -14,7 +14,8 @@ var initUsage = `usage: wasmstream init NAME --lang ` + langList("|") + ` [--dir
        wasmstream init --update-sdk [--dir DIR] [--sdk DIR]
 
 Writes a new processor project into DIR (default ./NAME): the processor, its
-native test, a build file (Makefile), a pipeline.yaml that runs it, and the
+native test, a build file (Makefile), a pipeline.yaml that runs it, its test
+cases (cases.yaml), and the
 language's SDK in DIR/` + scaffold.SDKDir + `/, so the project builds offline on any
 machine with only the language's toolchain and names no path outside itself.
 Then:
@@ -22,6 +23,7 @@ Then:
   make test       the processor's native test (a fake host, no Kafka)
   make            the plugin, NAME.wasm
   wasmstream validate -c pipeline.yaml
+  wasmstream test pipeline.yaml cases.yaml    the whole pipeline, in process
   wasmstream run -c pipeline.yaml
 
 TypeScript (AssemblyScript) needs node 20 or later and npm: the first make
@@ -92,7 +94,7 @@ func (e *env) initProject(args []string) int {
 		fmt.Fprintf(e.stderr, "wasmstream init: %v\n", err)
 		return exitError
 	}
-	fmt.Fprintf(e.stdout, "wrote %s (%s; the SDK of %s in %s)\nnext: cd %s && make test && make && wasmstream validate -c pipeline.yaml\n",
+	fmt.Fprintf(e.stdout, "wrote %s (%s; the SDK of %s in %s)\nnext: cd %s && make test && make && wasmstream test pipeline.yaml cases.yaml\n",
 		*dir, l.Name, src.From, filepath.Join(*dir, scaffold.SDKDir), *dir)
 	return exitOK
 }

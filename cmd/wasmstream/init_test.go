@@ -60,9 +60,10 @@ func run(t *testing.T, dir string, name string, args ...string) string {
 // TestInitFromInstalledBinary is a newcomer's first steps with only the
 // installed binary, in an empty directory outside the repository, in
 // every language: init, then the project is moved elsewhere (a teammate's
-// clone, a CI checkout) and its native test, its Wasm build and validate
-// run there with the network off. Nothing in the project may name the
-// repository or the directory it was written in.
+// clone, a CI checkout) and its native test, its Wasm build, validate and
+// its pipeline's cases (wasmstream test) run there with the network off.
+// Nothing in the project may name the repository or the directory it was
+// written in.
 func TestInitFromInstalledBinary(t *testing.T) {
 	bin := installedBinary(t)
 	repo := polybuild.Root(t)
@@ -105,6 +106,9 @@ func TestInitFromInstalledBinary(t *testing.T) {
 			}
 			if out := run(t, moved, bin, "validate", "-c", "pipeline.yaml"); !strings.Contains(out, "ok (1 processors)") {
 				t.Fatalf("validate said:\n%s", out)
+			}
+			if out := run(t, moved, bin, "test", "pipeline.yaml", "cases.yaml"); !strings.Contains(out, "ok: 2 cases") {
+				t.Fatalf("test said:\n%s", out)
 			}
 		})
 	}

@@ -117,6 +117,9 @@ var thinFace = []string{
 	"DefaultRepartitionPurgeInterval", "DefaultFetchMaxPartitionBytes", "DefaultFetchMaxBytes",
 	// the host
 	"Host", "New", "Option", "WithLogger", "WithEmbeddedPort", "WithRestoreProgress", "Validate",
+	// the hooks of host/testdriver: an option whose type is internal, so
+	// only this module can pass one
+	"WithDriver",
 	// deploy
 	"Deploy", "Rollback", "DeployResult", "RollbackResult", "SkippedVersion", "ErrAlreadyActive",
 	// snapshots

@@ -27,3 +27,39 @@ processors:
       memory: 16MiB
       record_timeout: 100ms
 `
+
+// casesTemplate are the pipeline's test cases, run in process by
+// `wasmstream test pipeline.yaml cases.yaml` (host/testdriver).
+const casesTemplate = `# Cases for the whole pipeline, run in process with the built plugin and
+# no Kafka: make && wasmstream test pipeline.yaml cases.yaml
+# Each case starts from empty topics and stores; steps pipe records in,
+# commit, advance the wall clock (advance: 30s) and expect what was
+# committed. The format: docs/testing.md in wasmstream's repository.
+cases:
+  - name: values are uppercased and counted per key
+    steps:
+      - pipe:
+          topic: [[.Name]]-in
+          records:
+            - {key: a, value: hello, timestamp: 1s}
+            - {key: a, value: again, timestamp: 2s}
+            - {key: b, value: world, timestamp: 3s}
+      - commit
+      - expect:
+          outputs:
+            [[.Name]]-out:
+              - {key: a, value: HELLO, headers: {seen: "1"}, timestamp: 1s}
+              - {key: a, value: AGAIN, headers: {seen: "2"}}
+              - {key: b, value: WORLD, headers: {seen: "1"}}
+          stores:
+            [[.Name]]:
+              seen: [{key: a, value: "2"}, {key: b, value: "1"}]
+  - name: a tombstone goes to the dead-letter topic
+    steps:
+      - pipe: {topic: [[.Name]]-in, records: [{key: a, value: null}]}
+      - commit
+      - expect:
+          outputs: {[[.Name]]-out: []}
+          dead_letters:
+            [[.Name]]: [{key: a, value: null}]
+`

@@ -100,7 +100,7 @@ func Render(name string, lang *Lang, src Source) (map[string][]byte, error) {
 		Name, Ident, GoVersion, SDKDir string
 	}{name, strings.ReplaceAll(name, "-", "_"), goVersion(src.FS), SDKDir}
 	files := map[string][]byte{}
-	own := map[string]string{"pipeline.yaml": pipelineTemplate}
+	own := map[string]string{"pipeline.yaml": pipelineTemplate, "cases.yaml": casesTemplate}
 	for k, v := range lang.Files {
 		own[k] = v
 	}

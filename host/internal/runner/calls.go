@@ -74,7 +74,7 @@ func (c *taskCalls) add(kr *kgo.Record, in int) {
 func (c *taskCalls) run(ctx context.Context, yieldAt time.Time) int {
 	t := c.t
 	c.start = time.Now()
-	c.wall = c.start.UnixMilli()
+	c.wall = t.r.wallNow()
 	if !t.stallFrom.IsZero() {
 		t.proc.stalls.add(c.start.Sub(t.stallFrom))
 		t.stallFrom = time.Time{}

@@ -66,6 +66,9 @@ type commitPoint struct {
 	broken error
 	// samples are the durations of commit points that had work.
 	samples commitSamples
+	// asks are the CommitNow calls waiting for the next commit point
+	// (drive.go), each told its outcome.
+	asks []chan error
 }
 
 // strategy is what differs between exactly_once (exactlyOnce, eos.go) and
@@ -142,9 +145,9 @@ func (cp *commitPoint) holds() bool { return cp.sinceCommit > 0 || cp.g.pending(
 
 // deadline is when the window's commit point is due: a commit interval
 // after the last one, or from now when no processed record waits (an idle
-// window opens with its first record).
+// window opens with its first record) or the commit points are manual.
 func (cp *commitPoint) deadline() time.Time {
-	if cp.sinceCommit == 0 {
+	if cp.sinceCommit == 0 || cp.r.opts.ManualCommits {
 		return time.Now().Add(cp.r.opts.CommitInterval)
 	}
 	return cp.lastCommit.Add(cp.r.opts.CommitInterval)
@@ -154,6 +157,9 @@ func (cp *commitPoint) deadline() time.Time {
 // window reached kafka.commit_records; a window without records is due
 // only when a timer may be.
 func (cp *commitPoint) due() bool {
+	if cp.r.opts.ManualCommits {
+		return false
+	}
 	since := time.Since(cp.lastCommit)
 	if cp.sinceCommit == 0 {
 		return since >= cp.r.opts.CommitInterval && cp.r.timeDue()
@@ -187,8 +193,12 @@ func (cp *commitPoint) takeProduceErr() error {
 // run is a commit point after a poll's records, if one is due or a
 // rebalance waits (it is let in with nothing open, so it does not abort
 // processed work), then lets waiting swaps in.
-func (cp *commitPoint) run(ctx context.Context) error {
-	if !cp.due() && !cp.g.wantsCommit() {
+func (cp *commitPoint) run(ctx context.Context) (err error) {
+	asks := cp.asks
+	cp.asks = nil
+	if len(asks) > 0 {
+		defer func() { cp.answerAsks(asks, err) }()
+	} else if !cp.due() && !cp.g.wantsCommit() {
 		return nil
 	}
 	// A stop (ctx canceled) must not cut a commit point in half: it gets
@@ -196,7 +206,7 @@ func (cp *commitPoint) run(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 	defer cancel()
 	start := time.Now()
-	err := cp.commit(cctx)
+	err = cp.commit(cctx)
 	cp.samples.add(time.Since(start))
 	if err != nil {
 		return err

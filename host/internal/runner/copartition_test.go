@@ -504,3 +504,60 @@ func TestTaskWaitsForALaggingInput(t *testing.T) {
 		t.Fatal("a task of one input waits")
 	}
 }
+
+// Inputs written in transactions end in a transaction marker, which a
+// task of several inputs must count as read: after a record of one side,
+// the other side (its last record followed by a marker) is caught up, and
+// the task never waits for it (before the runner kept the markers, each
+// record after the other side's waited maxInputWait, counted in
+// InputWaits). No plugin sees a marker.
+func TestTransactionalInputsAreCaughtUp(t *testing.T) {
+	f := newJoinFixture(t, true, ProtocolAuto, 1)
+	p := &joinPlugin{}
+	r := f.runner(t, p)
+	stop := start(t, r)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	w, err := kgo.NewClient(kgo.SeedBrokers(f.b.Addrs()...), kgo.TransactionalID(f.b.Name(t, "writer")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx := context.Background()
+	inTxn := func(rec *kgo.Record) {
+		t.Helper()
+		if err := w.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const keys = 6
+	for i := range keys {
+		k := []byte("k" + strconv.Itoa(i))
+		// One side, then the other, each seen processed before the next:
+		// a poll then holds records of one input only, the other's
+		// last fetch having ended at its marker.
+		for side, topic := range []string{f.left, f.right} {
+			inTxn(&kgo.Record{Topic: topic, Key: k, Value: []byte(fmt.Sprintf("%c%d", "LR"[side], i))})
+			want := int64(2*i + side + 1)
+			testutil.Eventually(t, 30*time.Second, func() error {
+				if n := p.processed.Load(); n != want {
+					return fmt.Errorf("%d records processed, want %d", n, want)
+				}
+				return nil
+			})
+		}
+	}
+	testutil.Eventually(t, 30*time.Second, func() error { return f.checkJoined(t, f.joined(t), keys) })
+	if n := r.Stats("join").InputWaits.Load(); n != 0 {
+		t.Fatalf("the task waited %d times for an input read to its marker", n)
+	}
+}

@@ -46,6 +46,8 @@
 //	enums.go       Guarantee, ErrorPolicy, StartOffset, GroupProtocol
 //	group.go       choosing the group protocol
 //	stats.go       counters, latency buckets, commit samples
+//	drive.go       a test driver's hooks: a commit point now, where each
+//	               task stands
 //
 // The locks it takes, and in which order, are in docs/locks.md.
 package runner

@@ -294,6 +294,17 @@ type Options struct {
 	// their next pass (refusal.go); a host that replaces a runner passes
 	// the same set on. Default: a set of the runner's own.
 	Refused *Refused
+	// Clock is the wall clock of what the plugins see (ABI.md section 8):
+	// the wall time of their calls, processing-time timers and wall-clock
+	// store expiry. Default time.Now; a test driver (host/testdriver)
+	// gives one it moves by hand. The schedule of commit points, time
+	// budgets, the canary window and latencies always use the real clock.
+	Clock func() time.Time
+	// ManualCommits turns the schedule of commit points off: they come
+	// only when CommitNow asks (drive.go), at a rebalance and when the
+	// runner stops. For a test driver, which decides where every commit
+	// window ends; CommitInterval still bounds the time budgets.
+	ManualCommits bool
 }
 
 // Runner runs the processors of one process as one consumer group member.
@@ -574,6 +585,14 @@ func (r *Runner) clientOpts(topics []string, group []kgo.Opt, eos *exactlyOnce, 
 		kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(start),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Transaction markers come with the records (and are dropped
+		// before any task sees them, dropMarkers): a marker is the last
+		// offset of a transactional input after its records, and without
+		// it a task of several inputs could not tell an input it has
+		// read to the end from one with records still on the broker
+		// (franz-go hands over no fetch that has neither records nor
+		// errors), so it waited maxInputWait on every such input.
+		kgo.KeepControlRecords(),
 		kgo.DisableAutoCommit(),
 		// Rebalance callbacks run only between polls, when every fetched
 		// record has been processed: the host never holds a record across
@@ -762,10 +781,30 @@ func (r *Runner) pollContext(ctx context.Context) (context.Context, context.Canc
 	return pctx, func() { close(stop); cancel() }
 }
 
+// dropMarkers removes the transaction markers (control records) from a
+// partition's fetched records, in place, and returns the offset after the
+// last one (-1: none). No plugin ever sees a marker.
+func dropMarkers(recs []*kgo.Record) ([]*kgo.Record, int64) {
+	end := int64(-1)
+	n := 0
+	for _, rec := range recs {
+		if rec.Attrs.IsControl() {
+			end = rec.Offset + 1
+			continue
+		}
+		recs[n] = rec
+		n++
+	}
+	clear(recs[n:])
+	return recs[:n], end
+}
+
 // processFetches hands a poll's records to their tasks, which hold them
 // (window.go), and runs every task that holds records, tasks in parallel.
 func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error {
 	fetches.EachPartition(func(ftp kgo.FetchTopicPartition) {
+		var markersEnd int64
+		ftp.Records, markersEnd = dropMarkers(ftp.Records)
 		if len(ftp.Records) == 0 {
 			if t := r.tasks[r.taskID(ftp.Topic, ftp.Partition)]; t != nil {
 				if i := t.inputOf(ftp.Topic); i >= 0 {
@@ -794,6 +833,7 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 		c.sawRecords()
 		c.sawEnd(ftp.LastStableOffset)
 		c.hold(ftp.Records)
+		c.sawMarkers(markersEnd)
 		t.proc.Stats.Fetched.Add(int64(len(ftp.Records)))
 		t.waitingInput = false
 		if len(c.held) >= maxHeld {
@@ -1073,6 +1113,8 @@ func (r *Runner) shutdown() error {
 	r.mu.Lock()
 	defer func() {
 		r.closing = true
+		r.cp.answerAsks(r.cp.asks, ErrStopped)
+		r.cp.asks = nil
 		r.mu.Unlock()
 		r.cl.Close() // leaves the group; callbacks it triggers see closing
 		if r.restorer != nil {

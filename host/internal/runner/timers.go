@@ -51,7 +51,7 @@ func (t *task) check(ctx context.Context, processing bool, b *callBudget) error 
 	if t.failed != nil || t.restoring != nil {
 		return nil
 	}
-	now := time.Now().UnixMilli()
+	now := t.r.wallNow()
 	n := min(t.tk.lim.FiringsPerCommit-t.tk.firings, maxFiringsPerCheck)
 	due, err := t.tk.due(true, processing, max(now, t.tk.wall), n)
 	if err != nil {
@@ -256,7 +256,7 @@ const HeaderTriggerKind = "wasmstream-trigger-kind"
 // (ABI.md 8.3), goes first next time, and still saves its stream time.
 func (r *Runner) timePoint(ctx context.Context) error {
 	start := time.Now()
-	now := start.UnixMilli()
+	now := r.wallNow()
 	b := &callBudget{deadline: start.Add(r.opts.CommitInterval)}
 	tasks := r.timeOrder()
 	r.timeNext = ""
@@ -318,13 +318,22 @@ func (r *Runner) timeOrder() []*task {
 // waits: a processing-time timer may be due, or an earlier window left due
 // timers over its firing limit.
 func (r *Runner) timeDue() bool {
-	now := time.Now().UnixMilli()
+	now := r.wallNow()
 	for _, t := range r.tasks {
 		if t.failed == nil && t.restoring == nil && t.tk.commitWork(now) {
 			return true
 		}
 	}
 	return false
+}
+
+// wallNow is the wall time plugins see now, in ms since the Unix epoch
+// (Options.Clock, or the real clock).
+func (r *Runner) wallNow() int64 {
+	if r.opts.Clock != nil {
+		return r.opts.Clock().UnixMilli()
+	}
+	return time.Now().UnixMilli()
 }
 
 // publishTime makes the task's time readable by TaskTimes.

@@ -244,6 +244,15 @@ func (c *cursor) hold(recs []*kgo.Record) {
 	c.fetchEnd = recs[len(recs)-1].Offset + 1
 }
 
+// sawMarkers records that the fetch held (after hold's records)
+// transaction markers up to end (-1: none): the consumer has read the
+// partition through them, so caughtUp counts them.
+func (c *cursor) sawMarkers(end int64) {
+	if end > c.fetchEnd {
+		c.fetchEnd = end
+	}
+}
+
 // sawEmpty records a fetch of the partition without records.
 func (c *cursor) sawEmpty() { c.empty, c.waitedOut = true, false }
 

@@ -248,6 +248,47 @@ func (r *Reader) Scan(processor string, partition int32, store string, fn func(k
 	return nil
 }
 
+// ScanCommitted calls fn with every committed key and value of store in
+// every task of processor, by partition and then key, as the database
+// holds them: what a commit window staged is not there yet, and a store
+// with an expiry has its values behind their stamps (Expiry.Live splits
+// them). For a test driver reading stores between its commit points; key
+// and value are valid only during the call.
+func (db *DB) ScanCommitted(processor, store string, fn func(partition int32, key, value []byte) error) error {
+	if db.closed.Load() {
+		return fmt.Errorf("%w: %s", ErrClosed, db.dir)
+	}
+	// A task prefix without its partition: prefix-free (keys.go), so the
+	// range holds exactly the processor's tasks.
+	prefix := taskPrefix(processor, 0)
+	prefix = prefix[:len(prefix)-4]
+	it, err := db.pdb.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return fmt.Errorf("state: %s: %w", db.dir, err)
+	}
+	defer it.Close()
+	for valid := it.First(); valid; valid = it.Next() {
+		dk, ok := decodeKey(it.Key())
+		if !ok {
+			return fmt.Errorf("%w: %s: key %x does not follow the key layout", ErrCorrupt, db.dir, it.Key())
+		}
+		if dk.kind != kindData || dk.store != store {
+			continue
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return fmt.Errorf("state: %s: %s/%d store %q: %w", db.dir, processor, dk.partition, store, err)
+		}
+		if err := fn(dk.partition, it.Key()[dk.storeEnd:], v); err != nil {
+			return err
+		}
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("state: %s: %w", db.dir, err)
+	}
+	return nil
+}
+
 // decodedKey is a task key split by the layout of keys.go.
 type decodedKey struct {
 	processor string

@@ -172,3 +172,55 @@ func TestDecodeKeyRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestScanCommitted: a live database's committed entries of one store,
+// every task of one processor, by partition and key; staged writes, other
+// stores and other processors (one whose name the first's extends) are
+// not in it; a store with an expiry yields its stamped values, which
+// Expiry.Live splits.
+func TestScanCommitted(t *testing.T) {
+	db := openMem(t, Options{})
+	t1 := restored(t, db, "wc", 1, "counts", "other")
+	t0 := restored(t, db, "wc", 0, "counts", "other")
+	tx := restored(t, db, "wcx", 0, "counts")
+	if err := t0.SetExpiry(0, Expiry{TTL: 100}); err != nil {
+		t.Fatal(err)
+	}
+	t0.SetClocks(1000, 0)
+	put(t, t0, 0, "b", "2")
+	put(t, t0, 0, "a", "1")
+	put(t, t0, 1, "a", "other store")
+	t0.CommitRecord()
+	put(t, t1, 0, "c", "3")
+	t1.CommitRecord()
+	put(t, tx, 0, "x", "other processor")
+	tx.CommitRecord()
+	for tk, cps := range map[*Task]map[int]int64{t0: {0: 2, 1: 1}, t1: {0: 1}, tx: {0: 1}} {
+		if err := tk.Apply(cps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(t, t1, 0, "d", "staged")
+	t1.CommitRecord()
+	var got []string
+	err := db.ScanCommitted("wc", "counts", func(p int32, k, v []byte) error {
+		if p == 0 {
+			live, expired, ok := (Expiry{TTL: 100}).Live(v, 1050)
+			if !ok || expired {
+				t.Errorf("%s: stamped value %x: live %v, expired %v", k, v, ok, expired)
+			}
+			v = live
+		}
+		got = append(got, fmt.Sprintf("%d/%s=%s", p, k, v))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"0/a=1", "0/b=2", "1/c=3"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("ScanCommitted: %q, want %q", got, want)
+	}
+	if _, expired, _ := (Expiry{TTL: 100}).Live([]byte("\x00\x00\x00\x00\x00\x00\x03\xe8v"), 1100); !expired {
+		t.Error("a value stamped 1000 with a TTL of 100 is alive at 1100")
+	}
+}

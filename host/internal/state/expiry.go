@@ -64,13 +64,24 @@ func (t *Task) stamp(s *store, value []byte) []byte {
 // live splits a stored value of a store with an expiry into the caller's
 // value and whether it has expired by the store's clock.
 func (t *Task) live(s *store, stored []byte) (value []byte, expired bool, err error) {
-	if len(stored) < stampSize {
+	value, expired, ok := s.expiry.Live(stored, t.clock(s))
+	if !ok {
 		return nil, false, fmt.Errorf("state: task %s store %q: a value of %d bytes has no expiry stamp (did the store hold data before it got a TTL?)", t, s.name, len(stored))
 	}
+	return value, expired, nil
+}
+
+// Live splits a value as a store with expiry e holds it into the caller's
+// value and whether it has expired when the store's clock reads now (ms;
+// math.MinInt64: no time yet, nothing expired). ok is false for a value
+// too short to have a stamp.
+func (e Expiry) Live(stored []byte, now int64) (value []byte, expired, ok bool) {
+	if len(stored) < stampSize {
+		return nil, false, false
+	}
 	stamp := int64(binary.BigEndian.Uint64(stored))
-	now := t.clock(s)
-	expired = now != math.MinInt64 && stamp <= math.MaxInt64-s.expiry.TTL && now >= stamp+s.expiry.TTL
-	return stored[stampSize:], expired, nil
+	expired = now != math.MinInt64 && stamp <= math.MaxInt64-e.TTL && now >= stamp+e.TTL
+	return stored[stampSize:], expired, true
 }
 
 // getLive is Get for a store with an expiry.
