@@ -436,7 +436,9 @@ type SwapConfig struct {
 	// CanaryWindow is how long after a task switched to a new version its
 	// failures are watched. Default 60s. 0s turns automatic rollback off:
 	// new versions are not watched (in Go: Set(time.Duration(0)); an
-	// unset Optional is the default).
+	// unset Optional is the default). A watched version whose instance
+	// takes over half its init budget to start (limits.record_timeout x
+	// 10, at least 10s) is rolled back too, before the task switches.
 	CanaryWindow Optional[time.Duration] `koanf:"canary_window"`
 	// MaxFailureRatio is the share of a task's records the new version may
 	// fail within the window (0 to 1); more rolls it back: 0 rolls back at

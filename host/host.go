@@ -559,6 +559,7 @@ func (h *Host) Stats(processor string) (ProcessorStats, bool) {
 		StoppedTasks:  st.StoppedTasks.Load(),
 		Commits:       st.Commits.Load(),
 		Aborts:        st.Aborts.Load(),
+		RefusalAborts: st.RefusalAborts.Load(),
 		Swaps:         st.Swaps.Load(),
 		SwapFailures:  st.SwapFailures.Load(),
 		Rollbacks:     st.Rollbacks.Load(),

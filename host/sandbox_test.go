@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/binary"
 	"os"
 	"strconv"
 	"strings"
@@ -294,4 +295,68 @@ func produceSteadily(t *testing.T, b *testbroker.Broker, topic string, n int) in
 		time.Sleep(50 * time.Millisecond)
 	}
 	return n
+}
+
+// A plugin writing state values near and over what its changelog takes in
+// one record (issue 27: 1,048,000-byte values, under the ABI's 1 MiB, were
+// a poison pill: the changelog produce failed at every commit point, 30
+// aborts and 6 restarts in 40 s, on_error never applied). With Kafka's
+// defaults the changelog takes an entry (key and value) of 999,915 bytes:
+// the writes over it fail their records at the state_put, through
+// on_error, though the plugin ignores the errno; the others commit; no
+// window aborts, under either guarantee.
+func TestStateWritesTheChangelogRefuses(t *testing.T) {
+	for _, g := range []Guarantee{ExactlyOnce, AtLeastOnce} {
+		t.Run(string(g), func(t *testing.T) {
+			p := newPipeline(t, engineTestdata("bigput"), OnErrorDeadLetter)
+			p.cfg.Guarantee = g
+			p.cfg.State = StateConfig{Dir: t.TempDir()}
+			p.cfg.Processors[0].Stores = []string{"s"}
+			const entry = 1000012 - 97 // the producer's batch limit less the framing
+			sizes := map[string]int{
+				"at":   entry - 2,  // key "at": exactly the limit
+				"half": 500000,     // well under
+				"over": entry - 3,  // key "over": one byte over
+				"big":  entry + 50, // over
+				"1mb":  1048000,    // under MaxValueSize, over the changelog's limit
+			}
+			bad := map[string]bool{"over": true, "big": true, "1mb": true}
+			var recs []*kgo.Record
+			for k, n := range sizes {
+				recs = append(recs, &kgo.Record{Topic: p.in, Key: []byte(k), Value: binary.LittleEndian.AppendUint32(nil, uint32(n))})
+			}
+			h, stop := p.run(t)
+			p.b.Produce(t, recs...)
+			p.waitProcessed(t)
+			st, _ := h.Stats("proc")
+			if err := stop(); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			dead := map[string]string{}
+			for _, r := range p.b.ReadCommitted(t, p.cfg.DeadLetterTopic(&p.cfg.Processors[0]), 30*time.Second) {
+				for _, hd := range r.Headers {
+					if hd.Key == runner.HeaderErrorKind {
+						dead[string(r.Key)] = string(hd.Value)
+					}
+				}
+			}
+			logged := map[string]int{}
+			for _, r := range p.b.ReadCommitted(t, p.cfg.ChangelogTopic("s"), 30*time.Second) {
+				logged[string(r.Key)] = len(r.Value)
+			}
+			for k, n := range sizes {
+				switch {
+				case bad[k] && dead[k] != runner.FailureLimitExceeded.String():
+					t.Errorf("%s (%d bytes): dead letter kind %q, want %s", k, n, dead[k], runner.FailureLimitExceeded)
+				case bad[k] && logged[k] != 0:
+					t.Errorf("%s (%d bytes) is in the changelog", k, n)
+				case !bad[k] && (dead[k] != "" || logged[k] != n):
+					t.Errorf("%s (%d bytes): dead-lettered %q, %d bytes in the changelog", k, n, dead[k], logged[k])
+				}
+			}
+			if st.Aborts != 0 || st.RefusalAborts != 0 {
+				t.Errorf("%d aborts, %d of them for refused records; want none", st.Aborts, st.RefusalAborts)
+			}
+		})
+	}
 }

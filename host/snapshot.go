@@ -23,9 +23,12 @@ type ProcessorStats struct {
 	StoppedTasks int64 // such tasks this process holds now
 	Commits      int64 // commit points that committed offsets
 	Aborts       int64 // transactions aborted (exactly_once); their work is redone
-	Swaps        int64 // tasks switched to a new plugin version
-	SwapFailures int64 // tasks whose new version did not start (they kept the old one)
-	Rollbacks    int64 // automatic rollbacks of a version that failed its canary
+	// RefusalAborts counts commit windows aborted (either guarantee)
+	// because the broker refused a record the host had let through.
+	RefusalAborts int64
+	Swaps         int64 // tasks switched to a new plugin version
+	SwapFailures  int64 // tasks whose new version did not start (they kept the old one)
+	Rollbacks     int64 // automatic rollbacks of a version that failed its canary
 	// Failures counts failed records by kind: trap, timeout,
 	// memory_limit, abi_misuse, plugin_failed, host_failed, instance_lost,
 	// stack_limit, limit_exceeded.

@@ -45,12 +45,14 @@ const (
 	mTasks         = "wasmstream_tasks"
 	mSwaps         = "wasmstream_plugin_swaps_total"
 	mSwapFailures  = "wasmstream_plugin_swap_failures_total"
+	mSlowStarts    = "wasmstream_plugin_slow_starts_total"
 	mRollbacks     = "wasmstream_plugin_rollbacks_total"
 	mRefusals      = "wasmstream_plugin_refusals_total"
 	mHeld          = "wasmstream_plugin_versions_held"
 	mModules       = "wasmstream_plugin_modules"
 	mInstances     = "wasmstream_plugin_instances"
 	mMemory        = "wasmstream_plugin_memory_bytes"
+	mSnapshots     = "wasmstream_plugin_snapshot_bytes"
 	mStateTasks    = "wasmstream_state_task_handles"
 	mStateIters    = "wasmstream_state_iterators"
 	mRestoring     = "wasmstream_restoring_tasks"
@@ -94,6 +96,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 		help: "Time in the plugin per record, in seconds (a bucket's bound is exclusive, at nanosecond precision)."}
 	swaps := counter(mSwaps, "Tasks switched to a new plugin version.")
 	swapFailures := counter(mSwapFailures, "Tasks whose new plugin version did not start; they kept the running one.")
+	slowStarts := counter(mSlowStarts, "Plugin instances whose start (init) took over half its budget; under a canary, the version is rolled back.")
 	rollbacks := counter(mRollbacks, "Automatic rollbacks of a plugin version that failed its canary.")
 	refusals := counter(mRefusals, "Plugin versions from the control topic this process refused to run; it kept the running one.")
 	// Tasks per version rather than one series per task: as many series
@@ -105,6 +108,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 	modules := gauge(mModules, "Compiled plugin modules open for the processor (a released version's closes with its last instance).")
 	instances := gauge(mInstances, "Plugin instances open for the processor: one per task, plus a swap's in the making and the previous version's during a canary window.")
 	memory := gauge(mMemory, "Bytes of the linear memory of the processor's plugin instances (in the process's heap).")
+	snapshots := gauge(mSnapshots, "Bytes of the snapshots of the processor's plugin instances after their init (shared between instances whose inits left the same memory), from which a replacement after a trap is restored.")
 
 	firings := counter(mTimerFirings, "Timers fired (wasmstream_on_timer calls).")
 	commitCalls := counter(mCommitCalls, "Commit-point calls for marked keys (wasmstream_on_commit).")
@@ -137,6 +141,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 		if lc := p.Lifecycle; lc != nil {
 			swaps.add(l, float64(lc.Swaps))
 			swapFailures.add(l, float64(lc.SwapFailures))
+			slowStarts.add(l, float64(lc.SlowStarts))
 			rollbacks.add(l, float64(lc.Rollbacks))
 			refusals.add(l, float64(lc.Refusals))
 			addTaskCounts(tasks, p.Name, activeVersion(procs, p.Name), lc.Tasks)
@@ -144,6 +149,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 			modules.add(l, float64(lc.Modules))
 			instances.add(l, float64(lc.Instances))
 			memory.add(l, float64(lc.MemoryBytes))
+			snapshots.add(l, float64(lc.SnapshotBytes))
 		}
 	}
 
@@ -227,7 +233,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 	}
 
 	fams := []family{*in, *out, *skipped, *dead, *failures, *failedTasks, *commits, *aborts, *heldBytes, *budgetCommits, *latency, *commitSecs,
-		*info, *tasks, *swaps, *swapFailures, *rollbacks, *refusals, *held, *modules, *instances, *memory, *stateTasks, *stateIters,
+		*info, *tasks, *swaps, *swapFailures, *slowStarts, *rollbacks, *refusals, *held, *modules, *instances, *memory, *snapshots, *stateTasks, *stateIters,
 		*restoring, *restored, *target, *pos, *rate, *wipes, *done,
 		*lag, *firings, *commitCalls, *timersDropped, *marksDropped, *pending, *streamLag, *stateFailures, *stateFailed}
 	seen := map[string]bool{}

@@ -165,6 +165,10 @@ wasmstream_plugin_swaps_total{processor="idle"} 0
 # TYPE wasmstream_plugin_swap_failures_total counter
 wasmstream_plugin_swap_failures_total{processor="p"} 1
 wasmstream_plugin_swap_failures_total{processor="idle"} 0
+# HELP wasmstream_plugin_slow_starts_total Plugin instances whose start (init) took over half its budget; under a canary, the version is rolled back.
+# TYPE wasmstream_plugin_slow_starts_total counter
+wasmstream_plugin_slow_starts_total{processor="p"} 0
+wasmstream_plugin_slow_starts_total{processor="idle"} 0
 # HELP wasmstream_plugin_rollbacks_total Automatic rollbacks of a plugin version that failed its canary.
 # TYPE wasmstream_plugin_rollbacks_total counter
 wasmstream_plugin_rollbacks_total{processor="p"} 2
@@ -189,6 +193,10 @@ wasmstream_plugin_instances{processor="idle"} 0
 # TYPE wasmstream_plugin_memory_bytes gauge
 wasmstream_plugin_memory_bytes{processor="p"} 1048576
 wasmstream_plugin_memory_bytes{processor="idle"} 0
+# HELP wasmstream_plugin_snapshot_bytes Bytes of the snapshots of the processor's plugin instances after their init (shared between instances whose inits left the same memory), from which a replacement after a trap is restored.
+# TYPE wasmstream_plugin_snapshot_bytes gauge
+wasmstream_plugin_snapshot_bytes{processor="p"} 0
+wasmstream_plugin_snapshot_bytes{processor="idle"} 0
 # HELP wasmstream_state_task_handles Task handles the state database has open.
 # TYPE wasmstream_state_task_handles gauge
 wasmstream_state_task_handles 3

@@ -175,14 +175,20 @@ type StateCounts struct {
 type Lifecycle struct {
 	Swaps        int64 // task switches to a new plugin version
 	SwapFailures int64 // task switches that failed (the task kept its version)
-	Rollbacks    int64 // automatic rollbacks of a version that failed its canary
-	Refusals     int64 // versions from the control topic this process refused to run
+	// SlowStarts counts plugin instances whose start (init) took over
+	// half its budget.
+	SlowStarts int64
+	Rollbacks  int64 // automatic rollbacks of a version that failed its canary
+	Refusals   int64 // versions from the control topic this process refused to run
 	// Held is how many versions the processor holds compiled (package
 	// versions: active, back, pending, and those tasks still run); Modules
 	// and Instances are its runtime's open modules and plugin instances,
-	// MemoryBytes their linear memories' bytes.
+	// MemoryBytes their linear memories' bytes, SnapshotBytes what the
+	// snapshots of their inits hold (a replacement after a trap is
+	// restored from one).
 	Held, Modules, Instances int
 	MemoryBytes              int64
+	SnapshotBytes            int64
 	// Tasks is the version each assigned task runs, sorted by task.
 	Tasks []TaskVersion
 	// Refused is the latest refusals, oldest first (the host keeps a few).

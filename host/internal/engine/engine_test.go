@@ -242,7 +242,8 @@ func TestTrap(t *testing.T) {
 
 // TestTimeout: a runaway loop and a loop-free runaway recursion are both
 // interrupted within about the limit, and the next record runs on a fresh
-// instance (init runs again).
+// instance (restored from the snapshot of its init: init does not run
+// again).
 func TestTimeout(t *testing.T) {
 	const limit = 100 * time.Millisecond
 	r, logs := newRuntime(t, Options{RecordTimeout: limit})
@@ -271,8 +272,8 @@ func TestTimeout(t *testing.T) {
 			t.Fatalf("after %s: %d emits", key, len(got))
 		}
 	}
-	if n := len(logs.find("init")); n != 3 {
-		t.Errorf("init ran %d times, want 3 (first instance and one per timeout)", n)
+	if n := len(logs.find("init")); n != 1 {
+		t.Errorf("init ran %d times, want 1 (the replacements are restored from its snapshot)", n)
 	}
 }
 
@@ -474,7 +475,8 @@ func TestInitFailures(t *testing.T) {
 		})
 	}
 	// The init of a re-instantiation failing makes the record InstanceLost,
-	// and the next record tries again.
+	// and the next record tries again (cfginit is not snapshotted: its
+	// replacements run init again).
 	m := compileFile(t, r, "cfginit")
 	i, _ := instantiate(t, m, Binding{Config: []byte("ok")})
 	if err := i.Process(bg, rec("k", "")); !IsTrap(err) {
@@ -853,6 +855,47 @@ func TestStatePutOverDiskBudget(t *testing.T) {
 	}
 	if len(st.stores[0]) != 0 {
 		t.Fatalf("the store holds %v", st.stores[0])
+	}
+}
+
+// tooLargeState is a State whose every Put is more than its store's
+// changelog takes in one record.
+type tooLargeState struct{ *memState }
+
+func (tooLargeState) Put(int, []byte, []byte) error {
+	return fmt.Errorf("store \"s\": an entry of 2000 bytes: %w", ErrStateTooLarge)
+}
+
+// A state_put its store's changelog would refuse: the plugin gets
+// ETOOLARGE and the record fails (LimitExceeded, naming the store's
+// reason), whatever the plugin does next, as for an emit its output would
+// refuse; nothing is written and the instance is kept. Likewise a
+// timer_set whose timer the time store's changelog would refuse.
+func TestStateWriteTooLargeForChangelog(t *testing.T) {
+	r, _ := newRuntime(t, Options{})
+	st := tooLargeState{newMemState(1)}
+	i, sink := instantiate(t, compileFile(t, r, "stateops"), Binding{Stores: []string{"s"}, State: st})
+	err := i.Process(bg, rec("put_", "hi"))
+	var re *RecordError
+	if !errors.As(err, &re) || re.Kind != LimitExceeded || re.Errno != abi.ErrnoTooLarge || !strings.Contains(err.Error(), "an entry of 2000 bytes") {
+		t.Fatalf("the record: %v, want LimitExceeded with ETOOLARGE and the store's reason", err)
+	}
+	if got := sink.take(); len(got) != 1 || got[0].rec.Partition != abi.ErrnoTooLarge.Result() {
+		t.Fatalf("state_put reported %+v, want ETOOLARGE (%d)", got, abi.ErrnoTooLarge.Result())
+	}
+	if len(st.stores[0]) != 0 {
+		t.Fatalf("the store holds %v", st.stores[0])
+	}
+	if err := i.Process(bg, rec("miss", "")); err != nil {
+		t.Fatalf("the next record, on the same instance: %v", err)
+	}
+
+	ft := newFakeTime(0, 0)
+	ft.failSet = fmt.Errorf("time store: %w", ErrStateTooLarge)
+	ti, _ := timersInstance(t, Options{}, ft)
+	err = runRecord(ti, 1, cmd{op: opSet, ts: 1, key: []byte("k")})
+	if !errors.As(err, &re) || re.Kind != LimitExceeded || re.Errno != abi.ErrnoTooLarge || !strings.Contains(err.Error(), "timer_set") {
+		t.Fatalf("timer_set: %v, want LimitExceeded with ETOOLARGE naming timer_set", err)
 	}
 }
 

@@ -484,6 +484,12 @@ func (i *Instance) statePut(store, keyPtr, keyLen, valPtr, valLen uint32) int32 
 		if isHeldLimit(err) {
 			return i.overLimit(abi.ErrnoLimit, "%s: %s: %v", abi.ImportStatePut, abi.ErrnoLimit.Name(), err)
 		}
+		if errors.Is(err, ErrStateTooLarge) {
+			// Its changelog would refuse it: the record fails, as for an
+			// emit its output would refuse (a write silently missing
+			// otherwise, or a poison pill for the transaction).
+			return i.overLimit(abi.ErrnoTooLarge, "%s: %s: %v", abi.ImportStatePut, abi.ErrnoTooLarge.Name(), err)
+		}
 		i.hostFail("state put", err)
 		return abi.ErrnoIO.Result()
 	}

@@ -43,7 +43,8 @@ type State interface {
 	// Binding.Stores). The value must stay valid until the next State call.
 	Get(store int, key []byte) (value []byte, found bool, err error)
 	// Put sets key to value in store; it copies both. ErrStateLimit (an
-	// error matching it) gives the plugin ELIMIT.
+	// error matching it) gives the plugin ELIMIT; ErrStateTooLarge gives
+	// it ETOOLARGE and fails the call.
 	Put(store int, key, value []byte) error
 	// Delete removes key from store.
 	Delete(store int, key []byte) error
@@ -121,6 +122,16 @@ type Instance struct {
 	// Process re-instantiates. Written only by the owning goroutine, under
 	// imu; read by the watchdog under imu.
 	cur *live
+	// snap is what the instance's first start left (snapshot.go), from
+	// which a discarded instance is restored; nil if the module is not
+	// snapshotted.
+	snap *snapshot
+	// initCtx is the context of a start in progress (nil otherwise): a
+	// start stops when it is done (SIGTERM does not wait for an init).
+	initCtx context.Context
+	// startTook is how long the last start took (instantiation and
+	// initializers).
+	startTook time.Duration
 
 	// deadline is the watchdog tick after which the running call is
 	// interrupted: 0 when no call runs, interrupted (-1) once the watchdog
@@ -177,6 +188,10 @@ type live struct {
 	batch    api.Function // wasmstream_batch; nil unless the module speaks version 2
 	inPtr    uint32       // input buffer, from wasmstream_input
 	inCap    uint32
+	// globals are the module's mutable globals and sandbox its WASI
+	// clocks and random state, for snapshots.
+	globals []api.MutableGlobal
+	sandbox *sandboxState
 }
 
 // Instantiate creates an instance: it instantiates the module in the
@@ -323,10 +338,22 @@ func (i *Instance) Close(ctx context.Context) error {
 	}
 	i.closed = true
 	i.discard(ctx)
+	i.m.dropSnapshot(i.snap)
+	i.snap = nil
 	i.logs.summarize(time.Now(), true)
 	i.rt.unregister(i)
 	i.m.release(ctx)
 	return nil
+}
+
+// StartTime is how long the instance's last start (instantiation and
+// initializers, its first one unless a replacement ran init again) took,
+// and whether that was over half its budget (Options.InitTimeout): a
+// start that runs long, which the engine logs. A version whose starts run
+// long makes every task start, and every replacement of a module that is
+// not snapshotted, wait that long.
+func (i *Instance) StartTime() (took time.Duration, long bool) {
+	return i.startTook, 2*i.startTook > i.rt.opts.InitTimeout
 }
 
 // Name is the processor name of the binding.
@@ -340,7 +367,9 @@ func (i *Instance) call(fn api.Function, due int64) (intr bool, err error) {
 	// Store the deadline, then read closing; Runtime.Close does the
 	// opposite, so either this call sees closing or Close sees the call.
 	i.deadline.Store(max(due, 1))
-	if i.rt.closing.Load() {
+	if i.rt.closing.Load() || i.initCtx != nil && i.initCtx.Err() != nil {
+		// (The start's context is read after the deadline is stored: its
+		// AfterFunc either sees the deadline or ran before this.)
 		i.deadline.Store(0)
 		return false, ErrClosed
 	}
@@ -495,26 +524,73 @@ func (i *Instance) revive(ctx context.Context) error {
 	if i.closed {
 		return i.recordErr(InstanceLost, "the instance is closed", ErrClosed)
 	}
+	if i.snap != nil {
+		err := i.restore(ctx)
+		if err == nil {
+			return nil
+		}
+		// The next start takes a new snapshot.
+		i.log.Warn("restoring the plugin instance from its snapshot failed; starting it again", "err", err)
+		i.m.dropSnapshot(i.snap)
+		i.snap = nil
+	}
 	if err := i.start(ctx); err != nil {
 		return i.recordErr(InstanceLost, "re-instantiation failed: "+firstLine(err.Error(), 400), err)
 	}
 	return nil
 }
 
-// start instantiates the module and runs its initializers.
+// start instantiates the module and runs its initializers, then keeps a
+// snapshot of what they left if it has none (snapshot.go). It stops, with
+// an error matching ErrClosed, when ctx is done: an init does not hold up
+// a host that stops.
 func (i *Instance) start(ctx context.Context) error {
+	m := i.m
+	began := time.Now()
+	defer func() {
+		i.startTook = time.Since(began)
+		if budget := i.rt.opts.InitTimeout; 2*i.startTook > budget {
+			i.log.Warn("the plugin's start ran long: over half its init budget", "took", i.startTook, "budget", budget)
+		}
+	}()
+	i.initCtx = ctx
+	stop := context.AfterFunc(ctx, i.interruptNow)
+	defer func() {
+		stop()
+		i.initCtx = nil
+	}()
+	l, err := i.instantiate(ctx, newSandboxState())
+	if err != nil {
+		return err
+	}
+	if err := i.initialize(ctx, l); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("engine: instantiate %q: its start stopped before init ended (%w): %w", m.name, ErrClosed, context.Cause(ctx))
+		}
+		return err
+	}
+	if i.snap == nil {
+		i.snap = m.takeSnapshot(l)
+	}
+	return nil
+}
+
+// instantiate makes a new wazero instantiation of the module, with the
+// WASI clocks and random state st, and makes it the instance's: no guest
+// code runs.
+func (i *Instance) instantiate(ctx context.Context, st *sandboxState) (*live, error) {
 	m := i.m
 	// Busy (never due) for Runtime.Close while wazero instantiates.
 	i.deadline.Store(math.MaxInt64)
 	if i.rt.closing.Load() {
 		i.deadline.Store(0)
-		return fmt.Errorf("engine: instantiate %q: %w", m.name, ErrClosed)
+		return nil, fmt.Errorf("engine: instantiate %q: %w", m.name, ErrClosed)
 	}
 	lm := newLinearMemory(i.rt.limitBytes, &i.rt.linear)
-	mod, err := i.rt.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, lm), m.compiled, sandboxConfig(i.stdout, i.stderr))
+	mod, err := i.rt.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, lm), m.compiled, sandboxConfig(i.stdout, i.stderr, st))
 	i.deadline.Store(0)
 	if err != nil {
-		return m.err(InstantiateFailed, firstLine(err.Error(), 400), err)
+		return nil, m.err(InstantiateFailed, firstLine(err.Error(), 400), err)
 	}
 	l := &live{
 		mod:      mod,
@@ -531,19 +607,31 @@ func (i *Instance) start(ctx context.Context) error {
 	l.flag, _ = mod.ExportedGlobal(exportInterrupt).(api.MutableGlobal)
 	l.count, _ = mod.ExportedGlobal(exportCountdown).(api.MutableGlobal)
 	l.stack, _ = mod.ExportedGlobal(exportStack).(api.MutableGlobal)
-	if l.mem == nil || l.flag == nil || l.count == nil || l.stack == nil || l.process == nil || l.input == nil {
+	l.sandbox = st
+	globalsOK := true
+	if m.snapshotGlobals > 0 {
+		l.globals, globalsOK = snapshotGlobalsOf(mod, m.snapshotGlobals)
+	}
+	if l.mem == nil || l.flag == nil || l.count == nil || l.stack == nil || l.process == nil || l.input == nil || !globalsOK {
 		_ = mod.Close(ctx)
-		return m.err(InstantiateFailed, "instrumented exports missing (engine bug)", nil)
+		return nil, m.err(InstantiateFailed, "instrumented exports missing (engine bug)", nil)
 	}
 	l.stack.Set(api.EncodeI32(int32(i.rt.opts.StackLimit)))
 	i.imu.Lock()
 	i.cur = l
 	i.imu.Unlock()
+	return l, nil
+}
+
+// initialize runs the initializers of l, just instantiated, and asks for
+// its input buffer.
+func (i *Instance) initialize(ctx context.Context, l *live) error {
+	m := i.m
 
 	i.undeclared = i.undeclared[:0]
 	for _, name := range m.initFuncs {
 		i.beginCall(phaseInit)
-		intr, err := i.call(mod.ExportedFunction(name), i.rt.tick.Load()+i.rt.initTicks)
+		intr, err := i.call(l.mod.ExportedFunction(name), i.rt.tick.Load()+i.rt.initTicks)
 		i.phase = phaseNone
 		if intr || err != nil {
 			if errors.Is(err, ErrClosed) && !intr {

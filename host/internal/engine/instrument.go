@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -62,6 +63,13 @@ import (
 //     they run, touch at most that many entries (capTables);
 //   - moves the start function (if any) to an export (exportStart) so the
 //     host runs it under the watchdog instead of inside InstantiateModule;
+//   - exports every mutable global the module defines (exportGlobal plus
+//     its index among them), so the host can snapshot an instance after
+//     its init and restore a replacement from it (snapshot.go), unless the
+//     module cannot be restored that way: it changes a table (table.set,
+//     table.grow, table.fill, table.copy, table.init: a snapshot has no
+//     way to read a table), imports a global, or defines more than
+//     maxSnapshotGlobals mutable ones;
 //   - drops DWARF custom sections (their code offsets would be stale);
 //   - rejects code that names the added globals or function (an index past
 //     the original ones), so a plugin cannot clear the flag, the countdown
@@ -91,7 +99,18 @@ const (
 	exportCountdown      = reservedExportPrefix + "countdown"
 	exportStart          = reservedExportPrefix + "start"
 	exportStack          = reservedExportPrefix + "stack"
+	// exportGlobal prefixes the export of the module's k-th mutable
+	// global ("__wasmstream_g" + k).
+	exportGlobal = reservedExportPrefix + "g"
 )
+
+// exportGlobalName is the export of the module's k-th mutable global.
+func exportGlobalName(k int) string { return exportGlobal + strconv.Itoa(k) }
+
+// maxSnapshotGlobals bounds the mutable globals the instrumentation
+// exports for snapshots: a module with more is not snapshotted (a Go
+// plugin has about 10; compiled C and Rust 1 to 3).
+const maxSnapshotGlobals = 1024
 
 // errNotWasm is returned by instrument for bytes without the Wasm header.
 var errNotWasm = errors.New("not a WebAssembly module")
@@ -183,11 +202,15 @@ type instrumented struct {
 	imports  []wasmImport // every import, in order
 	exports  []wasmExport // every export of the original module, in order
 	hasStart bool         // the module had a start function, now exportStart
-	funcs    int          // functions with a body (instrumented)
-	loops    int          // loop heads instrumented
-	bulk     int          // bulk memory and table instructions instrumented
-	free     int          // functions left out of the stack accounting
-	cost     cost         // the estimate of compiling it (compilecost.go)
+	// snapshotGlobals is how many mutable globals the module defines, each
+	// exported as exportGlobal + its index among them; -1: the module
+	// cannot be snapshotted (see the top of this file).
+	snapshotGlobals int
+	funcs           int  // functions with a body (instrumented)
+	loops           int  // loop heads instrumented
+	bulk            int  // bulk memory and table instructions instrumented
+	free            int  // functions left out of the stack accounting
+	cost            cost // the estimate of compiling it (compilecost.go)
 }
 
 type section struct {
@@ -255,6 +278,7 @@ func instrumentWith(src []byte, lim ModuleLimits) (*instrumented, error) {
 	// Pass 1: what the rewrite needs to know, and the shape limits.
 	out := &instrumented{}
 	var importedGlobals, definedGlobals, importedFuncs, importedTables uint32
+	var mutableGlobals []uint32 // defined mutable globals (up to one past maxSnapshotGlobals)
 	var types []funcType
 	var funcTypes []uint32 // type index of each defined function
 	startFunc := int64(-1)
@@ -300,6 +324,23 @@ func instrumentWith(src []byte, lim ModuleLimits) (*instrumented, error) {
 			}
 		case secGlobal:
 			definedGlobals = pr.u32()
+			if uint64(definedGlobals) > uint64(len(s.payload)) {
+				return nil, fmt.Errorf("global section: %d entries in %d bytes", definedGlobals, len(s.payload))
+			}
+			mutableGlobals = make([]uint32, 0, min(definedGlobals, maxSnapshotGlobals+1))
+			for k := uint32(0); k < definedGlobals && pr.err == nil; k++ {
+				pr.valType()
+				if mut := pr.byte(); mut == 1 && len(mutableGlobals) <= maxSnapshotGlobals {
+					mutableGlobals = append(mutableGlobals, k)
+				}
+				for pr.err == nil {
+					op := pr.byte()
+					if op == 0x0B {
+						break
+					}
+					pr.skipImmediates(op)
+				}
+			}
 		case secStart:
 			startFunc = int64(pr.u32())
 		case secMemory:
@@ -379,7 +420,15 @@ func instrumentWith(src []byte, lim ModuleLimits) (*instrumented, error) {
 		secGlobal:   appendGlobals([]byte{0}, 0),
 		secCode:     appendYield([]byte{0}, 0, g),
 	}
-	want[secExport], _, _ = extendExports([]byte{0}, g.flag, startFunc)
+	out.snapshotGlobals = len(mutableGlobals)
+	if code.tableWrites || importedGlobals > 0 || len(mutableGlobals) > maxSnapshotGlobals {
+		out.snapshotGlobals, mutableGlobals = -1, nil
+	}
+	snap := make([]uint32, len(mutableGlobals)) // their indices in the global index space
+	for k, idx := range mutableGlobals {
+		snap[k] = importedGlobals + idx
+	}
+	want[secExport], _, _ = extendExports([]byte{0}, g.flag, startFunc, snap)
 	var newSecs []section
 	add := func(s section) {
 		// Insert the missing sections that must come before s.
@@ -409,7 +458,7 @@ func instrumentWith(src []byte, lim ModuleLimits) (*instrumented, error) {
 		case secGlobal:
 			s.payload = appendGlobals(s.payload, definedGlobals)
 		case secExport:
-			p, exps, err := extendExports(s.payload, g.flag, startFunc)
+			p, exps, err := extendExports(s.payload, g.flag, startFunc, snap)
 			if err != nil {
 				return nil, fmt.Errorf("export section: %w", err)
 			}
@@ -596,9 +645,10 @@ func appendYield(payload []byte, count uint32, g globalsAdded) []byte {
 }
 
 // extendExports adds the exports of the interrupt flag, the countdown and
-// the stack budget (globals flag, flag+1, flag+2) and of the start function
-// to an export section payload, rejecting reserved names.
-func extendExports(payload []byte, flag uint32, startFunc int64) ([]byte, []wasmExport, error) {
+// the stack budget (globals flag, flag+1, flag+2), of the start function
+// and of the globals snap (exportGlobal + k for snap[k]) to an export
+// section payload, rejecting reserved names.
+func extendExports(payload []byte, flag uint32, startFunc int64, snap []uint32) ([]byte, []wasmExport, error) {
 	pr := reader{b: payload}
 	count := pr.u32()
 	var exps []wasmExport
@@ -618,7 +668,7 @@ func extendExports(payload []byte, flag uint32, startFunc int64) ([]byte, []wasm
 	if pr.pos != len(payload) {
 		return nil, nil, errors.New("trailing bytes")
 	}
-	added := uint32(3)
+	added := uint32(3 + len(snap))
 	if startFunc >= 0 {
 		added++
 	}
@@ -633,6 +683,11 @@ func extendExports(payload []byte, flag uint32, startFunc int64) ([]byte, []wasm
 		p = appendName(p, exportStart)
 		p = append(p, 0) // func
 		p = appendU32(p, uint32(startFunc))
+	}
+	for k, idx := range snap {
+		p = appendName(p, exportGlobalName(k))
+		p = append(p, 3) // global
+		p = appendU32(p, idx)
 	}
 	return p, exps, nil
 }
@@ -702,6 +757,9 @@ type codeRewrite struct {
 	loops      int
 	bulk       int
 	free       int // functions left out of the stack accounting
+	// tableWrites is set when a body has an instruction that changes a
+	// table (the module cannot be snapshotted).
+	tableWrites bool
 	// The first pass (analyzing) fills callees (every body's direct
 	// callees, as indices of defined functions; body f's are
 	// callees[callStart[f]:callStart[f+1]]), indirect (the body makes an
@@ -971,6 +1029,12 @@ func (c *codeRewrite) body(dst, src []byte, f uint32) ([]byte, error) {
 				copied = at
 				bulk++
 			}
+			if sub == 12 || sub == 14 || sub == 15 || sub == 17 {
+				c.tableWrites = true
+			}
+			r.skipImmediates(op)
+		case op == 0x26: // table.set
+			c.tableWrites = true
 			r.skipImmediates(op)
 		default:
 			r.skipImmediates(op)

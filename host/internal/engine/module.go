@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -129,10 +130,16 @@ type Module struct {
 	// _initialize), whose language runtime the host never starts: a Go
 	// plugin built without -buildmode=c-shared traps in its first export.
 	command bool
+	// snapshotGlobals is how many mutable globals an instance's snapshot
+	// holds; -1: the module is not snapshotted (snapshot.go).
+	snapshotGlobals int
 
 	mu     sync.Mutex
 	refs   int // live Instances
 	closed bool
+	snaps  []*snapshot // the instances' snapshots, each shared once
+	// snapBytes is the memory snaps hold.
+	snapBytes atomic.Int64
 }
 
 // Expected signatures of the ABI exports.
@@ -163,7 +170,7 @@ func (r *Runtime) Compile(ctx context.Context, name string, wasm []byte) (*Modul
 	if err != nil {
 		return nil, err
 	}
-	m := &Module{rt: r, name: name, compiled: compiled, info: info, command: isCommand(info)}
+	m := &Module{rt: r, name: name, compiled: compiled, info: info, command: isCommand(info), snapshotGlobals: ins.snapshotGlobals}
 	r.modules.Add(1)
 	if ins.hasStart {
 		m.initFuncs = append(m.initFuncs, exportStart)

@@ -146,6 +146,8 @@ type Runtime struct {
 	// the bytes of the instances' linear memories (Counts).
 	modules atomic.Int64
 	linear  atomic.Int64
+	// snapshots is the bytes the modules' snapshots hold (snapshot.go).
+	snapshots atomic.Int64
 
 	mu        sync.Mutex
 	instances map[*Instance]struct{}
@@ -160,9 +162,12 @@ type Runtime struct {
 // held"). MemoryBytes is what the instances' linear memories hold, in
 // bytes (capacity, in the Go heap): the plugins' own memory, which grows
 // with what each instance has done and starts small again in a new one.
+// SnapshotBytes is what the instances' snapshots hold (the memory their
+// inits left, each shared copy once: snapshot.go).
 type Counts struct {
 	Modules, Instances int
 	MemoryBytes        int64
+	SnapshotBytes      int64
 }
 
 // Counts returns the Runtime's open modules and instances. Safe for
@@ -171,7 +176,7 @@ func (r *Runtime) Counts() Counts {
 	r.mu.Lock()
 	n := len(r.instances)
 	r.mu.Unlock()
-	return Counts{Modules: int(r.modules.Load()), Instances: n, MemoryBytes: r.linear.Load()}
+	return Counts{Modules: int(r.modules.Load()), Instances: n, MemoryBytes: r.linear.Load(), SnapshotBytes: r.snapshots.Load()}
 }
 
 // closeCompiled releases the module's compiled code, once (Close and

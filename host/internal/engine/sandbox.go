@@ -35,10 +35,40 @@ var FakeEpoch = time.Date(2022, 1, 1, 0, 0, 0, 0, time.UTC)
 // SandboxSeed seeds the plugin's random source.
 var SandboxSeed = [32]byte{'w', 'a', 's', 'm', 's', 't', 'r', 'e', 'a', 'm'}
 
-// sandboxConfig returns the ModuleConfig of one instantiation.
-func sandboxConfig(stdout, stderr io.Writer) wazero.ModuleConfig {
-	wall := FakeEpoch.UnixNano() - int64(time.Millisecond)
-	mono := -int64(time.Millisecond)
+// sandboxState is the WASI clocks and random source of one instantiation:
+// the last readings (ns) and the generator. A snapshot (snapshot.go) keeps
+// a copy, so a restored instance goes on from where its init left them.
+type sandboxState struct {
+	wall, mono int64
+	rng        *rand.ChaCha8
+}
+
+// newSandboxState is the state of an instantiation before its first
+// reading.
+func newSandboxState() *sandboxState {
+	return &sandboxState{
+		wall: FakeEpoch.UnixNano() - int64(time.Millisecond),
+		mono: -int64(time.Millisecond),
+		rng:  rand.NewChaCha8(SandboxSeed),
+	}
+}
+
+// clone is an independent copy of s.
+func (s *sandboxState) clone() *sandboxState {
+	c := &sandboxState{wall: s.wall, mono: s.mono, rng: new(rand.ChaCha8)}
+	b, err := s.rng.MarshalBinary()
+	if err == nil {
+		err = c.rng.UnmarshalBinary(b)
+	}
+	if err != nil {
+		panic("engine: copying a ChaCha8 state: " + err.Error()) // its own encoding: cannot fail
+	}
+	return c
+}
+
+// sandboxConfig returns the ModuleConfig of one instantiation, whose
+// clocks and random source are st's.
+func sandboxConfig(stdout, stderr io.Writer, st *sandboxState) wazero.ModuleConfig {
 	return wazero.NewModuleConfig().
 		WithName("").         // anonymous: many instances of one module coexist
 		WithStartFunctions(). // none: the host calls start/_initialize under the watchdog
@@ -46,16 +76,16 @@ func sandboxConfig(stdout, stderr io.Writer) wazero.ModuleConfig {
 		WithStdout(stdout).
 		WithStderr(stderr).
 		WithWalltime(func() (int64, int32) {
-			wall += int64(time.Millisecond)
-			return wall / 1e9, int32(wall % 1e9)
+			st.wall += int64(time.Millisecond)
+			return st.wall / 1e9, int32(st.wall % 1e9)
 		}, sys.ClockResolution(time.Millisecond)).
 		WithNanotime(func() int64 {
-			mono += int64(time.Millisecond)
-			return mono
+			st.mono += int64(time.Millisecond)
+			return st.mono
 		}, sys.ClockResolution(time.Millisecond)).
 		WithNanosleep(func(int64) {}).
 		WithOsyield(func() {}).
-		WithRandSource(rand.NewChaCha8(SandboxSeed))
+		WithRandSource(st.rng)
 }
 
 type eofReader struct{}

@@ -57,6 +57,11 @@ var (
 	// ErrStateLimit: the task's stores hold as much on disk as they may
 	// (limits.state_disk); a State's Put or a Time's SetTimer returns it.
 	ErrStateLimit = errors.New("engine: the task's state is at its disk budget")
+	// ErrStateTooLarge: where the store's changes go (its changelog)
+	// would refuse the write for its size; a State's Put or a Time's
+	// SetTimer returns it. The plugin gets ETOOLARGE and the call fails,
+	// as for an emit its output would refuse.
+	ErrStateTooLarge = errors.New("engine: the write is larger than its store's changelog takes")
 )
 
 // OnTimer runs the plugin's wasmstream_on_timer for a due timer: trig's
@@ -164,6 +169,8 @@ func (i *Instance) timerSet(kind uint32, ts int64, keyPtr, keyLen uint32) int32 
 		return abi.ErrnoLimit.Result()
 	case isHeldLimit(err):
 		return i.overLimit(abi.ErrnoLimit, "%s: %s: %v", abi.ImportTimerSet, abi.ErrnoLimit.Name(), err)
+	case errors.Is(err, ErrStateTooLarge):
+		return i.overLimit(abi.ErrnoTooLarge, "%s: %s: %v", abi.ImportTimerSet, abi.ErrnoTooLarge.Name(), err)
 	case err != nil:
 		i.hostFail("timer set", err)
 		return abi.ErrnoIO.Result()

@@ -289,10 +289,14 @@ func (s taskState) Put(store int, key, value []byte) error {
 	return stateLimit(s.Task.Put(store, key, value))
 }
 
-// stateLimit marks a disk budget error as the engine's ErrStateLimit.
+// stateLimit marks a disk budget error as the engine's ErrStateLimit, and
+// an entry its changelog would refuse as the engine's ErrStateTooLarge.
 func stateLimit(err error) error {
-	if errors.Is(err, state.ErrDiskBudget) {
+	switch {
+	case errors.Is(err, state.ErrDiskBudget):
 		return fmt.Errorf("%w: %w", engine.ErrStateLimit, err)
+	case errors.Is(err, state.ErrEntryTooLarge):
+		return fmt.Errorf("%w: %w", engine.ErrStateTooLarge, err)
 	}
 	return err
 }

@@ -28,8 +28,9 @@ const (
 	// FailureStackLimit: the plugin's calls went past its stack limit.
 	FailureStackLimit
 	// FailureLimitExceeded: the record asked the host to stage more than
-	// its per-record limits allow (emits, emitted bytes, state bytes), or
-	// emitted a record its output cannot take.
+	// its per-record limits allow (emits, emitted bytes, state bytes),
+	// emitted a record its output cannot take, or wrote a state entry its
+	// changelog cannot take.
 	FailureLimitExceeded
 	// FailureRefused: the broker refused a record the call produced (its
 	// size, timestamp or content; refusal.go), found on a former pass.

@@ -86,16 +86,50 @@ func batchWireSize(rec *kgo.Record) int {
 	return n
 }
 
+// maxBytes is the largest record batch, as batchWireSize counts it, the
+// topic and the producer take.
+func (l TopicLimit) maxBytes() int {
+	if l.MaxBytes > 0 && int(l.MaxBytes) < ProducerMaxBatchBytes {
+		return int(l.MaxBytes)
+	}
+	return ProducerMaxBatchBytes
+}
+
+// changelogOverhead is what a changelog record adds to its entry's key and
+// value: the framing of batchWireSize (produceChangelog writes no headers).
+var changelogOverhead = batchWireSize(&kgo.Record{})
+
+// maxEntry is the most bytes of key and value (as stored) one state entry
+// changelogged to the topic may hold: a larger one's changelog record
+// would be refused, at the commit point, aborting its window. The store
+// refuses it at the write instead (state.Task.SetEntryLimit), failing the
+// call that made it.
+func (l TopicLimit) maxEntry() int { return l.maxBytes() - changelogOverhead }
+
+// setEntryLimits gives each of the task's stores the entry size its
+// changelog takes, from the limits last read (the producer's alone for a
+// topic the runner knows nothing of). A task table's topic is written by
+// others: its store has no limit. Loop only (newTask, readLimits): no call
+// of the task runs.
+func (t *task) setEntryLimits() {
+	if t.st == nil {
+		return
+	}
+	for i, topic := range t.proc.spec.Changelogs {
+		if t.isTable(i) {
+			continue
+		}
+		t.st.SetEntryLimit(i, t.r.lims.byTopic[topic].maxEntry())
+	}
+}
+
 // check returns why the topic would refuse rec, produced about now (unix
 // ms), wrapping the errno the plugin gets (abi.ErrnoTooLarge over the size
 // limit, abi.ErrnoInval without a key the topic requires,
 // abi.ErrnoTimestamp for a timestamp outside what it accepts), or nil. A
 // record without a timestamp is stamped when produced: always accepted.
 func (l TopicLimit) check(rec *kgo.Record, now int64) error {
-	max := ProducerMaxBatchBytes
-	if l.MaxBytes > 0 && int(l.MaxBytes) < max {
-		max = int(l.MaxBytes)
-	}
+	max := l.maxBytes()
 	if size := batchWireSize(rec); size > max {
 		return fmt.Errorf("a record of %d bytes as produced (key, value, headers and framing), over the %d the topic and the producer accept: %w", size, max, abi.ErrnoTooLarge)
 	}
@@ -198,6 +232,9 @@ func (r *Runner) readLimits(ctx context.Context) (map[string]TopicLimit, error) 
 			ps.limits[i] = byTopic[name]
 		}
 		ps.deadLetterLimit = byTopic[ps.spec.DeadLetterTopic]
+	}
+	for _, t := range r.tasks {
+		t.setEntryLimits()
 	}
 	return byTopic, nil
 }

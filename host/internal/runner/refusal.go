@@ -59,7 +59,17 @@ type origin struct {
 	key originKey
 	// deadLetter says the record is the dead letter of key's failure.
 	deadLetter bool
+	// changelog marks changelogOrigin (key unset).
+	changelog bool
 }
+
+// changelogOrigin is the origin of every changelog record: the last write
+// of a key in the window, whoever made it, so no call to convict. Its
+// refusal still aborts the window and reads the limits again, after which
+// the store refuses an entry they do not take at the write that makes it
+// (setEntryLimits): that call fails on the next pass, and the record
+// costs one abort, as an output does.
+var changelogOrigin = &origin{Context: context.Background(), changelog: true}
 
 // originKey names a call of a processor across passes: an input record by
 // its position, or a callback by its trigger.
@@ -115,8 +125,8 @@ func (o *origins) new(key originKey, deadLetter bool) *origin {
 	return g
 }
 
-// originOf is rec's origin, or nil for a record without one (a changelog
-// record: the last write of a key, whoever made it).
+// originOf is rec's origin, or nil for a record without one (the probe's
+// own).
 func originOf(rec *kgo.Record) *origin {
 	o, _ := rec.Context.(*origin)
 	return o
@@ -350,13 +360,32 @@ func (cp *commitPoint) resolveRefusals(ctx context.Context, list []refusal) (con
 	if err == nil {
 		shrunk = batchChange(r.lims.batch, batch)
 	}
-	// Records the limits now refuse are Emit's to fail on the next pass.
+	// Records the limits now refuse are Emit's, or for changelog records
+	// the store's, to fail on the next pass.
 	var suspects []refusal
+	explained, unexplained := 0, 0
 	for _, f := range list {
-		if lim, ok := r.lims.byTopic[f.rec.Topic]; ok && lim.check(f.rec, time.Now().UnixMilli()) != nil {
+		lim := r.lims.byTopic[f.rec.Topic]
+		if f.o.changelog {
+			// Checked as the store checks an entry: the producer's limit
+			// applies to a topic the limits do not know too.
+			if len(f.rec.Key)+len(f.rec.Value) > lim.maxEntry() {
+				explained++
+			} else {
+				unexplained++ // no call to convict: see changelogOrigin
+			}
+			continue
+		}
+		if _, ok := r.lims.byTopic[f.rec.Topic]; ok && lim.check(f.rec, time.Now().UnixMilli()) != nil {
 			continue
 		}
 		suspects = append(suspects, f)
+	}
+	if unexplained > 0 && explained == 0 {
+		// (With one explained, the others are its neighbours: a refusal
+		// fails its whole batch.)
+		r.log.Warn("the broker refused changelog records that the topics' limits take; the window is processed again as it was",
+			"records", unexplained)
 	}
 	if len(suspects) > 0 {
 		convicted = cp.probeSuspects(ctx, suspects, batch)

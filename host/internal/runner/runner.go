@@ -321,8 +321,11 @@ type Options struct {
 type Runner struct {
 	opts Options
 	log  *slog.Logger
-	vers *Versions // the one record of active versions (opts.Versions)
-	cl   *kgo.Client
+	// runCtx is Run's context (nil before Run), set under mu: a task's
+	// start stops when it ends (untilStop).
+	runCtx context.Context
+	vers   *Versions // the one record of active versions (opts.Versions)
+	cl     *kgo.Client
 	// cp is the commit point: the open commit window of every task and the
 	// one way to end it (commitpoint.go; the locks: docs/locks.md).
 	cp *commitPoint
@@ -702,6 +705,7 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	}()
 	r.mu.Lock()
 	r.cp.restart()
+	r.runCtx = ctx
 	r.mu.Unlock()
 	for {
 		done, err := r.iterate(ctx)
@@ -981,6 +985,19 @@ func (r *Runner) TaskTimes(processor string) map[TaskID]TaskTime {
 		}
 	}
 	return nil
+}
+
+// untilStop is ctx, ended also when Run's context ends: a task starting
+// in a group callback (whose context is the client's) must not hold a
+// stopping runner for as long as its plugin's init may run. The caller
+// holds mu and calls done when the start is over.
+func (r *Runner) untilStop(ctx context.Context) (_ context.Context, done func()) {
+	if r.runCtx == nil {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(r.runCtx, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // taskFor returns the task of an input partition, creating it if the

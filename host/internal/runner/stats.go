@@ -49,6 +49,9 @@ type Stats struct {
 	Swaps         atomic.Int64 // tasks switched to a new plugin version
 	SwapFailures  atomic.Int64 // tasks whose new version did not instantiate (they kept the old)
 	Rollbacks     atomic.Int64 // automatic rollbacks of a version that failed its canary
+	// SlowStarts counts plugin instances whose start (init) took over
+	// half its budget (swap.go, startedSlowly).
+	SlowStarts atomic.Int64
 
 	// Time (ABI.md section 8). Failed callbacks count in Skipped,
 	// DeadLettered and the failure kinds like records.

@@ -61,7 +61,32 @@ type prepared struct {
 	ver  *version
 	inst Processor
 	err  error
+	// slow is set when the instance's start ran long (startedSlowly).
+	slow bool
 	done chan struct{}
+}
+
+// startTimer is a Processor that says how long its start took, and
+// whether that was long for its budget (the engine's instances).
+type startTimer interface {
+	StartTime() (took time.Duration, long bool)
+}
+
+// startedSlowly reports whether inst's start (its init) ran long, counting
+// and logging it: every task start of the version, and every replacement
+// of an instance the engine does not restore from a snapshot, waits that
+// long. Safe on any goroutine.
+func (r *Runner) startedSlowly(ps *procState, id TaskID, ver string, inst Processor) bool {
+	st, ok := inst.(startTimer)
+	if !ok {
+		return false
+	}
+	took, long := st.StartTime()
+	if long {
+		ps.Stats.SlowStarts.Add(1)
+		r.log.Warn("a plugin instance's start (init) ran long, over half its budget", "task", id.String(), "version", ver, "took", took)
+	}
+	return long
 }
 
 // SwapStalls returns, for the named processor, the latest per-task stalls
@@ -156,6 +181,9 @@ func (r *Runner) prepare(t *task, v *version) *prepared {
 	p := &prepared{ver: v, done: make(chan struct{})}
 	go func() {
 		p.inst, p.err = v.Plugin.Instantiate(context.Background(), t.id, t.env())
+		if p.err == nil {
+			p.slow = r.startedSlowly(t.proc, t.id, v.ID, p.inst)
+		}
 		// done first: the loop, woken, must find the instance ready (an
 		// idle loop would otherwise wait in its poll for the next record).
 		close(p.done)
@@ -177,6 +205,14 @@ func (t *task) switchTo(ctx context.Context, now time.Time, back *versions.Versi
 		t.proc.Stats.SwapFailures.Add(1)
 		// Not retried until the next Swap: the same bytes would fail again.
 		t.r.vers.Keep(t.proc.spec.Name, t.ver.Version)
+		return
+	}
+	if p.slow && p.ver.canary.Window > 0 {
+		// Under a canary, a version whose start runs long is rolled back
+		// before the task switches: its every task start would stall
+		// that long.
+		_ = p.inst.Close(ctx)
+		t.r.rollBackSlowStart(t, p.ver)
 		return
 	}
 	old, oldVer := t.inst, t.ver
@@ -304,6 +340,26 @@ func (r *Runner) rollBack(ctx context.Context, failed []*task) {
 			ev := RollbackEvent{Processor: ps.spec.Name, From: bad.ID, To: back.ID, Reason: reason}
 			go r.opts.OnRollback(ev)
 		}
+	}
+}
+
+// rollBackSlowStart rolls the processor of t back from bad, a version
+// under a canary whose start ran long in t (prepare): the registry's
+// previous version becomes active again, and the tasks that switched to
+// bad already move back at the next commit points, as after any swap.
+func (r *Runner) rollBackSlowStart(t *task, bad *version) {
+	ps := t.proc
+	reason := "its instance's start ran over half its init budget"
+	backV := r.vers.RollBack(ps.spec.Name, bad.Version)
+	if backV == nil {
+		return // a newer version was taken in since: the task goes to that one
+	}
+	r.log.Warn("new plugin version's start runs long under its canary; rolling back", "processor", ps.spec.Name,
+		"from", bad.ID, "to", backV.ID, "task", t.id.String())
+	ps.Stats.Rollbacks.Add(1)
+	if r.opts.OnRollback != nil {
+		ev := RollbackEvent{Processor: ps.spec.Name, From: bad.ID, To: backV.ID, Reason: reason}
+		go r.opts.OnRollback(ev)
 	}
 }
 

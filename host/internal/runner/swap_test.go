@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -258,4 +259,136 @@ func TestSwapWhileIdle(t *testing.T) {
 func activeVersion(r *Runner, processor string) (active string, tasks map[string]string) {
 	s, _ := r.vers.Snapshot(processor)
 	return s.Active.ID, s.Tasks
+}
+
+// slowStartPlugin is goPlugin whose instances say their start ran long (as
+// an engine instance whose init took over half its budget does).
+type slowStartPlugin struct{ goPlugin }
+
+type slowStartInstance struct{ *goInstance }
+
+func (slowStartInstance) StartTime() (time.Duration, bool) { return 6 * time.Second, true }
+
+func (p *slowStartPlugin) Instantiate(ctx context.Context, id TaskID, env Env) (Processor, error) {
+	inst, err := p.goPlugin.Instantiate(ctx, id, env)
+	if err != nil {
+		return nil, err
+	}
+	return slowStartInstance{inst.(*goInstance)}, nil
+}
+
+// A version swapped in under a canary whose instances start slowly (init
+// over half its budget) is counted, reported through OnRollback and
+// rolled back before any task switches to it; without a canary it is only
+// counted, and taken.
+func TestSlowStartRollsBackACanary(t *testing.T) {
+	f := newFixture(t, true, 2)
+	f.produceInputs(t, 0, 100)
+	var mu sync.Mutex
+	var events []RollbackEvent
+	r := f.runnerWith(t, &goPlugin{}, Fail, func(o *Options) {
+		o.OnRollback = func(ev RollbackEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			events = append(events, ev)
+		}
+	})
+	stop := start(t, r)
+	waitProcessed(t, r, 100)
+	if err := r.vers.Propose("upper", versions.Info{ID: "slow"}, &slowStartPlugin{}, versions.Canary{Window: time.Minute, MaxFailureRatio: 0.5}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(events) == 0 {
+			return errors.New("no rollback reported")
+		}
+		return nil
+	})
+	f.produceInputs(t, 100, 100)
+	f.waitCommitted(t, f.endOffsets(t, f.in))
+	active, tasks := activeVersion(r, "upper")
+	if active != "initial" {
+		t.Fatalf("active version %q, want initial", active)
+	}
+	for id, v := range tasks {
+		if v != "initial" {
+			t.Fatalf("task %s runs %q", id, v)
+		}
+	}
+	st := r.Stats("upper")
+	if st.SlowStarts.Load() == 0 || st.Rollbacks.Load() == 0 || st.Swaps.Load() != 0 {
+		t.Fatalf("slow starts %d, rollbacks %d, swaps %d; want some, some and none", st.SlowStarts.Load(), st.Rollbacks.Load(), st.Swaps.Load())
+	}
+	mu.Lock()
+	ev := events[0]
+	mu.Unlock()
+	if ev.From != "slow" || ev.To != "initial" || !strings.Contains(ev.Reason, "start") {
+		t.Fatalf("rollback event %+v", ev)
+	}
+
+	// Without a canary: counted, and taken.
+	if err := r.vers.Propose("upper", versions.Info{ID: "slow2"}, &slowStartPlugin{}, versions.Canary{}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if _, tasks := activeVersion(r, "upper"); len(tasks) != 2 || tasks[TaskID{Processor: "upper", Topic: f.in, Partition: 0}.String()] != "slow2" {
+			return fmt.Errorf("tasks run %v, want slow2", tasks)
+		}
+		return nil
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// blockingStartPlugin's instances take until their start's context ends,
+// or a minute, to start (a plugin whose init runs long: the engine stops
+// an init when its context ends).
+type blockingStartPlugin struct {
+	goPlugin
+	entered chan struct{}
+}
+
+func (p *blockingStartPlugin) Instantiate(ctx context.Context, id TaskID, env Env) (Processor, error) {
+	select {
+	case p.entered <- struct{}{}:
+	default:
+	}
+	select {
+	case <-ctx.Done():
+		return nil, fmt.Errorf("start stopped: %w", ctx.Err())
+	case <-time.After(time.Minute):
+	}
+	return p.goPlugin.Instantiate(ctx, id, env)
+}
+
+// A runner that stops while a task's plugin starts (in the assignment
+// callback) ends that start: Run returns long before the start would have
+// (issue 29: SIGTERM waited 8.6 s for a running init).
+func TestStopDoesNotWaitForAStart(t *testing.T) {
+	f := newFixture(t, true, 1)
+	f.produceInputs(t, 0, 10)
+	p := &blockingStartPlugin{entered: make(chan struct{}, 1)}
+	r := f.runner(t, p, Fail)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	select {
+	case <-p.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no task started")
+	}
+	stopped := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		t.Logf("Run returned %v after the stop: %v", time.Since(stopped), err)
+		if took := time.Since(stopped); took > 20*time.Second {
+			t.Errorf("Run took %v to stop, a third of the start's minute", took)
+		}
+	case <-time.After(50 * time.Second):
+		t.Fatal("Run waited for the start")
+	}
 }

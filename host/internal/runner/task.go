@@ -144,7 +144,9 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 		t.tk = newTimekeeper(nil, -1, ps.spec.TimeLimits)
 	}
 	t.tk.hold = t.hold
-	inst, err := t.ver.Plugin.Instantiate(ctx, id, t.env())
+	ictx, done := r.untilStop(ctx) // a stopping runner does not wait for an init
+	inst, err := t.ver.Plugin.Instantiate(ictx, id, t.env())
+	done()
 	if err != nil {
 		if t.st != nil {
 			_ = t.st.Close()
@@ -153,6 +155,8 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 		return nil, fmt.Errorf("task %s: starting plugin: %w", id, err)
 	}
 	t.inst = inst
+	r.startedSlowly(ps, id, t.ver.ID, inst)
+	t.setEntryLimits()
 	ps.setTaskVersion(r.vers, id, t.ver)
 	if t.st != nil {
 		r.startRestore(t)
@@ -643,6 +647,7 @@ func (t *task) produceChangelog() {
 		if c.Delete {
 			rec.Value = nil // a tombstone: compaction removes the key
 		}
+		rec.Context = changelogOrigin // a refusal of it is a record's (refusal.go)
 		t.r.cl.Produce(context.Background(), rec, func(rec *kgo.Record, err error) {
 			if err != nil {
 				t.r.cp.onProduced(rec, err)

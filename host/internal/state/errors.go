@@ -35,6 +35,11 @@ var (
 	// ErrValueTooLarge is matched by a *SizeError about a value
 	// (abi.MaxValueSize).
 	ErrValueTooLarge = errors.New("state: value too large")
+	// ErrEntryTooLarge is matched by a *SizeError about a whole entry, its
+	// key and its value as stored, over its store's entry limit
+	// (Task.SetEntryLimit): the store's changes could not be recorded
+	// where they go (its changelog).
+	ErrEntryTooLarge = errors.New("state: entry too large for the store's changelog")
 	// ErrRecordOpen: Apply was called while the record overlay holds writes
 	// of a record that was neither committed (CommitRecord) nor aborted
 	// (AbortRecord).
@@ -56,16 +61,20 @@ var (
 	ErrCheckpointRegress = errors.New("state: checkpoint does not move forward")
 )
 
-// SizeError reports a key or value over the ABI limit. It matches
-// ErrTooLarge and, depending on What, ErrKeyTooLarge or ErrValueTooLarge.
+// SizeError reports a key or value over the ABI limit, or an entry over
+// its store's entry limit. It matches ErrTooLarge and, depending on What,
+// ErrKeyTooLarge, ErrValueTooLarge or ErrEntryTooLarge.
 type SizeError struct {
-	What  string // "key" or "value"
+	What  string // "key", "value" or "entry"
 	Store string // the store's name
 	Size  int    // bytes given
-	Max   int    // bytes allowed (MaxKeySize or abi.MaxValueSize)
+	Max   int    // bytes allowed (MaxKeySize, abi.MaxValueSize or the entry limit)
 }
 
 func (e *SizeError) Error() string {
+	if e.What == "entry" {
+		return fmt.Sprintf("state: store %q: an entry of %d bytes (key and value as stored) is over the %d bytes its changelog takes in one record", e.Store, e.Size, e.Max)
+	}
 	return fmt.Sprintf("state: store %q: %s of %d bytes is over the limit of %d", e.Store, e.What, e.Size, e.Max)
 }
 
@@ -78,6 +87,8 @@ func (e *SizeError) Is(target error) bool {
 		return e.What == "key"
 	case ErrValueTooLarge:
 		return e.What == "value"
+	case ErrEntryTooLarge:
+		return e.What == "entry"
 	}
 	return false
 }

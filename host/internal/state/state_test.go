@@ -869,3 +869,37 @@ func TestScanCopiesNoPendingWrite(t *testing.T) {
 	}
 	it.Close()
 }
+
+// An entry limit (what the store's changelog takes in one record) refuses
+// a Put whose key and value as stored are over it, the expiry stamp
+// counted, and writes nothing; the host's own writes are not held to it.
+func TestEntryLimit(t *testing.T) {
+	db := openMem(t, Options{})
+	tk := restored(t, db, "p", 0, "s", "ttl")
+	if err := tk.SetExpiry(1, Expiry{TTL: 100}); err != nil {
+		t.Fatal(err)
+	}
+	tk.SetEntryLimit(0, 10)
+	tk.SetEntryLimit(1, 10)
+	tk.SetEntryLimit(7, 10) // no such store: ignored
+	if err := tk.Put(0, []byte("k"), []byte("123456789")); err != nil {
+		t.Fatalf("an entry of exactly the limit: %v", err)
+	}
+	for store, v := range map[int]string{0: "1234567890", 1: "12"} { // 11 bytes; 1 + 8 + 2
+		err := tk.Put(store, []byte("x"), []byte(v))
+		var se *SizeError
+		if !errors.Is(err, ErrEntryTooLarge) || !errors.Is(err, ErrTooLarge) || errors.Is(err, ErrValueTooLarge) || !errors.As(err, &se) || se.Size != 11 || se.Max != 10 {
+			t.Errorf("store %d: %v", store, err)
+		}
+		if _, ok := mustGet(t, tk, store, "x"); ok {
+			t.Errorf("store %d: a refused Put was written", store)
+		}
+	}
+	if err := tk.PutHost(0, []byte("host"), []byte("a longer value")); err != nil {
+		t.Errorf("PutHost: %v", err)
+	}
+	tk.SetEntryLimit(0, 0)
+	if err := tk.Put(0, []byte("x"), []byte("1234567890")); err != nil {
+		t.Errorf("limit removed: %v", err)
+	}
+}

@@ -64,6 +64,9 @@ type store struct {
 
 	// expiry is the store's time to live (expiry.go); zero: none.
 	expiry Expiry
+	// maxEntry is the most bytes of key plus stored value one entry may
+	// hold (SetEntryLimit); 0: no limit but the ABI's.
+	maxEntry int
 }
 
 // Task is one task's state: a processor's stores on one partition. It is not
@@ -327,6 +330,15 @@ func (t *Task) Put(store int, key, value []byte) error {
 	if len(value) > abi.MaxValueSize {
 		return &SizeError{What: "value", Store: s.name, Size: len(value), Max: abi.MaxValueSize}
 	}
+	if s.maxEntry > 0 {
+		n := len(key) + len(value)
+		if s.expiry.TTL > 0 {
+			n += stampSize
+		}
+		if n > s.maxEntry {
+			return &SizeError{What: "entry", Store: s.name, Size: n, Max: s.maxEntry}
+		}
+	}
 	if f := t.db.failure.Load(); f != nil { // the name is made only then: Put is hot
 		return t.db.refusal(f, t.what("a write", s)) // nothing of it could be committed
 	}
@@ -339,6 +351,19 @@ func (t *Task) Put(store int, key, value []byte) error {
 		}
 	}
 	return t.put(s, key, value)
+}
+
+// SetEntryLimit sets the most bytes of key plus value as stored (with its
+// expiry stamp, in a store with an expiry) one entry of store may hold: a
+// Put over it fails with a *SizeError matching ErrEntryTooLarge and writes
+// nothing. The owner sets it from what the store's changelog takes in one
+// record, so that no change the store accepts is refused there; 0 or less
+// removes it. PutHost, the host's own few bytes, is not held to it. It
+// applies from the next Put; an invalid store is ignored.
+func (t *Task) SetEntryLimit(store, limit int) {
+	if store >= 0 && store < len(t.stores) {
+		t.stores[store].maxEntry = max(limit, 0)
+	}
 }
 
 // PutHost is Put for the host's own bookkeeping in a task's store (its

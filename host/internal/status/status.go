@@ -235,6 +235,7 @@ func (s *Source) Metrics() admin.Snapshot {
 			m.Lifecycle = lifecycle(st, v)
 			c := p.RT.Counts()
 			m.Lifecycle.Modules, m.Lifecycle.Instances, m.Lifecycle.MemoryBytes = c.Modules, c.Instances, c.MemoryBytes
+			m.Lifecycle.SnapshotBytes = c.SnapshotBytes
 		}
 		snap.Processors = append(snap.Processors, m)
 	}
@@ -314,6 +315,7 @@ func lifecycle(st *runner.Stats, v versions.Snapshot) *admin.Lifecycle {
 	lc := &admin.Lifecycle{
 		Swaps:        st.Swaps.Load(),
 		SwapFailures: st.SwapFailures.Load(),
+		SlowStarts:   st.SlowStarts.Load(),
 		Rollbacks:    st.Rollbacks.Load(),
 		Refusals:     v.Refusals,
 		Held:         v.Held,

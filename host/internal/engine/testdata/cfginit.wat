@@ -1,11 +1,15 @@
 ;; cfginit: wasmstream_init reads the processor config; when it starts with
 ;; "x" init fails (set_error + StatusFailed), when it starts with "f" init
 ;; calls config with a buffer outside memory (and ignores the error). Every
-;; record traps. Tests use it to make a (re-)instantiation fail.
+;; record traps. Tests use it to make a (re-)instantiation fail. It has a
+;; function (never called) that writes a table, so the engine does not
+;; snapshot it: its replacements after a trap run init again.
 (module
   (import "wasmstream" "config" (func $config (param i32 i32) (result i32)))
   (import "wasmstream" "set_error" (func $set_error (param i32 i32) (result i32)))
   (memory (export "memory") 1)
+  (table $t 1 funcref)
+  (func $settable (table.set $t (i32.const 0) (ref.null func)))
   (data (i32.const 16) "config says fail")
   (func (export "wasmstream_abi_version_1"))
   (func (export "wasmstream_input") (param $n i32) (result i32)
