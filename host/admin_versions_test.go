@@ -180,7 +180,17 @@ func TestAdminPluginVersions(t *testing.T) {
 	p.produce(t, "a", "b", "c", "d")
 	p.waitProcessed(t)
 
-	_, metrics := httpGet(t, base+"/metrics")
+	// The runner records a commit point's duration after the commit
+	// returns, which is after the broker shows the committed offsets that
+	// waitProcessed waits for: wait for the sample too.
+	var metrics string
+	testutil.Eventually(t, 30*time.Second, func() error {
+		_, metrics = httpGet(t, base+"/metrics")
+		if n := metricValue(t, metrics, "wasmstream_commit_seconds_count"); n < 1 {
+			return fmt.Errorf("wasmstream_commit_seconds_count %v after records were committed", n)
+		}
+		return nil
+	})
 	for _, want := range []string{
 		`wasmstream_plugin_info{processor="proc",sha256="` + hash + `",abi_version="1",version="` + id + `"} 1`,
 		`wasmstream_tasks{processor="proc",version="` + id + `"} 3`,
