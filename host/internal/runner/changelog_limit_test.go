@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -96,19 +95,7 @@ func (c changelogCase) run(t *testing.T) {
 	produce(0, first)
 	f.waitCommitted(t, f.endOffsets(t, f.in))
 	if c.lower != nil {
-		alter := make([]kadm.AlterConfig, 0, len(c.lower))
-		for k, v := range c.lower {
-			alter = append(alter, kadm.AlterConfig{Name: k, Value: kadm.StringPtr(v)})
-		}
-		actx, acancel := context.WithTimeout(context.Background(), 10*time.Second)
-		res, err := f.b.Admin(t).AlterTopicConfigs(actx, alter, clog)
-		acancel()
-		if err == nil {
-			err = res[0].Err
-		}
-		if err != nil {
-			t.Fatalf("lowering the changelog's limits: %v", err)
-		}
+		alterTopic(t, f, clog, "lowering the changelog's limits", c.lower)
 		// A broker applies a topic's new config a moment after it
 		// answers (Kafka's did not yet refuse the large writes of the
 		// next records in one run): wait until it refuses one (under a

@@ -236,19 +236,7 @@ func (c refusalCase) run(t *testing.T) {
 	produce(0, first)
 	f.waitCommitted(t, f.endOffsets(t, f.in))
 	if c.lower != nil {
-		alter := make([]kadm.AlterConfig, 0, len(c.lower))
-		for k, v := range c.lower {
-			alter = append(alter, kadm.AlterConfig{Name: k, Value: kadm.StringPtr(v)})
-		}
-		actx, acancel := context.WithTimeout(context.Background(), 10*time.Second)
-		res, err := f.b.Admin(t).AlterTopicConfigs(actx, alter, f.out)
-		acancel()
-		if err == nil {
-			err = res[0].Err
-		}
-		if err != nil {
-			t.Fatalf("lowering the output topic's limits: %v", err)
-		}
+		alterTopic(t, f, f.out, "lowering the output topic's limits", c.lower)
 	}
 	produce(first, c.n)
 	f.waitCommitted(t, f.endOffsets(t, f.in))
@@ -419,5 +407,24 @@ func TestFutureTimestamps(t *testing.T) {
 				c.run(t)
 			})
 		}
+	}
+}
+
+// alterTopic sets the configs of topic on the broker, failing the test
+// with what of the topic it was changing (what).
+func alterTopic(t *testing.T, f *fixture, topic, what string, configs map[string]string) {
+	t.Helper()
+	alter := make([]kadm.AlterConfig, 0, len(configs))
+	for k, v := range configs {
+		alter = append(alter, kadm.AlterConfig{Name: k, Value: kadm.StringPtr(v)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := f.b.Admin(t).AlterTopicConfigs(ctx, alter, topic)
+	if err == nil {
+		err = res[0].Err
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 }
