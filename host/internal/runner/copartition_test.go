@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -206,6 +207,10 @@ func TestCopartitionedTasksSurviveARebalanceStorm(t *testing.T) {
 						n.Store(int64(from + 20))
 					}
 				}()
+				// The writer stops before the test returns, however it
+				// returns: it must not report to a finished test.
+				stopWriting := sync.OnceFunc(func() { close(done); <-writing })
+				defer stopWriting()
 				stops := []func() error{start(t, f.runner(t, p))}
 				// Joins, leaves and replacements (a member on an empty state
 				// directory restores from the changelog) about every 700ms.
@@ -221,8 +226,7 @@ func TestCopartitionedTasksSurviveARebalanceStorm(t *testing.T) {
 					}
 					time.Sleep(700 * time.Millisecond)
 				}
-				close(done)
-				<-writing
+				stopWriting()
 				keys := int(n.Load())
 				testutil.Eventually(t, 90*time.Second, func() error {
 					return f.checkJoined(t, f.joined(t), keys)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"sync"
@@ -175,7 +176,10 @@ func start(t *testing.T, r *Runner) (stop func() error) {
 			select {
 			case err = <-done:
 			case <-time.After(60 * time.Second):
-				err = errors.New("runner did not stop within 60s")
+				// Every goroutine's stack says where the stop is stuck.
+				var stacks bytes.Buffer
+				_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+				err = fmt.Errorf("runner did not stop within 60s; goroutines:\n%s", stacks.String())
 			}
 		})
 		return err
