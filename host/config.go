@@ -405,7 +405,20 @@ type StateConfig struct {
 	// the host reopens it. A disk that refuses a write (no space, an I/O
 	// error) fails it at once. Default 10s.
 	WriteTimeout time.Duration `koanf:"write_timeout"`
+	// StandbyReplicas is how many other processes of the app keep a warm
+	// copy of each stateful task's stores, tailing its changelogs (read
+	// committed) about once a second: when the task moves to one of them
+	// (its process died or left), its restore reads only what the copy
+	// had not caught up with, not the whole changelog. Each copy costs
+	// the disk of the stores it copies; a process keeps at most one copy
+	// of a task and never of its own tasks. 0 to 8; default 0 (none).
+	// Tasks of processors with task_tables keep no standbys.
+	StandbyReplicas int `koanf:"standby_replicas"`
 }
+
+// maxStandbyReplicas bounds state.standby_replicas: more copies than
+// that cost disk on every process for no faster failover.
+const maxStandbyReplicas = 8
 
 // RuntimeConfig tunes the Wasm runtime.
 type RuntimeConfig struct {

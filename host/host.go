@@ -102,6 +102,9 @@ type options struct {
 	// restartBackoff, when set, is the first wait before a failed runner
 	// is replaced (tests that replace many; default restartFirstBackoff).
 	restartBackoff time.Duration
+	// standbyInterval, when set, is how often standbys catch up (tests;
+	// default runner.DefaultStandbyInterval).
+	standbyInterval time.Duration
 	// stateOptions, if set, changes the options each state database is
 	// opened with (processor: its processor, "" for the global tables');
 	// tests give one a failing file system.
@@ -285,6 +288,8 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		OnRollback:             h.follower.OnRollback,
 		OnRestoreProgress:      onRestore,
 		Restore:                o.restore,
+		StandbyReplicas:        cfg.State.StandbyReplicas,
+		StandbyInterval:        o.standbyInterval,
 		Stats:                  stats,
 		Limits:                 runner.BrokerLimits(h.kafka),
 		// One pool for the process: every member's runners, and the ones
