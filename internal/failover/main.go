@@ -100,13 +100,13 @@ func main() {
 
 // result is one measurement.
 type result struct {
-	standbys   int
-	stateBytes int64 // the processes' state directories after loading, summed
-	load       time.Duration
-	moved      []int32
-	assigned   time.Duration // kill to the last moved task given to another process
-	resumed    time.Duration // kill to the last moved task's committed offset moving
-	restored   int64         // changelog records restored for the moved tasks
+	standbys             int
+	stateBytes           int64 // the processes' state directories after loading, summed
+	load                 time.Duration
+	moved                []int32
+	assigned             time.Duration // kill to the last moved task given to another process
+	resumed              time.Duration // kill to the last moved task's committed offset moving
+	restored             int64         // changelog records restored for the moved tasks
 	restoreRate, rawRate float64
 }
 
@@ -584,4 +584,3 @@ func rawConsume(ctx context.Context, brokers []string, topic string, partition i
 	}
 	return float64(n) / time.Since(start).Seconds(), nil
 }
-

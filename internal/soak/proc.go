@@ -55,4 +55,3 @@ func (p *proc) sample(at time.Duration, allTasks int) (Sample, error) {
 	s.Settled = ready == 200 && s.Tasks == allTasks && s.Instances == s.Tasks
 	return s, nil
 }
-
