@@ -124,6 +124,8 @@ var thinFace = []string{
 	"WithDriver",
 	// deploy
 	"Deploy", "Rollback", "DeployResult", "RollbackResult", "SkippedVersion", "ErrAlreadyActive",
+	// plugin signatures (wasmstream plugin keygen|sign)
+	"SignPlugin", "NewSigningKey", "SigningKeyFingerprint",
 	// snapshots
 	"ProcessorStats", "RestoreProgress", "PluginInfo", "PluginSymbol", "InspectPlugin", "InspectPluginWith",
 	"VersionInfo", "Refusal", "ProcessorVersions",
