@@ -189,8 +189,17 @@ func TestRunningProcessRefusesUnsignedDeploy(t *testing.T) {
 	p.produce(t, "d")
 	p.waitProcessed(t)
 
+	// A process that starts now, while the control topic names the last
+	// bad version, refuses it at startup and runs its config's plugin.
+	h2, _ := p.run(t)
+	if v := h2.Versions()[0]; v.Active.ID != config || len(v.Refused) != 1 ||
+		!strings.HasPrefix(v.Refused[0].ID, fmt.Sprintf("bad%d@", len(bad)-1)) || !strings.Contains(v.Refused[0].Reason, "malformed") {
+		t.Fatalf("a process started with a bad version in the control topic: %+v; want %s active and bad%d refused", v, config, len(bad)-1)
+	}
+
 	v2 := deployBytes(t, p, signed(t, depRead(t, engineTestdata("trap")), key), "v2")
 	waitVersion(t, h, v2)
+	waitVersion(t, h2, v2)
 	p.produce(t, "e")
 	p.waitProcessed(t)
 }
