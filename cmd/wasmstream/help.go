@@ -238,6 +238,16 @@ error naming its partitions.
 		examples: []string{"wasmstream rollback -c pipeline.yaml mask-pii"},
 	},
 	{
+		name:    "reset",
+		summary: "prepare a stopped app to process its input again: offsets to a target, state and changelogs wiped",
+		usage:   "wasmstream reset -c pipeline.yaml --to-earliest|--to-latest|--to-time TIME|--to-offset N [--dry-run]",
+		details: resetDetails,
+		examples: []string{
+			"wasmstream reset -c pipeline.yaml --to-earliest --dry-run",
+			"wasmstream reset -c pipeline.yaml --to-time 2026-01-02T00:00:00Z",
+		},
+	},
+	{
 		name:    "demo",
 		summary: "run a two-part demo on an embedded Kafka (no setup, no toolchain)",
 		usage:   "wasmstream demo [--records N] [--verbose] [--port P] [--keep DIR]",
