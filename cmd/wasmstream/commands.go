@@ -94,6 +94,8 @@ func doMainIO(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return e.rollback(ctx, args[1:])
 	case "reset":
 		return e.reset(ctx, args[1:])
+	case "replay":
+		return e.replay(ctx, args[1:])
 	case "demo":
 		return e.demo(ctx, args[1:])
 	case "init":

@@ -238,6 +238,16 @@ error naming its partitions.
 		examples: []string{"wasmstream rollback -c pipeline.yaml mask-pii"},
 	},
 	{
+		name:    "replay",
+		summary: "run a plugin version over a range of a processor's input, offline and deterministically",
+		usage:   "wasmstream replay -c pipeline.yaml PROCESSOR [--plugin FILE] [--from N] [--to N] [--partitions 0,1] --out FILE|-",
+		details: replayDetails,
+		examples: []string{
+			"wasmstream replay -c pipeline.yaml count --plugin count-v2.wasm --from 1000 --to 2000 --out v2.jsonl",
+			"wasmstream replay -c pipeline.yaml count --partitions 0 --out -",
+		},
+	},
+	{
 		name:    "reset",
 		summary: "prepare a stopped app to process its input again: offsets to a target, state and changelogs wiped",
 		usage:   "wasmstream reset -c pipeline.yaml --to-earliest|--to-latest|--to-time TIME|--to-offset N [--dry-run]",
