@@ -372,8 +372,10 @@ func printInfo(w io.Writer, file string, info host.PluginInfo) {
 	switch {
 	case info.Signer == "" && info.SignatureProblem == "":
 		fmt.Fprintf(w, "signature:    none\n")
+	case info.SignatureProblem != "" && info.Signer == "":
+		fmt.Fprintf(w, "signature:    BAD: %s\n", info.SignatureProblem)
 	case info.SignatureProblem != "":
-		fmt.Fprintf(w, "signature:    BAD %s: %s\n", info.Signer, info.SignatureProblem)
+		fmt.Fprintf(w, "signature:    BAD, by %s: %s\n", info.Signer, info.SignatureProblem)
 	default:
 		fmt.Fprintf(w, "signature:    %s, matches the module's bytes (runtime.trusted_keys decides whether it is trusted)\n", info.Signer)
 	}

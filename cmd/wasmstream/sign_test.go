@@ -62,12 +62,24 @@ func TestPluginSignCommands(t *testing.T) {
 	if _, out, _ := runCLI(t, "plugin", "inspect", testdata("passthrough")); !strings.Contains(out, "signature:    none") {
 		t.Fatalf("inspect of an unsigned module:\n%s", out)
 	}
-	// A code byte changed after signing.
-	tampered := bytes.Clone(signed)
-	tampered[len(unsigned)-3] ^= 0x01
+	// A code byte changed after signing: trap's "i32.const 65536" made
+	// 131072, a module that still compiles.
+	trapSigned := filepath.Join(dir, "trap-signed.wasm")
+	if code, _, errs := runCLI(t, "plugin", "sign", "--key", key, testdata("trap"), "--out", trapSigned); code != exitOK {
+		t.Fatal(errs)
+	}
+	tampered, _ := os.ReadFile(trapSigned)
+	i := bytes.Index(tampered, []byte{0x41, 0x80, 0x80, 0x04})
+	if i < 0 {
+		t.Fatal("trap.wasm no longer holds i32.const 65536")
+	}
+	tampered[i+3] = 0x05
 	tamperedFile := filepath.Join(dir, "tampered.wasm")
 	if err := os.WriteFile(tamperedFile, tampered, 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if _, out, _ := runCLI(t, "plugin", "inspect", tamperedFile); !strings.Contains(out, "signature:    BAD, by "+fp+": the signature does not match") {
+		t.Errorf("inspect of a tampered module:\n%s", out)
 	}
 	strangers := filepath.Join(dir, "strangers.wasm")
 	if code, _, errs := runCLI(t, "plugin", "sign", "--key", strangerKey, testdata("trap"), "--out", strangers); code != exitOK {
