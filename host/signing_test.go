@@ -138,6 +138,23 @@ func TestSignedPluginsRefusedUnlessTrusted(t *testing.T) {
 	if _, err := Deploy(ctx, open, "proc", badModules(t, key, other)[1].wasm, "tampered", log); err != nil {
 		t.Fatalf("the tampered module does not deploy without trusted keys, so the test proves nothing: %v", err)
 	}
+	// A rollback to it, with the keys set, is refused before anything is
+	// published: every process would refuse the version.
+	trap := depRead(t, engineTestdata("trap"))
+	if _, err := Deploy(ctx, p.cfg, "proc", signed(t, append(bytes.Clone(trap), 0, 3, 1, 'v', 3), key), "v3", log); err != nil {
+		t.Fatal(err)
+	}
+	end := depEnd(t, p)
+	_, err := Rollback(ctx, p.cfg, "proc", log)
+	if !errors.Is(err, signature.ErrMismatch) || !strings.Contains(err.Error(), "tampered@") || !strings.Contains(err.Error(), "nothing published") {
+		t.Fatalf("rollback to the tampered version: %v; want it refused naming it", err)
+	}
+	if e := depEnd(t, p); e != end {
+		t.Fatalf("the refused rollback wrote %d records", e-end)
+	}
+	if _, err := Rollback(ctx, open, "proc", log); err != nil {
+		t.Fatalf("without trusted keys the rollback publishes: %v", err)
+	}
 	// A trusted key file that is a private key, or missing, stops all.
 	keyFile := writeModule(t, dir, "team.pem", key)
 	for _, bad := range []string{keyFile, filepath.Join(dir, "nope.pub.pem")} {
