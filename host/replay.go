@@ -31,6 +31,11 @@ type ReplayOptions struct {
 	// its last stable offset when the replay starts (later ones are
 	// clamped to it).
 	From, To int64
+	// FromTime and ToTime, when set, bound the range by time as well: from
+	// the first record at or after FromTime, to before the first at or
+	// after ToTime (by the partition's offsets, as Kafka's offset-for-time
+	// lookup answers).
+	FromTime, ToTime time.Time
 	// Partitions are the partition numbers (tasks) to replay; nil: all.
 	Partitions []int32
 }
@@ -157,6 +162,24 @@ func replayRanges(ctx context.Context, kafka kclient.Config, inputs []string, op
 	if err != nil {
 		return nil, fmt.Errorf("listing the inputs' last stable offsets: %w", err)
 	}
+	atTime := func(t time.Time) (kadm.ListedOffsets, error) {
+		if t.IsZero() {
+			return nil, nil
+		}
+		l, err := adm.ListOffsetsAfterMilli(ctx, t.UnixMilli(), inputs...)
+		if err != nil {
+			return nil, fmt.Errorf("listing the inputs' offsets at %s: %w", t.Format(time.RFC3339), err)
+		}
+		return l, nil
+	}
+	fromTime, err := atTime(opts.FromTime)
+	if err != nil {
+		return nil, err
+	}
+	toTime, err := atTime(opts.ToTime)
+	if err != nil {
+		return nil, err
+	}
 	out := map[int32]map[string]offsetRange{}
 	var lerr error
 	starts.Each(func(s kadm.ListedOffset) {
@@ -173,6 +196,12 @@ func replayRanges(ctx context.Context, kafka kclient.Config, inputs []string, op
 		r := offsetRange{lo: max(opts.From, s.Offset), hi: e.Offset}
 		if opts.To >= 0 {
 			r.hi = min(r.hi, opts.To)
+		}
+		if o, ok := fromTime.Lookup(s.Topic, s.Partition); ok && o.Err == nil {
+			r.lo = max(r.lo, o.Offset)
+		}
+		if o, ok := toTime.Lookup(s.Topic, s.Partition); ok && o.Err == nil {
+			r.hi = min(r.hi, o.Offset)
 		}
 		if out[s.Partition] == nil {
 			out[s.Partition] = map[string]offsetRange{}

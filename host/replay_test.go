@@ -33,9 +33,11 @@ func replayOnce(t *testing.T, p *pipeline, o ReplayOptions) ([]byte, ReplayResul
 func TestReplayIsDeterministicAndOffline(t *testing.T) {
 	p := counterPipeline(t)
 	const n = 90 // ids 0..89 over keys k0..k29: each key three times
+	base := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
 		recs[i] = &kgo.Record{Topic: p.in, Key: []byte("k" + strconv.Itoa(i%30)), Value: []byte("id" + strconv.Itoa(i)),
+			Timestamp: base.Add(time.Duration(i) * time.Second),
 			Headers: []kgo.RecordHeader{{Key: "h", Value: []byte(strconv.Itoa(i))}}}
 	}
 	p.b.Produce(t, recs...)
@@ -85,6 +87,22 @@ func TestReplayIsDeterministicAndOffline(t *testing.T) {
 	}
 	if e := p.endOffset(t, p.out); e != 0 {
 		t.Errorf("replay wrote %d records to the output", e)
+	}
+
+	// A time range: ids 30..59 only, in whatever partition.
+	byTime, res := replayOnce(t, p, ReplayOptions{Processor: "proc", To: -1, FromTime: base.Add(30 * time.Second), ToTime: base.Add(60 * time.Second)})
+	if res.Records != 30 {
+		t.Fatalf("replay of a 30 s range: %+v; want 30 records", res)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(byTime)), "\n") {
+		var line replay.Line
+		if err := json.Unmarshal([]byte(l), &line); err != nil {
+			t.Fatal(err)
+		}
+		id, _ := strconv.Atoi(strings.TrimPrefix(string(line.Key), "id"))
+		if id < 30 || id >= 60 {
+			t.Errorf("id%d is outside the time range", id)
+		}
 	}
 
 	// A range of partition 0: offsets 1 and 2 only.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -23,7 +24,7 @@ It is offline from the app: its own Kafka client, no consumer group,
 nothing committed, produced or stored; each task starts from empty state,
 held in memory. --from and --to bound the offsets read in every partition of
 every input (from <= offset < to; default: the start and the last stable
-offset). It is deterministic: the same range, module and config give
+offset); --from-time and --to-time bound it by record time as well. It is deterministic: the same range, module and config give
 byte-identical output (the plugin's clock is the record's timestamp).
 A plugin that uses timers or the commit hook, and a processor with tables,
 are refused. With runtime.trusted_keys, the module must be signed.`
@@ -31,11 +32,14 @@ are refused. With runtime.trusted_keys, the module must be signed.`
 func (e *env) replay(ctx context.Context, args []string) int {
 	var pluginFile, out string
 	var from, to int64
+	var fromTime, toTime string
 	var parts []int32
 	fs, path, code := e.configFlags("replay", args, false, func(fs *pflag.FlagSet) {
 		fs.StringVar(&pluginFile, "plugin", "", "the module to run (default: the config's plugin of PROCESSOR)")
 		fs.Int64Var(&from, "from", 0, "the first offset to read in every input partition")
 		fs.Int64Var(&to, "to", -1, "the offset to stop before in every input partition (default: the last stable offset)")
+		fs.StringVar(&fromTime, "from-time", "", "also start at the first record at or after this time (RFC 3339)")
+		fs.StringVar(&toTime, "to-time", "", "also stop before the first record at or after this time (RFC 3339)")
 		fs.Int32SliceVar(&parts, "partitions", nil, "the partition numbers (tasks) to replay (default: all)")
 		fs.StringVar(&out, "out", "", "the file to write the JSON lines to; - for standard output (required)")
 	})
@@ -50,11 +54,25 @@ func (e *env) replay(ctx context.Context, args []string) int {
 		fmt.Fprintf(e.stderr, "wasmstream replay: --from %d --to %d is not a range of offsets\n", from, to)
 		return exitUsage
 	}
+	opts := host.ReplayOptions{Processor: fs.Arg(0), From: from, To: to, Partitions: parts}
+	for _, tf := range []struct {
+		flag, v string
+		t       *time.Time
+	}{{"--from-time", fromTime, &opts.FromTime}, {"--to-time", toTime, &opts.ToTime}} {
+		if tf.v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, tf.v)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "wasmstream replay: %s %q: want RFC 3339, like 2026-01-02T15:04:05Z\n", tf.flag, tf.v)
+			return exitUsage
+		}
+		*tf.t = t
+	}
 	cfg, ok := e.loadConfig(path, fs)
 	if !ok {
 		return exitError
 	}
-	opts := host.ReplayOptions{Processor: fs.Arg(0), From: from, To: to, Partitions: parts}
 	if pluginFile != "" {
 		wasm, err := readModule(pluginFile, cfg.Runtime.MaxModuleSize)
 		if err != nil {
