@@ -38,7 +38,7 @@ func TestReplayIsDeterministicAndOffline(t *testing.T) {
 	for i := range recs {
 		recs[i] = &kgo.Record{Topic: p.in, Key: []byte("k" + strconv.Itoa(i%30)), Value: []byte("id" + strconv.Itoa(i)),
 			Timestamp: base.Add(time.Duration(i) * time.Second),
-			Headers: []kgo.RecordHeader{{Key: "h", Value: []byte(strconv.Itoa(i))}}}
+			Headers:   []kgo.RecordHeader{{Key: "h", Value: []byte(strconv.Itoa(i))}}}
 	}
 	p.b.Produce(t, recs...)
 
