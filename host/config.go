@@ -13,6 +13,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host/internal/engine"
 	"github.com/wasmstream/wasmstream/host/internal/plugin"
+	"github.com/wasmstream/wasmstream/host/internal/signature"
 	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
 
@@ -428,6 +429,15 @@ type RuntimeConfig struct {
 	// MaxModuleSize bounds a plugin module, from the config or deployed.
 	// Default 64MiB.
 	MaxModuleSize ByteSize `koanf:"max_module_size"`
+	// TrustedKeys are files of Ed25519 public keys (PEM "PUBLIC KEY", as
+	// `wasmstream plugin keygen` writes KEY.pub.pem; a file may hold
+	// several). When any is given, every plugin version must be signed
+	// by one of them (`wasmstream plugin sign`): run, validate and deploy
+	// refuse a module whose signature is missing, does not match its
+	// bytes or is made by another key, and a running process refuses
+	// such a version from the control topic (abi/ABI.md section 11).
+	// Default: none, and modules need no signature.
+	TrustedKeys []string `koanf:"trusted_keys"`
 	// CompileTimeout bounds compiling one module (at startup, validate,
 	// inspect, deploy, and for each version the control topic names); a
 	// module over it is refused. Default 1m.
@@ -561,6 +571,7 @@ func (e *ConfigError) Error() string {
 func (c *Config) Clone() *Config {
 	out := *c
 	out.Kafka.Brokers = slices.Clone(c.Kafka.Brokers)
+	out.Runtime.TrustedKeys = slices.Clone(c.Runtime.TrustedKeys)
 	out.Processors = make([]ProcessorConfig, len(c.Processors))
 	for i, p := range c.Processors {
 		p.Inputs = slices.Clone(p.Inputs)
@@ -644,8 +655,20 @@ const processorDirPrefix = "processor-"
 
 // pluginLimits are the host-wide module limits, compiling through
 // runtime.cache_dir: validate, deploy and run share one cache, so a
-// validated plugin starts without compiling again.
-func (c *Config) pluginLimits() plugin.Limits {
+// validated plugin starts without compiling again. It reads the trusted
+// keys' files (runtime.trusted_keys).
+func (c *Config) pluginLimits() (plugin.Limits, error) {
+	lim := c.moduleLimits()
+	trust, err := signature.LoadTrust("runtime.trusted_keys", c.Runtime.TrustedKeys)
+	if err != nil {
+		return lim, err
+	}
+	lim.Trust = trust
+	return lim, nil
+}
+
+// moduleLimits are pluginLimits without the trusted keys.
+func (c *Config) moduleLimits() plugin.Limits {
 	ml := c.Runtime.ModuleLimits
 	return plugin.Limits{
 		MaxModuleSize:  uint64(c.Runtime.MaxModuleSize),
