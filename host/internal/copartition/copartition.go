@@ -72,7 +72,16 @@ func StandbyRank(topic string, partition int32, member string) uint64 {
 	h.Write([]byte(topic))
 	h.Write([]byte{0, byte(partition >> 24), byte(partition >> 16), byte(partition >> 8), byte(partition), 0})
 	h.Write([]byte(member))
-	return h.Sum64()
+	// FNV-1a alone barely moves its high bits with the last bytes (member
+	// ids that differ at their end would rank the same for every unit):
+	// splitmix64's finalizer spreads every input bit over the result.
+	x := h.Sum64()
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }
 
 // Validate reports whether groups fit the limits of the UserData encoding
