@@ -35,10 +35,17 @@ import (
 // changelog partition of the moved task (a stateless task's, or a task
 // whose window had no state writes) still waits for its timeout.
 
-// fenceGrace is how long a transaction must stay open on a moved task's
-// changelog before it is taken for abandoned: longer than a live former
-// owner's abort takes.
-const fenceGrace = 2 * time.Second
+// fenceGrace is how long a young transaction must stay open on a moved
+// task's changelog before it is taken for abandoned: longer than a live
+// former owner's end of its window takes. fenceAge is the age past which
+// a transaction is abandoned at first sight: a live member's window lasts
+// a commit interval and its records' processing, and a task moves off a
+// dead member only after its session timeout, so the dead one's
+// transaction is older than that by then.
+const (
+	fenceGrace = 2 * time.Second
+	fenceAge   = 5 * time.Second
+)
 
 // fenceAbandoned fences the abandoned transactions on t's changelog
 // partitions (see above). It returns when there are none, or they are
@@ -53,26 +60,63 @@ func (r *Runner) fenceAbandoned(ctx context.Context, t *task) {
 	for _, topic := range t.proc.spec.Changelogs {
 		tps.Add(topic, t.id.Partition)
 	}
-	open := func() (map[int64]int64, error) {
+	// open returns this app's other members' transactions open on the
+	// task's changelog partitions: transactional id -> its start (ms).
+	open := func() map[string]int64 {
 		dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		ps, err := adm.DescribeProducers(dctx, tps)
 		if err != nil {
-			return nil, err
+			if ctx.Err() == nil {
+				r.log.Debug("looking for abandoned transactions", "task", t.id.String(), "err", err)
+			}
+			return nil
 		}
-		out := map[int64]int64{} // producer id -> its open transaction's first offset
+		var pids []int64
 		ps.EachProducer(func(p kadm.DescribedProducer) {
 			if p.CurrentTxnStartOffset >= 0 {
-				out[p.ProducerID] = p.CurrentTxnStartOffset
+				pids = append(pids, p.ProducerID)
 			}
 		})
-		return out, nil
-	}
-	first, err := open()
-	if err != nil || len(first) == 0 {
-		if err != nil && ctx.Err() == nil {
-			r.log.Debug("looking for abandoned transactions", "task", t.id.String(), "err", err)
+		if len(pids) == 0 {
+			return nil
 		}
+		txns, err := adm.ListTransactions(dctx, pids, []string{"Ongoing"})
+		if err != nil || len(txns) == 0 {
+			return nil
+		}
+		var ids []string
+		for id := range txns {
+			// Only this app's producers, never this member's own.
+			if id != r.opts.TransactionalID && strings.HasPrefix(id, r.opts.AppID+"-") {
+				ids = append(ids, id)
+			}
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		described, err := adm.DescribeTransactions(dctx, ids...)
+		if err != nil {
+			return nil
+		}
+		out := map[string]int64{}
+		for id, d := range described {
+			if d.State == "Ongoing" {
+				out[id] = d.StartTimestamp
+			}
+		}
+		return out
+	}
+	first := open()
+	var young []string
+	for id, started := range first {
+		if time.Since(time.UnixMilli(started)) >= fenceAge {
+			r.fenceOne(ctx, t, id)
+		} else {
+			young = append(young, id)
+		}
+	}
+	if len(young) == 0 {
 		return
 	}
 	select {
@@ -80,39 +124,23 @@ func (r *Runner) fenceAbandoned(ctx context.Context, t *task) {
 		return
 	case <-time.After(max(fenceGrace, r.opts.CommitInterval)):
 	}
-	again, err := open()
-	if err != nil {
-		return
-	}
-	var stale []int64
-	for pid, start := range again {
-		if first[pid] == start {
-			stale = append(stale, pid) // the same transaction, still open
+	again := open()
+	for _, id := range young {
+		if started, ok := again[id]; ok && started == first[id] {
+			r.fenceOne(ctx, t, id) // the same transaction, still open
 		}
 	}
-	if len(stale) == 0 {
+}
+
+// fenceOne fences transactional id and logs what came of it.
+func (r *Runner) fenceOne(ctx context.Context, t *task, id string) {
+	if err := r.fence(ctx, id); err != nil {
+		r.log.Warn("fencing an abandoned transaction failed; the broker aborts it at its timeout",
+			"task", t.id.String(), "transactional_id", id, "err", err)
 		return
 	}
-	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	txns, err := adm.ListTransactions(lctx, stale, []string{"Ongoing"})
-	cancel()
-	if err != nil {
-		r.log.Debug("listing abandoned transactions", "task", t.id.String(), "err", err)
-		return
-	}
-	for id := range txns {
-		// Only this app's producers, never this member's own.
-		if id == r.opts.TransactionalID || !strings.HasPrefix(id, r.opts.AppID+"-") {
-			continue
-		}
-		if err := r.fence(ctx, id); err != nil {
-			r.log.Warn("fencing an abandoned transaction failed; the broker aborts it at its timeout",
-				"task", t.id.String(), "transactional_id", id, "err", err)
-			continue
-		}
-		r.log.Info("fenced the open transaction of a former owner of the task: the broker aborted it",
-			"task", t.id.String(), "transactional_id", id)
-	}
+	r.log.Info("fenced the open transaction of a former owner of the task: the broker aborted it",
+		"task", t.id.String(), "transactional_id", id)
 }
 
 // fence bumps transactional id's epoch (InitProducerId), which aborts its
