@@ -116,6 +116,65 @@ func TestRefusedSet(t *testing.T) {
 	}
 }
 
+// A refused changelog write fails exactly the writes of its value under
+// its key until a window that matched it commits; a key refused again
+// before any pass wrote the value refused first (the plugin's values
+// change between passes) fails every write of the key.
+func TestRefusedWrites(t *testing.T) {
+	s := NewRefused()
+	k := entryKey{topic: "clog", partition: 1, key: "a"}
+	v1, v2, v3 := sumOf([]byte("one"), false), sumOf([]byte("two"), false), sumOf([]byte("three"), false)
+	s.convictEntry(k, "s", v1, kerr.InvalidRecord)
+	if !s.hasEntries() {
+		t.Fatal("a convicted write is not in the set")
+	}
+	if err := s.write(k, v2); err != nil {
+		t.Fatalf("another value of the key: %v", err)
+	}
+	if err := s.write(entryKey{topic: "clog", partition: 0, key: "a"}, v1); err != nil {
+		t.Fatalf("the value under the key of another partition: %v", err)
+	}
+	if err := s.write(k, sumOf(nil, true)); err != nil {
+		t.Fatalf("a delete of the key: %v", err)
+	}
+	err := s.write(k, v1)
+	var re *RefusedError
+	if failureKind(err) != FailureRefused || !errors.Is(err, kerr.InvalidRecord) || !errors.As(err, &re) || re.Store != "s" {
+		t.Fatalf("the refused write: %v", err)
+	}
+	s.committed()
+	if s.hasEntries() || s.Len() != 0 {
+		t.Fatalf("a write matched by a committed window is forgotten: %d left", s.Len())
+	}
+
+	// Values that change between passes.
+	s.convictEntry(k, "s", v1, kerr.InvalidRecord)
+	s.committed() // a window that did not write it: kept
+	if s.Len() != 1 {
+		t.Fatalf("an unmatched write was forgotten")
+	}
+	s.convictEntry(k, "s", v2, kerr.InvalidRecord)
+	if err := s.write(k, v3); failureKind(err) != FailureRefused {
+		t.Fatalf("a key refused twice without a match fails every write: %v", err)
+	}
+	s.committed()
+	if s.Len() != 0 {
+		t.Fatalf("%d left after the commit", s.Len())
+	}
+
+	// A key whose value refused was written again, refused for another
+	// value: only the values fail.
+	s.convictEntry(k, "s", v1, kerr.InvalidRecord)
+	_ = s.write(k, v1)
+	s.convictEntry(k, "s", v2, kerr.InvalidRecord)
+	if err := s.write(k, v3); err != nil {
+		t.Fatalf("a third value after a match: %v", err)
+	}
+	if s.write(k, v1) == nil || s.write(k, v2) == nil {
+		t.Fatal("the two values refused are not both refused")
+	}
+}
+
 // fakeProber refuses any probe holding a record whose key is in refuse.
 type fakeProber struct {
 	refuse map[string]bool
@@ -139,12 +198,12 @@ func TestProbeFindsTheCulprits(t *testing.T) {
 	p := &fakeProber{refuse: map[string]bool{"k17": true, "k90": true}}
 	r := &Runner{refused: NewRefused(), prober: p, log: testLogger(t)}
 	cp := &commitPoint{r: r}
-	var list []refusal
+	var list []suspect
 	var o origins
 	for i := range 100 {
 		key := originKey{processor: "p", topic: "in", offset: int64(i)}
 		rec := &kgo.Record{Topic: "out", Key: []byte("k" + strconv.Itoa(i))}
-		list = append(list, refusal{rec: rec, o: o.new(key, false), err: kerr.InvalidRecord})
+		list = append(list, suspect{refusal: refusal{rec: rec, o: o.new(key, false), err: kerr.InvalidRecord}, call: key})
 	}
 	if n := cp.probeSuspects(context.Background(), list, nil); n != 2 {
 		t.Fatalf("convicted %d, want 2", n)
