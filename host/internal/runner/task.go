@@ -74,9 +74,14 @@ type task struct {
 	// canaryIn and canaryFailed count the records the current version
 	// processed, and failed, since the task switched to it.
 	canaryIn, canaryFailed int64
-	// recordCost is a moving average of the time one record takes in the
-	// plugin: the cheapest tasks of a poll are run first (processFetches).
-	recordCost time.Duration
+	// recordCost is a moving average of the plugin time one record costs
+	// the task, its timer firings and commit calls included (a record
+	// that sets a timer pays for its firing): the cheapest tasks of a
+	// poll are run first (processFetches). triggerTime is the plugin time
+	// of the firings and commit calls since the last batch of records,
+	// which that batch's records are charged (taskCalls.run).
+	recordCost  time.Duration
+	triggerTime time.Duration
 	// lastProcessed is when the last record finished; stallFrom, set at a
 	// switch, is the old version's last record, for SwapStalls.
 	lastProcessed time.Time
