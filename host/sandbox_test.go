@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host/internal/runner"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 // The sandbox through the whole host (issue 11): one hostile module
@@ -358,5 +360,98 @@ func TestStateWritesTheChangelogRefuses(t *testing.T) {
 				t.Errorf("%d aborts, %d of them for refused records; want none", st.Aborts, st.RefusalAborts)
 			}
 		})
+	}
+}
+
+// A processor that takes all the CPU it can (issue 27 items 2 and 7): on
+// 8 partitions every record spins until its record timeout, so the
+// spinning tasks occupy as many threads as the runner runs at once,
+// beside a healthy passthrough processor in the same process. While the
+// spinning goes on, the healthy processor must keep committing: round
+// after round, the records produced to it are all committed before the
+// spinning processor has worked through its records (48 records of 1 s,
+// at most two at once on two cores: at least 24 s), where a processor
+// starved of CPU or of its commit point would wait for the spinning to
+// end. The condition is the order of the two, not a time. With one group
+// member for both processors the healthy one waits up to one spinning
+// record per commit point, no more: before tasks that had to wait for a
+// processing slot past the commit deadline were left for the next poll,
+// each poll ran all 8 spinning tasks (four record timeouts on two slots)
+// and the healthy processor committed nothing until the spinning ended.
+func TestSpinningNeighbourDoesNotStarveTheHealthy(t *testing.T) {
+	for _, members := range []Members{MembersPerProcessor, MembersShared} {
+		t.Run(string(members), func(t *testing.T) { testSpinningNeighbour(t, members) })
+	}
+}
+
+func testSpinningNeighbour(t *testing.T, members Members) {
+	b := testbroker.New(t)
+	sin, sout, gin, gout := b.Name(t, "spin-in"), b.Name(t, "spin-out"), b.Name(t, "steady-in"), b.Name(t, "steady-out")
+	const spinParts, spinsPerPart = 8, 6
+	b.CreateTopic(t, sin, spinParts, nil)
+	b.CreateTopic(t, sout, 1, nil)
+	b.CreateTopic(t, gin, 2, nil)
+	b.CreateTopic(t, gout, 2, nil)
+	cfg := &Config{
+		AppID: b.Name(t, "app"),
+		Kafka: KafkaConfig{Brokers: b.Addrs(), CommitInterval: 100 * time.Millisecond, SessionTimeout: 10 * time.Second, Members: members},
+		Processors: []ProcessorConfig{
+			{Name: "spin", Plugin: engineTestdata("loop"), Inputs: []string{sin}, Outputs: map[string]OutputConfig{"out": {Topic: sout}},
+				OnError: OnErrorSkip, Limits: Limits{RecordTimeout: time.Second}},
+			{Name: "steady", Plugin: engineTestdata("passthrough"), Inputs: []string{gin}, Outputs: map[string]OutputConfig{"out": {Topic: gout}},
+				OnError: OnErrorFail},
+		},
+		Runtime: RuntimeConfig{CacheDir: testCache()},
+	}
+	p := &pipeline{b: b, in: gin, out: gout, cfg: cfg}
+	h, stop := p.run(t)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	// Both healthy tasks run (and are measured cheap) before the
+	// spinning starts.
+	for part := range int32(2) {
+		b.ProduceTo(t, part, &kgo.Record{Topic: gin, Key: []byte("warm"), Value: []byte("v")})
+	}
+	p.waitProcessed(t)
+
+	var spins []*kgo.Record
+	for part := range int32(spinParts) {
+		for i := range spinsPerPart {
+			spins = append(spins, &kgo.Record{Topic: sin, Partition: part, Key: []byte("spin"), Value: []byte(strconv.Itoa(i))})
+		}
+	}
+	for part := range int32(spinParts) {
+		b.ProduceTo(t, part, spins[int(part)*spinsPerPart:int(part+1)*spinsPerPart]...)
+	}
+	skipped := func() int64 {
+		st, _ := h.Stats("spin")
+		return st.Skipped
+	}
+	// The spinning is under way: its first records timed out.
+	testutil.Eventually(t, 60*time.Second, func() error {
+		if n := skipped(); n < 2 {
+			return fmt.Errorf("the spinning processor skipped %d records", n)
+		}
+		return nil
+	})
+	const rounds = 4
+	for round := range rounds {
+		var recs []*kgo.Record
+		for i := range 10 {
+			recs = append(recs, &kgo.Record{Topic: gin, Key: []byte(fmt.Sprintf("r%d-%d", round, i)), Value: []byte("v")})
+		}
+		b.Produce(t, recs...)
+		p.waitProcessed(t)
+		t.Logf("round %d committed; the spinning processor has skipped %d of %d records", round, skipped(), spinParts*spinsPerPart)
+	}
+	if n := skipped(); n >= spinParts*spinsPerPart {
+		t.Errorf("the healthy processor committed its %d rounds only after the spinning processor had spun through all %d records: it was starved", rounds, n)
+	}
+	steady, _ := h.Stats("steady")
+	if steady.Aborts != 0 {
+		t.Errorf("the healthy processor aborted %d transactions", steady.Aborts)
 	}
 }

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/bits"
 	"runtime"
 	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -874,20 +874,34 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 	// Time isolation (I9): the work of one poll ends by the commit point it
 	// is due at, whatever a plugin does. Each task stops at the first record
 	// boundary past the deadline (the records it did not reach wait in its
-	// window for the next one), so a commit point comes at most one
-	// record's time (limits.record_timeout) late and a transaction never
-	// nears its timeout. The cheapest tasks take the processing slots
-	// first, so a slow or looping processor delays the others by at most
-	// one of its records.
+	// window for the next one), and a task that would start past it waits
+	// for the next poll, so a commit point comes at most one record's time
+	// (limits.record_timeout) late and a transaction never nears its
+	// timeout. The cheapest tasks take the processing slots first, so a
+	// slow or looping processor delays the others by at most one of its
+	// records; tasks of about the same cost take turns (slotOrder), so the
+	// ones left for the next poll go first then.
 	deadline := r.cp.deadline()
-	sort.SliceStable(batch, func(i, j int) bool { return batch[i].recordCost < batch[j].recordCost })
+	slices.SortStableFunc(batch, slotOrder)
 	errs := make([]error, len(batch))
 	processed := make([]int, len(batch))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
 	for i, t := range batch {
-		wg.Add(1)
 		sem <- struct{}{}
+		if i >= cap(sem) && !time.Now().Before(deadline) {
+			// The first slots' worth of tasks always start, so every
+			// poll moves; past the deadline, a task that had to wait for
+			// a slot would hold the commit point for a record or more
+			// (with 8 spinning tasks on 2 slots, four record timeouts per
+			// poll, starving every other processor of a shared member).
+			<-sem
+			for _, left := range batch[i:] {
+				left.proc.Stats.Deferred.Add(1)
+			}
+			break
+		}
+		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			processed[i], errs[i] = t.processBatch(ctx, deadline)
@@ -910,6 +924,33 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 	}
 	return errors.Join(errs...)
 }
+
+// slotOrder orders the tasks of a poll for the processing slots: by cost
+// class (a factor of two of recordCost, so the healthy tasks, microseconds
+// a record, go before the slow ones, milliseconds to seconds), then the
+// least recently run first, so tasks of one class take turns and none
+// waits for slots more than a few polls.
+func slotOrder(a, b *task) int {
+	if ca, cb := costClass(a.recordCost), costClass(b.recordCost); ca != cb {
+		return ca - cb
+	}
+	return a.lastProcessed.Compare(b.lastProcessed)
+}
+
+// costClass is the binary order of magnitude of cost in microseconds. A
+// task not measured yet (no record run) counts as unmeasuredCost.
+func costClass(cost time.Duration) int {
+	if cost <= 0 {
+		cost = unmeasuredCost
+	}
+	return bits.Len64(uint64(cost / time.Microsecond))
+}
+
+// unmeasuredCost is the cost a task is given until its first records ran:
+// after the tasks known to be cheap (a passthrough costs microseconds), so
+// a burst of new tasks that spin does not take their slots, and before
+// the ones known to be slow, so a new task is not left behind them.
+const unmeasuredCost = time.Millisecond
 
 // refill resumes the partitions paused for holding too many records once
 // their task is down to half of maxHeld: after processing, or after an
