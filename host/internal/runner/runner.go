@@ -847,16 +847,33 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 		c := t.win.in(i)
 		c.sawRecords()
 		c.sawEnd(ftp.LastStableOffset)
-		c.hold(ftp.Records)
-		c.sawMarkers(markersEnd)
-		t.proc.Stats.Fetched.Add(int64(len(ftp.Records)))
+		// One fetch can bring far more than maxHeldBytes of a partition
+		// (a broker returns whole batches, and the client hands over
+		// what it buffered): what does not fit is fetched again once the
+		// task has room.
+		recs, cut := ftp.Records, false
+		if n := c.room(recs); n < len(recs) {
+			recs, cut = recs[:n], true
+		}
+		c.hold(recs)
+		if !cut {
+			c.sawMarkers(markersEnd) // (after a cut, they are fetched again)
+		}
+		t.proc.Stats.Fetched.Add(int64(len(recs)))
 		t.waitingInput = false
-		if len(c.held) >= maxHeld {
-			// The task is slower than its input: stop fetching the
-			// partition until it has worked through what it holds (again
-			// if something else resumed it meanwhile: a finished restore).
+		granted := t.acct.SetInput(t.win.heldBytes())
+		if cut || len(c.held) >= maxHeld || c.heldBytes >= maxHeldBytes || !granted {
+			// The task is slower than its input, or the process holds
+			// half its budget: stop fetching the partition until the task
+			// has worked through what it holds (again if something else
+			// resumed it meanwhile: a finished restore).
 			c.heldFull = true
 			r.cl.PauseFetchPartitions(map[string][]int32{ftp.Topic: {ftp.Partition}})
+		}
+		if cut {
+			r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{
+				ftp.Topic: {ftp.Partition: {Epoch: -1, Offset: ftp.Records[len(recs)].Offset}},
+			})
 		}
 	})
 	var batch []*task
@@ -952,15 +969,20 @@ func costClass(cost time.Duration) int {
 // the ones known to be slow, so a new task is not left behind them.
 const unmeasuredCost = time.Millisecond
 
-// refill resumes the partitions paused for holding too many records once
-// their task is down to half of maxHeld: after processing, or after an
-// abort or a rewind dropped what they held. A task that stopped or is
-// restoring keeps its partitions paused for that reason instead.
+// refill brings each task's account up to the input it holds, and
+// resumes the partitions paused for holding too much once their task is
+// down to half of maxHeld and maxHeldBytes and its account granted what it
+// holds (or it holds nothing of the partition: it must be able to move):
+// after processing, or after an abort or a rewind dropped what they held.
+// A task that stopped or is restoring keeps its partitions paused for that
+// reason instead.
 func (r *Runner) refill() {
 	for _, t := range r.tasks {
+		granted := t.acct.SetInput(t.win.heldBytes())
 		for in := range t.topics {
 			c := t.win.in(in)
-			if c.heldFull && len(c.held) < maxHeld/2 && t.failed == nil && t.restoring == nil {
+			if c.heldFull && len(c.held) < maxHeld/2 && c.heldBytes < maxHeldBytes/2 && (granted || len(c.held) == 0) &&
+				t.failed == nil && t.restoring == nil {
 				c.heldFull = false
 				r.cl.ResumeFetchPartitions(map[string][]int32{t.topics[in]: {t.id.Partition}})
 			}
@@ -972,6 +994,15 @@ func (r *Runner) refill() {
 // unprocessed (window.go) before it is paused (Kafka Streams' default
 // buffered.records.per.partition is the same); it is resumed at half.
 const maxHeld = 1000
+
+// maxHeldBytes bounds the bytes of those records (heldRecordBytes): a
+// thousand records of a megabyte each would otherwise be a gigabyte per
+// partition. A fetch's records past it are not held but fetched again
+// (cursor.room), so an input partition holds at most maxHeldBytes, or one
+// record when that record alone is larger. They are charged to the task's
+// account too (account.SetInput), which stops fetching when the process
+// holds half its runtime.memory_budget.
+const maxHeldBytes = 16 << 20
 
 // holdsWork reports whether a task holds records it can process now, so
 // the next poll must not wait for new ones.

@@ -300,7 +300,9 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 	}
 	defer func() {
 		for i := range batch {
-			t.win.in(i).held = batch[i]
+			if in := t.win.in(i); len(batch[i]) != len(in.held) {
+				in.setHeld(batch[i])
+			}
 		}
 	}()
 	// stopAll marks the first record not reached on every input.
