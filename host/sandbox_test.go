@@ -455,3 +455,122 @@ func testSpinningNeighbour(t *testing.T, members Members) {
 		t.Errorf("the healthy processor aborted %d transactions", steady.Aborts)
 	}
 }
+
+// Every hostile module of the engine's suite at once, each as a processor
+// of its own with small limits (16 MiB of memory, 4 MiB of state and 1 MiB
+// of emits per record, a 5 MiB window, a 500 ms record timeout), beside a
+// healthy passthrough processor (issue 29 item 3): each attack is stopped
+// with its kind (limit_exceeded where the host refused a call with
+// ELIMIT or ETOOLARGE, timeout, memory_limit, stack_limit), no record of
+// the healthy processor fails (the process's budget is shared: a charge it
+// could not cover would fail one) and all of them commit, nothing aborts,
+// the host does not stop, and the process grows by less than the account's
+// budget plus each instance's memory and a fixed overhead.
+func TestEveryHostileModuleBesideAHealthyOne(t *testing.T) {
+	b := testbroker.New(t)
+	big := func(n int) []byte { return []byte(strings.Repeat("v", n)) }
+	le32 := func(n uint32) []byte { return binary.LittleEndian.AppendUint32(nil, n) }
+	cases := []struct {
+		name, module string
+		key          string
+		value        []byte
+		kind         runner.FailureKind
+		store        bool
+	}{
+		{"stager", "stager", "k", []byte("v"), runner.FailureLimitExceeded, true},   // 15 puts of 990,000 bytes: past 4 MiB
+		{"stateflood", "hostile", "stat", big(512 << 10), runner.FailureLimitExceeded, true},
+		{"emitflood", "hostile", "ecnt", []byte("v"), runner.FailureLimitExceeded, true},
+		{"bigemit", "hostile", "emit", big(512 << 10), runner.FailureLimitExceeded, true},
+		{"bigput", "bigput", "kk", le32(1_000_000), runner.FailureLimitExceeded, true}, // over the changelog's entry
+		{"spin", "loop", "spin", []byte("v"), runner.FailureTimeout, false},
+		{"slowinput", "slowinput", "k", big(10_000), runner.FailureTimeout, false},
+		{"membomb", "membomb", "bomb", []byte("v"), runner.FailureMemoryLimit, false},
+		{"deep", "hostile", "deep", []byte("v"), runner.FailureStackLimit, true},
+		{"tablefill", "hostile", "tfil", []byte("v"), runner.FailureTimeout, true},
+		{"timebomb", "timebomb", "k", []byte("v"), runner.FailureTimeout, true},
+	}
+	limits := Limits{Memory: 16 << 20, StateBytesPerRecord: 4 << 20, EmitBytesPerRecord: 1 << 20, WindowBytes: 5 << 20,
+		RecordTimeout: 500 * time.Millisecond}
+	cfg := &Config{
+		AppID: b.Name(t, "app"),
+		Kafka: KafkaConfig{Brokers: b.Addrs(), CommitInterval: 100 * time.Millisecond, SessionTimeout: 10 * time.Second},
+		State: StateConfig{Dir: t.TempDir()},
+		// Small, but what one task may hold twice over (validation).
+		Runtime: RuntimeConfig{CacheDir: testCache(), MemoryBudget: 64 << 20},
+	}
+	ins := map[string]string{}
+	for _, c := range cases {
+		in, out := b.Name(t, c.name+"-in"), b.Name(t, c.name+"-out")
+		b.CreateTopic(t, in, 1, nil)
+		b.CreateTopic(t, out, 1, nil)
+		ins[c.name] = in
+		p := ProcessorConfig{Name: c.name, Plugin: engineTestdata(c.module), Inputs: []string{in},
+			Outputs: map[string]OutputConfig{"out": {Topic: out}}, OnError: OnErrorSkip, Limits: limits}
+		if c.store {
+			p.Stores = []string{"s-" + c.name}
+		}
+		cfg.Processors = append(cfg.Processors, p)
+	}
+	gin, gout := b.Name(t, "healthy-in"), b.Name(t, "healthy-out")
+	b.CreateTopic(t, gin, 2, nil)
+	b.CreateTopic(t, gout, 2, nil)
+	cfg.Processors = append(cfg.Processors, ProcessorConfig{Name: "healthy", Plugin: engineTestdata("passthrough"), Inputs: []string{gin},
+		Outputs: map[string]OutputConfig{"out": {Topic: gout}}, OnError: OnErrorSkip, Limits: limits})
+
+	rssBefore := vmRSS(t)
+	h, stop := (&pipeline{b: b, in: gin, cfg: cfg}).run(t)
+	const healthyN = 50 // per round
+	// round produces one attack to every hostile processor and healthyN
+	// records to the healthy one, waits until all are committed, and
+	// returns every processor's stats.
+	round := func(r int) map[string]ProcessorStats {
+		for _, c := range cases {
+			b.Produce(t, &kgo.Record{Topic: ins[c.name], Key: []byte(c.key), Value: c.value})
+		}
+		for i := range healthyN {
+			b.Produce(t, &kgo.Record{Topic: gin, Key: []byte(fmt.Sprintf("g%d-%d", r, i)), Value: []byte("ok")})
+		}
+		for _, c := range cases {
+			(&pipeline{b: b, in: ins[c.name], cfg: cfg}).waitProcessed(t)
+		}
+		(&pipeline{b: b, in: gin, cfg: cfg}).waitProcessed(t)
+		stats := map[string]ProcessorStats{}
+		for _, p := range cfg.Processors {
+			stats[p.Name], _ = h.Stats(p.Name)
+		}
+		return stats
+	}
+	// The first round also waits out the group's rebalances as the
+	// processors' members join (which abort open transactions); the
+	// second runs in a settled group.
+	first := round(0)
+	stats := round(1)
+	rssAfter := vmRSS(t)
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v (nothing a plugin does may stop the host)", err)
+	}
+	for _, c := range cases {
+		st := stats[c.name]
+		if n := st.Failures[c.kind.String()] - first[c.name].Failures[c.kind.String()]; n < 1 {
+			t.Errorf("%s: the second round's attack did not fail with %s; failures %v", c.name, c.kind, st.Failures)
+		}
+		if a := st.Aborts - first[c.name].Aborts; a != 0 {
+			t.Errorf("%s: %d transactions aborted in the second round", c.name, a)
+		}
+		t.Logf("%s: failures %v, aborts %d (%d in the first round)", c.name, st.Failures, st.Aborts, first[c.name].Aborts)
+	}
+	if g := stats["healthy"]; len(g.Failures) != 0 || g.Aborts != first["healthy"].Aborts {
+		t.Errorf("the healthy processor: failures %v, %d aborts (%d in the first round)", g.Failures, g.Aborts, first["healthy"].Aborts)
+	}
+	if got := len(b.ReadCommitted(t, gout, 30*time.Second)); got < 2*healthyN {
+		t.Errorf("the healthy processor's output holds %d records, want %d", got, 2*healthyN)
+	}
+	// The documented bound (abi/ABI.md section 7), loosely: what the
+	// accounts may hold, each instance's memory and a fixed overhead for
+	// the rest (the store's batches, clients, compiled code).
+	bound := int64(cfg.Runtime.MemoryBudget) + int64(len(cfg.Processors)+1)*int64(limits.Memory+16<<20) + 256<<20
+	t.Logf("RSS %d MiB -> %d MiB (+%d MiB; bound %d MiB)", rssBefore>>20, rssAfter>>20, (rssAfter-rssBefore)>>20, bound>>20)
+	if grew := rssAfter - rssBefore; grew > bound {
+		t.Errorf("the process grew by %d MiB, over %d MiB", grew>>20, bound>>20)
+	}
+}
