@@ -477,7 +477,7 @@ func TestEveryHostileModuleBesideAHealthyOne(t *testing.T) {
 		kind         runner.FailureKind
 		store        bool
 	}{
-		{"stager", "stager", "k", []byte("v"), runner.FailureLimitExceeded, true},   // 15 puts of 990,000 bytes: past 4 MiB
+		{"stager", "stager", "k", []byte("v"), runner.FailureLimitExceeded, true}, // 15 puts of 990,000 bytes: past 4 MiB
 		{"stateflood", "hostile", "stat", big(512 << 10), runner.FailureLimitExceeded, true},
 		{"emitflood", "hostile", "ecnt", []byte("v"), runner.FailureLimitExceeded, true},
 		{"bigemit", "hostile", "emit", big(512 << 10), runner.FailureLimitExceeded, true},
