@@ -471,8 +471,8 @@ type prober interface {
 }
 
 // maxProbes bounds the probes one abort makes: a window whose every record
-// was refused alongside a few culprits needs about two per culprit and
-// halving.
+// was refused alongside a few culprits needs two per culprit and halving
+// (both halves are probed).
 const maxProbes = 32
 
 // probeTimeout bounds all of one abort's probing.
@@ -651,9 +651,12 @@ func (cp *commitPoint) probeSuspects(ctx context.Context, suspects []suspect, ba
 		}
 		return refused, false
 	}
-	// find halves group, which holds a refused record (its probe failed
-	// with refused), down to the origins that hold one. A half probed
-	// clean leaves the other holding it: that one is not probed whole.
+	// find halves group, whose own probe failed with refused, down to the
+	// culprits whose probe alone fails. Each half is probed: a half probed
+	// clean does not convict the other, since the whole may have been
+	// refused for what its records are together (a batch over the topic's
+	// limit, when the limits could not be read again) rather than for one
+	// of them; that once convicted an innocent record, dead-lettering it.
 	var find func(group []culprit, refused error) bool
 	find = func(group []culprit, refused error) bool {
 		if len(group) == 1 {
@@ -661,19 +664,13 @@ func (cp *commitPoint) probeSuspects(ctx context.Context, suspects []suspect, ba
 			convicted++
 			return true
 		}
-		left, right := group[:len(group)/2], group[len(group)/2:]
-		lerr, stop := probe(left)
-		if stop || lerr != nil && !find(left, lerr) {
-			return false
+		for _, half := range [][]culprit{group[:len(group)/2], group[len(group)/2:]} {
+			herr, stop := probe(half)
+			if stop || herr != nil && !find(half, herr) {
+				return false
+			}
 		}
-		if lerr == nil {
-			return find(right, refused)
-		}
-		rerr, stop := probe(right)
-		if stop {
-			return false
-		}
-		return rerr == nil || find(right, rerr)
+		return true
 	}
 	if refused, stop := probe(keys); !stop && refused != nil {
 		find(keys, refused)

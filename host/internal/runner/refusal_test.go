@@ -175,14 +175,20 @@ func TestRefusedWrites(t *testing.T) {
 	}
 }
 
-// fakeProber refuses any probe holding a record whose key is in refuse.
+// fakeProber refuses any probe holding a record whose key is in refuse,
+// and, if batch is set, any probe of more than batch records (as a topic
+// refuses a batch over its limit of records it takes one by one).
 type fakeProber struct {
 	refuse map[string]bool
+	batch  int
 	probes atomic.Int32
 }
 
 func (p *fakeProber) probe(_ context.Context, recs []*kgo.Record) (error, error) {
 	p.probes.Add(1)
+	if p.batch > 0 && len(recs) > p.batch {
+		return kerr.MessageTooLarge, nil
+	}
 	for _, r := range recs {
 		if p.refuse[string(r.Key)] {
 			return kerr.InvalidRecord, nil
@@ -220,6 +226,48 @@ func TestProbeFindsTheCulprits(t *testing.T) {
 		t.Errorf("%d probes for 2 culprits among 100", n)
 	}
 	t.Logf("%d probes", p.probes.Load())
+}
+
+// A probe refused for what its records are together (a batch over the
+// topic's limit: the limits could not be read again, so the probe's
+// batches are the producer's) convicts nobody: every conviction is of a
+// culprit whose probe alone was refused. Before, a half probed clean
+// convicted the other half's last culprit without probing it, and an
+// innocent record was dead-lettered as refused.
+func TestProbeConvictsOnlyWhatIsRefusedAlone(t *testing.T) {
+	suspects := func() []suspect {
+		var list []suspect
+		var o origins
+		for i := range 40 {
+			key := originKey{processor: "p", topic: "in", offset: int64(i)}
+			rec := &kgo.Record{Topic: "out", Key: []byte("k" + strconv.Itoa(i))}
+			list = append(list, suspect{refusal: refusal{rec: rec, o: o.new(key, false), err: kerr.MessageTooLarge}, call: key})
+		}
+		return list
+	}
+	for _, c := range []struct {
+		name   string
+		refuse map[string]bool
+		want   []int64
+	}{
+		{"none refused alone", nil, nil},
+		{"one refused alone", map[string]bool{"k29": true}, []int64{29}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := &fakeProber{refuse: c.refuse, batch: 3}
+			r := &Runner{refused: NewRefused(), prober: p, log: testLogger(t)}
+			n := (&commitPoint{r: r}).probeSuspects(context.Background(), suspects(), nil)
+			if n != len(c.want) || r.refused.Len() != len(c.want) {
+				t.Fatalf("convicted %d (set %d), want %v", n, r.refused.Len(), c.want)
+			}
+			for _, off := range c.want {
+				if got, _ := r.refused.get(originKey{processor: "p", topic: "in", offset: off}); got.output == nil {
+					t.Errorf("offset %d not convicted", off)
+				}
+			}
+			t.Logf("%d probes", p.probes.Load())
+		})
+	}
 }
 
 // runUntilDone runs runners built by mk until ctx ends, replacing one that
