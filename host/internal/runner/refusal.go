@@ -471,8 +471,8 @@ type prober interface {
 }
 
 // maxProbes bounds the probes one abort makes: a window whose every record
-// was refused alongside a few culprits needs two per culprit and halving
-// (both halves are probed).
+// was refused alongside a few culprits needs about two per culprit and
+// halving.
 const maxProbes = 32
 
 // probeTimeout bounds all of one abort's probing.
@@ -651,29 +651,47 @@ func (cp *commitPoint) probeSuspects(ctx context.Context, suspects []suspect, ba
 		}
 		return refused, false
 	}
-	// find halves group, whose own probe failed with refused, down to the
-	// culprits whose probe alone fails. Each half is probed: a half probed
-	// clean does not convict the other, since the whole may have been
-	// refused for what its records are together (a batch over the topic's
-	// limit, when the limits could not be read again) rather than for one
-	// of them; that once convicted an innocent record, dead-lettering it.
-	var find func(group []culprit, refused error) bool
-	find = func(group []culprit, refused error) bool {
+	// find halves group, which holds a refused record, down to the
+	// culprits that hold one; probed says refused came from a probe of
+	// group itself. A half probed clean leaves the other holding it, which
+	// is not probed whole; but a culprit is convicted only by a probe of
+	// its records alone, since a set can be refused for what its records
+	// are together (a batch over the topic's limit, when the limits could
+	// not be read again) rather than for one of them. (Without that last
+	// probe the search convicted innocent records, dead-lettering them.)
+	var find func(group []culprit, refused error, probed bool) bool
+	find = func(group []culprit, refused error, probed bool) bool {
 		if len(group) == 1 {
+			if !probed {
+				alone, stop := probe(group)
+				if stop {
+					return false
+				}
+				if alone == nil {
+					return true // refused only with others
+				}
+				refused = alone
+			}
 			cp.convict(group[0], byOrigin[group[0]][0], refused)
 			convicted++
 			return true
 		}
-		for _, half := range [][]culprit{group[:len(group)/2], group[len(group)/2:]} {
-			herr, stop := probe(half)
-			if stop || herr != nil && !find(half, herr) {
-				return false
-			}
+		left, right := group[:len(group)/2], group[len(group)/2:]
+		lerr, stop := probe(left)
+		if stop || lerr != nil && !find(left, lerr, true) {
+			return false
 		}
-		return true
+		if lerr == nil {
+			return find(right, refused, false)
+		}
+		rerr, stop := probe(right)
+		if stop {
+			return false
+		}
+		return rerr == nil || find(right, rerr, true)
 	}
 	if refused, stop := probe(keys); !stop && refused != nil {
-		find(keys, refused)
+		find(keys, refused, true)
 	}
 	r.log.Info("probed the records the broker refused", "suspects", len(keys), "probes", probes, "refused", convicted)
 	return convicted

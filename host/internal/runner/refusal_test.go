@@ -248,13 +248,14 @@ func TestProbeConvictsOnlyWhatIsRefusedAlone(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		refuse map[string]bool
+		batch  int
 		want   []int64
 	}{
-		{"none refused alone", nil, nil},
-		{"one refused alone", map[string]bool{"k29": true}, []int64{29}},
+		{"none refused alone", nil, 3, nil},
+		{"one refused alone", map[string]bool{"k29": true}, 10, []int64{29}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := &fakeProber{refuse: c.refuse, batch: 3}
+			p := &fakeProber{refuse: c.refuse, batch: c.batch}
 			r := &Runner{refused: NewRefused(), prober: p, log: testLogger(t)}
 			n := (&commitPoint{r: r}).probeSuspects(context.Background(), suspects(), nil)
 			if n != len(c.want) || r.refused.Len() != len(c.want) {
