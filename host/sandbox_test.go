@@ -484,6 +484,9 @@ func TestEveryHostileModuleBesideAHealthyOne(t *testing.T) {
 		{"bigput", "bigput", "kk", le32(1_000_000), runner.FailureLimitExceeded, true}, // over the changelog's entry
 		{"spin", "loop", "spin", []byte("v"), runner.FailureTimeout, false},
 		{"slowinput", "slowinput", "k", big(10_000), runner.FailureTimeout, false},
+		// Grows a page at a time to its limit: to 16 MiB under -race
+		// that took 3.3 s, longer than the others' record timeout, so it
+		// gets 2 MiB and 4 s (below).
 		{"membomb", "membomb", "bomb", []byte("v"), runner.FailureMemoryLimit, false},
 		{"deep", "hostile", "deep", []byte("v"), runner.FailureStackLimit, true},
 		{"tablefill", "hostile", "tfil", []byte("v"), runner.FailureTimeout, true},
@@ -504,8 +507,15 @@ func TestEveryHostileModuleBesideAHealthyOne(t *testing.T) {
 		b.CreateTopic(t, in, 1, nil)
 		b.CreateTopic(t, out, 1, nil)
 		ins[c.name] = in
+		l := limits
+		if c.kind == runner.FailureMemoryLimit {
+			// The bomb must reach its memory limit, not its time: a
+			// smaller limit and a longer timeout (under half the
+			// transaction timeout).
+			l.Memory, l.RecordTimeout = 2<<20, 4*time.Second
+		}
 		p := ProcessorConfig{Name: c.name, Plugin: engineTestdata(c.module), Inputs: []string{in},
-			Outputs: map[string]OutputConfig{"out": {Topic: out}}, OnError: OnErrorSkip, Limits: limits}
+			Outputs: map[string]OutputConfig{"out": {Topic: out}}, OnError: OnErrorSkip, Limits: l}
 		if c.store {
 			p.Stores = []string{"s-" + c.name}
 		}
