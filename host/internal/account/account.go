@@ -102,31 +102,24 @@ func (p *Pool) take(n int64) bool {
 	if p == nil {
 		return true
 	}
-	for {
-		cur := p.granted.Load()
-		if p.budget > 0 && cur+n > p.budget {
-			return false
-		}
-		if p.granted.CompareAndSwap(cur, cur+n) {
-			for {
-				pk := p.peak.Load()
-				if cur+n <= pk || p.peak.CompareAndSwap(pk, cur+n) {
-					return true
-				}
-			}
-		}
-	}
+	return p.takeUpTo(n, p.budget)
 }
 
 // takeBelowHalf grants n bytes, unless that would take the pool past half
 // its budget (input's share: SetInput).
 func (p *Pool) takeBelowHalf(n int64) bool {
-	if p == nil || p.budget <= 0 {
-		return p.take(n)
+	if p == nil {
+		return true
 	}
+	return p.takeUpTo(n, p.budget/2)
+}
+
+// takeUpTo grants n bytes unless the pool would then have granted more than
+// limit (when it has a budget).
+func (p *Pool) takeUpTo(n, limit int64) bool {
 	for {
 		cur := p.granted.Load()
-		if cur+n > p.budget/2 {
+		if p.budget > 0 && cur+n > limit {
 			return false
 		}
 		if p.granted.CompareAndSwap(cur, cur+n) {

@@ -198,20 +198,26 @@ func (p *fakeProber) probe(_ context.Context, recs []*kgo.Record) (error, error)
 }
 func (p *fakeProber) close() {}
 
+// outputSuspects is n refused outputs (keys k0...) of as many input records
+// of processor p (offsets 0...), refused with err.
+func outputSuspects(n int, err error) []suspect {
+	var list []suspect
+	var o origins
+	for i := range n {
+		key := originKey{processor: "p", topic: "in", offset: int64(i)}
+		rec := &kgo.Record{Topic: "out", Key: []byte("k" + strconv.Itoa(i))}
+		list = append(list, suspect{refusal: refusal{rec: rec, o: o.new(key, false), err: err}, call: key})
+	}
+	return list
+}
+
 // Probing halves the suspects until it holds the culprits: the refused
 // records' neighbours, refused with them, are cleared.
 func TestProbeFindsTheCulprits(t *testing.T) {
 	p := &fakeProber{refuse: map[string]bool{"k17": true, "k90": true}}
 	r := &Runner{refused: NewRefused(), prober: p, log: testLogger(t)}
 	cp := &commitPoint{r: r}
-	var list []suspect
-	var o origins
-	for i := range 100 {
-		key := originKey{processor: "p", topic: "in", offset: int64(i)}
-		rec := &kgo.Record{Topic: "out", Key: []byte("k" + strconv.Itoa(i))}
-		list = append(list, suspect{refusal: refusal{rec: rec, o: o.new(key, false), err: kerr.InvalidRecord}, call: key})
-	}
-	if n := cp.probeSuspects(context.Background(), list, nil); n != 2 {
+	if n := cp.probeSuspects(context.Background(), outputSuspects(100, kerr.InvalidRecord), nil); n != 2 {
 		t.Fatalf("convicted %d, want 2", n)
 	}
 	if r.refused.Len() != 2 {
@@ -235,16 +241,6 @@ func TestProbeFindsTheCulprits(t *testing.T) {
 // convicted the other half's last culprit without probing it, and an
 // innocent record was dead-lettered as refused.
 func TestProbeConvictsOnlyWhatIsRefusedAlone(t *testing.T) {
-	suspects := func() []suspect {
-		var list []suspect
-		var o origins
-		for i := range 40 {
-			key := originKey{processor: "p", topic: "in", offset: int64(i)}
-			rec := &kgo.Record{Topic: "out", Key: []byte("k" + strconv.Itoa(i))}
-			list = append(list, suspect{refusal: refusal{rec: rec, o: o.new(key, false), err: kerr.MessageTooLarge}, call: key})
-		}
-		return list
-	}
 	for _, c := range []struct {
 		name   string
 		refuse map[string]bool
@@ -257,7 +253,7 @@ func TestProbeConvictsOnlyWhatIsRefusedAlone(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := &fakeProber{refuse: c.refuse, batch: c.batch}
 			r := &Runner{refused: NewRefused(), prober: p, log: testLogger(t)}
-			n := (&commitPoint{r: r}).probeSuspects(context.Background(), suspects(), nil)
+			n := (&commitPoint{r: r}).probeSuspects(context.Background(), outputSuspects(40, kerr.MessageTooLarge), nil)
 			if n != len(c.want) || r.refused.Len() != len(c.want) {
 				t.Fatalf("convicted %d (set %d), want %v", n, r.refused.Len(), c.want)
 			}
