@@ -289,8 +289,9 @@ func (t *task) hold(n int) error {
 // (processed, skipped or dead-lettered, or the one that stopped the task)
 // and a fatal error, if any. It stops early when ctx is canceled, and at
 // the first record boundary after deadline once it has finished a record
-// (so every task moves on every poll): records not reached are not counted
-// and are fetched again from where each input stopped.
+// (so every task that starts moves; processFetches starts a task past the
+// deadline only among the first slots' worth): records not reached are not
+// counted and stay held for the next poll.
 func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error) {
 	done := 0
 	// batch[i] is what input i holds; what is left of it stays held.
@@ -376,7 +377,7 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 					return done, nil
 				}
 				// lastProcessed is when the previous batch of this poll
-				// ended (done > 0): every task moves on every poll. The
+				// ended (done > 0): every task that starts moves. The
 				// records not reached stay held for the next window.
 				if done > 0 && !t.lastProcessed.Before(deadline) {
 					t.proc.Stats.Cuts.Add(1)
