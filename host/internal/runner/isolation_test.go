@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -153,5 +154,38 @@ func TestTimerWorkIsChargedToItsTask(t *testing.T) {
 	}
 	if cost[1] >= cost[0]/2 {
 		t.Errorf("partition 1's task (cheap firings) costs %s per record, partition 0's %s", cost[1], cost[0])
+	}
+}
+
+// The processing slots go by cost class, then to the least recently run:
+// tasks known to be cheap first, tasks not measured yet next, slow tasks
+// last, and slow tasks of one class take turns (the one that waited goes
+// first), so a poll cut at its deadline leaves different ones behind each
+// time.
+func TestSlotOrder(t *testing.T) {
+	now := time.Now()
+	mk := func(name string, cost time.Duration, ranAgo time.Duration) *task {
+		tk := &task{recordCost: cost, id: TaskID{Processor: name}}
+		if ranAgo >= 0 {
+			tk.lastProcessed = now.Add(-ranAgo)
+		}
+		return tk
+	}
+	tasks := []*task{
+		mk("spin-ran-last", time.Second, 0),
+		mk("new", 0, -1),
+		mk("spin-waited", 600*time.Millisecond, 5*time.Second), // one class with 1 s: [2^19, 2^20) µs
+		mk("healthy", 3*time.Microsecond, 0),
+		mk("healthy-2", 2*time.Microsecond, time.Second), // same class, ran earlier
+		mk("medium", 20*time.Millisecond, 0),
+	}
+	slices.SortStableFunc(tasks, slotOrder)
+	var got []string
+	for _, tk := range tasks {
+		got = append(got, tk.id.Processor)
+	}
+	want := []string{"healthy-2", "healthy", "new", "medium", "spin-waited", "spin-ran-last"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("slot order %v, want %v", got, want)
 	}
 }
