@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host/internal/runner"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 // The sandbox through the whole host (issue 11): one hostile module
@@ -358,5 +360,227 @@ func TestStateWritesTheChangelogRefuses(t *testing.T) {
 				t.Errorf("%d aborts, %d of them for refused records; want none", st.Aborts, st.RefusalAborts)
 			}
 		})
+	}
+}
+
+// A processor that takes all the CPU it can (issue 27 items 2 and 7): on
+// 8 partitions every record spins until its record timeout, so the
+// spinning tasks occupy as many threads as the runner runs at once,
+// beside a healthy passthrough processor in the same process. While the
+// spinning goes on, the healthy processor must keep committing: round
+// after round, the records produced to it are all committed before the
+// spinning processor has worked through its records (48 records of 1 s,
+// at most two at once on two cores: at least 24 s), where a processor
+// starved of CPU or of its commit point would wait for the spinning to
+// end. The condition is the order of the two, not a time. With one group
+// member for both processors the healthy one waits up to one spinning
+// record per commit point, no more: before tasks that had to wait for a
+// processing slot past the commit deadline were left for the next poll,
+// each poll ran all 8 spinning tasks (four record timeouts on two slots)
+// and the healthy processor committed nothing until the spinning ended.
+func TestSpinningNeighbourDoesNotStarveTheHealthy(t *testing.T) {
+	for _, members := range []Members{MembersPerProcessor, MembersShared} {
+		t.Run(string(members), func(t *testing.T) { testSpinningNeighbour(t, members) })
+	}
+}
+
+func testSpinningNeighbour(t *testing.T, members Members) {
+	b := testbroker.New(t)
+	sin, sout, gin, gout := b.Name(t, "spin-in"), b.Name(t, "spin-out"), b.Name(t, "steady-in"), b.Name(t, "steady-out")
+	const spinParts, spinsPerPart = 8, 6
+	b.CreateTopic(t, sin, spinParts, nil)
+	b.CreateTopic(t, sout, 1, nil)
+	b.CreateTopic(t, gin, 2, nil)
+	b.CreateTopic(t, gout, 2, nil)
+	cfg := &Config{
+		AppID: b.Name(t, "app"),
+		Kafka: KafkaConfig{Brokers: b.Addrs(), CommitInterval: 100 * time.Millisecond, SessionTimeout: 10 * time.Second, Members: members},
+		Processors: []ProcessorConfig{
+			{Name: "spin", Plugin: engineTestdata("loop"), Inputs: []string{sin}, Outputs: map[string]OutputConfig{"out": {Topic: sout}},
+				OnError: OnErrorSkip, Limits: Limits{RecordTimeout: time.Second}},
+			{Name: "steady", Plugin: engineTestdata("passthrough"), Inputs: []string{gin}, Outputs: map[string]OutputConfig{"out": {Topic: gout}},
+				OnError: OnErrorFail},
+		},
+		Runtime: RuntimeConfig{CacheDir: testCache()},
+	}
+	p := &pipeline{b: b, in: gin, out: gout, cfg: cfg}
+	h, stop := p.run(t)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	// Both healthy tasks run (and are measured cheap) before the
+	// spinning starts.
+	for part := range int32(2) {
+		b.ProduceTo(t, part, &kgo.Record{Topic: gin, Key: []byte("warm"), Value: []byte("v")})
+	}
+	p.waitProcessed(t)
+
+	var spins []*kgo.Record
+	for part := range int32(spinParts) {
+		for i := range spinsPerPart {
+			spins = append(spins, &kgo.Record{Topic: sin, Partition: part, Key: []byte("spin"), Value: []byte(strconv.Itoa(i))})
+		}
+	}
+	for part := range int32(spinParts) {
+		b.ProduceTo(t, part, spins[int(part)*spinsPerPart:int(part+1)*spinsPerPart]...)
+	}
+	skipped := func() int64 {
+		st, _ := h.Stats("spin")
+		return st.Skipped
+	}
+	// The spinning is under way: its first records timed out.
+	testutil.Eventually(t, 60*time.Second, func() error {
+		if n := skipped(); n < 2 {
+			return fmt.Errorf("the spinning processor skipped %d records", n)
+		}
+		return nil
+	})
+	const rounds = 4
+	for round := range rounds {
+		var recs []*kgo.Record
+		for i := range 10 {
+			recs = append(recs, &kgo.Record{Topic: gin, Key: []byte(fmt.Sprintf("r%d-%d", round, i)), Value: []byte("v")})
+		}
+		b.Produce(t, recs...)
+		p.waitProcessed(t)
+		t.Logf("round %d committed; the spinning processor has skipped %d of %d records", round, skipped(), spinParts*spinsPerPart)
+	}
+	if n := skipped(); n >= spinParts*spinsPerPart {
+		t.Errorf("the healthy processor committed its %d rounds only after the spinning processor had spun through all %d records: it was starved", rounds, n)
+	}
+	steady, _ := h.Stats("steady")
+	if steady.Aborts != 0 {
+		t.Errorf("the healthy processor aborted %d transactions", steady.Aborts)
+	}
+}
+
+// Every hostile module of the engine's suite at once, each as a processor
+// of its own with small limits (16 MiB of memory, 4 MiB of state and 1 MiB
+// of emits per record, a 5 MiB window, a 500 ms record timeout), beside a
+// healthy passthrough processor (issue 29 item 3): each attack is stopped
+// with its kind (limit_exceeded where the host refused a call with
+// ELIMIT or ETOOLARGE, timeout, memory_limit, stack_limit), no record of
+// the healthy processor fails (the process's budget is shared: a charge it
+// could not cover would fail one) and all of them commit, nothing aborts,
+// the host does not stop, and the process grows by less than the account's
+// budget plus each instance's memory and a fixed overhead.
+func TestEveryHostileModuleBesideAHealthyOne(t *testing.T) {
+	b := testbroker.New(t)
+	big := func(n int) []byte { return []byte(strings.Repeat("v", n)) }
+	le32 := func(n uint32) []byte { return binary.LittleEndian.AppendUint32(nil, n) }
+	cases := []struct {
+		name, module string
+		key          string
+		value        []byte
+		kind         runner.FailureKind
+		store        bool
+	}{
+		{"stager", "stager", "k", []byte("v"), runner.FailureLimitExceeded, true}, // 15 puts of 990,000 bytes: past 4 MiB
+		{"stateflood", "hostile", "stat", big(512 << 10), runner.FailureLimitExceeded, true},
+		{"emitflood", "hostile", "ecnt", []byte("v"), runner.FailureLimitExceeded, true},
+		{"bigemit", "hostile", "emit", big(512 << 10), runner.FailureLimitExceeded, true},
+		{"bigput", "bigput", "kk", le32(1_000_000), runner.FailureLimitExceeded, true}, // over the changelog's entry
+		{"spin", "loop", "spin", []byte("v"), runner.FailureTimeout, false},
+		{"slowinput", "slowinput", "k", big(10_000), runner.FailureTimeout, false},
+		// Grows a page at a time to its limit: to 16 MiB under -race
+		// that took 3.3 s, longer than the others' record timeout, so it
+		// gets 2 MiB and 4 s (below).
+		{"membomb", "membomb", "bomb", []byte("v"), runner.FailureMemoryLimit, false},
+		{"deep", "hostile", "deep", []byte("v"), runner.FailureStackLimit, true},
+		{"tablefill", "hostile", "tfil", []byte("v"), runner.FailureTimeout, true},
+		{"timebomb", "timebomb", "k", []byte("v"), runner.FailureTimeout, true},
+	}
+	limits := Limits{Memory: 16 << 20, StateBytesPerRecord: 4 << 20, EmitBytesPerRecord: 1 << 20, WindowBytes: 5 << 20,
+		RecordTimeout: 500 * time.Millisecond}
+	cfg := &Config{
+		AppID: b.Name(t, "app"),
+		Kafka: KafkaConfig{Brokers: b.Addrs(), CommitInterval: 100 * time.Millisecond, SessionTimeout: 10 * time.Second},
+		State: StateConfig{Dir: t.TempDir()},
+		// Small, but what one task may hold twice over (validation).
+		Runtime: RuntimeConfig{CacheDir: testCache(), MemoryBudget: 64 << 20},
+	}
+	ins := map[string]string{}
+	for _, c := range cases {
+		in, out := b.Name(t, c.name+"-in"), b.Name(t, c.name+"-out")
+		b.CreateTopic(t, in, 1, nil)
+		b.CreateTopic(t, out, 1, nil)
+		ins[c.name] = in
+		l := limits
+		if c.kind == runner.FailureMemoryLimit {
+			// The bomb must reach its memory limit, not its time: a
+			// smaller limit and a longer timeout (under half the
+			// transaction timeout).
+			l.Memory, l.RecordTimeout = 2<<20, 4*time.Second
+		}
+		p := ProcessorConfig{Name: c.name, Plugin: engineTestdata(c.module), Inputs: []string{in},
+			Outputs: map[string]OutputConfig{"out": {Topic: out}}, OnError: OnErrorSkip, Limits: l}
+		if c.store {
+			p.Stores = []string{"s-" + c.name}
+		}
+		cfg.Processors = append(cfg.Processors, p)
+	}
+	gin, gout := b.Name(t, "healthy-in"), b.Name(t, "healthy-out")
+	b.CreateTopic(t, gin, 2, nil)
+	b.CreateTopic(t, gout, 2, nil)
+	cfg.Processors = append(cfg.Processors, ProcessorConfig{Name: "healthy", Plugin: engineTestdata("passthrough"), Inputs: []string{gin},
+		Outputs: map[string]OutputConfig{"out": {Topic: gout}}, OnError: OnErrorSkip, Limits: limits})
+
+	rssBefore := vmRSS(t)
+	h, stop := (&pipeline{b: b, in: gin, cfg: cfg}).run(t)
+	const healthyN = 50 // per round
+	// round produces one attack to every hostile processor and healthyN
+	// records to the healthy one, waits until all are committed, and
+	// returns every processor's stats.
+	round := func(r int) map[string]ProcessorStats {
+		for _, c := range cases {
+			b.Produce(t, &kgo.Record{Topic: ins[c.name], Key: []byte(c.key), Value: c.value})
+		}
+		for i := range healthyN {
+			b.Produce(t, &kgo.Record{Topic: gin, Key: []byte(fmt.Sprintf("g%d-%d", r, i)), Value: []byte("ok")})
+		}
+		for _, c := range cases {
+			(&pipeline{b: b, in: ins[c.name], cfg: cfg}).waitProcessed(t)
+		}
+		(&pipeline{b: b, in: gin, cfg: cfg}).waitProcessed(t)
+		stats := map[string]ProcessorStats{}
+		for _, p := range cfg.Processors {
+			stats[p.Name], _ = h.Stats(p.Name)
+		}
+		return stats
+	}
+	// The first round also waits out the group's rebalances as the
+	// processors' members join (which abort open transactions); the
+	// second runs in a settled group.
+	first := round(0)
+	stats := round(1)
+	rssAfter := vmRSS(t)
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v (nothing a plugin does may stop the host)", err)
+	}
+	for _, c := range cases {
+		st := stats[c.name]
+		if n := st.Failures[c.kind.String()] - first[c.name].Failures[c.kind.String()]; n < 1 {
+			t.Errorf("%s: the second round's attack did not fail with %s; failures %v", c.name, c.kind, st.Failures)
+		}
+		if a := st.Aborts - first[c.name].Aborts; a != 0 {
+			t.Errorf("%s: %d transactions aborted in the second round", c.name, a)
+		}
+		t.Logf("%s: failures %v, aborts %d (%d in the first round)", c.name, st.Failures, st.Aborts, first[c.name].Aborts)
+	}
+	if g := stats["healthy"]; len(g.Failures) != 0 || g.Aborts != first["healthy"].Aborts {
+		t.Errorf("the healthy processor: failures %v, %d aborts (%d in the first round)", g.Failures, g.Aborts, first["healthy"].Aborts)
+	}
+	if got := len(b.ReadCommitted(t, gout, 30*time.Second)); got < 2*healthyN {
+		t.Errorf("the healthy processor's output holds %d records, want %d", got, 2*healthyN)
+	}
+	// The documented bound (abi/ABI.md section 7), loosely: what the
+	// accounts may hold, each instance's memory and a fixed overhead for
+	// the rest (the store's batches, clients, compiled code).
+	bound := int64(cfg.Runtime.MemoryBudget) + int64(len(cfg.Processors)+1)*int64(limits.Memory+16<<20) + 256<<20
+	t.Logf("RSS %d MiB -> %d MiB (+%d MiB; bound %d MiB)", rssBefore>>20, rssAfter>>20, (rssAfter-rssBefore)>>20, bound>>20)
+	if grew := rssAfter - rssBefore; grew > bound {
+		t.Errorf("the process grew by %d MiB, over %d MiB", grew>>20, bound>>20)
 	}
 }

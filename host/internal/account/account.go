@@ -1,8 +1,9 @@
 // Package account keeps the one account of what the host holds in memory on
 // a plugin's behalf: per task, the bytes its calls staged in the open commit
-// window (emitted records, state writes, timers set, commit marks) and the
-// commit marks carried past a commit point; per process, the sum over every
-// task (abi/ABI.md section 7, "Per task: what the host holds").
+// window (emitted records, state writes, timers set, commit marks), the
+// commit marks carried past a commit point and the input records fetched
+// for it and not processed yet; per process, the sum over every task
+// (abi/ABI.md section 7, "Per task: what the host holds").
 //
 // An Account is charged when something is staged (Charge) and released when
 // the commit window ends, committed or dropped (WindowEnded), and when its
@@ -13,7 +14,10 @@
 // record fails). The Pool is the process's budget over every account: each
 // account takes its bytes from it in grants, so no charge past the pool's
 // budget is ever taken, and past half of it the accounts holding more than
-// the average are Heavy too.
+// the average are Heavy too. The input a task holds (SetInput) is granted
+// from the same pool, but only below half its budget, so it never makes a
+// plugin's charge fail: past that the runner stops fetching for the task
+// until it has processed what it holds.
 //
 // The package knows neither Wasm, Kafka nor the store: the runner charges
 // and releases, the state package only reports the bytes of its writes.
@@ -98,9 +102,24 @@ func (p *Pool) take(n int64) bool {
 	if p == nil {
 		return true
 	}
+	return p.takeUpTo(n, p.budget)
+}
+
+// takeBelowHalf grants n bytes, unless that would take the pool past half
+// its budget (input's share: SetInput).
+func (p *Pool) takeBelowHalf(n int64) bool {
+	if p == nil {
+		return true
+	}
+	return p.takeUpTo(n, p.budget/2)
+}
+
+// takeUpTo grants n bytes unless the pool would then have granted more than
+// limit (when it has a budget).
+func (p *Pool) takeUpTo(n, limit int64) bool {
 	for {
 		cur := p.granted.Load()
-		if p.budget > 0 && cur+n > p.budget {
+		if p.budget > 0 && cur+n > limit {
 			return false
 		}
 		if p.granted.CompareAndSwap(cur, cur+n) {
@@ -147,6 +166,8 @@ func (p *Pool) average() int64 {
 //	WindowEnded(c)  the window committed or was dropped: window = 0,
 //	                carried = c (the marks carried past it), the grants
 //	                above what is left returned
+//	SetInput(n)     input = n (the records fetched and not processed);
+//	                its grants follow, up to half the pool's budget
 //	Close           the task closed: everything released
 type Account struct {
 	pool  *Pool
@@ -158,8 +179,14 @@ type Account struct {
 	// the pool gave for them (their sum rounded up to a Grant).
 	window, carried, granted int64
 	// peak is the most window + carried ever reached.
-	peak   int64
-	closed bool
+	peak int64
+	// input is the bytes of the input records the runner holds for the
+	// task, fetched and not processed yet; inputGranted what the pool
+	// gave for them (at most input rounded up to a Grant: less when the
+	// pool was at half its budget). Apart from the window's grants, so
+	// that input never takes the room of a plugin's charge.
+	input, inputGranted int64
+	closed              bool
 }
 
 // Open returns the account of a task whose commit window has budget bytes
@@ -215,6 +242,44 @@ func (a *Account) WindowEnded(carried int) {
 	}
 }
 
+// SetInput sets the bytes of input records the runner holds for the task,
+// fetched and not processed yet, to n, and reports whether the pool granted
+// them all. The grants for them are taken only while the pool is below
+// half its budget (where the tasks are pressed to commit), so the input
+// never takes the room a plugin's charge needs; when they are not granted
+// the caller stops fetching for the task until it holds less. The bytes
+// are held either way (they were fetched): Input reports them.
+func (a *Account) SetInput(n int64) bool {
+	a.input = max(n, 0)
+	keep := (a.input + Grant - 1) / Grant * Grant
+	switch {
+	case a.inputGranted > keep:
+		a.pool.give(a.inputGranted - keep)
+		a.grewInput(keep - a.inputGranted)
+	case a.inputGranted < a.input:
+		want := keep - a.inputGranted
+		if !a.pool.takeBelowHalf(want) {
+			want = a.input - a.inputGranted // the rounding may be what does not fit
+			if !a.pool.takeBelowHalf(want) {
+				return false
+			}
+		}
+		a.grewInput(want)
+	}
+	return true
+}
+
+// grewInput records n more bytes granted for input (negative: returned).
+func (a *Account) grewInput(n int64) {
+	a.inputGranted += n
+	if a.gauge != nil {
+		a.gauge.Add(n)
+	}
+}
+
+// Input is the bytes of input records the task holds (SetInput).
+func (a *Account) Input() int64 { return a.input }
+
 // Close releases everything: the task closed (its partition moved, the
 // runner stopped). The account is not used again.
 func (a *Account) Close() {
@@ -222,9 +287,10 @@ func (a *Account) Close() {
 		return
 	}
 	a.closed = true
-	a.window, a.carried = 0, 0
-	a.pool.give(a.granted)
+	a.window, a.carried, a.input = 0, 0, 0
+	a.pool.give(a.granted + a.inputGranted)
 	a.grew(-a.granted)
+	a.grewInput(-a.inputGranted)
 	if a.pool != nil {
 		a.pool.accounts.Add(-1)
 	}

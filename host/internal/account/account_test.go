@@ -211,3 +211,56 @@ func BenchmarkCharge(b *testing.B) {
 		}
 	}
 }
+
+// The input a task holds is granted from the pool below half its budget
+// only: past that SetInput reports it ungranted (the runner stops
+// fetching), and a plugin's charge still finds its room; processing the
+// input returns its grants; Close returns them all.
+func TestInputIsGrantedBelowHalfThePool(t *testing.T) {
+	p := NewPool(8 * Grant)
+	var gauge atomic.Int64
+	a := p.Open(2*Grant, &gauge)
+	if !a.SetInput(3*Grant + 1) {
+		t.Fatal("input below half the pool was not granted")
+	}
+	if a.inputGranted != 4*Grant || p.Granted() != 4*Grant || gauge.Load() != 4*Grant {
+		t.Fatalf("input granted %d, pool %d, gauge %d; want 4 grants", a.inputGranted, p.Granted(), gauge.Load())
+	}
+	if a.Input() != 3*Grant+1 || a.Held() != 0 {
+		t.Fatalf("input %d, window held %d", a.Input(), a.Held())
+	}
+	if a.SetInput(4*Grant + 1) {
+		t.Fatal("input past half the pool was granted")
+	}
+	if a.Input() != 4*Grant+1 || p.Granted() != 4*Grant {
+		t.Fatalf("refused input: input %d (the bytes are held anyway), pool %d (nothing more granted)", a.Input(), p.Granted())
+	}
+	// A plugin's charge takes the other half.
+	if err := a.Charge(3 * Grant); err != nil {
+		t.Fatalf("a charge beside input at half the pool: %v", err)
+	}
+	if !a.Heavy() {
+		t.Fatal("a window at 1.5 budgets is not heavy")
+	}
+	a.WindowEnded(0)
+	if p.Granted() != 4*Grant {
+		t.Fatalf("after the window: pool %d, want the input's 4 grants", p.Granted())
+	}
+	if !a.SetInput(Grant) {
+		t.Fatal("processed input")
+	}
+	if a.inputGranted != Grant || p.Granted() != Grant {
+		t.Fatalf("processed input returns its grants: input granted %d, pool %d", a.inputGranted, p.Granted())
+	}
+	a.Close()
+	if p.Granted() != 0 || gauge.Load() != 0 || a.Input() != 0 {
+		t.Fatalf("after Close: pool %d gauge %d input %d", p.Granted(), gauge.Load(), a.Input())
+	}
+	// No pool: always granted.
+	var none *Pool
+	b := none.Open(Grant, nil)
+	if !b.SetInput(1 << 40) {
+		t.Fatal("input refused without a pool")
+	}
+	b.Close()
+}

@@ -91,7 +91,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 	failedTasks := counter(mFailedTasks, "Tasks stopped by a failed record under on_error: fail, or by a failed restore.")
 	commits := counter(mCommits, "Commit points that committed the processor's input offsets.")
 	aborts := counter(mAborts, "Transactions aborted (exactly_once); their work is done again.")
-	heldBytes := gauge(mHeldBytes, "Bytes the host holds for the processor's plugins in this process (staged emits and state writes, timers, commit marks), by its tasks' accounts.")
+	heldBytes := gauge(mHeldBytes, "Bytes the host holds for the processor's plugins in this process (staged emits and state writes, timers, commit marks, input records not processed yet), by its tasks' accounts.")
 	budgetCommits := counter(mBudgetCommits, "Commit points brought forward because a task held its window's budget of bytes (limits.window_bytes) or more than its share of runtime.memory_budget.")
 	latency := &family{name: mLatency, typ: "histogram",
 		help: "Time in the plugin per record, in seconds (a bucket's bound is exclusive, at nanosecond precision)."}

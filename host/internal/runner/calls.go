@@ -96,7 +96,12 @@ func (c *taskCalls) run(ctx context.Context, yieldAt time.Time) int {
 		// plugin's time for each is not seen apart.
 		each := end.Sub(c.start) / time.Duration(n)
 		t.proc.Stats.observeLatencyN(each, n)
-		t.recordCost = (3*t.recordCost + each) / 4
+		// The timer work since the last batch is the records' too: a
+		// task whose callbacks are slow runs after the cheap ones,
+		// whether its records or its callbacks take the time.
+		charged := each + t.triggerTime/time.Duration(n)
+		t.triggerTime = 0
+		t.recordCost = (3*t.recordCost + charged) / 4
 	}
 	t.lastProcessed = end
 	return n
@@ -238,7 +243,9 @@ func (c *triggerCalls) run(ctx context.Context, yieldAt time.Time) int {
 		}
 	}
 	if n > 0 {
-		t.proc.Stats.observeLatencyN(time.Since(start)/time.Duration(n), n)
+		took := time.Since(start)
+		t.proc.Stats.observeLatencyN(took/time.Duration(n), n)
+		t.triggerTime += took // charged to the next records (recordCost)
 	}
 	return n
 }

@@ -44,11 +44,15 @@ func (i *putInstance) Close(context.Context) error { return nil }
 
 // changelogCase runs putPlugin over n inputs, the bad ones with values its
 // changelog refuses, with on_error: dead_letter, and checks that exactly
-// the bad ones are dead-lettered (kind limit_exceeded), the others come out
-// (once under exactly_once) and are in the changelog, the bad ones are not,
-// with at most maxAborts refusal aborts and maxRestarts runner restarts.
+// the bad ones are dead-lettered (kind limit_exceeded, or kind refused
+// when the runner reads no limits), the others come out (once under
+// exactly_once) and are in the changelog, the bad ones are not, with at
+// most maxAborts refusal aborts and maxRestarts runner restarts.
 type changelogCase struct {
-	eos      bool
+	eos bool
+	// noLimits: the runner reads no topic limits, so every refusal is
+	// one no limit explains (as a broker's own reasons are).
+	noLimits bool
 	clogConf map[string]string // the changelog's config when created
 	lower    map[string]string // set on the changelog after the first quarter
 	n        int
@@ -82,7 +86,9 @@ func (c changelogCase) run(t *testing.T) {
 		return f.runnerWith(t, putPlugin{}, DeadLetter, func(o *Options) {
 			o.Stats = stats
 			o.Refused = refused
-			o.Limits = BrokerLimits(o.Kafka)
+			if !c.noLimits {
+				o.Limits = BrokerLimits(o.Kafka)
+			}
 			o.State = db
 			o.Processors[0].Stores = []string{"s"}
 			o.Processors[0].Changelogs = []string{clog}
@@ -120,12 +126,19 @@ func (c changelogCase) run(t *testing.T) {
 	for _, o := range f.b.ReadCommitted(t, f.out, 30*time.Second) {
 		out[string(o.Key)]++
 	}
+	wantKind := FailureLimitExceeded
+	if c.noLimits {
+		wantKind = FailureRefused
+	}
 	dead := map[string]int{}
 	for _, d := range f.b.ReadCommitted(t, f.dlq, 30*time.Second) {
 		dead[string(d.Key)]++
 		for _, h := range d.Headers {
-			if h.Key == HeaderErrorKind && string(h.Value) != FailureLimitExceeded.String() {
+			if h.Key == HeaderErrorKind && string(h.Value) != wantKind.String() {
 				t.Errorf("dead letter %s: kind %s", d.Key, h.Value)
+			}
+			if h.Key == HeaderError && len(dead) == 1 {
+				t.Logf("dead letter %s: %s", d.Key, h.Value)
 			}
 		}
 	}
@@ -141,7 +154,7 @@ func (c changelogCase) run(t *testing.T) {
 			bad++
 			// Under at_least_once the outputs of the window the broker
 			// refused were acknowledged before the changelog was.
-			if (c.eos || c.lower == nil) && out[k] != 0 || logged[k] {
+			if (c.eos || c.maxAborts == 0) && out[k] != 0 || logged[k] {
 				t.Errorf("input %s, whose write the changelog refuses: %d outputs, in the changelog: %v", k, out[k], logged[k])
 			}
 			if dead[k] == 0 || c.eos && dead[k] != 1 {
@@ -222,6 +235,38 @@ func TestChangelogRefusesWrites(t *testing.T) {
 					},
 				}.run(t)
 			})
+		})
+	}
+}
+
+// A changelog refusal that no limit explains (the runner reads none here;
+// a broker's own reasons look the same): the window aborts once, probing
+// finds the changelog record, and on the next pass the call that makes
+// that write again fails (kind refused, with the broker's error), where it
+// used to loop: five aborts, a restart, and again. Each refused write
+// costs at most one abort; no runner restarts.
+func TestChangelogRefusalUnexplained(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		eos  bool
+	}{{"exactly_once", true}, {"at_least_once", false}} {
+		t.Run(mode.name, func(t *testing.T) {
+			// Neighbours stay far below the limit together, so only the
+			// bad values make a batch the changelog refuses (without
+			// limits the client's batches are the producer's 1 MB).
+			bad := func(i int) bool { return i%100 == 70 }
+			changelogCase{
+				eos: mode.eos, noLimits: true, n: 400,
+				clogConf:  map[string]string{"max.message.bytes": "262144"},
+				bad:       bad,
+				maxAborts: 4, // one per bad record at most
+				value: func(i int) []byte {
+					if bad(i) {
+						return letters(300_000, i)
+					}
+					return letters(100, i)
+				},
+			}.run(t)
 		})
 	}
 }

@@ -334,3 +334,63 @@ func TestHoldPastTheCapIsELIMIT(t *testing.T) {
 		t.Fatalf("held %d after a refused charge", tk.acct.Held())
 	}
 }
+
+// The input records a slow task holds, fetched and not processed, are
+// charged to its account and bounded in bytes (maxHeldBytes), not only in
+// number (maxHeld): a thousand records of a megabyte would otherwise be a
+// gigabyte per partition. A task whose records take 10 ms each is fed
+// 48 MiB of 256 KiB records on one partition, so the client fetches them
+// faster than the task works through them; the bytes it holds, sampled
+// between polls, stay within maxHeldBytes, and its account sees them;
+// every record is processed in the end.
+func TestHeldInputIsBoundedInBytes(t *testing.T) {
+	f := newFixture(t, false, 1)
+	const n, size = 192, 256 << 10
+	value := make([]byte, size)
+	var recs []*kgo.Record
+	for i := range n {
+		recs = append(recs, &kgo.Record{Topic: f.in, Key: []byte("k" + strconv.Itoa(i)), Value: value})
+	}
+	f.b.Produce(t, recs...)
+	r := f.runnerWith(t, &goPlugin{delay: 10 * time.Millisecond}, Fail, func(o *Options) {
+		o.Memory = account.NewPool(1 << 30)
+	})
+	stop := start(t, r)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	var maxHeld, maxInput int64
+	sample := func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, tk := range r.tasks {
+			maxHeld = max(maxHeld, tk.win.heldBytes())
+			maxInput = max(maxInput, tk.acct.Input())
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.waitCommitted(t, map[int32]int64{0: n})
+	}()
+	for waiting := true; waiting; {
+		select {
+		case <-done:
+			waiting = false
+		case <-time.After(5 * time.Millisecond):
+			sample()
+		}
+	}
+	t.Logf("held at most %d MiB of input (bound %d MiB), the account saw %d MiB", maxHeld>>20, maxHeldBytes>>20, maxInput>>20)
+	// What a fetch brings past the bound is fetched again later (before,
+	// one fetch of this partition held 57 records, 14 MiB, and the task
+	// held 26 MiB).
+	if limit := int64(maxHeldBytes); maxHeld > limit {
+		t.Errorf("the task held %d bytes of input, over %d", maxHeld, limit)
+	}
+	if maxHeld < 4<<20 || maxInput == 0 {
+		t.Errorf("the task held at most %d bytes of input (its account %d): the test did not make it hold any", maxHeld, maxInput)
+	}
+}

@@ -1,7 +1,9 @@
 package runner
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
@@ -81,5 +84,108 @@ func TestSlowPluginKeepsCommitPointsOnSchedule(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// slowTimerPlugin is timePlugin whose timer firings on partition 0 take
+// delay: its records are as cheap as any, its callbacks are not.
+type slowTimerPlugin struct {
+	timePlugin
+	delay time.Duration
+}
+
+func (p *slowTimerPlugin) Instantiate(ctx context.Context, id TaskID, env Env) (Processor, error) {
+	inst, err := p.timePlugin.Instantiate(ctx, id, env)
+	if err != nil || id.Partition != 0 {
+		return inst, err
+	}
+	return &slowTimerInstance{timeInstance: inst.(*timeInstance), delay: p.delay}, nil
+}
+
+type slowTimerInstance struct {
+	*timeInstance
+	delay time.Duration
+}
+
+func (i *slowTimerInstance) OnTimer(ctx context.Context, trig *abi.Trigger) error {
+	time.Sleep(i.delay)
+	return i.timeInstance.OnTimer(ctx, trig)
+}
+
+// Timer work is charged to its task like records (issue 29 item 6): the
+// processing slots of a poll go to the cheapest tasks first, and a task
+// whose records are cheap but whose every record's timer firing is slow
+// is not cheap. Both partitions get the same records, each setting an
+// event-time timer that the next record makes due; only partition 0's
+// firings are slow. Its task must cost more per record than partition
+// 1's, by about a firing per record (before, only the records' own time
+// counted, and the two cost the same).
+func TestTimerWorkIsChargedToItsTask(t *testing.T) {
+	const delay = 20 * time.Millisecond
+	f := newFixture(t, true, 2)
+	f.createChangelogs(t, 2)
+	r, db := f.timeRunner(t, &slowTimerPlugin{delay: delay}, t.TempDir(), Fail)
+	t.Cleanup(func() { _ = db.Close() })
+	stop := start(t, r)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	const n = 20
+	for p := range int32(2) {
+		var recs []*kgo.Record
+		for i := range n {
+			recs = append(recs, &kgo.Record{Topic: f.in, Partition: p, Key: []byte("k" + strconv.Itoa(i)), Value: []byte("v"),
+				Timestamp: time.UnixMilli(timeBase + int64(i)*100)})
+		}
+		f.b.ProduceTo(t, p, recs...)
+	}
+	f.waitCommitted(t, map[int32]int64{0: n, 1: n})
+	r.mu.Lock()
+	cost := map[int32]time.Duration{}
+	for id, tk := range r.tasks {
+		cost[id.Partition] = tk.recordCost
+	}
+	r.mu.Unlock()
+	t.Logf("cost per record: partition 0 (slow firings) %s, partition 1 %s", cost[0], cost[1])
+	if cost[0] < delay/2 {
+		t.Errorf("partition 0's task costs %s per record, where each of its records' firings takes %s: its timer work is not charged", cost[0], delay)
+	}
+	if cost[1] >= cost[0]/2 {
+		t.Errorf("partition 1's task (cheap firings) costs %s per record, partition 0's %s", cost[1], cost[0])
+	}
+}
+
+// The processing slots go by cost class, then to the least recently run:
+// tasks known to be cheap first, tasks not measured yet next, slow tasks
+// last, and slow tasks of one class take turns (the one that waited goes
+// first), so a poll cut at its deadline leaves different ones behind each
+// time.
+func TestSlotOrder(t *testing.T) {
+	now := time.Now()
+	mk := func(name string, cost time.Duration, ranAgo time.Duration) *task {
+		tk := &task{recordCost: cost, id: TaskID{Processor: name}}
+		if ranAgo >= 0 {
+			tk.lastProcessed = now.Add(-ranAgo)
+		}
+		return tk
+	}
+	tasks := []*task{
+		mk("spin-ran-last", time.Second, 0),
+		mk("new", 0, -1),
+		mk("spin-waited", 600*time.Millisecond, 5*time.Second), // one class with 1 s: [2^19, 2^20) µs
+		mk("healthy", 3*time.Microsecond, 0),
+		mk("healthy-2", 2*time.Microsecond, time.Second), // same class, ran earlier
+		mk("medium", 20*time.Millisecond, 0),
+	}
+	slices.SortStableFunc(tasks, slotOrder)
+	var got []string
+	for _, tk := range tasks {
+		got = append(got, tk.id.Processor)
+	}
+	want := []string{"healthy-2", "healthy", "new", "medium", "spin-waited", "spin-ran-last"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("slot order %v, want %v", got, want)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -45,8 +46,19 @@ import (
 //     on_error (skip counts it, dead_letter writes it with the error in the
 //     headers, fail stops the task naming the record).
 //
-// So a record costs at most one abort: the pass after it fails the record
-// before its outputs are produced. A limit lowered below the client's batch
+// A changelog record has no call behind it: it is the last write of a key
+// in the window, whoever made it (changelogOrigin). One the limits do not
+// explain is probed like an output, and convicted as the write itself: the
+// changelog partition, the key and a digest of the plugin's value
+// (Refused.entries). On the next pass a call whose writes include exactly
+// that write fails the same way (task.refusedWrite). A plugin that writes
+// another value on each pass (a clock, a random number) cannot be caught
+// by its value: a key refused again before the pass after its conviction
+// wrote the value refused fails every write of the key for one window.
+//
+// So a record costs at most one abort (two for a key whose refused values
+// change between passes): the pass after it fails the record before its
+// outputs are produced. A limit lowered below the client's batch
 // size restarts the runner (the client's batch size is fixed), which reads
 // the limits again; the refused set outlives the runner (Options.Refused).
 
@@ -68,7 +80,8 @@ type origin struct {
 // refusal still aborts the window and reads the limits again, after which
 // the store refuses an entry they do not take at the write that makes it
 // (setEntryLimits): that call fails on the next pass, and the record
-// costs one abort, as an output does.
+// costs one abort, as an output does. A refusal the limits do not explain
+// convicts the write (entryKey) instead.
 var changelogOrigin = &origin{Context: context.Background(), changelog: true}
 
 // originKey names a call of a processor across passes: an input record by
@@ -209,15 +222,19 @@ func (f *refusals) take() (list []refusal, onlyRefusals bool) {
 
 // Refused is the set of calls the broker refused something of: on their
 // next passes their outputs fail them, and their dead letters are stamped
-// anew or not written. It outlives a runner (Options.Refused): a runner
+// anew or not written; and of the state writes whose changelog records it
+// refused: a call that makes one again fails. It outlives a runner (Options.Refused): a runner
 // restarted to read smaller limits must not redo the aborts that found
 // them. A nil *Refused is an empty set that convicts nothing. A call's entry stays until a window that used it commits: a window
 // aborted again (for another record) must fail it again. Written by the
 // commit point; read by task goroutines while they process.
 type Refused struct {
-	n  atomic.Int32
-	mu sync.Mutex
-	m  map[originKey]*refusedCall
+	// n is len(m) + len(entries): the record path reads nothing else
+	// while the set is empty.
+	n       atomic.Int32
+	mu      sync.Mutex
+	m       map[originKey]*refusedCall
+	entries map[entryKey]*refusedEntry
 }
 
 // refusedCall is what the broker refused of one call.
@@ -237,12 +254,122 @@ type refusedCall struct {
 }
 
 // NewRefused returns an empty set.
-func NewRefused() *Refused { return &Refused{m: map[originKey]*refusedCall{}} }
+func NewRefused() *Refused {
+	return &Refused{m: map[originKey]*refusedCall{}, entries: map[entryKey]*refusedEntry{}}
+}
 
-// maxRefused bounds the set: a processor whose every record the broker
-// refuses must not grow it without end. Past the bound an arbitrary entry
-// is dropped (a map has no order), and its call costs one more abort.
+// maxRefused bounds the set (calls and writes together): a processor whose
+// every record the broker refuses must not grow it without end. Past the
+// bound an arbitrary entry is dropped (a map has no order), and its call
+// costs one more abort.
 const maxRefused = 10000
+
+// makeRoom drops an arbitrary entry when the set is full. Under s.mu.
+func (s *Refused) makeRoom() {
+	if len(s.m)+len(s.entries) < maxRefused {
+		return
+	}
+	for old := range s.m {
+		delete(s.m, old)
+		return
+	}
+	for old := range s.entries {
+		delete(s.entries, old)
+		return
+	}
+}
+
+// entryKey names a key of a changelog partition: where the broker refused
+// the last write of the key in a window.
+type entryKey struct {
+	topic     string // the changelog
+	partition int32
+	key       string
+}
+
+// valueSum identifies a write's value (the plugin's, without a stamp: see
+// state.Task.PluginValue) without keeping it: a refused value can be most
+// of a megabyte. 64 bits of maphash: two values of one key that collide,
+// in the window after one's refusal, are not a concern.
+type valueSum struct {
+	h   uint64
+	del bool // a tombstone
+}
+
+// sumSeed seeds valueSum: the set lives no longer than the process.
+var sumSeed = maphash.MakeSeed()
+
+func sumOf(value []byte, del bool) valueSum {
+	if del {
+		return valueSum{del: true}
+	}
+	return valueSum{h: maphash.Bytes(sumSeed, value)}
+}
+
+// refusedEntry is what the broker refused of one changelog key.
+type refusedEntry struct {
+	// err is the failure of a call that writes a refused value.
+	err error
+	// sums are the refused values, at most maxEntrySums.
+	sums []valueSum
+	// any says every write of the key fails: a value was convicted again
+	// before a pass wrote the one convicted before it (the plugin's
+	// values differ between passes), or too many were.
+	any bool
+	// matched says a call failed on the entry since its last
+	// conviction: a committed window forgets it then.
+	matched bool
+}
+
+// maxEntrySums bounds the values one key keeps; past it, every write of
+// the key fails.
+const maxEntrySums = 8
+
+// convictEntry records the broker's refusal err of the changelog record
+// that held v under k: the write of the store named store.
+func (s *Refused) convictEntry(k entryKey, store string, v valueSum, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[k]
+	if e == nil {
+		s.makeRoom()
+		e = &refusedEntry{}
+		s.entries[k] = e
+	} else if !e.matched || len(e.sums) >= maxEntrySums {
+		// Refused again, and no pass since wrote what was: the values
+		// change between passes.
+		e.any = true
+	}
+	e.matched = false
+	e.sums = append(e.sums, v)
+	e.err = &KindError{Kind: FailureRefused, Err: &RefusedError{Topic: k.topic, Store: store, Err: err}}
+	s.n.Store(int32(len(s.m) + len(s.entries)))
+}
+
+// write returns the failure of a call that writes v under k, nil unless
+// the broker refused that write (or, under any, that key) on a former
+// pass. A match is marked.
+func (s *Refused) write(k entryKey, v valueSum) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[k]
+	if e == nil || !e.any && !slices.Contains(e.sums, v) {
+		return nil
+	}
+	e.matched = true
+	return e.err
+}
+
+// hasEntries reports whether any changelog write is in the set (the
+// record path's check, without the lock).
+func (s *Refused) hasEntries() bool {
+	if s == nil || s.n.Load() == 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.entries) > 0
+}
 
 // convict records the broker's refusal err of a record call k produced:
 // its output, or its dead letter (restamped says the dead letter was
@@ -252,12 +379,7 @@ func (s *Refused) convict(k originKey, topic string, err error, deadLetter, rest
 	defer s.mu.Unlock()
 	c := s.m[k]
 	if c == nil {
-		if len(s.m) >= maxRefused {
-			for old := range s.m {
-				delete(s.m, old)
-				break
-			}
-		}
+		s.makeRoom()
 		c = &refusedCall{}
 		s.m[k] = c
 	}
@@ -269,7 +391,7 @@ func (s *Refused) convict(k originKey, topic string, err error, deadLetter, rest
 	default:
 		c.deadLetter = &RefusedError{Topic: topic, Err: err, DeadLetter: true}
 	}
-	s.n.Store(int32(len(s.m)))
+	s.n.Store(int32(len(s.m) + len(s.entries)))
 }
 
 // get returns k's entry (a copy) and marks it used by the open window.
@@ -300,10 +422,15 @@ func (s *Refused) committed() {
 			delete(s.m, k)
 		}
 	}
-	s.n.Store(int32(len(s.m)))
+	for k, e := range s.entries {
+		if e.matched {
+			delete(s.entries, k)
+		}
+	}
+	s.n.Store(int32(len(s.m) + len(s.entries)))
 }
 
-// Len is how many calls the set holds.
+// Len is how many calls and changelog writes the set holds.
 func (s *Refused) Len() int {
 	if s == nil {
 		return 0
@@ -311,9 +438,13 @@ func (s *Refused) Len() int {
 	return int(s.n.Load())
 }
 
-// RefusedError is the failure of a call whose output the broker refused.
+// RefusedError is the failure of a call whose output (or state write) the
+// broker refused.
 type RefusedError struct {
 	Topic string
+	// Store is set when the refused record was the changelog record of
+	// the call's write to that store (Topic is its changelog).
+	Store string
 	Err   error
 	// DeadLetter says the refused record was the call's dead letter: it
 	// cannot be dead-lettered, so on_error: dead_letter stops the task.
@@ -321,11 +452,13 @@ type RefusedError struct {
 }
 
 func (e *RefusedError) Error() string {
-	what := "its output"
-	if e.DeadLetter {
-		what = "its dead letter"
+	switch {
+	case e.DeadLetter:
+		return fmt.Sprintf("the broker refused its dead letter to topic %s: %v", e.Topic, e.Err)
+	case e.Store != "":
+		return fmt.Sprintf("the broker refused the changelog record (topic %s) of its write to store %q: %v", e.Topic, e.Store, e.Err)
 	}
-	return fmt.Sprintf("the broker refused %s to topic %s: %v", what, e.Topic, e.Err)
+	return fmt.Sprintf("the broker refused its output to topic %s: %v", e.Topic, e.Err)
 }
 func (e *RefusedError) Unwrap() error { return e.Err }
 
@@ -362,30 +495,24 @@ func (cp *commitPoint) resolveRefusals(ctx context.Context, list []refusal) (con
 	}
 	// Records the limits now refuse are Emit's, or for changelog records
 	// the store's, to fail on the next pass.
-	var suspects []refusal
-	explained, unexplained := 0, 0
+	var suspects []suspect
 	for _, f := range list {
 		lim := r.lims.byTopic[f.rec.Topic]
 		if f.o.changelog {
 			// Checked as the store checks an entry: the producer's limit
 			// applies to a topic the limits do not know too.
 			if len(f.rec.Key)+len(f.rec.Value) > lim.maxEntry() {
-				explained++
-			} else {
-				unexplained++ // no call to convict: see changelogOrigin
+				continue
+			}
+			if w, ok := r.changelogWrite(f.rec); ok {
+				suspects = append(suspects, suspect{refusal: f, write: w})
 			}
 			continue
 		}
 		if _, ok := r.lims.byTopic[f.rec.Topic]; ok && lim.check(f.rec, time.Now().UnixMilli()) != nil {
 			continue
 		}
-		suspects = append(suspects, f)
-	}
-	if unexplained > 0 && explained == 0 {
-		// (With one explained, the others are its neighbours: a refusal
-		// fails its whole batch.)
-		r.log.Warn("the broker refused changelog records that the topics' limits take; the window is processed again as it was",
-			"records", unexplained)
+		suspects = append(suspects, suspect{refusal: f, call: f.o.key})
 	}
 	if len(suspects) > 0 {
 		convicted = cp.probeSuspects(ctx, suspects, batch)
@@ -429,17 +556,67 @@ func (e *LimitsChangedError) Error() string {
 	return fmt.Sprintf("topic %s now takes record batches of at most %d bytes, where the runner's client makes them up to %d; restarting the runner with the new limit", e.Topic, e.Batch, e.Was)
 }
 
-// probeSuspects probes suspects by origin, halving the groups that are
-// refused, and convicts the origins of groups of one.
-func (cp *commitPoint) probeSuspects(ctx context.Context, suspects []refusal, batch map[string]int32) int {
-	r := cp.r
-	byOrigin := map[originKey][]refusal{}
-	var keys []originKey
-	for _, f := range suspects {
-		if _, ok := byOrigin[f.o.key]; !ok {
-			keys = append(keys, f.o.key)
+// suspect is a refused record the limits do not explain, and what would
+// be convicted of it: the call that produced it, or for a changelog record
+// the write it holds.
+type suspect struct {
+	refusal
+	call  originKey
+	write changelogWrite
+}
+
+// culprit is what one conviction names: a call (its records are probed
+// together) or a changelog write.
+type culprit struct {
+	call  originKey
+	write changelogWrite
+}
+
+// changelogWrite is the write a changelog record holds: its key in the
+// changelog's partition, and the plugin's value.
+type changelogWrite struct {
+	entry entryKey
+	sum   valueSum
+	store string // the store's name, for the error
+}
+
+// changelogWrite finds the task store whose changelog record rec is and
+// returns the write it holds; false if no task of the runner has it (the
+// task was closed since): nothing to convict.
+func (r *Runner) changelogWrite(rec *kgo.Record) (changelogWrite, bool) {
+	for id, t := range r.tasks {
+		if id.Partition != rec.Partition || t.st == nil {
+			continue
 		}
-		byOrigin[f.o.key] = append(byOrigin[f.o.key], f)
+		for i, topic := range t.proc.spec.Changelogs {
+			if topic == rec.Topic && !t.isTable(i) {
+				// PluginValue reads the store's fixed configuration:
+				// safe while the task's goroutine waits on the commit
+				// point.
+				v := t.st.PluginValue(i, rec.Value)
+				return changelogWrite{
+					entry: entryKey{topic: rec.Topic, partition: rec.Partition, key: string(rec.Key)},
+					sum:   sumOf(v, rec.Value == nil),
+					store: t.proc.spec.Stores[i],
+				}, true
+			}
+		}
+	}
+	return changelogWrite{}, false
+}
+
+// probeSuspects probes suspects by culprit, halving the groups that are
+// refused, and convicts the culprits of groups of one.
+func (cp *commitPoint) probeSuspects(ctx context.Context, suspects []suspect, batch map[string]int32) int {
+	r := cp.r
+	byOrigin := map[culprit][]refusal{}
+	var keys []culprit
+	for _, f := range suspects {
+		c := culprit{call: f.call, write: f.write}
+		if _, ok := byOrigin[c]; !ok {
+			keys = append(keys, c)
+		}
+		byOrigin[c] = append(byOrigin[c], f.refusal)
 	}
 	p := r.prober
 	if p == nil {
@@ -456,7 +633,7 @@ func (cp *commitPoint) probeSuspects(ctx context.Context, suspects []refusal, ba
 	probes, convicted := 0, 0
 	// probe produces group's records; stop is set when probing must end
 	// (its budget spent, or the probe failed for another reason).
-	probe := func(group []originKey) (refused error, stop bool) {
+	probe := func(group []culprit) (refused error, stop bool) {
 		if probes >= maxProbes {
 			return nil, true
 		}
@@ -474,41 +651,64 @@ func (cp *commitPoint) probeSuspects(ctx context.Context, suspects []refusal, ba
 		}
 		return refused, false
 	}
-	// find halves group, which holds a refused record (its probe failed
-	// with refused), down to the origins that hold one. A half probed
-	// clean leaves the other holding it: that one is not probed whole.
-	var find func(group []originKey, refused error) bool
-	find = func(group []originKey, refused error) bool {
+	// find halves group, which holds a refused record, down to the
+	// culprits that hold one; probed says refused came from a probe of
+	// group itself. A half probed clean leaves the other holding it, which
+	// is not probed whole; but a culprit is convicted only by a probe of
+	// its records alone, since a set can be refused for what its records
+	// are together (a batch over the topic's limit, when the limits could
+	// not be read again) rather than for one of them. (Without that last
+	// probe the search convicted innocent records, dead-lettering them.)
+	var find func(group []culprit, refused error, probed bool) bool
+	find = func(group []culprit, refused error, probed bool) bool {
 		if len(group) == 1 {
+			if !probed {
+				alone, stop := probe(group)
+				if stop {
+					return false
+				}
+				if alone == nil {
+					return true // refused only with others
+				}
+				refused = alone
+			}
 			cp.convict(group[0], byOrigin[group[0]][0], refused)
 			convicted++
 			return true
 		}
 		left, right := group[:len(group)/2], group[len(group)/2:]
 		lerr, stop := probe(left)
-		if stop || lerr != nil && !find(left, lerr) {
+		if stop || lerr != nil && !find(left, lerr, true) {
 			return false
 		}
 		if lerr == nil {
-			return find(right, refused)
+			return find(right, refused, false)
 		}
 		rerr, stop := probe(right)
 		if stop {
 			return false
 		}
-		return rerr == nil || find(right, rerr)
+		return rerr == nil || find(right, rerr, true)
 	}
 	if refused, stop := probe(keys); !stop && refused != nil {
-		find(keys, refused)
+		find(keys, refused, true)
 	}
 	r.log.Info("probed the records the broker refused", "suspects", len(keys), "probes", probes, "refused", convicted)
 	return convicted
 }
 
-// convict puts an origin into the refused set: its call fails with err on
-// its next pass.
-func (cp *commitPoint) convict(k originKey, f refusal, err error) {
+// convict puts a culprit into the refused set: its call, or a call that
+// makes its write again, fails with err on its next pass.
+func (cp *commitPoint) convict(c culprit, f refusal, err error) {
 	r := cp.r
+	if f.o.changelog {
+		w := c.write
+		r.refused.convictEntry(w.entry, w.store, w.sum, err)
+		r.log.Warn("the broker refuses the changelog record of a state write; a call that makes the write again fails on its next pass",
+			"topic", w.entry.topic, "partition", w.entry.partition, "store", w.store, "key_bytes", len(w.entry.key), "err", err)
+		return
+	}
+	k := c.call
 	restamped := slices.ContainsFunc(f.rec.Headers, func(h kgo.RecordHeader) bool { return h.Key == HeaderSourceTime })
 	r.refused.convict(k, f.rec.Topic, err, f.o.deadLetter, restamped)
 	r.log.Warn("the broker refuses what a call produced; it fails on its next pass", "call", k.String(), "topic", f.rec.Topic, "err", err)
@@ -592,13 +792,36 @@ func (p *kafkaProber) probe(ctx context.Context, recs []*kgo.Record) (error, err
 }
 
 // failRefusedCall is the check a call makes before its outputs are
-// produced: the error it fails with when the broker refused what it
-// produced on a former pass, or nil. A call that failed by itself produced
-// nothing: its dead letter is produceDeadLetter's.
+// produced and its writes join the window: the error it fails with when
+// the broker refused what it produced on a former pass, or a changelog
+// record holding one of its writes, or nil. A call that failed by itself
+// produced and wrote nothing: its dead letter is produceDeadLetter's.
 func (t *task) failRefusedCall(k originKey, failed bool) error {
 	c, ok := t.r.refused.get(k)
-	if !ok || failed {
+	if failed {
 		return nil
 	}
-	return c.output
+	if ok && c.output != nil {
+		return c.output
+	}
+	return t.refusedWrite()
+}
+
+// refusedWrite is the failure of the call in progress if one of its state
+// writes is one whose changelog record the broker refused on a former pass
+// (Refused.write), or nil. Free while no write is in the set.
+func (t *task) refusedWrite() error {
+	if t.st == nil || !t.r.refused.hasEntries() {
+		return nil
+	}
+	var err error
+	t.st.RecordWrites(func(store int, key, stored []byte, del bool) bool {
+		if t.isTable(store) {
+			return true // a task table's topic is not its changelog
+		}
+		k := entryKey{topic: t.proc.spec.Changelogs[store], partition: t.id.Partition, key: string(key)}
+		err = t.r.refused.write(k, sumOf(t.st.PluginValue(store, stored), del))
+		return err == nil
+	})
+	return err
 }

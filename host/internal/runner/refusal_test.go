@@ -116,14 +116,79 @@ func TestRefusedSet(t *testing.T) {
 	}
 }
 
-// fakeProber refuses any probe holding a record whose key is in refuse.
+// A refused changelog write fails exactly the writes of its value under
+// its key until a window that matched it commits; a key refused again
+// before any pass wrote the value refused first (the plugin's values
+// change between passes) fails every write of the key.
+func TestRefusedWrites(t *testing.T) {
+	s := NewRefused()
+	k := entryKey{topic: "clog", partition: 1, key: "a"}
+	v1, v2, v3 := sumOf([]byte("one"), false), sumOf([]byte("two"), false), sumOf([]byte("three"), false)
+	s.convictEntry(k, "s", v1, kerr.InvalidRecord)
+	if !s.hasEntries() {
+		t.Fatal("a convicted write is not in the set")
+	}
+	if err := s.write(k, v2); err != nil {
+		t.Fatalf("another value of the key: %v", err)
+	}
+	if err := s.write(entryKey{topic: "clog", partition: 0, key: "a"}, v1); err != nil {
+		t.Fatalf("the value under the key of another partition: %v", err)
+	}
+	if err := s.write(k, sumOf(nil, true)); err != nil {
+		t.Fatalf("a delete of the key: %v", err)
+	}
+	err := s.write(k, v1)
+	var re *RefusedError
+	if failureKind(err) != FailureRefused || !errors.Is(err, kerr.InvalidRecord) || !errors.As(err, &re) || re.Store != "s" {
+		t.Fatalf("the refused write: %v", err)
+	}
+	s.committed()
+	if s.hasEntries() || s.Len() != 0 {
+		t.Fatalf("a write matched by a committed window is forgotten: %d left", s.Len())
+	}
+
+	// Values that change between passes.
+	s.convictEntry(k, "s", v1, kerr.InvalidRecord)
+	s.committed() // a window that did not write it: kept
+	if s.Len() != 1 {
+		t.Fatalf("an unmatched write was forgotten")
+	}
+	s.convictEntry(k, "s", v2, kerr.InvalidRecord)
+	if err := s.write(k, v3); failureKind(err) != FailureRefused {
+		t.Fatalf("a key refused twice without a match fails every write: %v", err)
+	}
+	s.committed()
+	if s.Len() != 0 {
+		t.Fatalf("%d left after the commit", s.Len())
+	}
+
+	// A key whose value refused was written again, refused for another
+	// value: only the values fail.
+	s.convictEntry(k, "s", v1, kerr.InvalidRecord)
+	_ = s.write(k, v1)
+	s.convictEntry(k, "s", v2, kerr.InvalidRecord)
+	if err := s.write(k, v3); err != nil {
+		t.Fatalf("a third value after a match: %v", err)
+	}
+	if s.write(k, v1) == nil || s.write(k, v2) == nil {
+		t.Fatal("the two values refused are not both refused")
+	}
+}
+
+// fakeProber refuses any probe holding a record whose key is in refuse,
+// and, if batch is set, any probe of more than batch records (as a topic
+// refuses a batch over its limit of records it takes one by one).
 type fakeProber struct {
 	refuse map[string]bool
+	batch  int
 	probes atomic.Int32
 }
 
 func (p *fakeProber) probe(_ context.Context, recs []*kgo.Record) (error, error) {
 	p.probes.Add(1)
+	if p.batch > 0 && len(recs) > p.batch {
+		return kerr.MessageTooLarge, nil
+	}
 	for _, r := range recs {
 		if p.refuse[string(r.Key)] {
 			return kerr.InvalidRecord, nil
@@ -133,20 +198,26 @@ func (p *fakeProber) probe(_ context.Context, recs []*kgo.Record) (error, error)
 }
 func (p *fakeProber) close() {}
 
+// outputSuspects is n refused outputs (keys k0...) of as many input records
+// of processor p (offsets 0...), refused with err.
+func outputSuspects(n int, err error) []suspect {
+	var list []suspect
+	var o origins
+	for i := range n {
+		key := originKey{processor: "p", topic: "in", offset: int64(i)}
+		rec := &kgo.Record{Topic: "out", Key: []byte("k" + strconv.Itoa(i))}
+		list = append(list, suspect{refusal: refusal{rec: rec, o: o.new(key, false), err: err}, call: key})
+	}
+	return list
+}
+
 // Probing halves the suspects until it holds the culprits: the refused
 // records' neighbours, refused with them, are cleared.
 func TestProbeFindsTheCulprits(t *testing.T) {
 	p := &fakeProber{refuse: map[string]bool{"k17": true, "k90": true}}
 	r := &Runner{refused: NewRefused(), prober: p, log: testLogger(t)}
 	cp := &commitPoint{r: r}
-	var list []refusal
-	var o origins
-	for i := range 100 {
-		key := originKey{processor: "p", topic: "in", offset: int64(i)}
-		rec := &kgo.Record{Topic: "out", Key: []byte("k" + strconv.Itoa(i))}
-		list = append(list, refusal{rec: rec, o: o.new(key, false), err: kerr.InvalidRecord})
-	}
-	if n := cp.probeSuspects(context.Background(), list, nil); n != 2 {
+	if n := cp.probeSuspects(context.Background(), outputSuspects(100, kerr.InvalidRecord), nil); n != 2 {
 		t.Fatalf("convicted %d, want 2", n)
 	}
 	if r.refused.Len() != 2 {
@@ -161,6 +232,39 @@ func TestProbeFindsTheCulprits(t *testing.T) {
 		t.Errorf("%d probes for 2 culprits among 100", n)
 	}
 	t.Logf("%d probes", p.probes.Load())
+}
+
+// A probe refused for what its records are together (a batch over the
+// topic's limit: the limits could not be read again, so the probe's
+// batches are the producer's) convicts nobody: every conviction is of a
+// culprit whose probe alone was refused. Before, a half probed clean
+// convicted the other half's last culprit without probing it, and an
+// innocent record was dead-lettered as refused.
+func TestProbeConvictsOnlyWhatIsRefusedAlone(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		refuse map[string]bool
+		batch  int
+		want   []int64
+	}{
+		{"none refused alone", nil, 3, nil},
+		{"one refused alone", map[string]bool{"k29": true}, 10, []int64{29}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := &fakeProber{refuse: c.refuse, batch: c.batch}
+			r := &Runner{refused: NewRefused(), prober: p, log: testLogger(t)}
+			n := (&commitPoint{r: r}).probeSuspects(context.Background(), outputSuspects(40, kerr.MessageTooLarge), nil)
+			if n != len(c.want) || r.refused.Len() != len(c.want) {
+				t.Fatalf("convicted %d (set %d), want %v", n, r.refused.Len(), c.want)
+			}
+			for _, off := range c.want {
+				if got, _ := r.refused.get(originKey{processor: "p", topic: "in", offset: off}); got.output == nil {
+					t.Errorf("offset %d not convicted", off)
+				}
+			}
+			t.Logf("%d probes", p.probes.Load())
+		})
+	}
 }
 
 // runUntilDone runs runners built by mk until ctx ends, replacing one that

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/bits"
 	"runtime"
 	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -883,16 +883,33 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 		c := t.win.in(i)
 		c.sawRecords()
 		c.sawEnd(ftp.LastStableOffset)
-		c.hold(ftp.Records)
-		c.sawMarkers(markersEnd)
-		t.proc.Stats.Fetched.Add(int64(len(ftp.Records)))
+		// One fetch can bring far more than maxHeldBytes of a partition
+		// (a broker returns whole batches, and the client hands over
+		// what it buffered): what does not fit is fetched again once the
+		// task has room.
+		recs, cut := ftp.Records, false
+		if n := c.room(recs); n < len(recs) {
+			recs, cut = recs[:n], true
+		}
+		c.hold(recs)
+		if !cut {
+			c.sawMarkers(markersEnd) // (after a cut, they are fetched again)
+		}
+		t.proc.Stats.Fetched.Add(int64(len(recs)))
 		t.waitingInput = false
-		if len(c.held) >= maxHeld {
-			// The task is slower than its input: stop fetching the
-			// partition until it has worked through what it holds (again
-			// if something else resumed it meanwhile: a finished restore).
+		granted := t.acct.SetInput(t.win.heldBytes())
+		if cut || len(c.held) >= maxHeld || c.heldBytes >= maxHeldBytes || !granted {
+			// The task is slower than its input, or the process holds
+			// half its budget: stop fetching the partition until the task
+			// has worked through what it holds (again if something else
+			// resumed it meanwhile: a finished restore).
 			c.heldFull = true
 			r.cl.PauseFetchPartitions(map[string][]int32{ftp.Topic: {ftp.Partition}})
+		}
+		if cut {
+			r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{
+				ftp.Topic: {ftp.Partition: {Epoch: -1, Offset: ftp.Records[len(recs)].Offset}},
+			})
 		}
 	})
 	var batch []*task
@@ -910,20 +927,34 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 	// Time isolation (I9): the work of one poll ends by the commit point it
 	// is due at, whatever a plugin does. Each task stops at the first record
 	// boundary past the deadline (the records it did not reach wait in its
-	// window for the next one), so a commit point comes at most one
-	// record's time (limits.record_timeout) late and a transaction never
-	// nears its timeout. The cheapest tasks take the processing slots
-	// first, so a slow or looping processor delays the others by at most
-	// one of its records.
+	// window for the next one), and a task that would start past it waits
+	// for the next poll, so a commit point comes at most one record's time
+	// (limits.record_timeout) late and a transaction never nears its
+	// timeout. The cheapest tasks take the processing slots first, so a
+	// slow or looping processor delays the others by at most one of its
+	// records; tasks of about the same cost take turns (slotOrder), so the
+	// ones left for the next poll go first then.
 	deadline := r.cp.deadline()
-	sort.SliceStable(batch, func(i, j int) bool { return batch[i].recordCost < batch[j].recordCost })
+	slices.SortStableFunc(batch, slotOrder)
 	errs := make([]error, len(batch))
 	processed := make([]int, len(batch))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	var wg sync.WaitGroup
 	for i, t := range batch {
-		wg.Add(1)
 		sem <- struct{}{}
+		if i >= cap(sem) && !time.Now().Before(deadline) {
+			// The first slots' worth of tasks always start, so every
+			// poll moves; past the deadline, a task that had to wait for
+			// a slot would hold the commit point for a record or more
+			// (with 8 spinning tasks on 2 slots, four record timeouts per
+			// poll, starving every other processor of a shared member).
+			<-sem
+			for _, left := range batch[i:] {
+				left.proc.Stats.Deferred.Add(1)
+			}
+			break
+		}
+		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			processed[i], errs[i] = t.processBatch(ctx, deadline)
@@ -947,15 +978,47 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 	return errors.Join(errs...)
 }
 
-// refill resumes the partitions paused for holding too many records once
-// their task is down to half of maxHeld: after processing, or after an
-// abort or a rewind dropped what they held. A task that stopped or is
-// restoring keeps its partitions paused for that reason instead.
+// slotOrder orders the tasks of a poll for the processing slots: by cost
+// class (a factor of two of recordCost, so the healthy tasks, microseconds
+// a record, go before the slow ones, milliseconds to seconds), then the
+// least recently run first, so tasks of one class take turns and none
+// waits for slots more than a few polls.
+func slotOrder(a, b *task) int {
+	if ca, cb := costClass(a.recordCost), costClass(b.recordCost); ca != cb {
+		return ca - cb
+	}
+	return a.lastProcessed.Compare(b.lastProcessed)
+}
+
+// costClass is the binary order of magnitude of cost in microseconds. A
+// task not measured yet (no record run) counts as unmeasuredCost.
+func costClass(cost time.Duration) int {
+	if cost <= 0 {
+		cost = unmeasuredCost
+	}
+	return bits.Len64(uint64(cost / time.Microsecond))
+}
+
+// unmeasuredCost is the cost a task is given until its first records ran:
+// after the tasks known to be cheap (a passthrough costs microseconds), so
+// a burst of new tasks that spin does not take their slots, and before
+// the ones known to be slow, so a new task is not left behind them.
+const unmeasuredCost = time.Millisecond
+
+// refill brings each task's account up to the input it holds, and
+// resumes the partitions paused for holding too much once their task is
+// down to half of maxHeld and maxHeldBytes and its account granted what it
+// holds (or it holds nothing of the partition: it must be able to move):
+// after processing, or after an abort or a rewind dropped what they held.
+// A task that stopped or is restoring keeps its partitions paused for that
+// reason instead.
 func (r *Runner) refill() {
 	for _, t := range r.tasks {
+		granted := t.acct.SetInput(t.win.heldBytes())
 		for in := range t.topics {
 			c := t.win.in(in)
-			if c.heldFull && len(c.held) < maxHeld/2 && t.failed == nil && t.restoring == nil {
+			if c.heldFull && len(c.held) < maxHeld/2 && c.heldBytes < maxHeldBytes/2 && (granted || len(c.held) == 0) &&
+				t.failed == nil && t.restoring == nil {
 				c.heldFull = false
 				r.cl.ResumeFetchPartitions(map[string][]int32{t.topics[in]: {t.id.Partition}})
 			}
@@ -967,6 +1030,15 @@ func (r *Runner) refill() {
 // unprocessed (window.go) before it is paused (Kafka Streams' default
 // buffered.records.per.partition is the same); it is resumed at half.
 const maxHeld = 1000
+
+// maxHeldBytes bounds the bytes of those records (heldRecordBytes): a
+// thousand records of a megabyte each would otherwise be a gigabyte per
+// partition. A fetch's records past it are not held but fetched again
+// (cursor.room), so an input partition holds at most maxHeldBytes, or one
+// record when that record alone is larger. They are charged to the task's
+// account too (account.SetInput), which stops fetching when the process
+// holds half its runtime.memory_budget.
+const maxHeldBytes = 16 << 20
 
 // holdsWork reports whether a task holds records it can process now, so
 // the next poll must not wait for new ones.

@@ -21,6 +21,11 @@ type Stats struct {
 	// deadline: it was slow, and its remaining records waited in its window
 	// for the next one (time isolation).
 	Cuts atomic.Int64
+	// Deferred counts the times a task holding records did not start in a
+	// poll because the slots were taken until the commit deadline: its
+	// records waited for the next poll, where it goes before the tasks of
+	// its cost that ran (time isolation).
+	Deferred atomic.Int64
 	// TimePointsCut counts the commit points whose calls (timers, commit
 	// marks) did not reach every task within their budget: the tasks left
 	// go first at the next one.

@@ -74,9 +74,14 @@ type task struct {
 	// canaryIn and canaryFailed count the records the current version
 	// processed, and failed, since the task switched to it.
 	canaryIn, canaryFailed int64
-	// recordCost is a moving average of the time one record takes in the
-	// plugin: the cheapest tasks of a poll are run first (processFetches).
-	recordCost time.Duration
+	// recordCost is a moving average of the plugin time one record costs
+	// the task, its timer firings and commit calls included (a record
+	// that sets a timer pays for its firing): the cheapest tasks of a
+	// poll are run first (processFetches). triggerTime is the plugin time
+	// of the firings and commit calls since the last batch of records,
+	// which that batch's records are charged (taskCalls.run).
+	recordCost  time.Duration
+	triggerTime time.Duration
 	// lastProcessed is when the last record finished; stallFrom, set at a
 	// switch, is the old version's last record, for SwapStalls.
 	lastProcessed time.Time
@@ -290,8 +295,9 @@ func (t *task) hold(n int) error {
 // (processed, skipped or dead-lettered, or the one that stopped the task)
 // and a fatal error, if any. It stops early when ctx is canceled, and at
 // the first record boundary after deadline once it has finished a record
-// (so every task moves on every poll): records not reached are not counted
-// and are fetched again from where each input stopped.
+// (so every task that starts moves; processFetches starts a task past the
+// deadline only among the first slots' worth): records not reached are not
+// counted and stay held for the next poll.
 func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error) {
 	done := 0
 	// batch[i] is what input i holds; what is left of it stays held.
@@ -301,7 +307,9 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 	}
 	defer func() {
 		for i := range batch {
-			t.win.in(i).held = batch[i]
+			if in := t.win.in(i); len(batch[i]) != len(in.held) {
+				in.setHeld(batch[i])
+			}
 		}
 	}()
 	// stopAll marks the first record not reached on every input.
@@ -375,7 +383,7 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 					return done, nil
 				}
 				// lastProcessed is when the previous batch of this poll
-				// ended (done > 0): every task moves on every poll. The
+				// ended (done > 0): every task that starts moves. The
 				// records not reached stay held for the next window.
 				if done > 0 && !t.lastProcessed.Before(deadline) {
 					t.proc.Stats.Cuts.Add(1)

@@ -82,10 +82,59 @@ type cursor struct {
 	waitedOut bool
 
 	// held are the partition's records fetched and not processed yet, in
-	// offset order; heldFull is set while the partition is paused because
-	// there were too many (maxHeld).
-	held     []*kgo.Record
-	heldFull bool
+	// offset order, and heldBytes their size (heldRecordBytes each): set
+	// only by hold and setHeld. heldFull is set while the partition is
+	// paused because they were too many or too large (maxHeld,
+	// maxHeldBytes) or the task's account could not grant them.
+	held      []*kgo.Record
+	heldBytes int64
+	heldFull  bool
+}
+
+// heldRecordOverhead is what a held record costs beyond its key, value and
+// headers: the client's record and its slices.
+const heldRecordOverhead = 256
+
+// heldRecordBytes is what the host holds for a fetched record until its
+// task processed it.
+func heldRecordBytes(r *kgo.Record) int64 {
+	n := len(r.Key) + len(r.Value) + heldRecordOverhead
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
+}
+
+// setHeld replaces the held records with recs (what is left of them after
+// a batch, or none).
+func (c *cursor) setHeld(recs []*kgo.Record) {
+	c.held, c.heldBytes = recs, 0
+	for _, r := range recs {
+		c.heldBytes += heldRecordBytes(r)
+	}
+}
+
+// room is how many of recs (a fetch, in offset order) the cursor can hold
+// within maxHeldBytes: at least one when it holds none, so its task moves
+// whatever the size of a record.
+func (c *cursor) room(recs []*kgo.Record) int {
+	bytes := c.heldBytes
+	for n, r := range recs {
+		bytes += heldRecordBytes(r)
+		if bytes > maxHeldBytes && (n > 0 || len(c.held) > 0) {
+			return n
+		}
+	}
+	return len(recs)
+}
+
+// heldBytes is the size of the records the task's inputs hold.
+func (w *window) heldBytes() int64 {
+	var n int64
+	for i := range w.cursors {
+		n += w.cursors[i].heldBytes
+	}
+	return n
 }
 
 // newWindow returns the empty window of a task reading inputs partitions
@@ -158,7 +207,7 @@ func (w *window) stopAtFailure() {
 func (w *window) refetched() {
 	for i := range w.cursors {
 		w.cursors[i].fetchEnd, w.cursors[i].empty = -1, false
-		w.cursors[i].held = nil
+		w.cursors[i].setHeld(nil)
 	}
 }
 
@@ -226,7 +275,7 @@ func (c *cursor) takeStop() (int64, bool) {
 	}
 	c.stoppedAt = -1
 	c.fetchEnd, c.empty = at, false
-	c.held = nil
+	c.setHeld(nil)
 	return at, true
 }
 
@@ -240,6 +289,9 @@ func (c *cursor) hold(recs []*kgo.Record) {
 		c.held = recs
 	} else {
 		c.held = append(c.held[:len(c.held):len(c.held)], recs...)
+	}
+	for _, r := range recs {
+		c.heldBytes += heldRecordBytes(r)
 	}
 	c.fetchEnd = recs[len(recs)-1].Offset + 1
 }
@@ -321,7 +373,7 @@ func (c *cursor) aborted() {
 	c.dirty = false
 	c.start = -1
 	c.fetchEnd, c.empty = -1, false
-	c.held = nil
+	c.setHeld(nil)
 }
 
 // rewound drops the cursor's offsets for an at_least_once rollback and
@@ -336,7 +388,7 @@ func (c *cursor) rewound() (from int64, ok bool) {
 	c.next = -1
 	c.dirty = false
 	c.fetchEnd, c.empty = from, false
-	c.held = nil
+	c.setHeld(nil)
 	return from, true
 }
 

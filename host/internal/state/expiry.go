@@ -84,6 +84,18 @@ func (e Expiry) Live(stored []byte, now int64) (value []byte, expired, ok bool) 
 	return stored[stampSize:], expired, true
 }
 
+// PluginValue is the part of a value of store as stored (in Pebble and in
+// its changelog) that its writer gave: the value behind its stamp in a
+// store with an expiry, the value itself otherwise (and for an invalid
+// store, or a stored value too short for a stamp). It reads only the
+// store's configuration, fixed before the store is used.
+func (t *Task) PluginValue(store int, stored []byte) []byte {
+	if store >= 0 && store < len(t.stores) && t.stores[store].expiry.TTL > 0 && len(stored) >= stampSize {
+		return stored[stampSize:]
+	}
+	return stored
+}
+
 // getLive is Get for a store with an expiry.
 func (t *Task) getLive(s *store, key []byte) ([]byte, bool, error) {
 	stored, found, err := t.get(s, key)

@@ -417,6 +417,27 @@ func (t *Task) Delete(store int, key []byte) error {
 	return nil
 }
 
+// RecordWrites calls yield with each write of the current record (since
+// the last CommitRecord or AbortRecord), store by store, until it returns
+// false: the key, the value as stored (behind its stamp in a store with an
+// expiry: see PluginValue) and whether it is a delete. The slices are the
+// Task's; yield must not keep or modify them. The runner uses it to find a
+// write the broker refused in a former pass (its changelog record), which
+// only a record's own writes can be matched against.
+func (t *Task) RecordWrites(yield func(store int, key, stored []byte, del bool) bool) {
+	if t.usable() != nil {
+		return
+	}
+	for i, s := range t.stores {
+		for k, key := range s.overlay.Keys() {
+			e := s.overlay.Values()[k]
+			if !yield(i, key, e.val, e.del) {
+				return
+			}
+		}
+	}
+}
+
 // CommitRecord ends the current record successfully: its writes join the
 // commit window's pending set, one entry per key (the latest write wins).
 func (t *Task) CommitRecord() {
