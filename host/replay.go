@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"time"
@@ -236,7 +237,41 @@ func openReplay(ctx context.Context, cfg *Config, opts ReplayOptions, log *slog.
 	if rs.ranges, err = replayRanges(ctx, rs.kafka, rs.inputs, opts); err != nil {
 		return nil, err
 	}
+	if rs.state != nil && len(rs.p.Spec.Stores) > 0 {
+		if err := rs.checkLocalTasks(); err != nil {
+			return nil, err
+		}
+	}
 	return rs, nil
+}
+
+// checkLocalTasks refuses, with ReplayStateCurrent, a task whose stores
+// the state directory does not hold (it ran on another machine, or never
+// ran): starting it from empty state would not be its current state.
+func (rs *replaySetup) checkLocalTasks() error {
+	stores, err := rs.state.Stores()
+	if err != nil {
+		return fmt.Errorf("replay --state current: listing the stores in %s: %w", rs.state.Dir(), err)
+	}
+	local := map[int32]bool{}
+	for _, s := range stores {
+		if s.Processor == rs.pc.Name {
+			local[s.Partition] = true
+		}
+	}
+	var missing []int32
+	for part := range rs.ranges {
+		if !local[part] {
+			missing = append(missing, part)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	have := slices.Sorted(maps.Keys(local))
+	return fmt.Errorf("replay --state current: %s holds no state of processor %q's partition(s) %v (they ran on another machine, or never ran); "+
+		"replay the partitions it holds, %v, with --partitions, or use --state empty", rs.state.Dir(), rs.pc.Name, missing, have)
 }
 
 // openReplayState opens dir read-only, or says why it cannot.

@@ -286,6 +286,19 @@ func TestReplayFromCurrentState(t *testing.T) {
 	if after := dirDigest(t, p.cfg.StateDir()); after != before {
 		t.Fatalf("replay --state current changed the state directory:\n%s\n---\n%s", before, after)
 	}
+
+	// A partition the directory holds no state of (added after the app
+	// ran) is refused, naming the ones it holds; --partitions picks those.
+	if _, err := p.b.Admin(t).CreatePartitions(ctx, 1, p.in); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Replay(ctx, p.cfg, ReplayOptions{Processor: "proc", To: -1, State: ReplayStateCurrent}, io.Discard, testLogger(t))
+	if err == nil || !strings.Contains(err.Error(), "partition(s) [3]") || !strings.Contains(err.Error(), "[0 1 2], with --partitions") {
+		t.Fatalf("replay --state current with a partition of no local state: %v", err)
+	}
+	if res, err := Replay(ctx, p.cfg, ReplayOptions{Processor: "proc", To: -1, State: ReplayStateCurrent, Partitions: []int32{0, 1, 2}}, io.Discard, testLogger(t)); err != nil || res.Records != n {
+		t.Fatalf("replay --state current of the local partitions: %+v, %v", res, err)
+	}
 }
 
 // dirDigest lists every file under dir with its size and content hash.
