@@ -100,12 +100,97 @@ func Replay(ctx context.Context, cfg *Config, opts ReplayOptions, w io.Writer, l
 	return res, err
 }
 
-// ReplayDiffTask is what a diff found in one task (partition).
-type ReplayDiffTask = replay.DiffCounts
+// ReplayDiffTask is what a diff found in one task (partition). Every
+// record is in exactly one of Matching, Differing and the failures:
+// Records = Matching + Differing + Failed + AgainstFailed - FailedBoth.
+type ReplayDiffTask struct {
+	Partition int32 `json:"partition"`
+	Records   int   `json:"records"`
+	// Matching: both versions processed the record and emitted the same
+	// records (output, key, value, headers but wasmstream-version, in
+	// order). Differing: both processed it, the emits differ.
+	Matching  int `json:"matching"`
+	Differing int `json:"differing"`
+	// Failed and AgainstFailed count the records each version failed
+	// (Failed: the replayed version, AgainstFailed: the one diffed
+	// against); FailedBoth those both failed. A failure on one side only
+	// is a difference, and sampled.
+	Failed        int `json:"failed"`
+	AgainstFailed int `json:"against_failed"`
+	FailedBoth    int `json:"failed_both"`
+}
+
+// Identical says whether the versions behaved alike on every record: the
+// same emits, or both failed.
+func (c ReplayDiffTask) Identical() bool {
+	return c.Differing == 0 && c.Failed == c.FailedBoth && c.AgainstFailed == c.FailedBoth
+}
 
 // ReplayDiffSample is an input record on which two versions differ: where
 // it was read, and each version's emits or failure.
-type ReplayDiffSample = replay.Sample
+type ReplayDiffSample struct {
+	In      ReplaySource   `json:"in"`
+	Version ReplayDiffSide `json:"version"`
+	Against ReplayDiffSide `json:"against"`
+}
+
+// ReplaySource is where an input record was read.
+type ReplaySource struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+}
+
+// ReplayDiffSide is one version's behaviour on a sampled record: its
+// emits, or its failure (Error set, Emits empty).
+type ReplayDiffSide struct {
+	Emits []ReplayEmit `json:"emits"`
+	Error string       `json:"error,omitempty"`
+}
+
+// ReplayEmit is a record a version emitted, as `wasmstream replay` writes
+// it (without the version header, which only the runner adds).
+type ReplayEmit struct {
+	Output    string         `json:"output"`
+	Topic     string         `json:"topic"`
+	Key       []byte         `json:"key,omitempty"`   // base64 in JSON; absent: a null key
+	Value     []byte         `json:"value,omitempty"` // base64 in JSON; absent: a null value
+	Headers   []ReplayHeader `json:"headers,omitempty"`
+	Timestamp int64          `json:"timestamp"` // as emitted
+	Partition int32          `json:"partition"` // as emitted; -1: by key
+}
+
+// ReplayHeader is an emitted record's header.
+type ReplayHeader struct {
+	Key   string `json:"key"`
+	Value []byte `json:"value"`
+}
+
+func replayTask(c replay.DiffCounts) ReplayDiffTask {
+	return ReplayDiffTask{Partition: c.Partition, Records: c.Records, Matching: c.Matching, Differing: c.Differing,
+		Failed: c.Failed, AgainstFailed: c.AgainstFailed, FailedBoth: c.FailedBoth}
+}
+
+func replaySample(s replay.Sample) ReplayDiffSample {
+	side := func(d replay.Side) ReplayDiffSide {
+		out := ReplayDiffSide{Emits: []ReplayEmit{}, Error: d.Error}
+		for _, l := range d.Emits {
+			e := ReplayEmit{Output: l.Output, Topic: l.Topic, Key: l.Key, Value: l.Value}
+			if l.Timestamp != nil {
+				e.Timestamp = *l.Timestamp
+			}
+			if l.Partition != nil {
+				e.Partition = *l.Partition
+			}
+			for _, h := range l.Headers {
+				e.Headers = append(e.Headers, ReplayHeader{Key: h.Key, Value: h.Value})
+			}
+			out.Emits = append(out.Emits, e)
+		}
+		return out
+	}
+	return ReplayDiffSample{In: ReplaySource(s.In), Version: side(s.Version), Against: side(s.Against)}
+}
 
 // ReplayDiffResult is what ReplayDiff found.
 type ReplayDiffResult struct {
@@ -147,8 +232,10 @@ func ReplayDiff(ctx context.Context, cfg *Config, opts ReplayOptions, against []
 	err = rs.eachTask(ctx, func(part int32, recs []replay.Input, start *replay.State) error {
 		c, samples, err := replay.Diff(ctx, rs.p, mod, other, recs, start, maxSamples-len(res.Samples))
 		c.Partition = part
-		res.Tasks = append(res.Tasks, c)
-		res.Samples = append(res.Samples, samples...)
+		res.Tasks = append(res.Tasks, replayTask(c))
+		for _, sm := range samples {
+			res.Samples = append(res.Samples, replaySample(sm))
+		}
 		t := &res.Total
 		t.Records += c.Records
 		t.Matching += c.Matching

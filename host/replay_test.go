@@ -193,8 +193,8 @@ func TestReplayDiffFindsPlantedDifference(t *testing.T) {
 		if !strings.HasSuffix(key, "7") || string(b.Value) != string(a.Value)+"!" || string(a.Key) != string(b.Key) {
 			t.Errorf("sample of %s: %q vs %q; want a key ending in 7 and the variant's value with a '!'", a.Key, a.Value, b.Value)
 		}
-		if s.In.Topic != p.in || a.In != s.In || b.In != s.In {
-			t.Errorf("sample's input %+v, emits' %+v and %+v: want one place in %s", s.In, a.In, b.In, p.in)
+		if s.In.Topic != p.in || a.Output != "out" || a.Topic != p.out || b.Topic != p.out {
+			t.Errorf("sample's input %+v, emits %+v and %+v: want %s in, output out to %s", s.In, a, b, p.in, p.out)
 		}
 		seen[key]++
 	}

@@ -39,12 +39,6 @@ type DiffCounts struct {
 	FailedBoth    int `json:"failed_both"`
 }
 
-// Identical says whether the versions behaved alike on every record: the
-// same emits, or both failed.
-func (c DiffCounts) Identical() bool {
-	return c.Differing == 0 && c.Failed == c.FailedBoth && c.AgainstFailed == c.FailedBoth
-}
-
 // Side is one version's behaviour on a sampled record.
 type Side struct {
 	Emits []Line `json:"emits"`
