@@ -151,7 +151,6 @@ func TestDeployAndRollBackOnTwoProcesses(t *testing.T) {
 	f.greeted(t, b, out, v1ID)
 	inputs := f.stop()
 
-
 	// Every name greeted exactly once, in the format of the version in its
 	// header; per input partition the versions go v1, v2, v1: each task
 	// switched once each way.
