@@ -368,7 +368,7 @@ func openReplayState(dir string) (*StateReader, error) {
 	case errors.Is(err, ErrNoState):
 		return nil, fmt.Errorf("replay --state current: no state database in %s (state.dir and app_id name it; was the app ever run on this machine?): %w", dir, err)
 	case errors.Is(err, ErrStateInUse):
-		return nil, fmt.Errorf("replay --state current: the state directory %s is held by a running process; stop it (or replay from a copy of the directory with state.dir set to it): %w", dir, err)
+		return nil, fmt.Errorf("replay --state current: the state directory %s is held by a running process; stop it (or replay from a copy of the directory made while it was stopped, with state.dir set to it): %w", dir, err)
 	case err != nil:
 		return nil, fmt.Errorf("replay --state current: reading %s: %w", dir, err)
 	}
