@@ -220,12 +220,16 @@ func measure(o options, standbys int) (result, error) {
 		return res, fmt.Errorf("%s owns no partition of %s", victim.Name, in)
 	}
 	res.moved = owned
+	killed := time.Now()
+	victim.Kill()
+	// The moved tasks' committed offsets once the victim is gone (read
+	// after the kill: it commits every 100 ms until then, and a commit it
+	// had sent may land just after).
+	time.Sleep(500 * time.Millisecond)
 	before, err := committed(ctx, adm, app, in)
 	if err != nil {
 		return res, err
 	}
-	killed := time.Now()
-	victim.Kill()
 	assigned := map[int32]time.Duration{}
 	resumed := map[int32]time.Duration{}
 	deadline := killed.Add(10 * time.Minute)

@@ -23,6 +23,7 @@
 package copartition
 
 import (
+	"hash/fnv"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -40,11 +41,47 @@ const ProtocolName = "wasmstream-copartition-v1"
 // groups must pass Validate: Balancer panics otherwise (the host validates
 // its configuration before it builds a client).
 func Balancer(groups [][]string) kgo.GroupBalancer {
+	return newBalancer(groups, false)
+}
+
+// StandbyBalancer is Balancer for an app whose tasks have standby
+// replicas (the runner's standby.go): a unit that needs a new owner goes,
+// among the members with room for it, to the one ranked first for it by
+// StandbyRank, which is where the runner keeps its first standby; a task
+// whose owner left then starts on a warm copy. Every other rule is
+// Balancer's.
+func StandbyBalancer(groups [][]string) kgo.GroupBalancer {
+	return newBalancer(groups, true)
+}
+
+func newBalancer(groups [][]string, standbys bool) kgo.GroupBalancer {
 	groups = normalize(groups)
 	if err := validate(groups); err != nil {
 		panic(err)
 	}
-	return &balancer{userData: encodeGroups(groups)}
+	return &balancer{userData: encodeGroups(groups), standbys: standbys}
+}
+
+// StandbyRank is member's rendezvous score for unit (topic, partition),
+// topic being the first, in byte order, of the unit's co-partitioned
+// topics: the runner keeps a task's standbys on the members that score
+// highest for it (its owner aside), and StandbyBalancer gives a unit that
+// needs an owner to the highest scoring member with room.
+func StandbyRank(topic string, partition int32, member string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(topic))
+	h.Write([]byte{0, byte(partition >> 24), byte(partition >> 16), byte(partition >> 8), byte(partition), 0})
+	h.Write([]byte(member))
+	// FNV-1a alone barely moves its high bits with the last bytes (member
+	// ids that differ at their end would rank the same for every unit):
+	// splitmix64's finalizer spreads every input bit over the result.
+	x := h.Sum64()
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }
 
 // Validate reports whether groups fit the limits of the UserData encoding
@@ -59,6 +96,7 @@ func Validate(groups [][]string) error {
 // management goroutine and from the leader's balance.
 type balancer struct {
 	userData []byte // this member's groups, encoded once
+	standbys bool   // place new owners where the standbys are (StandbyBalancer)
 }
 
 func (*balancer) ProtocolName() string { return ProtocolName }
@@ -102,9 +140,11 @@ func (b *balancer) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.G
 // assignment (plan.go), then withholds every partition that would move
 // straight from one member to another, which the members' revoke and
 // rejoin then free for the next round.
-func (*balancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kgo.IntoSyncAssignment {
+func (b *balancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int32) kgo.IntoSyncAssignment {
 	plan := cb.NewPlan()
-	newPlanner(cb, topics).assign(plan)
+	p := newPlanner(cb, topics)
+	p.standbys = b.standbys
+	p.assign(plan)
 	plan.AdjustCooperative(cb)
 	return plan
 }

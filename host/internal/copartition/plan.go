@@ -72,6 +72,9 @@ type planner struct {
 	counts  map[string]int32 // partitions per topic being balanced
 	claims  map[topicPartition]*claim
 	groups  [][]string // declared groups, merged; each sorted
+	// standbys: a free unit goes to the member StandbyRank ranks first
+	// among those with room (StandbyBalancer), not the least loaded.
+	standbys bool
 }
 
 func newPlanner(cb *kgo.ConsumerBalancer, counts map[string]int32) *planner {
@@ -246,6 +249,14 @@ func (p *planner) assignGroup(plan *kgo.BalancePlan, g []string, eligible []*mem
 	for e, m := range eligible {
 		m.total += len(held[e])
 	}
+	atCeilNow := 0
+	if rem > 0 {
+		for e := range eligible {
+			if len(held[e]) == ceil {
+				atCeilNow++
+			}
+		}
+	}
 	for u := range owner {
 		if owner[u] >= 0 {
 			continue
@@ -255,6 +266,24 @@ func (p *planner) assignGroup(plan *kgo.BalancePlan, g []string, eligible []*mem
 			if less(eligible[e], eligible[best], len(held[e]), len(held[best])) {
 				best = e
 			}
+		}
+		if p.standbys {
+			// The member with room ranked first for the unit: where its
+			// standby is. Room: below floor, or at floor while fewer than
+			// rem members hold ceil.
+			var top uint64
+			found := false
+			for e, m := range eligible {
+				if room := len(held[e]) < floor || rem > 0 && len(held[e]) == floor && atCeilNow < rem; !room {
+					continue
+				}
+				if r := StandbyRank(g[0], int32(u), m.id); !found || r > top {
+					best, top, found = e, r, true
+				}
+			}
+		}
+		if rem > 0 && len(held[best]) == floor {
+			atCeilNow++
 		}
 		owner[u] = best
 		held[best] = append(held[best], int32(u))

@@ -364,3 +364,38 @@ func TestMemberBalancerType(t *testing.T) {
 		t.Errorf("MemberBalancer topics %v", topics)
 	}
 }
+
+// StandbyBalancer: a unit whose owner left goes to the member with room
+// that StandbyRank ranks first for it, where the runner keeps the unit's
+// standby, rather than to the least loaded member (Balancer's choice);
+// what stays with its owner stays.
+func TestStandbyBalancerPlacesMovedUnitsOnTheirStandby(t *testing.T) {
+	ranked := 0
+	for i := range 20 {
+		topic := fmt.Sprintf("in%d", i)
+		members := newMembers(2, []string{topic}, nil)
+		members[0].owned, members[0].gen = map[string][]int32{topic: {0}}, 1
+		members[1].owned, members[1].gen = map[string][]int32{topic: {1}}, 1
+		// The third member, which owned partition 2, is gone.
+		counts := map[string]int32{topic: 3}
+		want := "m00"
+		if StandbyRank(topic, 2, "m01") > StandbyRank(topic, 2, "m00") {
+			want = "m01"
+			ranked++
+		}
+		got := balanceWith(t, StandbyBalancer(nil), members, counts)
+		if !slices.Contains(got[want][topic], 2) {
+			t.Fatalf("%s: partition 2 went %v, want to %s (ranked first)", topic, got, want)
+		}
+		if !slices.Contains(got["m00"][topic], 0) || !slices.Contains(got["m01"][topic], 1) {
+			t.Fatalf("%s: the owners lost what they had: %v", topic, got)
+		}
+		// Balancer gives it to the least loaded, smallest id: m00.
+		if plain := balance(t, members, counts); !slices.Contains(plain["m00"][topic], 2) {
+			t.Fatalf("%s: Balancer put partition 2 at %v", topic, plain)
+		}
+	}
+	if ranked == 0 {
+		t.Fatal("no case where the rank and the default disagree: the test shows nothing")
+	}
+}

@@ -49,13 +49,18 @@ func (m *simMember) metadata(t testing.TB) []byte {
 // and Balance, and each member's ParseSyncAssignment.
 func balance(t testing.TB, members []*simMember, counts map[string]int32) assignment {
 	t.Helper()
+	return balanceWith(t, Balancer(nil), members, counts) // the leader's own groups play no part
+}
+
+// balanceWith is balance with leader as the leader's balancer.
+func balanceWith(t testing.TB, leader kgo.GroupBalancer, members []*simMember, counts map[string]int32) assignment {
+	t.Helper()
 	join := make([]kmsg.JoinGroupResponseMember, len(members))
 	for i, m := range members {
 		join[i] = kmsg.NewJoinGroupResponseMember()
 		join[i].MemberID = m.id
 		join[i].ProtocolMetadata = m.metadata(t)
 	}
-	leader := Balancer(nil) // the leader's own groups play no part
 	mb, topics, err := leader.MemberBalancer(join)
 	if err != nil {
 		t.Fatalf("MemberBalancer: %v", err)

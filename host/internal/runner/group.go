@@ -30,7 +30,7 @@ import (
 // co-partitioning balancer, with cooperative-sticky as the fallback a
 // group of mixed versions agrees on (the runner's own check keeps tasks
 // whole then). Without any, the uniform (sticky) assignor balances better.
-func groupOpts(ctx context.Context, kafka kclient.Config, want GroupProtocol, copartitioned [][]string, extra []kgo.Opt) ([]kgo.Opt, GroupProtocol, error) {
+func groupOpts(ctx context.Context, kafka kclient.Config, want GroupProtocol, copartitioned [][]string, standbys bool, extra []kgo.Opt) ([]kgo.Opt, GroupProtocol, error) {
 	if want == ProtocolAuto {
 		ok, err := brokersSupport848(ctx, kafka, extra)
 		if err != nil {
@@ -46,6 +46,9 @@ func groupOpts(ctx context.Context, kafka kclient.Config, want GroupProtocol, co
 		return []kgo.Opt{kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer())}, want, nil
 	case want == ProtocolConsumer:
 		return []kgo.Opt{kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer())}, want, nil
+	case want == ProtocolClassic && standbys:
+		// Moved tasks go where their standbys are (standby.go).
+		return []kgo.Opt{kgo.Balancers(copartition.StandbyBalancer(copartitioned), kgo.CooperativeStickyBalancer())}, want, nil
 	case want == ProtocolClassic && len(copartitioned) > 0:
 		return []kgo.Opt{kgo.Balancers(copartition.Balancer(copartitioned), kgo.CooperativeStickyBalancer())}, want, nil
 	case want == ProtocolClassic:

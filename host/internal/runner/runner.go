@@ -483,7 +483,7 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 	if err := copartition.Validate(copartitioned); err != nil {
 		return nil, fmt.Errorf("runner: co-partitioned inputs: %w", err)
 	}
-	gopts, protocol, err := groupOpts(ctx, opts.Kafka, opts.GroupProtocol, copartitioned, opts.ExtraOpts)
+	gopts, protocol, err := groupOpts(ctx, opts.Kafka, opts.GroupProtocol, copartitioned, r.standby != nil, opts.ExtraOpts)
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
 	}

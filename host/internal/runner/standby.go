@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"hash/fnv"
 	"maps"
 	"slices"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/wasmstream/wasmstream/host/internal/copartition"
 	"github.com/wasmstream/wasmstream/host/internal/restore"
 	"github.com/wasmstream/wasmstream/host/internal/state"
 )
@@ -36,15 +36,16 @@ import (
 // restore client of the round in progress.
 //
 // Placement: for each stateful task, the members of the group other than
-// its owner are ranked by a hash of (task, member id) (rendezvous
-// hashing), and the first StandbyReplicas keep it. Every member computes
+// its owner are ranked by copartition.StandbyRank (rendezvous hashing on
+// the task's first input topic in byte order, its partition and the
+// member id), and the first StandbyReplicas keep it. Every member computes
 // the same ranking from the same description, without talking to the
 // others; a member joining or leaving moves only the standbys it ranks
-// first for. A standby is never on the task's own member. What it cannot
-// do: make the group give a moving task to the member that holds its
-// standby. Under the classic protocol the balancer keeps a task where it
-// was and spreads the rest evenly; under KIP-848 the broker assigns.
-// RATIONALE.md says what this costs.
+// first for. A standby is never on the task's own member. Under the
+// classic protocol the group's balancer (copartition.StandbyBalancer)
+// gives a task whose owner left to the member ranked first with room for
+// it: where its first copy is. Under KIP-848 the broker assigns, knowing
+// nothing of the copies. RATIONALE.md says what this costs.
 //
 // Processors with task tables keep no standbys: their table stores are
 // restored only up to the group's committed offset of their source topic,
@@ -329,8 +330,9 @@ func standbyPlan(procs []*procState, owners map[topicPartition]string, subscribe
 					others = append(others, m)
 				}
 			}
+			key := slices.Min(ps.spec.Inputs) // the balancer's name for the unit
 			slices.SortFunc(others, func(a, b string) int {
-				ha, hb := rank(id, a), rank(id, b)
+				ha, hb := copartition.StandbyRank(key, tp.partition, a), copartition.StandbyRank(key, tp.partition, b)
 				switch {
 				case ha > hb:
 					return -1
@@ -346,15 +348,6 @@ func standbyPlan(procs []*procState, owners map[topicPartition]string, subscribe
 	}
 	slices.SortFunc(out, func(a, b TaskID) int { return cmp.Compare(a.String(), b.String()) })
 	return out
-}
-
-// rank is member's rendezvous score for task.
-func rank(task TaskID, member string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(task.String()))
-	h.Write([]byte{0})
-	h.Write([]byte(member))
-	return h.Sum64()
 }
 
 // procByName returns the processor called name, or nil.
