@@ -140,3 +140,18 @@ func (c *Config) deployApp(log *slog.Logger) (ideploy.App, error) {
 	}
 	return app, nil
 }
+
+// VersionModule returns the bytes of processor's version named ref in the
+// control topic of cfg's app (`wasmstream replay --diff-against LABEL`):
+// the active version or one in its history, by label, version ID
+// (label@hash-prefix) or hash prefix of at least 6 hex digits; a label
+// several versions share names the most recent. log nil means
+// slog.Default().
+func VersionModule(ctx context.Context, cfg *Config, processor, ref string, log *slog.Logger) ([]byte, VersionInfo, error) {
+	app, err := cfg.deployApp(log)
+	if err != nil {
+		return nil, VersionInfo{}, err
+	}
+	wasm, v, err := ideploy.Module(ctx, app, processor, ref)
+	return wasm, versionInfo(v), err
+}

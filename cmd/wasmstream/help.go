@@ -240,11 +240,13 @@ error naming its partitions.
 	{
 		name:    "replay",
 		summary: "run a plugin version over a range of a processor's input, offline and deterministically",
-		usage:   "wasmstream replay -c pipeline.yaml PROCESSOR [--plugin FILE] [--from N] [--to N] [--from-time T] [--to-time T] [--partitions 0,1] --out FILE|-",
+		usage:   "wasmstream replay -c pipeline.yaml PROCESSOR [--plugin FILE] [--from N] [--to N] [--from-time T] [--to-time T] [--partitions 0,1] [--state empty|current] [--diff-against LABEL|FILE [--diff-samples N]] --out FILE|-",
 		details: replayDetails,
 		examples: []string{
 			"wasmstream replay -c pipeline.yaml count --plugin count-v2.wasm --from 1000 --to 2000 --out v2.jsonl",
 			"wasmstream replay -c pipeline.yaml count --partitions 0 --out -",
+			"wasmstream replay -c pipeline.yaml count --plugin count-v2.wasm --diff-against config --out diff.json",
+			"wasmstream replay -c pipeline.yaml count --state current --from-time 2026-01-02T15:00:00Z --out -",
 		},
 	},
 	{

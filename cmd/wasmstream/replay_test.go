@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,7 +13,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
+	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
 // replay --out FILE twice over an input written in transactions (its last
@@ -70,5 +73,85 @@ func TestReplayCommand(t *testing.T) {
 	}
 	if code, _, errs := runCLI(t, "replay", "-c", conf, "nope", "--out", "-"); code != exitError || !strings.Contains(errs, `unknown processor "nope"`) {
 		t.Errorf("replay of an unknown processor: exit %d, %q", code, errs)
+	}
+}
+
+// replay --diff-against a FILE or a deployed LABEL: exit 1 and the
+// planted difference (internal/testplugins/counterdiff changes the output
+// of keys k7, k17, k27) when the versions differ, exit 0 when they do not,
+// exit 3 for a label the control topic lacks; --state current refuses a
+// missing state directory.
+func TestReplayDiffCommand(t *testing.T) {
+	b := testbroker.New(t)
+	in := b.Name(t, "in")
+	b.CreateTopic(t, in, 2, nil)
+	recs := make([]*kgo.Record, 60)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: in, Key: []byte("k" + strconv.Itoa(i%30)), Value: []byte("id" + strconv.Itoa(i))}
+	}
+	b.Produce(t, recs...)
+	counter, _ := filepath.Abs(wasmbuild.Build(t, "./internal/testplugins/counter"))
+	variant, _ := filepath.Abs(wasmbuild.Build(t, "./internal/testplugins/counterdiff"))
+	dir := t.TempDir()
+	conf := writeFile(t, dir, "pipeline.yaml", "app_id: "+b.Name(t, "app")+"\nkafka:\n  brokers: ["+strings.Join(b.Addrs(), ",")+"]\n"+
+		"runtime: {cache_dir: \"off\"}\nstate: {dir: "+filepath.Join(dir, "state")+"}\nprocessors:\n  - name: proc\n    plugin: "+counter+
+		"\n    inputs: ["+in+"]\n    outputs: {out: out}\n    stores: [counts]\n")
+	out := filepath.Join(dir, "diff.json")
+
+	code, stdout, errs := runCLI(t, "replay", "-c", conf, "proc", "--diff-against", variant, "--out", out)
+	if code != exitDiffer || !strings.Contains(stdout, "60 records, 54 matching, 6 differing, 0 failed, 0 failed against, 0 failed by both: they differ") {
+		t.Fatalf("diff against the variant file: exit %d, %q, %q", code, stdout, errs)
+	}
+	var res host.ReplayDiffResult
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatalf("%v: %s", err, data)
+	}
+	if res.Total.Differing != 6 || len(res.Samples) != 6 || len(res.Tasks) != 2 {
+		t.Fatalf("the diff document: %s", data)
+	}
+	for _, s := range res.Samples {
+		v, a := string(s.Version.Emits[0].Value), string(s.Against.Emits[0].Value)
+		if k, _, _ := strings.Cut(v, ":"); !strings.HasSuffix(k, "7") || a != v+"!" || s.In.Topic != in {
+			t.Errorf("sample %+v: %q vs %q", s.In, v, a)
+		}
+	}
+	if code, _, errs := runCLI(t, "replay", "-c", conf, "proc", "--diff-against", variant, "--diff-samples", "2", "--out", out); code != exitDiffer {
+		t.Fatalf("--diff-samples 2: exit %d, %q", code, errs)
+	}
+	if data, _ = os.ReadFile(out); json.Unmarshal(data, &res) != nil || len(res.Samples) != 2 || res.Total.Differing != 6 {
+		t.Fatalf("--diff-samples 2: %s", data)
+	}
+
+	// By label: deploy records the config's plugin as "config".
+	if code, _, errs := runCLI(t, "deploy", "-c", conf, "proc", variant, "--label", "v2"); code != exitOK {
+		t.Fatalf("deploy: exit %d, %q", code, errs)
+	}
+	if code, stdout, errs := runCLI(t, "replay", "-c", conf, "proc", "--diff-against", "v2", "--out", out); code != exitDiffer || !strings.Contains(stdout, "against v2@") {
+		t.Fatalf("diff against label v2: exit %d, %q, %q", code, stdout, errs)
+	}
+	if code, stdout, errs := runCLI(t, "replay", "-c", conf, "proc", "--plugin", variant, "--diff-against", "v2", "--out", "-"); code != exitOK || !strings.Contains(errs, "60 matching, 0 differing") || !strings.Contains(stdout, `"samples": []`) {
+		t.Fatalf("the variant against itself by label: exit %d, %q, %q", code, stdout, errs)
+	}
+	if code, _, errs := runCLI(t, "replay", "-c", conf, "proc", "--diff-against", "config", "--out", out); code != exitOK {
+		t.Fatalf("the config's plugin against label config: exit %d, %q", code, errs)
+	}
+	if code, _, errs := runCLI(t, "replay", "-c", conf, "proc", "--diff-against", "v3", "--out", out); code != exitDiffFailed || !strings.Contains(errs, `no version "v3"`) || !strings.Contains(errs, "v2@") {
+		t.Fatalf("an unknown label: exit %d, %q; want exit 3 listing the versions", code, errs)
+	}
+
+	if code, _, errs := runCLI(t, "replay", "-c", conf, "proc", "--state", "current", "--out", out); code != exitError || !strings.Contains(errs, "no state database in") {
+		t.Fatalf("--state current without a state directory: exit %d, %q", code, errs)
+	}
+	for _, args := range [][]string{
+		{"replay", "-c", conf, "proc", "--state", "old", "--out", "-"},
+		{"replay", "-c", conf, "proc", "--diff-samples", "3", "--out", "-"},
+	} {
+		if code, _, errs := runCLI(t, args...); code != exitUsage || errs == "" {
+			t.Errorf("%v: exit %d, %q; want a usage error", args, code, errs)
+		}
 	}
 }

@@ -1,11 +1,15 @@
 // The hot-swap example, run the way its README says, in one test process:
 // two processes of the app (two Hosts) from the example's pipeline.yaml,
 // names flowing in, v2 deployed with the function `wasmstream deploy` runs,
-// then rolled back with the one `wasmstream rollback` runs.
+// then rolled back with the one `wasmstream rollback` runs; v2 replayed
+// and diffed against v1 before the deploy, and against the deployed
+// versions by label after, with the functions `wasmstream replay` runs.
 package hotswap_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -87,6 +91,20 @@ func TestDeployAndRollBackOnTwoProcesses(t *testing.T) {
 	}
 	f.greeted(t, b, out, v1ID)
 
+	// Before deploying, what would v2 have done with the names so far?
+	// wasmstream replay -c pipeline.yaml greeter --plugin v2.wasm --out v2.jsonl
+	// wasmstream replay -c pipeline.yaml greeter --plugin v2.wasm --diff-against v1.wasm --out diff.json
+	v1, err := os.ReadFile(filepath.Join(dir, "v1.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayV2(t, ctx, cfg, v2, log)
+	diff, err := host.ReplayDiff(ctx, cfg, host.ReplayOptions{Processor: "greeter", Plugin: v2, To: -1}, v1, 20, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDiff(t, diff)
+
 	// wasmstream deploy -c pipeline.yaml greeter v2.wasm
 	dep, err := host.Deploy(ctx, cfg, "greeter", v2, "v2", log)
 	if err != nil {
@@ -98,6 +116,28 @@ func TestDeployAndRollBackOnTwoProcesses(t *testing.T) {
 	}
 	converge(t, hosts, v2ID)
 	f.greeted(t, b, out, v2ID)
+
+	// Versions in the control topic (the active one and its history) are
+	// diffed by label: v2 against the config file's plugin, and v2 against
+	// itself.
+	// wasmstream replay -c pipeline.yaml greeter --plugin v2.wasm --diff-against config --out diff.json   (exit 1)
+	// wasmstream replay -c pipeline.yaml greeter --plugin v2.wasm --diff-against v2 --out diff.json       (exit 0)
+	config, _, err := host.VersionModule(ctx, cfg, "greeter", "config", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff, err = host.ReplayDiff(ctx, cfg, host.ReplayOptions{Processor: "greeter", Plugin: v2, To: -1}, config, 20, log); err != nil {
+		t.Fatal(err)
+	}
+	checkDiff(t, diff)
+	deployed, info, err := host.VersionModule(ctx, cfg, "greeter", "v2", log)
+	if err != nil || info.ID != v2ID {
+		t.Fatalf("the version labeled v2: %s, %v; want %s", info.ID, err, v2ID)
+	}
+	same, err := host.ReplayDiff(ctx, cfg, host.ReplayOptions{Processor: "greeter", Plugin: v2, To: -1}, deployed, 20, log)
+	if err != nil || !same.Identical() || same.Total.Matching == 0 || len(same.Samples) != 0 {
+		t.Fatalf("v2 against the deployed v2: %+v, %d samples, %v; want identical", same.Total, len(same.Samples), err)
+	}
 
 	// wasmstream rollback -c pipeline.yaml greeter
 	rb, err := host.Rollback(ctx, cfg, "greeter", log)
@@ -152,6 +192,66 @@ func TestDeployAndRollBackOnTwoProcesses(t *testing.T) {
 		}
 	}
 	t.Logf("%d names greeted once each; every partition went %s -> %s -> %s", len(inputs), v1ID, v2ID, v1ID)
+}
+
+// replayV2 replays v2 over the names so far and checks it greets every
+// one of them its way, from a partition's first offset on.
+func replayV2(t *testing.T, ctx context.Context, cfg *host.Config, v2 []byte, log *slog.Logger) {
+	t.Helper()
+	var buf bytes.Buffer
+	res, err := host.Replay(ctx, cfg, host.ReplayOptions{Processor: "greeter", Plugin: v2, To: -1}, &buf, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if res.Tasks != 4 || res.Records == 0 || res.Emitted != res.Records || res.Failed != 0 || len(lines) != res.Records {
+		t.Fatalf("replay of v2: %+v, %d lines; want a greeting per name over 4 tasks", res, len(lines))
+	}
+	for _, l := range lines {
+		var line struct {
+			In    struct{ Offset int64 } `json:"in"`
+			Key   []byte                 `json:"key"`
+			Value []byte                 `json:"value"`
+		}
+		if err := json.Unmarshal([]byte(l), &line); err != nil {
+			t.Fatal(err)
+		}
+		if want := v2Greeting(t, line.Key); string(line.Value) != want {
+			t.Fatalf("replayed v2 greeted %q, want %q", line.Value, want)
+		}
+	}
+}
+
+// checkDiff checks a diff of v2 against v1 over the names so far: every
+// greeting differs, and the samples show both.
+func checkDiff(t *testing.T, d host.ReplayDiffResult) {
+	t.Helper()
+	if d.Identical() || d.Total.Records == 0 || d.Total.Differing != d.Total.Records || len(d.Tasks) != 4 || len(d.Samples) != min(20, d.Total.Records) {
+		t.Fatalf("diff of v2 against v1: %+v over %d tasks, %d samples; want every record differing, 20 samples", d.Total, len(d.Tasks), len(d.Samples))
+	}
+	for _, s := range d.Samples {
+		v, a := s.Version.Emits, s.Against.Emits
+		if len(v) != 1 || len(a) != 1 || s.In.Offset < 0 {
+			t.Fatalf("sample %+v", s)
+		}
+		if name := names[keyNumber(t, v[0].Key)%len(names)]; string(v[0].Value) != v2Greeting(t, v[0].Key) || string(a[0].Value) != "hello, "+name {
+			t.Fatalf("sample of %s: %q vs %q", name, v[0].Value, a[0].Value)
+		}
+	}
+}
+
+// v2Greeting is v2's greeting of the name the feeder wrote under key.
+func v2Greeting(t *testing.T, key []byte) string {
+	name := names[keyNumber(t, key)%len(names)]
+	return "Hello, " + string(unicode.ToUpper(rune(name[0]))) + name[1:] + "!"
+}
+
+func keyNumber(t *testing.T, key []byte) int {
+	n, err := strconv.Atoi(string(key))
+	if err != nil {
+		t.Fatalf("key %q is not the feeder's", key)
+	}
+	return n
 }
 
 func copyFile(t *testing.T, from, to string) {

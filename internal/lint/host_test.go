@@ -133,7 +133,12 @@ var thinFace = []string{
 	// reset (wasmstream reset)
 	"Reset", "ResetOptions", "ResetResult",
 	// replay (wasmstream replay)
-	"Replay", "ReplayOptions", "ReplayResult",
+	"Replay", "ReplayOptions", "ReplayResult", "ReplayState", "ReplayStateEmpty", "ReplayStateCurrent",
+	// replay --diff-against: its result document, field by field
+	"ReplayDiff", "ReplayDiffResult", "ReplayDiffTask", "ReplayDiffSample", "ReplayDiffSide", "ReplayEmit",
+	"ReplayHeader", "ReplaySource",
+	// a deployed version's bytes (replay --diff-against LABEL)
+	"VersionModule",
 	// plugin signatures (wasmstream plugin keygen|sign)
 	"SignPlugin", "NewSigningKey", "SigningKeyFingerprint",
 	// snapshots

@@ -344,3 +344,46 @@ type markedError struct {
 
 func (e *markedError) Error() string { return e.msg }
 func (e *markedError) Unwrap() error { return e.mark }
+
+// Module returns the bytes of processor's version named ref in the control
+// topic of app: the active version or one in its history whose label, or
+// version ID (label@hash-prefix), or hash prefix (at least 6 hex digits)
+// is ref. A label several versions share names the most recent of them
+// (the active one, then the history's order).
+func Module(ctx context.Context, app App, processor, ref string) ([]byte, versions.Info, error) {
+	if _, err := findProcessor(app, processor); err != nil {
+		return nil, versions.Info{}, err
+	}
+	if err := needBrokers(app, "reading a deployed version"); err != nil {
+		return nil, versions.Info{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	pub, st, err := openControl(ctx, app, false)
+	if err != nil {
+		return nil, versions.Info{}, err
+	}
+	pub.Close()
+	m, err := st.Manifest(processor)
+	if errors.Is(err, control.ErrNoManifest) {
+		return nil, versions.Info{}, fmt.Errorf("processor %q: nothing deployed (control topic %s has no version of it), so no version %q", processor, control.TopicName(app.AppID), ref)
+	}
+	if err != nil {
+		return nil, versions.Info{}, fmt.Errorf("processor %q: %w", processor, err)
+	}
+	all := append([]control.Version{m.Version}, m.History...)
+	var known []string
+	for _, v := range all {
+		known = append(known, plugin.VersionID(v))
+		byHash := len(ref) >= 6 && strings.HasPrefix(v.Hash, strings.ToLower(ref))
+		if v.Label == ref || plugin.VersionID(v) == ref || byHash {
+			wasm, err := st.Module(ctx, v.Hash)
+			if err != nil {
+				return nil, versions.Info{}, fmt.Errorf("processor %q: version %s: %w", processor, plugin.VersionID(v), err)
+			}
+			return wasm, plugin.Info(v), nil
+		}
+	}
+	return nil, versions.Info{}, fmt.Errorf("processor %q has no version %q in control topic %s; its versions, newest first: %s",
+		processor, ref, control.TopicName(app.AppID), strings.Join(known, ", "))
+}

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 
@@ -85,14 +86,44 @@ func Check(info engine.Info) error {
 }
 
 // Task runs mod (a version of p, compiled by p.Compile) over records, one
-// task's, from empty state, and writes a Line per emitted record or failure
-// to w, in processing order. A record that fails keeps none of its emits
-// or state writes (as the runner discards a failed record's).
-func Task(ctx context.Context, p *plugin.Processor, mod *engine.Module, records []Input, w io.Writer) (Counts, error) {
+// task's, from the starting state start (nil: empty), and writes a Line per
+// emitted record or failure to w, in processing order. A record that fails
+// keeps none of its emits or state writes (as the runner discards a failed
+// record's).
+func Task(ctx context.Context, p *plugin.Processor, mod *engine.Module, records []Input, start *State, w io.Writer) (Counts, error) {
 	var c Counts
-	if err := Check(mod.Info()); err != nil {
+	run, err := newRun(ctx, p, mod, start)
+	if err != nil {
 		return c, err
 	}
+	defer run.close(ctx)
+	enc := json.NewEncoder(w)
+	for _, r := range order(records) {
+		if err := ctx.Err(); err != nil {
+			return c, err
+		}
+		c.Records++
+		lines, perr := run.step(ctx, r)
+		if perr != nil {
+			c.Failed++
+			if err := enc.Encode(Line{In: r.source(), Error: perr.Error()}); err != nil {
+				return c, err
+			}
+			continue
+		}
+		for _, l := range lines {
+			c.Emitted++
+			if err := enc.Encode(l); err != nil {
+				return c, err
+			}
+		}
+	}
+	return c, nil
+}
+
+// order returns records in the order a task runs them: by timestamp
+// across the inputs, input index then offset on a tie.
+func order(records []Input) []Input {
 	recs := slices.Clone(records)
 	sort.SliceStable(recs, func(i, j int) bool {
 		a, b := recs[i], recs[j]
@@ -104,56 +135,72 @@ func Task(ctx context.Context, p *plugin.Processor, mod *engine.Module, records 
 		}
 		return a.Offset < b.Offset
 	})
-	sink := &sink{names: p.Binding.Outputs, topics: p.Topics}
-	st := newMemState(len(p.Spec.Stores))
-	clock := &clock{stream: abi.NoTime}
+	return recs
+}
+
+func (r Input) source() Source {
+	return Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+}
+
+// run is one version's instance over one task, with its stores and clock.
+type run struct {
+	inst  *engine.Instance
+	sink  *sink
+	st    *memState
+	clock *clock
+}
+
+func newRun(ctx context.Context, p *plugin.Processor, mod *engine.Module, start *State) (*run, error) {
+	if err := Check(mod.Info()); err != nil {
+		return nil, err
+	}
+	r := &run{sink: &sink{names: p.Binding.Outputs, topics: p.Topics}, st: newMemState(len(p.Spec.Stores)),
+		clock: &clock{stream: abi.NoTime}}
+	if start != nil {
+		if len(start.Stores) != len(p.Spec.Stores) {
+			return nil, fmt.Errorf("replay: a starting state of %d stores for a processor with %d", len(start.Stores), len(p.Spec.Stores))
+		}
+		for i, m := range start.Stores {
+			maps.Copy(r.st.stores[i], m) // values are never written in place: a Put stores a copy
+		}
+	}
 	b := p.Binding
-	b.Sink = sink
+	b.Sink = r.sink
 	if len(p.Spec.Stores) > 0 {
-		b.State = st
+		b.State = r.st
 	}
 	if mod.Info().UsesTime() {
-		b.Time = clock
+		b.Time = r.clock
 	}
 	if len(b.Tables) > 0 {
-		return c, errors.New("replay: the processor reads tables, which replay does not load")
+		return nil, errors.New("replay: the processor reads tables, which replay does not load")
 	}
 	inst, err := mod.Instantiate(ctx, b)
 	if err != nil {
-		return c, fmt.Errorf("replay: instantiating: %w", err)
+		return nil, fmt.Errorf("replay: instantiating: %w", err)
 	}
-	defer inst.Close(context.WithoutCancel(ctx))
-	enc := json.NewEncoder(w)
-	for _, r := range recs {
-		if err := ctx.Err(); err != nil {
-			return c, err
-		}
-		c.Records++
-		if r.Timestamp >= 0 { // "no timestamp" does not move stream time (abi/ABI.md section 8.1)
-			clock.stream = max(clock.stream, r.Timestamp)
-		}
-		clock.wall = r.Timestamp
-		src := Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
-		sink.src, sink.lines = src, sink.lines[:0]
-		st.begin()
-		rec := &abi.Record{Timestamp: r.Timestamp, Offset: r.Offset, Partition: r.Partition, Index: r.Index,
-			Key: r.Key, Value: r.Value, Headers: r.Headers}
-		if err := inst.Process(ctx, rec); err != nil {
-			st.undo()
-			c.Failed++
-			if err := enc.Encode(Line{In: src, Error: err.Error()}); err != nil {
-				return c, err
-			}
-			continue
-		}
-		for _, l := range sink.lines {
-			c.Emitted++
-			if err := enc.Encode(l); err != nil {
-				return c, err
-			}
-		}
+	r.inst = inst
+	return r, nil
+}
+
+func (r *run) close(ctx context.Context) { _ = r.inst.Close(context.WithoutCancel(ctx)) }
+
+// step runs one record and returns its emits (valid until the next step),
+// or its failure, whose state writes are then taken back.
+func (r *run) step(ctx context.Context, in Input) ([]Line, error) {
+	if in.Timestamp >= 0 { // "no timestamp" does not move stream time (abi/ABI.md section 8.1)
+		r.clock.stream = max(r.clock.stream, in.Timestamp)
 	}
-	return c, nil
+	r.clock.wall = in.Timestamp
+	r.sink.src, r.sink.lines = in.source(), r.sink.lines[:0]
+	r.st.begin()
+	rec := &abi.Record{Timestamp: in.Timestamp, Offset: in.Offset, Partition: in.Partition, Index: in.Index,
+		Key: in.Key, Value: in.Value, Headers: in.Headers}
+	if err := r.inst.Process(ctx, rec); err != nil {
+		r.st.undo()
+		return nil, err
+	}
+	return r.sink.lines, nil
 }
 
 // sink collects one record's emits as lines.

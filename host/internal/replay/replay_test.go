@@ -39,7 +39,7 @@ func TestTaskFailureLine(t *testing.T) {
 		{Topic: "in", Offset: 0, Timestamp: 1, Key: []byte("okay"), Value: []byte("a")},
 		{Topic: "in", Offset: 1, Timestamp: 2, Key: []byte("boom"), Value: []byte("b")},
 		{Topic: "in", Offset: 2, Timestamp: 3, Key: []byte("fine"), Value: []byte("c")},
-	}, &out)
+	}, nil, &out)
 	if err != nil {
 		t.Fatal(err)
 	}

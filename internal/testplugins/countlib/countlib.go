@@ -1,5 +1,5 @@
 // Package countlib is the logic of the counter test plugins (counter,
-// counterv2, counterbad): for each record it increments count[key] in
+// counterv2, counterbad, counterdiff): for each record it increments count[key] in
 // store "counts" and emits (key = the record's value, an input id; value =
 // "<key>:<count>") to output "out". Under exactly_once every id appears once
 // in the output and, per key, the emitted counts are exactly 1..n: a lost or
@@ -21,7 +21,11 @@ var (
 )
 
 // Count processes one record as described in the package comment.
-func Count(r *sdk.Record) error {
+func Count(r *sdk.Record) error { return CountWith(r, out.Emit) }
+
+// CountWith is Count emitting through emit (a variant that changes what
+// it emits).
+func CountWith(r *sdk.Record, emit func(sdk.Out) error) error {
 	var n uint64
 	v, ok, err := counts.Get(r.Key)
 	if err != nil {
@@ -36,5 +40,8 @@ func Count(r *sdk.Record) error {
 	if err := counts.Put(r.Key, buf[:]); err != nil {
 		return err
 	}
-	return out.Emit(sdk.Out{Key: r.Value, Value: []byte(string(r.Key) + ":" + strconv.FormatUint(n, 10))})
+	return emit(sdk.Out{Key: r.Value, Value: []byte(string(r.Key) + ":" + strconv.FormatUint(n, 10))})
 }
+
+// Emit emits o to output "out", as Count does.
+func Emit(o sdk.Out) error { return out.Emit(o) }
