@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -155,10 +156,21 @@ type Load func(ctx context.Context) ([]byte, error)
 // when ctx ends, or an error if the topic cannot be read (deleted,
 // truncated below the position, authorization).
 func (r *Reader) Follow(ctx context.Context, fn func(m Manifest, load Load, err error)) error {
+	return r.FollowAll(ctx, fn, nil)
+}
+
+// FollowAll is Follow that also calls onPause (if not nil), on the same
+// goroutine and in topic order with the manifests, for every pause record
+// (pause.go): with the pause it sets, or with only Processor and Offset
+// set and the error of a record that does not decode (the processor's
+// pause is then left as it was).
+func (r *Reader) FollowAll(ctx context.Context, fn func(m Manifest, load Load, err error), onPause func(Pause, error)) error {
 	if !r.busy.CompareAndSwap(false, true) {
 		return fmt.Errorf("control topic %s: Follow while a Load or Follow runs on the same Reader", r.topic)
 	}
 	defer r.busy.Store(false)
+	r.st.onPause = onPause
+	defer func() { r.st.onPause = nil }()
 	for {
 		fetches := r.cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -258,6 +270,10 @@ type store struct {
 	errs      map[string]error     // processors whose latest manifest record does not decode
 	chunks    map[string]*chunkSet // by hash
 	refs      map[string]bool      // hashes some manifest references (active or history)
+	pauses    map[string]Pause     // latest decodable pause record per processor (pause.go)
+	// onPause, if set, is told of every pause record applied (Follow's
+	// onPause): the pause it sets, or the error of one that does not decode.
+	onPause func(Pause, error)
 	// fetch reads chunk records again, by offset (fetchChunks).
 	fetch func(ctx context.Context, hash string, offsets map[int]int64) (map[int][]byte, error)
 }
@@ -306,6 +322,7 @@ func newStore(topic string) store {
 		errs:      map[string]error{},
 		chunks:    map[string]*chunkSet{},
 		refs:      map[string]bool{},
+		pauses:    map[string]Pause{},
 	}
 }
 
@@ -322,6 +339,13 @@ func (s *store) apply(rec *kgo.Record) (m Manifest, load Load, ok bool, err erro
 	key := string(rec.Key)
 	if hash, index, isChunk := parseChunkKey(key); isChunk {
 		s.applyChunk(hash, index, rec)
+		return Manifest{}, nil, false, nil
+	}
+	if name, isPause := pauseName(key); isPause {
+		p, err := s.applyPause(name, rec)
+		if s.onPause != nil {
+			s.onPause(p, err)
+		}
 		return Manifest{}, nil, false, nil
 	}
 	name, isManifest := strings.CutPrefix(key, manifestPrefix)
@@ -510,6 +534,7 @@ func (s *store) snapshot() *State {
 		manifests: make(map[string]Manifest, len(s.manifests)),
 		errs:      make(map[string]error, len(s.errs)),
 		loads:     map[Version]Load{},
+		pauses:    maps.Clone(s.pauses),
 	}
 	for k, v := range s.manifests {
 		st.manifests[k] = v
@@ -596,6 +621,7 @@ type State struct {
 	manifests map[string]Manifest
 	errs      map[string]error
 	loads     map[Version]Load // every version a manifest references
+	pauses    map[string]Pause
 }
 
 // Processors returns the processors that have a manifest record (decodable

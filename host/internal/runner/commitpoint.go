@@ -243,6 +243,7 @@ func (cp *commitPoint) run(ctx context.Context) (err error) {
 		return err
 	}
 	cp.r.advanceSwaps(cctx)
+	cp.r.applyPauses()
 	return nil
 }
 

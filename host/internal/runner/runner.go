@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -310,6 +311,9 @@ type Options struct {
 	// gives one it moves by hand. The schedule of commit points, time
 	// budgets, the canary window and latencies always use the real clock.
 	Clock func() time.Time
+	// Pauses are the processors the operator paused (pause.go), shared
+	// with the control topic's follower. Default: none ever paused.
+	Pauses *Pauses
 	// ManualCommits turns the schedule of commit points off: they come
 	// only when CommitNow asks (drive.go), at a rebalance and when the
 	// runner stops. For a test driver, which decides where every commit
@@ -325,6 +329,7 @@ type Runner struct {
 	// start stops when it ends (untilStop).
 	runCtx context.Context
 	vers   *Versions // the one record of active versions (opts.Versions)
+	pauses *Pauses   // the processors to pause (opts.Pauses)
 	cl     *kgo.Client
 	// cp is the commit point: the open commit window of every task and the
 	// one way to end it (commitpoint.go; the locks: docs/locks.md).
@@ -390,6 +395,11 @@ type procState struct {
 	limits          []TopicLimit
 	deadLetterLimit TopicLimit
 
+	// paused is set while the runner holds the processor paused
+	// (pause.go): written by the loop under Runner.mu at a commit point,
+	// read by the loop and by Paused.
+	paused atomic.Bool
+
 	// held is, for a co-partitioned processor, the partitions of each input
 	// this member is assigned (copartition.go). Loop and callbacks, under
 	// Runner.mu.
@@ -427,10 +437,14 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 	if opts.Versions == nil {
 		opts.Versions = NewVersions()
 	}
+	if opts.Pauses == nil {
+		opts.Pauses = NewPauses()
+	}
 	r := &Runner{
 		opts:    opts,
 		log:     opts.Logger,
 		vers:    opts.Versions,
+		pauses:  opts.Pauses,
 		byTopic: map[string]*procState{},
 		tasks:   map[TaskID]*task{},
 		wake:    make(chan struct{}, 1),
@@ -454,6 +468,7 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 	for _, ps := range r.procs {
 		r.vers.OnPropose(ps.spec.Name, r.wakeLoop)
 	}
+	r.pauses.onChange(r.wakeLoop)
 	// The restorer exists before the client: the client may join the
 	// group, and a task start its restore, as soon as it is created. From
 	// here on every error return closes it.
@@ -492,12 +507,17 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 			return nil, fmt.Errorf("runner: kafka client: %w", err)
 		}
 		r.cl = eos.sess.Client()
+		r.applyPauses()
 		return r, nil
 	}
 	r.cp = &commitPoint{r: r, g: &atLeastOnce{r: r}}
 	if r.cl, err = kgo.NewClient(r.clientOpts(topics, gopts, nil, 0)...); err != nil {
 		return nil, fmt.Errorf("runner: kafka client: %w", err)
 	}
+	// Before the first poll: a paused processor (read from the control
+	// topic at startup) fetches nothing of its inputs, however the
+	// partitions are assigned.
+	r.applyPauses()
 	return r, nil
 }
 
@@ -730,6 +750,7 @@ func (r *Runner) iterate(ctx context.Context) (done bool, err error) {
 	r.cp.g.rearm(ctx)
 	r.finishRestores()
 	r.advanceSwaps(ctx)
+	r.applyPauses()
 	r.refill()
 	var fetches kgo.Fetches
 	if r.holdsWork() {
@@ -861,7 +882,7 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 	})
 	var batch []*task
 	for _, t := range r.tasks {
-		if t.restoring == nil && t.failed == nil && t.win.holding() {
+		if t.runs() && t.win.holding() {
 			batch = append(batch, t)
 		}
 	}
@@ -936,7 +957,7 @@ const maxHeld = 1000
 // the next poll must not wait for new ones.
 func (r *Runner) holdsWork() bool {
 	for _, t := range r.tasks {
-		if t.restoring == nil && t.failed == nil && !t.waitingInput && t.win.holding() {
+		if t.runs() && !t.waitingInput && t.win.holding() {
 			return true
 		}
 	}
