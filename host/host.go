@@ -57,6 +57,7 @@ type Host struct {
 	brokers    []string
 	kafka      kclient.Config // every Kafka client of the host starts from it
 	vers       *runner.Versions
+	pauses     *runner.Pauses // the paused processors, from the control topic
 	follower   *follower.Follower
 	// members are this process's consumer group members: one per
 	// processor (kafka.members: per_processor) or one for all (shared).
@@ -205,7 +206,9 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	// binding, whose TableState serves the tables.
 	h.makeTables()
 	h.vers = runner.NewVersions()
+	h.pauses = runner.NewPauses()
 	h.follower, err = follower.Load(ctx, follower.Config{
+		Pauses:     h.pauses,
 		AppID:      cfg.AppID,
 		Kafka:      h.kafka,
 		Processors: h.procs,
@@ -281,6 +284,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		TransactionTimeout:     cfg.Kafka.TransactionTimeout,
 		Processors:             specs,
 		Versions:               h.vers,
+		Pauses:                 h.pauses,
 		Logger:                 h.log,
 		OnRollback:             h.follower.OnRollback,
 		OnRestoreProgress:      onRestore,

@@ -212,6 +212,20 @@ error naming its partitions.
 		examples: []string{"wasmstream rollback -c pipeline.yaml mask-pii"},
 	},
 	{
+		name:     "pause",
+		summary:  "stop a processor's processing in every running process, keeping its tasks, state and offsets",
+		usage:    "wasmstream pause -c pipeline.yaml PROCESSOR",
+		details:  strings.TrimSpace(strings.TrimPrefix(pauseUsage, strings.SplitN(pauseUsage, "\n", 2)[0])),
+		examples: []string{"wasmstream pause -c pipeline.yaml mask-pii"},
+	},
+	{
+		name:     "resume",
+		summary:  "continue a paused processor where it stopped",
+		usage:    "wasmstream resume -c pipeline.yaml PROCESSOR",
+		details:  strings.TrimSpace(strings.TrimPrefix(resumeUsage, strings.SplitN(resumeUsage, "\n", 2)[0])),
+		examples: []string{"wasmstream resume -c pipeline.yaml mask-pii"},
+	},
+	{
 		name:    "demo",
 		summary: "run a two-part demo on an embedded Kafka (no setup, no toolchain)",
 		usage:   "wasmstream demo [--records N] [--verbose] [--port P] [--keep DIR]",

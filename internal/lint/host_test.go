@@ -99,7 +99,7 @@ func TestHostBoundaries(t *testing.T) {
 }
 
 // thinFace is every identifier the public host package exports: the
-// config, New/Run/Close and the host's methods, Deploy and Rollback, the
+// config, New/Run/Close and the host's methods, Deploy, Rollback, Pause and Resume, the
 // options, and snapshot types with fields of their own (docs/design.md
 // section 2). Anything else belongs under host/internal.
 var thinFace = []string{
@@ -124,6 +124,7 @@ var thinFace = []string{
 	"WithDriver",
 	// deploy
 	"Deploy", "Rollback", "DeployResult", "RollbackResult", "SkippedVersion", "ErrAlreadyActive",
+	"Pause", "Resume", "PauseResult", "ErrSamePause",
 	// snapshots
 	"ProcessorStats", "RestoreProgress", "PluginInfo", "PluginSymbol", "InspectPlugin", "InspectPluginWith",
 	"VersionInfo", "Refusal", "ProcessorVersions",

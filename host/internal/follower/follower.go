@@ -32,6 +32,10 @@ type Config struct {
 	Processors []*plugin.Processor
 	Limits     plugin.Limits
 	Versions   *runner.Versions
+	// Pauses receives the processors' pauses (`wasmstream pause`): set
+	// by Load from the topic, then as pause records come. nil: pause
+	// records are ignored.
+	Pauses *runner.Pauses
 	// Canary is the watch a newly deployed version is under (a rollback
 	// goes back to a version that ran before and is not watched).
 	Canary versions.Canary
@@ -90,6 +94,11 @@ func Load(ctx context.Context, cfg Config) (*Follower, error) {
 		for _, r := range refused {
 			f.refuse(p.Spec.Name, r.v, r.err)
 		}
+		if paused, rec := st.Paused(p.Spec.Name); paused && cfg.Pauses != nil {
+			cfg.Pauses.Set(p.Spec.Name, true)
+			f.log.Warn("processor paused in the control topic: it processes nothing until `wasmstream resume`",
+				"processor", p.Spec.Name, "paused_by", rec.By, "paused_at", rec.At)
+		}
 	}
 	return f, nil
 }
@@ -146,9 +155,9 @@ func (f *Follower) refuse(processor string, v control.Version, err error) {
 // after a pause: processing goes on with the running versions meanwhile.
 func (f *Follower) Run(ctx context.Context) {
 	for {
-		err := f.reader.Follow(ctx, func(m control.Manifest, load control.Load, err error) {
+		err := f.reader.FollowAll(ctx, func(m control.Manifest, load control.Load, err error) {
 			f.onManifest(ctx, m, load, err)
-		})
+		}, f.onPause)
 		if ctx.Err() != nil {
 			return
 		}
@@ -224,6 +233,25 @@ func (f *Follower) onManifest(ctx context.Context, m control.Manifest, load cont
 		"load_ms", loaded.Milliseconds(), "compile_ms", (time.Since(start) - loaded).Milliseconds())
 	if err := f.cfg.Versions.Propose(name, info, p.Factory(mod, info.ID), canary); err != nil {
 		f.log.Error("swap", "processor", name, "err", err)
+	}
+}
+
+// onPause applies one pause record of the control topic.
+func (f *Follower) onPause(p control.Pause, err error) {
+	if err != nil {
+		f.log.Error("unreadable pause record in the control topic", "processor", p.Processor, "err", err)
+		return
+	}
+	known := false
+	for _, q := range f.cfg.Processors {
+		known = known || q.Spec.Name == p.Processor
+	}
+	if !known || f.cfg.Pauses == nil {
+		return
+	}
+	if f.cfg.Pauses.Set(p.Processor, p.Paused) {
+		f.log.Info("pause from the control topic; tasks apply it at their next commit point",
+			"processor", p.Processor, "paused", p.Paused, "by", p.By, "at", p.At)
 	}
 }
 

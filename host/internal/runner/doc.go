@@ -40,6 +40,8 @@
 //	timekeeper.go  a task's time: stream and wall clocks, timers, marks (I10)
 //	timers.go      timer checks and the commit point's calls
 //	swap.go        versions, the canary and rollBack (I8)
+//	pause.go       processors paused by the operator: the registry, and
+//	               their inputs paused at a commit point
 //	restoring.go   restores before a task's first record (I4)
 //	copartition.go tasks of several inputs
 //	failure.go     failure kinds and their labels (metrics, dead letters; I7)

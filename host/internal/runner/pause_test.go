@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/host/internal/state"
 	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
@@ -144,4 +146,65 @@ func tasksOf(r *Runner, processor string) int {
 		}
 	}
 	return n
+}
+
+// A paused processor's timers do not fire, nor does it get commit calls,
+// while the other processor's fire at the same commit points; they fire
+// after the resume.
+func TestPausedTimersDoNotFire(t *testing.T) {
+	f := newFixture(t, true, 1)
+	f.createChangelogs(t, 1)
+	in2 := f.b.Name(t, "in2")
+	f.b.CreateTopic(t, in2, 1, nil)
+	otherTime := f.group + "-other-time-changelog"
+	f.b.CreateTopic(t, otherTime, 1, map[string]string{"cleanup.policy": "compact"})
+	db, err := state.Open(t.TempDir(), state.Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	// The wall clock the plugins see moves only when the test moves it.
+	var wall atomic.Int64
+	wall.Store(time.Now().UnixMilli())
+	pauses := NewPauses()
+	r := f.runnerWith(t, &timePlugin{}, Fail, func(o *Options) {
+		o.State = db
+		o.Clock = func() time.Time { return time.UnixMilli(wall.Load()) }
+		o.Pauses = pauses
+		o.Processors[0].Stores = []string{"s", "_time.upper"}
+		o.Processors[0].Changelogs = []string{f.group + "-s-changelog", f.group + "-time-changelog"}
+		o.Processors[0].TimeStore = true
+		o.Processors = append(o.Processors, ProcessorSpec{
+			Name: "other", Inputs: []string{in2}, Outputs: []string{f.out}, OnError: Fail, Plugin: &timePlugin{},
+			Stores: []string{"_time.other"}, Changelogs: []string{otherTime}, TimeStore: true,
+		})
+	})
+	stop := start(t, r)
+	f.produceAt(t, "p1", 900) // upper: a processing-time timer at wall+200
+	f.b.ProduceTo(t, 0, &kgo.Record{Topic: in2, Key: []byte("p2"), Value: []byte("v"), Timestamp: time.UnixMilli(timeBase + 900)})
+	f.waitOutputs(t, "commit:p1@900", "commit:p2@900")
+
+	pauses.Set("upper", true)
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if !r.Paused("upper") {
+			return errors.New("upper not paused yet")
+		}
+		return nil
+	})
+	wall.Add(1000)
+	// other's timer fires at a commit point; upper's, due as well, not.
+	got := f.waitOutputs(t, "timer:processing:p2@*")
+	if n := count(got, "timer:processing:p1@*"); n != 0 {
+		t.Fatalf("the paused processor's timer fired: %q", got)
+	}
+	pauses.Set("upper", false)
+	got = f.waitOutputs(t, "timer:processing:p1@*")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"timer:processing:p1@*", "timer:processing:p2@*", "commit:p1@900", "commit:p2@900"} {
+		if n := count(got, w); n != 1 {
+			t.Errorf("%q is %d times in the committed output, want once: %q", w, n, got)
+		}
+	}
 }
