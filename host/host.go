@@ -29,6 +29,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/globaltable"
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/plugin"
+	"github.com/wasmstream/wasmstream/host/internal/query"
 	"github.com/wasmstream/wasmstream/host/internal/restore"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
 	"github.com/wasmstream/wasmstream/host/internal/state"
@@ -69,6 +70,12 @@ type Host struct {
 	firstBackoff time.Duration
 	status       status.Source
 	admin        *admin.Server // nil when admin.listen is empty
+	// query is the interactive-query endpoint's view of the host, querySrv
+	// the endpoint and queryAddr the URL it is advertised at; nil and ""
+	// when query.listen is empty (query.go).
+	query     *queryHost
+	querySrv  *query.Server
+	queryAddr string
 }
 
 // member is one consumer group member of this process: a runner for one
@@ -209,6 +216,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	h.pauses = runner.NewPauses()
 	h.follower, err = follower.Load(ctx, follower.Config{
 		Pauses:     h.pauses,
+		OnMember:   h.onMember,
 		AppID:      cfg.AppID,
 		Kafka:      h.kafka,
 		Processors: h.procs,
@@ -307,6 +315,11 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	}
 	if err := h.startMembers(ctx, base); err != nil {
 		return nil, err
+	}
+	if cfg.Query.Listen != "" {
+		if err := h.startQuery(specs); err != nil {
+			return nil, err
+		}
 	}
 	if d := o.driven; d != nil {
 		h.drive(d)
@@ -448,10 +461,18 @@ func (h *Host) Run(ctx context.Context) error {
 		defer close(purged)
 		h.purgeRepartitions(fctx)
 	}()
+	advertised := make(chan struct{})
+	go func() {
+		defer close(advertised)
+		if h.query != nil {
+			h.advertise(fctx)
+		}
+	}()
 	defer func() {
 		stopFollow()
 		<-followed
 		<-purged
+		<-advertised
 	}()
 	tctx, stopTables := context.WithCancel(ctx)
 	tablesDone := make(chan struct{})
@@ -628,6 +649,15 @@ func (h *Host) Close() error {
 		errs = append(errs, h.admin.Close(actx))
 		cancel()
 		h.admin = nil
+	}
+	if h.querySrv != nil {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		errs = append(errs, h.querySrv.Close(qctx))
+		cancel()
+		h.querySrv = nil
+	}
+	if h.query != nil {
+		h.query.close()
 	}
 	for _, t := range h.tables {
 		t.Close() // a no-op once Run's Follow closed it

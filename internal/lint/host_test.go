@@ -105,7 +105,7 @@ func TestHostBoundaries(t *testing.T) {
 var thinFace = []string{
 	// config
 	"Config", "KafkaConfig", "TLSConfig", "SASLConfig", "Secret", "ProcessorConfig", "Limits", "StoreExpiry", "ModuleLimits", "StateConfig", "RuntimeConfig", "SwapConfig",
-	"AdminConfig", "LogConfig", "ByteSize", "ConfigError", "OutputConfig", "CacheSize",
+	"AdminConfig", "QueryConfig", "LogConfig", "ByteSize", "ConfigError", "OutputConfig", "CacheSize",
 	// the config's choices: types that parse themselves, and their values;
 	// Optional (with Set) for settings whose zero means something
 	"Guarantee", "ExactlyOnce", "AtLeastOnce", "ErrorPolicy", "OnErrorFail", "OnErrorSkip", "OnErrorDeadLetter",

@@ -53,7 +53,7 @@ func TestPauseRecords(t *testing.T) {
 	fctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- r.FollowAll(fctx, func(Manifest, Load, error) {}, func(p Pause, err error) { pauses <- pev{p, err} })
+		done <- r.FollowAll(fctx, Handlers{Pause: func(p Pause, err error) { pauses <- pev{p, err} }})
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	nextPause := func() pev {

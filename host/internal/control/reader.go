@@ -156,21 +156,36 @@ type Load func(ctx context.Context) ([]byte, error)
 // when ctx ends, or an error if the topic cannot be read (deleted,
 // truncated below the position, authorization).
 func (r *Reader) Follow(ctx context.Context, fn func(m Manifest, load Load, err error)) error {
-	return r.FollowAll(ctx, fn, nil)
+	return r.FollowAll(ctx, Handlers{Manifest: fn})
 }
 
-// FollowAll is Follow that also calls onPause (if not nil), on the same
-// goroutine and in topic order with the manifests, for every pause record
-// (pause.go): with the pause it sets, or with only Processor and Offset
-// set and the error of a record that does not decode (the processor's
-// pause is then left as it was).
-func (r *Reader) FollowAll(ctx context.Context, fn func(m Manifest, load Load, err error), onPause func(Pause, error)) error {
+// Handlers are FollowAll's callbacks, each called on FollowAll's goroutine
+// in topic order; a nil one is not called.
+type Handlers struct {
+	// Manifest is Follow's fn.
+	Manifest func(m Manifest, load Load, err error)
+	// Pause is told of every pause record (pause.go): the pause it sets,
+	// or, with only Processor and Offset set, the error of a record that
+	// does not decode (the processor's pause is then left as it was).
+	Pause func(Pause, error)
+	// Member is told of every member record (member.go): the record, a
+	// tombstone (Gone), or, with only Member set, the error of a record
+	// that does not decode.
+	Member func(Member, error)
+}
+
+// FollowAll is Follow with a callback for each kind of record.
+func (r *Reader) FollowAll(ctx context.Context, h Handlers) error {
 	if !r.busy.CompareAndSwap(false, true) {
 		return fmt.Errorf("control topic %s: Follow while a Load or Follow runs on the same Reader", r.topic)
 	}
 	defer r.busy.Store(false)
-	r.st.onPause = onPause
-	defer func() { r.st.onPause = nil }()
+	fn := h.Manifest
+	if fn == nil {
+		fn = func(Manifest, Load, error) {}
+	}
+	r.st.on = h
+	defer func() { r.st.on = Handlers{} }()
 	for {
 		fetches := r.cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -271,9 +286,10 @@ type store struct {
 	chunks    map[string]*chunkSet // by hash
 	refs      map[string]bool      // hashes some manifest references (active or history)
 	pauses    map[string]Pause     // latest decodable pause record per processor (pause.go)
-	// onPause, if set, is told of every pause record applied (Follow's
-	// onPause): the pause it sets, or the error of one that does not decode.
-	onPause func(Pause, error)
+	members   map[string]Member    // latest member record per member (member.go)
+	// on, while FollowAll runs, is told of every pause and member record
+	// applied.
+	on Handlers
 	// fetch reads chunk records again, by offset (fetchChunks).
 	fetch func(ctx context.Context, hash string, offsets map[int]int64) (map[int][]byte, error)
 }
@@ -323,6 +339,7 @@ func newStore(topic string) store {
 		chunks:    map[string]*chunkSet{},
 		refs:      map[string]bool{},
 		pauses:    map[string]Pause{},
+		members:   map[string]Member{},
 	}
 }
 
@@ -343,8 +360,15 @@ func (s *store) apply(rec *kgo.Record) (m Manifest, load Load, ok bool, err erro
 	}
 	if name, isPause := pauseName(key); isPause {
 		p, err := s.applyPause(name, rec)
-		if s.onPause != nil {
-			s.onPause(p, err)
+		if s.on.Pause != nil {
+			s.on.Pause(p, err)
+		}
+		return Manifest{}, nil, false, nil
+	}
+	if name, isMember := memberName(key); isMember {
+		m, err := s.applyMember(name, rec)
+		if s.on.Member != nil {
+			s.on.Member(m, err)
 		}
 		return Manifest{}, nil, false, nil
 	}
@@ -535,6 +559,7 @@ func (s *store) snapshot() *State {
 		errs:      make(map[string]error, len(s.errs)),
 		loads:     map[Version]Load{},
 		pauses:    maps.Clone(s.pauses),
+		members:   maps.Clone(s.members),
 	}
 	for k, v := range s.manifests {
 		st.manifests[k] = v
@@ -622,6 +647,7 @@ type State struct {
 	errs      map[string]error
 	loads     map[Version]Load // every version a manifest references
 	pauses    map[string]Pause
+	members   map[string]Member
 }
 
 // Processors returns the processors that have a manifest record (decodable

@@ -32,6 +32,10 @@ type Config struct {
 	Processors []*plugin.Processor
 	Limits     plugin.Limits
 	Versions   *runner.Versions
+	// OnMember, if set, is told of every member record (the processes'
+	// interactive-query endpoints and tasks; control/member.go) as it
+	// comes; Members returns those Load read.
+	OnMember func(control.Member, error)
 	// Pauses receives the processors' pauses (`wasmstream pause`): set
 	// by Load from the topic, then as pause records come. nil: pause
 	// records are ignored.
@@ -47,10 +51,11 @@ type Config struct {
 
 // Follower follows one app's control topic.
 type Follower struct {
-	cfg    Config
-	topic  string
-	log    *slog.Logger
-	reader *control.Reader
+	cfg     Config
+	members []control.Member // the member records Load read
+	topic   string
+	log     *slog.Logger
+	reader  *control.Reader
 
 	pubMu     sync.Mutex
 	publisher *control.Publisher // made on the first automatic rollback
@@ -80,6 +85,7 @@ func Load(ctx context.Context, cfg Config) (*Follower, error) {
 		f.Close()
 		return nil, err
 	}
+	f.members = st.Members()
 	for _, p := range cfg.Processors {
 		// The registry starts each processor with the version chosen here;
 		// refusals are recorded once it has.
@@ -155,9 +161,11 @@ func (f *Follower) refuse(processor string, v control.Version, err error) {
 // after a pause: processing goes on with the running versions meanwhile.
 func (f *Follower) Run(ctx context.Context) {
 	for {
-		err := f.reader.FollowAll(ctx, func(m control.Manifest, load control.Load, err error) {
-			f.onManifest(ctx, m, load, err)
-		}, f.onPause)
+		err := f.reader.FollowAll(ctx, control.Handlers{
+			Manifest: func(m control.Manifest, load control.Load, err error) { f.onManifest(ctx, m, load, err) },
+			Pause:    f.onPause,
+			Member:   f.cfg.OnMember,
+		})
 		if ctx.Err() != nil {
 			return
 		}
@@ -235,6 +243,9 @@ func (f *Follower) onManifest(ctx context.Context, m control.Manifest, load cont
 		f.log.Error("swap", "processor", name, "err", err)
 	}
 }
+
+// Members returns the member records Load read (before Run).
+func (f *Follower) Members() []control.Member { return f.members }
 
 // onPause applies one pause record of the control topic.
 func (f *Follower) onPause(p control.Pause, err error) {

@@ -42,6 +42,7 @@
 //	swap.go        versions, the canary and rollBack (I8)
 //	pause.go       processors paused by the operator: the registry, and
 //	               their inputs paused at a commit point
+//	serving.go     the tasks whose state interactive queries may read
 //	restoring.go   restores before a task's first record (I4)
 //	copartition.go tasks of several inputs
 //	failure.go     failure kinds and their labels (metrics, dead letters; I7)

@@ -360,6 +360,9 @@ type Runner struct {
 	refused *Refused
 	prober  prober
 
+	// serving is the tasks as interactive queries see them (serving.go).
+	serving servingOf
+
 	restorer     *restore.Restorer // nil without stateful processors
 	restoreSlots chan struct{}     // one per running restore (MaxRestores)
 	progress     restoreProgress
@@ -772,6 +775,7 @@ func (r *Runner) iterate(ctx context.Context) (done bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	defer r.cl.AllowRebalance() // before the unlock: callbacks then wait for r.mu
+	defer r.publishServing(nil)
 	if err := r.process(ctx, fetches); err != nil {
 		return false, err
 	}
@@ -1052,6 +1056,9 @@ func (r *Runner) taskFor(ctx context.Context, topic string, partition int32) (*t
 func (r *Runner) groupCallback(kind callbackKind, run func(context.Context, map[string][]int32)) func(context.Context, *kgo.Client, map[string][]int32) {
 	return func(ctx context.Context, _ *kgo.Client, parts map[string][]int32) {
 		if r.cp.g.deferCallback(kind, parts) {
+			if kind != cbAssigned {
+				r.serving.withdraw(r, parts)
+			}
 			return
 		}
 		r.mu.Lock()
@@ -1059,7 +1066,13 @@ func (r *Runner) groupCallback(kind callbackKind, run func(context.Context, map[
 		if r.closing {
 			return
 		}
+		if kind != cbAssigned {
+			// Before the revoke's commit point: a query must not read a
+			// task the next owner may already be restoring.
+			r.publishServing(r.leaving(parts))
+		}
 		run(ctx, parts)
+		r.publishServing(nil)
 	}
 }
 
@@ -1157,6 +1170,7 @@ func (r *Runner) shutdown() error {
 			r.restorer.Close()
 		}
 	}()
+	r.serving.cur.Store(&Serving{Gen: r.Serving().Gen + 1, Tasks: map[TaskID]bool{}})
 	err := r.cp.final(ctx)
 	for id, t := range r.tasks {
 		t.close(ctx)
