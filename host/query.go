@@ -2,8 +2,12 @@ package host
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"math"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -264,3 +268,84 @@ func (q *queryHost) close() {
 // QueryAddr is the URL the interactive-query endpoint is advertised at,
 // or "" when it is off.
 func (h *Host) QueryAddr() string { return h.queryAddr }
+
+// QueryResult is the answer Query got: the HTTP status and the JSON body
+// of the query endpoint (docs/operations.md, "Interactive queries").
+type QueryResult struct {
+	Status int
+	Body   []byte
+}
+
+// Query asks the running processes of cfg's app for key in store of
+// processor (`wasmstream query`): it reads the processes' member records
+// from the control topic, sends the key to the one holding its task
+// (partition >= 0 names the task instead of the key's partition), and
+// returns its answer. format and valueFormat are utf8 (""), hex or
+// base64: key is given in format. log nil means slog.Default().
+func Query(ctx context.Context, cfg *Config, processor, store, key, format, valueFormat string, partition int32, log *slog.Logger) (QueryResult, error) {
+	app, err := cfg.deployApp(log)
+	if err != nil {
+		return QueryResult{}, err
+	}
+	c := cfg.Clone()
+	c.ApplyDefaults()
+	var pc *ProcessorConfig
+	for i := range c.Processors {
+		if c.Processors[i].Name == processor {
+			pc = &c.Processors[i]
+		}
+	}
+	if pc == nil {
+		return QueryResult{}, fmt.Errorf("unknown processor %q", processor)
+	}
+	if len(pc.Stores)+len(pc.TaskTables) == 0 {
+		return QueryResult{}, fmt.Errorf("processor %q has no stores", processor)
+	}
+	params := url.Values{}
+	if format != "" {
+		params.Set("format", format)
+	}
+	if valueFormat != "" {
+		params.Set("value_format", valueFormat)
+	}
+	k, err := queryKey(key, format)
+	if err != nil {
+		return QueryResult{}, err
+	}
+	token := ""
+	if c.Query.Token != "" {
+		if token, err = kafkasec.Secret(c.Query.Token).Resolve(); err != nil {
+			return QueryResult{}, fmt.Errorf("query.token: %w", err)
+		}
+	}
+	if len(app.Kafka.Brokers) == 0 {
+		return QueryResult{}, fmt.Errorf("kafka.brokers is empty: query finds the processes through the control topic on the brokers they use, " +
+			"and an embedded development broker lives inside one process (set kafka.brokers, --brokers or WASMSTREAM_KAFKA__BROKERS)")
+	}
+	if err := app.Reach(ctx); err != nil {
+		return QueryResult{}, err
+	}
+	n := 0
+	if partition < 0 {
+		q := &queryHost{h: &Host{kafka: app.Kafka}, parts: map[string]cachedCount{}}
+		defer q.close()
+		if n, err = q.Partitions(ctx, c.runnerInputs(pc)[0]); err != nil {
+			return QueryResult{}, err
+		}
+	}
+	status, body, err := query.Ask(ctx, app.Kafka, c.AppID, processor, store, k, partition, n, params, token)
+	return QueryResult{Status: status, Body: body}, err
+}
+
+// queryKey decodes a key given on the command line in format.
+func queryKey(key, format string) ([]byte, error) {
+	switch format {
+	case "", "utf8":
+		return []byte(key), nil
+	case "hex":
+		return hex.DecodeString(key)
+	case "base64":
+		return base64.StdEncoding.DecodeString(key)
+	}
+	return nil, fmt.Errorf("format %q: want utf8, hex or base64", format)
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -100,9 +101,10 @@ func TestQueryEveryKeyThroughEveryProcess(t *testing.T) {
 	}
 	p.b.Produce(t, recs...)
 	var hosts []*Host
+	var stops []func() error
 	for range 3 {
-		h, _ := p.runIn(t, t.TempDir())
-		hosts = append(hosts, h)
+		h, stop := p.runIn(t, t.TempDir())
+		hosts, stops = append(hosts, h), append(stops, stop)
 	}
 	p.waitProcessed(t)
 	perPartition := map[int32]int{}
@@ -113,7 +115,8 @@ func TestQueryEveryKeyThroughEveryProcess(t *testing.T) {
 		t.Fatalf("the keys fall on partitions %v, want all 3", perPartition)
 	}
 	c := queryClient()
-	for i, h := range hosts {
+	everyKey := func(i int, h *Host) {
+		t.Helper()
 		testutil.Eventually(t, 90*time.Second, func() error {
 			for k, n := range want {
 				var a query.Answer
@@ -127,6 +130,9 @@ func TestQueryEveryKeyThroughEveryProcess(t *testing.T) {
 			}
 			return nil
 		})
+	}
+	for i, h := range hosts {
+		everyKey(i, h)
 	}
 	// A key no record had: 404, found false.
 	if code, _, _ := ask(c, hosts[0].QueryAddr(), "/v1/stores/proc/counts/keys/nothing", nil); code != http.StatusNotFound {
@@ -168,6 +174,19 @@ func TestQueryEveryKeyThroughEveryProcess(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("a query without the token: %d, want 401", resp.StatusCode)
+	}
+	// Process 2 leaves: its tasks move to the others (a rebalance and a
+	// restore), and every key is answered through each of them again.
+	if err := stops[2](); err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range hosts[:2] {
+		everyKey(i, h)
+	}
+	// Through the CLI's path too: the member records alone find the task.
+	res, err := Query(depCtx(t), p.cfg, "proc", "counts", "key-3", "", "hex", -1, testLogger(t))
+	if err != nil || res.Status != http.StatusOK || !strings.Contains(string(res.Body), `"value":"0400000000000000"`) {
+		t.Errorf("Query: %d %s %v, want key-3's count 4", res.Status, res.Body, err)
 	}
 }
 

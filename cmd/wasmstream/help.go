@@ -212,6 +212,16 @@ error naming its partitions.
 		examples: []string{"wasmstream rollback -c pipeline.yaml mask-pii"},
 	},
 	{
+		name:    "query",
+		summary: "read a key's committed value from the running processes' stores",
+		usage:   "wasmstream query -c pipeline.yaml PROCESSOR STORE KEY [--format utf8|hex|base64] [--value-format F] [--partition P]",
+		details: strings.TrimSpace(strings.TrimPrefix(queryUsage, strings.SplitN(queryUsage, "\n", 2)[0])),
+		examples: []string{
+			"wasmstream query -c pipeline.yaml wordcount counts hello --value-format hex",
+			"wasmstream query -c pipeline.yaml profiles latest 0a1b2c --format hex",
+		},
+	},
+	{
 		name:     "pause",
 		summary:  "stop a processor's processing in every running process, keeping its tasks, state and offsets",
 		usage:    "wasmstream pause -c pipeline.yaml PROCESSOR",

@@ -125,6 +125,8 @@ var thinFace = []string{
 	// deploy
 	"Deploy", "Rollback", "DeployResult", "RollbackResult", "SkippedVersion", "ErrAlreadyActive",
 	"Pause", "Resume", "PauseResult", "ErrSamePause",
+	// interactive queries: the CLI's client
+	"Query", "QueryResult",
 	// snapshots
 	"ProcessorStats", "RestoreProgress", "PluginInfo", "PluginSymbol", "InspectPlugin", "InspectPluginWith",
 	"VersionInfo", "Refusal", "ProcessorVersions",

@@ -6,7 +6,8 @@
 //	GET /v1/stores/{processor}/{store}/keys?partition=P[&prefix=K | &from=K&to=K][&limit=N]
 //	    up to limit keys and values of the task on partition P, in key order
 //
-// Keys and values are bytes: ?format=utf8 (default), hex or base64 (the
+// The key in the path is one percent-encoded path segment (a '/' in it
+// as %2F: url.PathEscape). Keys and values are bytes: ?format=utf8 (default), hex or base64 (the
 // standard alphabet, padded or not; URL-safe accepted) says how the key in
 // the path, prefix, from and to are written, and how keys and values are
 // written in the answer; ?value_format= gives values another one (a
