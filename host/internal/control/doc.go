@@ -56,6 +56,11 @@
 // "<name>", "paused": true|false, "by": ..., "at": ...}: whether the
 // processor is paused (`wasmstream pause|resume`); see pause.go.
 //
+// Member: key "query/<member>", value JSON {"format": 1, "member": ...,
+// "address": ..., "tasks": {"<processor>": [partitions]}, "at": ...}:
+// a process's interactive-query endpoint and the tasks it holds; see
+// member.go.
+//
 // A reader reassembles a version from the chunks it holds, whatever order
 // they came in: Load's State does so when asked, after reading to the end;
 // Follow when it reads the manifest, so it reports as missing any chunk that
