@@ -36,21 +36,37 @@ func (r *Runner) Serving() *Serving {
 // anything. The caller holds r.mu. except lists tasks that are leaving
 // (a revoke or a loss in progress): they are left out already.
 func (r *Runner) publishServing(except map[TaskID]bool) {
+	prev := r.serving.cur.Load()
+	if prev != nil && r.servingAsIs(prev.Tasks, except) {
+		return // the loop's every turn: no allocation while nothing changed
+	}
 	next := make(map[TaskID]bool, len(r.tasks))
 	for id, t := range r.tasks {
 		if !except[id] {
 			next[id] = t.restoring == nil && t.failed == nil
 		}
 	}
-	prev := r.serving.cur.Load()
-	if prev != nil && maps.Equal(prev.Tasks, next) {
-		return
-	}
 	gen := uint64(1)
 	if prev != nil {
 		gen = prev.Gen + 1
 	}
 	r.serving.cur.Store(&Serving{Gen: gen, Tasks: next})
+}
+
+// servingAsIs reports whether published is what publishServing would
+// publish now.
+func (r *Runner) servingAsIs(published map[TaskID]bool, except map[TaskID]bool) bool {
+	n := 0
+	for id, t := range r.tasks {
+		if except[id] {
+			continue
+		}
+		n++
+		if ready, ok := published[id]; !ok || ready != (t.restoring == nil && t.failed == nil) {
+			return false
+		}
+	}
+	return n == len(published)
 }
 
 // leaving is the tasks of parts (a revoke or a loss) this runner holds.
