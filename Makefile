@@ -258,9 +258,14 @@ FUZZTIME ?= 1m
 FUZZ_TARGETS = ./abi:FuzzRecordDecode ./abi:FuzzScanEntry \
 	./host/internal/engine:FuzzModuleShape ./host/internal/engine:FuzzInstrument \
 	./host/internal/engine:FuzzHostCalls ./host/internal/engine:FuzzCompileBudget \
-	./host/internal/control:FuzzManifest ./host/internal/control:FuzzStoreApply
+	./host/internal/control:FuzzManifest ./host/internal/control:FuzzStoreApply \
+	./host:FuzzSandbox
 
-.PHONY: fuzz
+# fuzz-sandbox runs only the sandbox fuzzer (a host per case beside a
+# healthy processor; host/sandbox_fuzz_test.go), e.g. FUZZTIME=1h.
+.PHONY: fuzz fuzz-sandbox
+fuzz-sandbox:
+	$(GO) test -run '^$$' -fuzz '^FuzzSandbox$$' -fuzztime $(FUZZTIME) ./host/
 fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
 	  echo "=== $$name ($$pkg, $(FUZZTIME))"; \

@@ -97,6 +97,26 @@ func TestInitFromInstalledBinary(t *testing.T) {
 			if out := run(t, moved, bin, "test", "pipeline.yaml", "cases.yaml"); !strings.Contains(out, "ok: 2 cases") {
 				t.Fatalf("test said:\n%s", out)
 			}
+			// A config that lacks the processor's store: validate names it
+			// and the field to add it to, in every language (Rust through
+			// its store! declaration, the others resolving it at start).
+			cfg, err := os.ReadFile(filepath.Join(moved, "pipeline.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lacking := strings.Replace(string(cfg), "    stores: [seen]\n", "", 1)
+			if lacking == string(cfg) {
+				t.Fatalf("pipeline.yaml has no line \"    stores: [seen]\":\n%s", cfg)
+			}
+			if err := os.WriteFile(filepath.Join(moved, "lacking.yaml"), []byte(lacking), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(bin, "validate", "-c", "lacking.yaml")
+			cmd.Dir = moved
+			out, err = func() (string, error) { b, err := cmd.CombinedOutput(); return string(b), err }()
+			if err == nil || !strings.Contains(out, `add store "seen" to processors[0].stores`) {
+				t.Fatalf("validate of a config without the store: %v\n%s\nwant it refused, naming the store", err, out)
+			}
 		})
 	}
 }

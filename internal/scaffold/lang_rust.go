@@ -63,8 +63,8 @@ rustflags = ["-C", "link-arg=-zstack-size=65536"]
 use std::cell::RefCell;
 use wasmstream::{Header, Out, Output, Record, Result, Store};
 
-static OUT: Output = Output::new("out");
-static SEEN: Store = Store::new("seen");
+static OUT: Output = wasmstream::output!("out");
+static SEEN: Store = wasmstream::store!("seen");
 
 thread_local! {
     /// Prepended to every value; from the config's "prefix".
@@ -86,8 +86,6 @@ fn config_string(cfg: &[u8], key: &str) -> Vec<u8> {
 }
 
 fn init() -> Result<()> {
-    OUT.check()?;
-    SEEN.check()?;
     let p = config_string(&wasmstream::config(), "prefix");
     PREFIX.with(|x| *x.borrow_mut() = p);
     Ok(())

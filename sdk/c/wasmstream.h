@@ -17,8 +17,8 @@
  *
  *     static ws_output out = WS_OUTPUT("out");
  *     int ws_process(const ws_record *r) {
- *         int32_t e = ws_forward(&out, r);
- *         return e < 0 ? ws_fail_call("emit", out.name, e) : WS_OK;
+ *         WS_TRY(ws_forward(&out, r), "emit", out.name);
+ *         return WS_OK;
  *     }
  *
  * Build for Wasm (a reactor module: no main):
@@ -210,6 +210,17 @@ int ws_fail_n(const char *msg, size_t len);
 /* ws_fail with `sdk: <call> "<name>": <ENAME>: <text>` for the host
  * result err (name may be NULL). */
 int ws_fail_call(const char *call, const char *name, int32_t err);
+/* WS_TRY(call, what, name) evaluates the host call once and, if it returned
+ * an error (< 0), returns ws_fail_call(what, name, err) from the enclosing
+ * function (which returns int, like ws_process):
+ *
+ *     WS_TRY(ws_forward(&out, r), "emit", out.name);
+ */
+#define WS_TRY(call, what, name)                            \
+    do {                                                    \
+        int32_t ws_try_err_ = (call);                       \
+        if (ws_try_err_ < 0) return ws_fail_call((what), (name), ws_try_err_); \
+    } while (0)
 
 /* "ENOTFOUND" and "key not found" for 5 (or -5). */
 const char *ws_errno_name(int32_t e);

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -358,5 +359,24 @@ func TestRustPanicInBatch(t *testing.T) {
 		} else if got != want {
 			t.Errorf("in a batch differs from one at a time: %s", firstDiff(want, got))
 		}
+	}
+}
+
+// TestRustDeclaredHandles: a Rust processor's output! and store! handles
+// are checked by the host before the plugin starts, with no list in
+// processor! and however lazily the plugin resolves them (the word count
+// resolves its store and output only on its first record): a config that
+// lacks one fails the start, which is what `validate` runs, naming it.
+func TestRustDeclaredHandles(t *testing.T) {
+	m, _ := module(t, "wordcount-rust", pluginWasm(t, "rust", "wordcount"))
+	want := []engine.Handle{{Kind: "store", Name: "counts"}, {Kind: "output", Name: "counts"}}
+	if got := m.Info().Handles; !slices.Equal(got, want) {
+		t.Fatalf("declared handles %v, want %v", got, want)
+	}
+	_, err := m.Instantiate(context.Background(), engine.Binding{Name: "wordcount", Outputs: []string{"counts"},
+		Config: []byte("{}"), Sink: &sink{}, Time: noTime{}})
+	var me *engine.ModuleError
+	if !errors.As(err, &me) || !slices.Equal(me.Undeclared, []engine.Undeclared{{Kind: "store", Name: "counts"}}) {
+		t.Fatalf("start without the store: %v, want it refused naming store \"counts\"", err)
 	}
 }

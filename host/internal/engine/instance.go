@@ -8,6 +8,8 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -212,6 +214,15 @@ func (m *Module) Instantiate(ctx context.Context, b Binding) (*Instance, error) 
 	}
 	if imp := m.info.timeImport(); imp != "" && b.Time == nil {
 		return nil, fmt.Errorf("engine: processor %q: the module imports %s.%s but the binding has no Time", b.Name, abi.ImportModule, imp)
+	}
+	if u := undeclaredHandles(m.info.Handles, b); len(u) > 0 {
+		names := make([]string, len(u))
+		for k, h := range u {
+			names[k] = fmt.Sprintf("%s %q", h.Kind, h.Name)
+		}
+		return nil, &ModuleError{Module: m.name, Kind: InitFailed, Undeclared: u,
+			Msg: "the module names (in its " + handlesSection + " section) what processor " + strconv.Quote(b.Name) +
+				" does not declare: " + strings.Join(names, ", ")}
 	}
 	b.Outputs = append([]string(nil), b.Outputs...)
 	b.Stores = append([]string(nil), b.Stores...)

@@ -72,6 +72,10 @@ type Info struct {
 	// checks the engine inserted (one per function body and loop head).
 	InstrumentedFunctions int
 	InstrumentedLoops     int
+	// Handles are the outputs and stores the module lists in its
+	// wasmstream.handles sections (handles.go): Instantiate fails when its
+	// Binding lacks one.
+	Handles []Handle
 	// CompileMemory and CompileTime are the compile budget's estimates of
 	// what compiling the module takes (host memory, CPU time), and
 	// InstanceMemory of what each instance holds besides its linear memory
@@ -369,6 +373,11 @@ func validate(name string, c wazero.CompiledModule, ins *instrumented, wasm []by
 		CompileTime:           time.Duration(ins.cost.ns),
 		InstanceMemory:        ins.cost.inst,
 	}
+	hs, err := declaredHandles(wasm)
+	if err != nil {
+		return fail(CompileFailed, "%v (the section is written by the SDK: rebuild the plugin with it)", err)
+	}
+	info.Handles = hs
 	funcs := c.ExportedFunctions()
 	kinds := map[string]string{}
 	for _, e := range ins.exports {

@@ -28,14 +28,20 @@ type atLeastOnce struct {
 	work bool
 }
 
-func (c *atLeastOnce) open() error                                       { c.work = true; return nil }
-func (c *atLeastOnce) pending() bool                                     { return c.work }
-func (*atLeastOnce) abortsOnProduceFailure() bool                        { return false }
-func (*atLeastOnce) wantsCommit() bool                                   { return false }
-func (*atLeastOnce) deferCallback(callbackKind, map[string][]int32) bool { return false }
-func (*atLeastOnce) rearm(context.Context)                               {}
-func (*atLeastOnce) beforeLose()                                         {}
-func (*atLeastOnce) runQueued(context.Context)                           {}
+func (c *atLeastOnce) open() error                { c.work = true; return nil }
+func (c *atLeastOnce) pending() bool              { return c.work }
+func (*atLeastOnce) abortsOnProduceFailure() bool { return false }
+func (*atLeastOnce) wantsCommit() bool            { return false }
+func (*atLeastOnce) rearm(context.Context)        {}
+func (*atLeastOnce) beforeLose()                  {}
+func (*atLeastOnce) runQueued(context.Context)    {}
+
+// lockForCallback takes Runner.mu: nothing at_least_once does under it
+// waits for a lock a group callback holds.
+func (c *atLeastOnce) lockForCallback(callbackKind, map[string][]int32) bool {
+	c.r.mu.Lock()
+	return true
+}
 
 // beforeRevoke commits everything processed, so the new owner goes on from
 // there.

@@ -82,7 +82,7 @@ type commitPoint struct {
 // at_least_once (atLeastOnce, alo.go): how a window is opened and sealed,
 // when offsets are committed, and how tasks go back after an abort; and
 // the group callbacks' interplay with an open transaction. Every method
-// but deferCallback runs on the loop or in a group callback, under
+// but lockForCallback runs on the loop or in a group callback, under
 // Runner.mu.
 type strategy interface {
 	// open makes work done from now on part of the window (exactly_once
@@ -118,7 +118,9 @@ type strategy interface {
 	wantsCommit() bool
 	beforeRevoke(ctx context.Context)
 	beforeLose()
-	deferCallback(kind callbackKind, parts map[string][]int32) bool
+	// lockForCallback takes Runner.mu for a group callback (true), or
+	// queues the callback to run after the commit point (false).
+	lockForCallback(kind callbackKind, parts map[string][]int32) bool
 	rearm(ctx context.Context)
 	runQueued(ctx context.Context)
 }

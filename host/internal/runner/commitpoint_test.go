@@ -50,12 +50,12 @@ func (f *fakeStrategy) commitOffsets(context.Context, map[string]map[int32]kgo.E
 	f.offsetCommits++
 	return f.offsetsRetry, f.offsetsErr
 }
-func (*fakeStrategy) wantsCommit() bool                                   { return false }
-func (*fakeStrategy) beforeRevoke(context.Context)                        {}
-func (*fakeStrategy) beforeLose()                                         {}
-func (*fakeStrategy) deferCallback(callbackKind, map[string][]int32) bool { return false }
-func (*fakeStrategy) rearm(context.Context)                               {}
-func (*fakeStrategy) runQueued(context.Context)                           {}
+func (*fakeStrategy) wantsCommit() bool                                     { return false }
+func (*fakeStrategy) beforeRevoke(context.Context)                          {}
+func (*fakeStrategy) beforeLose()                                           {}
+func (*fakeStrategy) lockForCallback(callbackKind, map[string][]int32) bool { return false } // no group here
+func (*fakeStrategy) rearm(context.Context)                                 {}
+func (*fakeStrategy) runQueued(context.Context)                             {}
 
 // cpOutcome is what a commit point left behind. The fake guarantee's
 // rewind counts the tasks set back and leaves their cursors (the real ones

@@ -47,10 +47,14 @@ type exactlyOnce struct {
 	rebalanceWanted atomic.Bool
 	callbackBlocked atomic.Bool
 
-	// cbMu guards ending and queued.
+	// cbMu guards ending, endStarts and queued.
 	cbMu   sync.Mutex
 	ending bool
-	queued []callback
+	// endStarts is closed when the loop starts to end a transaction (and
+	// replaced when it is over): a callback waiting for Runner.mu gives up
+	// and queues itself then (see lockForCallback).
+	endStarts chan struct{}
+	queued    []callback
 }
 
 // callbackKind names a group callback.
@@ -242,8 +246,13 @@ func (c *exactlyOnce) end(ctx context.Context, try kgo.TransactionEndTry) (bool,
 
 func (c *exactlyOnce) setEnding(ending bool) {
 	c.cbMu.Lock()
+	defer c.cbMu.Unlock()
 	c.ending = ending
-	c.cbMu.Unlock()
+	if ending {
+		close(c.endStarts)
+	} else {
+		c.endStarts = make(chan struct{})
+	}
 }
 
 // watchEnd is End's watchdog (see end); it returns when stop closes, and
@@ -267,17 +276,57 @@ func (c *exactlyOnce) watchEnd(stop <-chan struct{}, watched chan<- struct{}) {
 	}
 }
 
-// deferCallback queues a callback if a transaction is ending and reports
-// whether it did.
-func (c *exactlyOnce) deferCallback(kind callbackKind, parts map[string][]int32) bool {
+// lockForCallback takes Runner.mu for a group callback and reports true,
+// or queues the callback and reports false when a transaction is ending or
+// starts to end while the callback waits for the lock. A revoke or loss
+// callback runs under the session's own lock, which End takes too (after
+// its flush): a callback blocked on Runner.mu while the loop, holding it,
+// enters End would deadlock both for good, the member heartbeating on and
+// the group's rebalance waiting its whole timeout for it. So the callback
+// waits for the lock only until the loop says an End starts.
+func (c *exactlyOnce) lockForCallback(kind callbackKind, parts map[string][]int32) bool {
 	c.callbackBlocked.Store(false)
-	c.cbMu.Lock()
-	defer c.cbMu.Unlock()
-	if !c.ending {
+	for {
+		c.cbMu.Lock()
+		if c.ending {
+			c.queued = append(c.queued, callback{kind, parts})
+			c.cbMu.Unlock()
+			return false
+		}
+		starts := c.endStarts
+		c.cbMu.Unlock()
+		if lockUnless(&c.r.mu, starts) {
+			return true
+		}
+		// An End started: queue behind it, or, if it is already over (an
+		// assignment holds no session lock, so End need not wait for
+		// it), try again.
+	}
+}
+
+// lockUnless locks mu and reports true, or reports false, without the
+// lock, if stop closes first.
+func lockUnless(mu *sync.Mutex, stop <-chan struct{}) bool {
+	if mu.TryLock() {
+		return true
+	}
+	locked := make(chan struct{})
+	abandoned := make(chan struct{})
+	go func() {
+		mu.Lock()
+		select {
+		case locked <- struct{}{}: // the waiter holds it now
+		case <-abandoned:
+			mu.Unlock()
+		}
+	}()
+	select {
+	case <-locked:
+		return true
+	case <-stop:
+		close(abandoned)
 		return false
 	}
-	c.queued = append(c.queued, callback{kind, parts})
-	return true
 }
 
 // runQueued runs the callbacks queued while a transaction ended, after the

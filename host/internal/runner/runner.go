@@ -503,7 +503,7 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if opts.Guarantee == ExactlyOnce {
-		eos := &exactlyOnce{r: r}
+		eos := &exactlyOnce{r: r, endStarts: make(chan struct{})}
 		r.cp = &commitPoint{r: r, g: eos}
 		kopts := r.clientOpts(topics, gopts, eos, transactionTimeout(opts, protocol))
 		if eos.sess, err = kgo.NewGroupTransactSession(kopts...); err != nil {
@@ -1055,13 +1055,13 @@ func (r *Runner) taskFor(ctx context.Context, topic string, partition int32) (*t
 // then), or nothing once the runner is closing (the tasks are closed).
 func (r *Runner) groupCallback(kind callbackKind, run func(context.Context, map[string][]int32)) func(context.Context, *kgo.Client, map[string][]int32) {
 	return func(ctx context.Context, _ *kgo.Client, parts map[string][]int32) {
-		if r.cp.g.deferCallback(kind, parts) {
+		if !r.cp.g.lockForCallback(kind, parts) {
+			// Queued behind a transaction's end (eos.go).
 			if kind != cbAssigned {
 				r.serving.withdraw(r, parts)
 			}
 			return
 		}
-		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.closing {
 			return

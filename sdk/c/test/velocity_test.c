@@ -24,11 +24,6 @@ WS_DECLARE_OUTPUT(alerts, "alerts");
 WS_DECLARE_STORE(recent, "recent");
 #define WINDOW 60000
 #define LIMIT 3
-#define TRY(call, what, name)                                \
-    do {                                                     \
-        int32_t e_ = (call);                                 \
-        if (e_ < 0) return ws_fail_call(what, name, e_);     \
-    } while (0)
 static ws_buf v;
 
 /* Keeps the timestamps of v after t. */
@@ -43,29 +38,29 @@ static void since(int64_t t) {
 }
 
 int ws_process(const ws_record *r) {
-    TRY(ws_get(&recent, r->key.ptr, ws_len(r->key), &v), "state_get", recent.name);
+    WS_TRY(ws_get(&recent, r->key.ptr, ws_len(r->key), &v), "state_get", recent.name);
     since(r->timestamp - WINDOW);
     uint8_t *d = realloc(v.data, v.len + 8);
     if (!d) return ws_fail("velocity: out of memory");
     for (int b = 0; b < 8; b++) d[v.len + b] = (uint8_t)((uint64_t)r->timestamp >> (56 - 8 * b));
     v.data = d, v.cap = v.len += 8;
-    TRY(ws_put(&recent, r->key.ptr, ws_len(r->key), v.data, v.len), "state_put", recent.name);
-    TRY(ws_timer_set(WS_EVENT_TIME, r->timestamp + WINDOW, r->key.ptr, ws_len(r->key)), "timer_set", NULL);
+    WS_TRY(ws_put(&recent, r->key.ptr, ws_len(r->key), v.data, v.len), "state_put", recent.name);
+    WS_TRY(ws_timer_set(WS_EVENT_TIME, r->timestamp + WINDOW, r->key.ptr, ws_len(r->key)), "timer_set", NULL);
     if (v.len / 8 > LIMIT) {
         char n[24];
         ws_out o = {r->key, {(const uint8_t *)n, snprintf(n, sizeof n, "%zu", v.len / 8)}, NULL, 0, 0};
-        TRY(ws_emit(&alerts, &o), "emit", alerts.name);
+        WS_TRY(ws_emit(&alerts, &o), "emit", alerts.name);
     }
-    TRY(ws_forward(&payments, r), "emit", payments.name);
+    WS_TRY(ws_forward(&payments, r), "emit", payments.name);
     return WS_OK;
 }
 
 /* Drops a card 60 s (of event time) after its last payment. */
 int ws_on_timer(const ws_trigger *t) {
     int32_t found = ws_get(&recent, t->key.ptr, ws_len(t->key), &v);
-    TRY(found, "state_get", recent.name);
+    WS_TRY(found, "state_get", recent.name);
     since(t->time - WINDOW);
-    if (found && v.len == 0) TRY(ws_delete(&recent, t->key.ptr, ws_len(t->key)), "state_delete", recent.name);
+    if (found && v.len == 0) WS_TRY(ws_delete(&recent, t->key.ptr, ws_len(t->key)), "state_delete", recent.name);
     return WS_OK;
 }
 

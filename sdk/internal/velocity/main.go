@@ -2,8 +2,9 @@
 // with the Go SDK's time helpers: per card (the record key), count the
 // payments in the last 60 s of event time, alert above 3, and pass every
 // payment on. (A payment counts the card's payments in the 60 s before it;
-// one that comes out of order also counts the later ones.) Its twins in the other SDKs are sdk/rust/tests/velocity.rs
-// and sdk/c/test/velocity_test.c; main_test.go runs it against the fake
+// one that comes out of order also counts the later ones.) Its twins in
+// the other SDKs are sdk/rust/tests/velocity.rs and
+// sdk/c/test/velocity_test.c; main_test.go runs it against the fake
 // host. It is a test of the SDK, not a plugin to deploy.
 package main
 
@@ -15,11 +16,9 @@ import (
 	"github.com/wasmstream/wasmstream/sdk/timer"
 )
 
-var payments, alerts = sdk.Output("payments"), sdk.Output("alerts")
-
 // recent holds per card the timestamps (8 bytes each) of its payments in
 // the 60 s before its last one.
-var recent = sdk.Store("recent")
+var payments, alerts, recent = sdk.Output("payments"), sdk.Output("alerts"), sdk.Store("recent")
 
 const window, limit = 60_000, 3
 

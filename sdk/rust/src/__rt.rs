@@ -512,3 +512,26 @@ fn reserve(r: &mut Rt, n: usize) {
     }
     r.call_start = 0;
 }
+
+/// The length of a handle's declaration record (`output!`, `store!`): a
+/// kind byte, a length byte, the name.
+pub const fn declaration_len(name: &str) -> usize {
+    name.len() + 2
+}
+
+/// A handle's declaration record (abi/ABI.md, section 2), built at compile
+/// time; a name the record cannot hold stops the build.
+pub const fn declaration<const N: usize>(kind: u8, name: &str) -> [u8; N] {
+    let b = name.as_bytes();
+    assert!(!b.is_empty() && b.len() <= 255, "an output or store name is 1 to 255 bytes");
+    assert!(N == b.len() + 2, "declaration: N is declaration_len(name)");
+    let mut out = [0u8; N];
+    out[0] = kind;
+    out[1] = b.len() as u8;
+    let mut i = 0;
+    while i < b.len() {
+        out[i + 2] = b[i];
+        i += 1;
+    }
+    out
+}

@@ -250,9 +250,50 @@ impl Ref {
 }
 
 /// A named output of the processor (the config's `outputs: name -> topic`).
-/// Declare handles as statics; the name is resolved on first use and cached
-/// for the instance's life.
+/// Declare handles as statics with [`output!`]; the name is resolved on
+/// first use and cached for the instance's life.
 pub struct Output(Ref);
+
+/// Declares an output: `static OUT: Output = wasmstream::output!("out");`.
+/// Besides the handle, it writes the name into the module's
+/// `wasmstream.handles` section (abi/ABI.md, section 2), which the host
+/// checks against the processor's config before the plugin starts: a
+/// missing output fails `validate` and every start, naming the field to add
+/// it to, not the first record that emits to it. `Output::new` makes a
+/// handle without the declaration (for names known only at run time).
+#[macro_export]
+macro_rules! output {
+    ($name:literal) => {{
+        $crate::__declare!(b'o', $name);
+        $crate::Output::new($name)
+    }};
+}
+
+/// Declares a store: `static SEEN: Store = wasmstream::store!("seen");`,
+/// checked before the plugin starts like [`output!`]'s outputs.
+#[macro_export]
+macro_rules! store {
+    ($name:literal) => {{
+        $crate::__declare!(b's', $name);
+        $crate::Store::new($name)
+    }};
+}
+
+/// The declaration record of `output!` and `store!`: kind, length, name, in
+/// the module's `wasmstream.handles` custom section (a name of 0 or more
+/// than 255 bytes does not compile). Only in Wasm: natively there is no
+/// host to read it.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __declare {
+    ($kind:expr, $name:literal) => {
+        #[cfg(target_arch = "wasm32")]
+        #[link_section = "wasmstream.handles"]
+        #[used]
+        static DECLARATION: [u8; $crate::__rt::declaration_len($name)] =
+            $crate::__rt::declaration::<{ $crate::__rt::declaration_len($name) }>($kind, $name);
+    };
+}
 
 impl Output {
     /// The output called `name`. Does not call the host.
@@ -314,8 +355,8 @@ impl Output {
     }
 }
 
-/// A named key-value state store of the processor. The host keeps one per
-/// task, backs it with a changelog and commits it with the record's outputs.
+/// A named key-value state store of the processor (declare it with
+/// [`store!`]). The host keeps one per task, backs it with a changelog and commits it with the record's outputs.
 /// Writes are staged: the record's later reads see them, and they stand only
 /// if the record succeeds. Keys are at most MAX_KEY_SIZE bytes, values at
 /// most MAX_VALUE_SIZE (ETOOLARGE). An empty value is a value, distinct from

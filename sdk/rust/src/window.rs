@@ -10,7 +10,7 @@
 //! ```text
 //! use wasmstream::window::{self, Emit, Spec, WindowResult, Windows};
 //!
-//! static STORE: Store = Store::new("windows");
+//! static STORE: Store = wasmstream::store!("windows");
 //! static COUNTS: Windows = Windows::new(Spec {
 //!     size: 60_000,
 //!     grace: 5_000,

@@ -10,11 +10,11 @@ use wasmstream::{Out, Output, Record, Result, Store};
 
 // ---- the processor ----
 
-static PAYMENTS: Output = Output::new("payments");
-static ALERTS: Output = Output::new("alerts");
+static PAYMENTS: Output = wasmstream::output!("payments");
+static ALERTS: Output = wasmstream::output!("alerts");
 /// Per card, the timestamps (8 bytes each) of its payments in the 60 s
 /// before its last one.
-static RECENT: Store = Store::new("recent");
+static RECENT: Store = wasmstream::store!("recent");
 const WINDOW: i64 = 60_000;
 const LIMIT: usize = 3;
 

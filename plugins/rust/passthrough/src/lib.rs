@@ -4,7 +4,7 @@
 
 use wasmstream::{Output, Record, Result};
 
-static OUT: Output = Output::new("out");
+static OUT: Output = wasmstream::output!("out");
 
 fn init() -> Result<()> {
     let c = wasmstream::config();

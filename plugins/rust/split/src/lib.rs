@@ -8,7 +8,7 @@
 use std::cell::RefCell;
 use wasmstream::{Out, Output, Record, Result};
 
-static OUT: Output = Output::new("words");
+static OUT: Output = wasmstream::output!("words");
 
 thread_local! {
     /// Per-record scratch, reused.

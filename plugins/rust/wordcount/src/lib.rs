@@ -11,8 +11,8 @@
 use std::cell::RefCell;
 use wasmstream::{Commit, Errno, Out, Output, Record, Result, Store};
 
-static STORE: Store = Store::new("counts");
-static OUT: Output = Output::new("counts");
+static STORE: Store = wasmstream::store!("counts");
+static OUT: Output = wasmstream::output!("counts");
 
 thread_local! {
     /// value_format is decimal (true) or int64 (false); set by init.
