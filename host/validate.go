@@ -3,6 +3,7 @@ package host
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"regexp"
 	"slices"
@@ -74,7 +75,7 @@ func (c *Config) Validate() error {
 		if _, err := admin.ListenAddress(c.Query.Listen); err != nil {
 			bad("query.listen", "%v", err)
 		}
-		if c.Query.Listen == c.Admin.Listen {
+		if _, port, _ := net.SplitHostPort(c.Query.Listen); c.Query.Listen == c.Admin.Listen && port != "0" {
 			bad("query.listen", "%q is admin.listen too: the query endpoint has a listener of its own", c.Query.Listen)
 		}
 	}
