@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -175,18 +177,63 @@ func TestQueryEveryKeyThroughEveryProcess(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("a query without the token: %d, want 401", resp.StatusCode)
 	}
-	// Process 2 leaves: its tasks move to the others (a rebalance and a
-	// restore), and every key is answered through each of them again.
+	// Process 2 leaves while the counts grow: its tasks move to the
+	// others (a rebalance and a restore). Meanwhile a reader asks every
+	// key through processes 0 and 1 over and over: an answer may be a 503,
+	// never a count below one answered before (stale state). Then every
+	// key is answered through each of them again.
+	stopReading := make(chan struct{})
+	readErr := make(chan error, 1)
+	var answered, unavailable int
+	keyList := slices.Collect(maps.Keys(want))
+	go func() {
+		last := map[string]uint64{}
+		for round := 0; ; round++ {
+			for _, k := range keyList {
+				select {
+				case <-stopReading:
+					readErr <- nil
+					return
+				default:
+				}
+				var a query.Answer
+				code, _, _ := ask(c, hosts[round%2].QueryAddr(), "/v1/stores/proc/counts/keys/"+url.PathEscape(k)+"?value_format=hex", &a)
+				if code != http.StatusOK {
+					unavailable++
+					continue
+				}
+				answered++
+				v, _ := hex.DecodeString(a.Value)
+				if len(v) != 8 || binary.LittleEndian.Uint64(v) < last[k] {
+					readErr <- fmt.Errorf("key %s: answered %+v after a count of %d", k, a, last[k])
+					return
+				}
+				last[k] = binary.LittleEndian.Uint64(v)
+			}
+		}
+	}()
+	recs = recs[:0]
+	for k := range want {
+		recs = append(recs, &kgo.Record{Topic: p.in, Key: []byte(k), Value: []byte("v")})
+		want[k]++
+	}
+	p.b.Produce(t, recs...)
 	if err := stops[2](); err != nil {
 		t.Fatal(err)
 	}
+	p.waitProcessed(t)
 	for i, h := range hosts[:2] {
 		everyKey(i, h)
 	}
+	close(stopReading)
+	if err := <-readErr; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("during the rebalance: %d answers, %d unavailable", answered, unavailable)
 	// Through the CLI's path too: the member records alone find the task.
 	res, err := Query(depCtx(t), p.cfg, "proc", "counts", "key-3", "", "hex", -1, testLogger(t))
-	if err != nil || res.Status != http.StatusOK || !strings.Contains(string(res.Body), `"value":"0400000000000000"`) {
-		t.Errorf("Query: %d %s %v, want key-3's count 4", res.Status, res.Body, err)
+	if err != nil || res.Status != http.StatusOK || !strings.Contains(string(res.Body), `"value":"0500000000000000"`) {
+		t.Errorf("Query: %d %s %v, want key-3's count 5", res.Status, res.Body, err)
 	}
 }
 
