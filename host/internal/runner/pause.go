@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"slices"
 	"sync"
 )
 
@@ -35,11 +34,13 @@ import (
 type Pauses struct {
 	mu     sync.Mutex
 	paused map[string]bool
-	wake   []func()
+	// wake is, by processor, the wake-up of the runner that runs it now
+	// (a runner that replaces a failed one replaces its callbacks).
+	wake map[string]func()
 }
 
 // NewPauses returns a registry with no processor paused.
-func NewPauses() *Pauses { return &Pauses{paused: map[string]bool{}} }
+func NewPauses() *Pauses { return &Pauses{paused: map[string]bool{}, wake: map[string]func(){}} }
 
 // Set pauses or resumes processor; the runners apply it at their next
 // commit point. It reports whether that changed anything.
@@ -54,10 +55,10 @@ func (p *Pauses) Set(processor string, paused bool) bool {
 	} else {
 		delete(p.paused, processor)
 	}
-	wake := slices.Clone(p.wake)
+	wake := p.wake[processor]
 	p.mu.Unlock()
-	for _, w := range wake {
-		w()
+	if wake != nil {
+		wake()
 	}
 	return true
 }
@@ -69,10 +70,11 @@ func (p *Pauses) Paused(processor string) bool {
 	return p.paused[processor]
 }
 
-// onChange registers fn, called (on Set's goroutine) after every change.
-func (p *Pauses) onChange(fn func()) {
+// onChange registers fn, called (on Set's goroutine) after every change
+// of processor's pause, in place of the one registered before.
+func (p *Pauses) onChange(processor string, fn func()) {
 	p.mu.Lock()
-	p.wake = append(p.wake, fn)
+	p.wake[processor] = fn
 	p.mu.Unlock()
 }
 

@@ -470,8 +470,8 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 	r.lims.batch = batchSizes(byTopic)
 	for _, ps := range r.procs {
 		r.vers.OnPropose(ps.spec.Name, r.wakeLoop)
+		r.pauses.onChange(ps.spec.Name, r.wakeLoop)
 	}
-	r.pauses.onChange(r.wakeLoop)
 	// The restorer exists before the client: the client may join the
 	// group, and a task start its restore, as soon as it is created. From
 	// here on every error return closes it.
