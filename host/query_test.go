@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host/internal/query"
+	"github.com/wasmstream/wasmstream/host/internal/state"
 	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
@@ -275,5 +276,37 @@ func TestQueryRestoringTaskAnswers503(t *testing.T) {
 	})
 	if err := stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A store with an expiry answers as the plugin reads it: the value behind
+// its stamp, and nothing once expired by the store's clock.
+func TestQueryHidesExpiredValues(t *testing.T) {
+	q := &queryHost{h: &Host{}, procs: map[string]queryProc{}}
+	p := queryProc{topic: "in", expiry: map[string]state.Expiry{
+		"wall":  {TTL: time.Hour.Milliseconds(), Wall: true},
+		"event": {TTL: 1},
+	}}
+	stamped := func(ms int64, v string) []byte {
+		return append(binary.BigEndian.AppendUint64(nil, uint64(ms)), v...)
+	}
+	now := time.Now().UnixMilli()
+	for _, c := range []struct {
+		store string
+		value []byte
+		want  string
+		live  bool
+	}{
+		{"plain", []byte("v"), "v", true},
+		{"wall", stamped(now-time.Minute.Milliseconds(), "fresh"), "fresh", true},
+		{"wall", stamped(now-2*time.Hour.Milliseconds(), "old"), "", false},
+		// No task holds a stream time here: nothing has expired by it.
+		{"event", stamped(0, "no-clock"), "no-clock", true},
+		{"wall", []byte("short"), "", false},
+	} {
+		v, live := q.live("proc", p, 0, c.store, c.value)
+		if live != c.live || (live && string(v) != c.want) {
+			t.Errorf("%s %q: %q %v, want %q %v", c.store, c.value, v, live, c.want, c.live)
+		}
 	}
 }
