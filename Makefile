@@ -296,6 +296,16 @@ bench-kstreams: build plugins rust-plugins c-plugins
 #   make soak                                    the default: a new distinct build every 2 minutes
 #   make soak SOAK_ARGS='-duration 20m -first-deploy 2m -warmup 3m -builds alternate'
 .PHONY: soak
+# Failover with and without standby replicas (issue 25.2): three processes,
+# 1 GiB of state, one SIGKILLed under load, on a broker of its own
+# (scripts/failover.sh; FAILOVER_ARGS go to internal/failover).
+.PHONY: bench-failover
+bench-failover: build
+	@mkdir -p bin/plugins
+	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o bin/plugins/failover.wasm ./internal/failover/plugin
+	$(GO) build -o bin/failover ./internal/failover
+	scripts/failover.sh $(FAILOVER_ARGS)
+
 soak: build
 	@mkdir -p bin/plugins
 	for p in wordcount passthrough; do GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o bin/plugins/$$p.wasm ./plugins/$$p || exit 1; done

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host/internal/engine"
 	"github.com/wasmstream/wasmstream/host/internal/plugin"
+	"github.com/wasmstream/wasmstream/host/internal/signature"
 	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
 
@@ -406,7 +407,20 @@ type StateConfig struct {
 	// the host reopens it. A disk that refuses a write (no space, an I/O
 	// error) fails it at once. Default 10s.
 	WriteTimeout time.Duration `koanf:"write_timeout"`
+	// StandbyReplicas is how many other processes of the app keep a warm
+	// copy of each stateful task's stores, tailing its changelogs (read
+	// committed) about once a second: when the task moves to one of them
+	// (its process died or left), its restore reads only what the copy
+	// had not caught up with, not the whole changelog. Each copy costs
+	// the disk of the stores it copies; a process keeps at most one copy
+	// of a task and never of its own tasks. 0 to 8; default 0 (none).
+	// Tasks of processors with task_tables keep no standbys.
+	StandbyReplicas int `koanf:"standby_replicas"`
 }
+
+// maxStandbyReplicas bounds state.standby_replicas: more copies than
+// that cost disk on every process for no faster failover.
+const maxStandbyReplicas = 8
 
 // RuntimeConfig tunes the Wasm runtime.
 type RuntimeConfig struct {
@@ -416,6 +430,15 @@ type RuntimeConfig struct {
 	// MaxModuleSize bounds a plugin module, from the config or deployed.
 	// Default 64MiB.
 	MaxModuleSize ByteSize `koanf:"max_module_size"`
+	// TrustedKeys are files of Ed25519 public keys (PEM "PUBLIC KEY", as
+	// `wasmstream plugin keygen` writes KEY.pub.pem; a file may hold
+	// several). When any is given, every plugin version must be signed
+	// by one of them (`wasmstream plugin sign`): run, validate and deploy
+	// refuse a module whose signature is missing, does not match its
+	// bytes or is made by another key, and a running process refuses
+	// such a version from the control topic (abi/ABI.md section 11).
+	// Default: none, and modules need no signature.
+	TrustedKeys []string `koanf:"trusted_keys"`
 	// CompileTimeout bounds compiling one module (at startup, validate,
 	// inspect, deploy, and for each version the control topic names); a
 	// module over it is refused. Default 1m.
@@ -569,6 +592,7 @@ func (e *ConfigError) Error() string {
 func (c *Config) Clone() *Config {
 	out := *c
 	out.Kafka.Brokers = slices.Clone(c.Kafka.Brokers)
+	out.Runtime.TrustedKeys = slices.Clone(c.Runtime.TrustedKeys)
 	out.Processors = make([]ProcessorConfig, len(c.Processors))
 	for i, p := range c.Processors {
 		p.Inputs = slices.Clone(p.Inputs)
@@ -652,8 +676,20 @@ const processorDirPrefix = "processor-"
 
 // pluginLimits are the host-wide module limits, compiling through
 // runtime.cache_dir: validate, deploy and run share one cache, so a
-// validated plugin starts without compiling again.
-func (c *Config) pluginLimits() plugin.Limits {
+// validated plugin starts without compiling again. It reads the trusted
+// keys' files (runtime.trusted_keys).
+func (c *Config) pluginLimits() (plugin.Limits, error) {
+	lim := c.moduleLimits()
+	trust, err := signature.LoadTrust("runtime.trusted_keys", c.Runtime.TrustedKeys)
+	if err != nil {
+		return lim, err
+	}
+	lim.Trust = trust
+	return lim, nil
+}
+
+// moduleLimits are pluginLimits without the trusted keys.
+func (c *Config) moduleLimits() plugin.Limits {
 	ml := c.Runtime.ModuleLimits
 	return plugin.Limits{
 		MaxModuleSize:  uint64(c.Runtime.MaxModuleSize),

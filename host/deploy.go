@@ -121,10 +121,14 @@ func (c *Config) deployApp(log *slog.Logger) (ideploy.App, error) {
 	if err != nil {
 		return ideploy.App{}, err
 	}
+	lim, err := c.pluginLimits()
+	if err != nil {
+		return ideploy.App{}, err
+	}
 	app := ideploy.App{
 		AppID:   c.AppID,
 		Kafka:   kafka,
-		Limits:  c.pluginLimits(),
+		Limits:  lim,
 		Logger:  log,
 		Timeout: brokerTimeout,
 		// As run does: wait for the brokers up to kafka.connect_timeout,

@@ -41,6 +41,10 @@ import (
 type Host struct {
 	cfg *Config // New's own copy, defaults applied
 	log *slog.Logger
+	// limits bound every module, trusted keys included (read once, at
+	// New: startup and the control topic's versions check against the
+	// same keys).
+	limits plugin.Limits
 	// state is the global tables' database, procState each stateful
 	// processor's (statedb.go); nil when no processor has stores or
 	// tables. stateCaches are the caches they share.
@@ -110,6 +114,9 @@ type options struct {
 	// restartBackoff, when set, is the first wait before a failed runner
 	// is replaced (tests that replace many; default restartFirstBackoff).
 	restartBackoff time.Duration
+	// standbyInterval, when set, is how often standbys catch up (tests;
+	// default runner.DefaultStandbyInterval).
+	standbyInterval time.Duration
 	// stateOptions, if set, changes the options each state database is
 	// opened with (processor: its processor, "" for the global tables');
 	// tests give one a failing file system.
@@ -175,6 +182,9 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 			return nil, err
 		}
 	}
+	if h.limits, err = cfg.pluginLimits(); err != nil {
+		return nil, err
+	}
 	if err := h.loadPlugins(ctx); err != nil {
 		return nil, err
 	}
@@ -220,7 +230,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		AppID:      cfg.AppID,
 		Kafka:      h.kafka,
 		Processors: h.procs,
-		Limits:     cfg.pluginLimits(),
+		Limits:     h.limits,
 		Versions:   h.vers,
 		Canary:     cfg.Swap.canary(),
 		Logger:     h.log,
@@ -297,6 +307,8 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		OnRollback:             h.follower.OnRollback,
 		OnRestoreProgress:      onRestore,
 		Restore:                o.restore,
+		StandbyReplicas:        cfg.State.StandbyReplicas,
+		StandbyInterval:        o.standbyInterval,
 		Stats:                  stats,
 		Limits:                 runner.BrokerLimits(h.kafka),
 		// One pool for the process: every member's runners, and the ones
@@ -682,7 +694,7 @@ func (h *Host) Close() error {
 // loadPlugins compiles every processor's plugin into its own runtime (the
 // memory limit is a runtime setting) and checks it instantiates.
 func (h *Host) loadPlugins(ctx context.Context) error {
-	lim := h.cfg.pluginLimits()
+	lim := h.limits
 	for i := range h.cfg.Processors {
 		pc := &h.cfg.Processors[i]
 		p, err := plugin.Load(ctx, h.cfg.pluginSpec(pc), lim, h.log)
@@ -794,7 +806,10 @@ func Validate(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	lim := cfg.pluginLimits()
+	lim, err := cfg.pluginLimits()
+	if err != nil {
+		return err
+	}
 	var errs []error
 	for i := range cfg.Processors {
 		pc := &cfg.Processors[i]
@@ -822,13 +837,15 @@ func InspectPluginWith(ctx context.Context, wasm []byte, cfg *Config) (PluginInf
 	if cfg != nil {
 		c := cfg.Clone()
 		c.ApplyDefaults()
-		lim = c.pluginLimits().Module
+		lim = c.moduleLimits().Module
 	}
 	info, err := engine.InspectWith(ctx, wasm, lim)
 	if err != nil {
 		return PluginInfo{}, err
 	}
-	return pluginInfo(info), nil
+	out := pluginInfo(info)
+	pluginSignature(&out, wasm)
+	return out, nil
 }
 
 // instanceID names this process's transactional producer. It is new at

@@ -8,7 +8,7 @@ import (
 )
 
 // A config names files: plugins, the state and cache directories, TLS
-// files and file: secrets. ResolvePaths makes each absolute, by one rule:
+// files, trusted keys and file: secrets. ResolvePaths makes each absolute, by one rule:
 // a path the config file gives (or a default the file leaves in place) is
 // relative to the file's directory, so a config means the same whichever
 // directory wasmstream runs from; a path an environment variable or a
@@ -23,6 +23,9 @@ type pathField struct {
 	p   *string
 	// secret: only a "file:PATH" value is a path.
 	secret bool
+	// list is the key of the list the path is an element of ("" for
+	// none): the environment may set the whole list at once.
+	list string
 }
 
 // pathFields lists the config's file paths.
@@ -42,6 +45,9 @@ func (c *Config) pathFields() []pathField {
 	}
 	for i := range c.Processors {
 		f = append(f, pathField{key: fmt.Sprintf("processors.%d.plugin", i), p: &c.Processors[i].Plugin})
+	}
+	for i := range c.Runtime.TrustedKeys {
+		f = append(f, pathField{key: fmt.Sprintf("runtime.trusted_keys.%d", i), p: &c.Runtime.TrustedKeys[i], list: "runtime.trusted_keys"})
 	}
 	return f
 }
@@ -68,7 +74,7 @@ func (c *Config) ResolvePaths(file string, fromCommandLine func(key string) bool
 	}
 	for _, f := range c.pathFields() {
 		base := fileDir
-		if fromCommandLine(f.key) {
+		if fromCommandLine(f.key) || (f.list != "" && fromCommandLine(f.list)) {
 			base = wd
 		}
 		v := *f.p

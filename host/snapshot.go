@@ -106,6 +106,13 @@ type PluginInfo struct {
 	CompileMemory  int64
 	CompileTime    time.Duration
 	InstanceMemory int64
+	// Signer is the fingerprint of the key whose signature the module
+	// carries (abi/ABI.md section 11), "" if it is unsigned.
+	// SignatureProblem says why its signature section is malformed or
+	// does not match the module's bytes; "" when it matches (whether the
+	// key is trusted is runtime.trusted_keys' question).
+	Signer           string
+	SignatureProblem string
 }
 
 // PluginSymbol is one import or export of a module.

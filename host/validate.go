@@ -56,6 +56,9 @@ func (c *Config) Validate() error {
 	if c.Kafka.CommitRecords < 0 {
 		bad("kafka.commit_records", "must be positive")
 	}
+	if c.State.StandbyReplicas < 0 || c.State.StandbyReplicas > maxStandbyReplicas {
+		bad("state.standby_replicas", "%d: must be 0 (no standbys) to %d", c.State.StandbyReplicas, maxStandbyReplicas)
+	}
 	if c.State.WriteTimeout < 0 {
 		bad("state.write_timeout", "%s: must not be negative (0: the default, 10s)", c.State.WriteTimeout)
 	}

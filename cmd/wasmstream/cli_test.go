@@ -20,6 +20,7 @@ import (
 // description, usage, flags (when it has any) and examples.
 func TestHelpForEveryCommand(t *testing.T) {
 	withFlags := map[string]bool{"run": true, "validate": true, "state dump": true, "deploy": true, "rollback": true, "pause": true, "resume": true, "query": true, "demo": true, "init": true, "plugin inspect": true,
+		"plugin sign": true, "plugin keygen": true, "reset": true, "replay": true,
 		"topic produce": true, "topic consume": true, "topic list": true, "topic create": true, "topic describe": true,
 		"test": true}
 	for _, d := range docs {

@@ -59,13 +59,20 @@ func doMainIO(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	case "test":
 		return e.test(ctx, args[1:])
 	case "plugin":
-		if len(args) > 1 && args[1] == "inspect" {
-			return e.inspect(ctx, args[2:]) // its flag set answers --help
+		if len(args) > 1 {
+			switch args[1] { // their flag sets answer --help
+			case "inspect":
+				return e.inspect(ctx, args[2:])
+			case "sign":
+				return e.sign(args[2:])
+			case "keygen":
+				return e.keygen(args[2:])
+			}
 		}
 		if helpHere("plugin") {
 			return exitOK
 		}
-		fmt.Fprintln(stderr, "usage: wasmstream plugin inspect FILE.wasm")
+		fmt.Fprintln(stderr, "usage: wasmstream plugin inspect|sign|keygen ... (wasmstream plugin --help)")
 		return exitUsage
 	case "state":
 		if len(args) < 2 || args[1] != "dump" {
@@ -91,6 +98,10 @@ func doMainIO(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return e.pause(ctx, args[1:])
 	case "resume":
 		return e.resume(ctx, args[1:])
+	case "reset":
+		return e.reset(ctx, args[1:])
+	case "replay":
+		return e.replay(ctx, args[1:])
 	case "demo":
 		return e.demo(ctx, args[1:])
 	case "init":
@@ -364,6 +375,16 @@ func printInfo(w io.Writer, file string, info host.PluginInfo) {
 		inits = []string{"none"}
 	}
 	fmt.Fprintf(w, "initializers: %s\n", strings.Join(inits, ", "))
+	switch {
+	case info.Signer == "" && info.SignatureProblem == "":
+		fmt.Fprintf(w, "signature:    none\n")
+	case info.SignatureProblem != "" && info.Signer == "":
+		fmt.Fprintf(w, "signature:    BAD: %s\n", info.SignatureProblem)
+	case info.SignatureProblem != "":
+		fmt.Fprintf(w, "signature:    BAD, by %s: %s\n", info.Signer, info.SignatureProblem)
+	default:
+		fmt.Fprintf(w, "signature:    %s, matches the module's bytes (runtime.trusted_keys decides whether it is trusted)\n", info.Signer)
+	}
 	mib := func(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 	cpu := info.CompileTime.Round(time.Millisecond)
 	if cpu >= time.Second {

@@ -79,8 +79,34 @@ any case failed. The format: docs/testing.md.`,
 			"wasmstream test pipeline.yaml tests/*.yaml --log-level info",
 		},
 	},
-	{name: "plugin", summary: "inspect plugin modules", usage: "wasmstream plugin inspect FILE.wasm", hidden: true,
-		examples: []string{"wasmstream plugin inspect mask.wasm"}},
+	{name: "plugin", summary: "inspect and sign plugin modules", usage: "wasmstream plugin inspect|sign|keygen ...", hidden: true,
+		examples: []string{"wasmstream plugin inspect mask.wasm", "wasmstream plugin sign --key team.pem mask.wasm"}},
+	{
+		name:    "plugin keygen",
+		summary: "make an Ed25519 key pair to sign plugins with",
+		usage:   "wasmstream plugin keygen --out KEY.pem",
+		details: `Writes a new private key to KEY.pem (PEM, PKCS#8, mode 0600) and its public
+key to KEY.pub.pem, and prints the key's fingerprint. List KEY.pub.pem in
+runtime.trusted_keys; keep KEY.pem where plugins are signed. It never
+overwrites a file. openssl makes the same files:
+  openssl genpkey -algorithm ed25519 -out KEY.pem
+  openssl pkey -in KEY.pem -pubout -out KEY.pub.pem`,
+		examples: []string{"wasmstream plugin keygen --out team.pem"},
+	},
+	{
+		name:    "plugin sign",
+		summary: "sign a plugin module with an Ed25519 key",
+		usage:   "wasmstream plugin sign --key KEY.pem FILE.wasm [--out SIGNED.wasm]",
+		details: `Appends a signature of the module's bytes as its last section, a custom
+section named wasmstream.signature (abi/ABI.md section 11), replacing one it
+already ends with; FILE is replaced unless --out is given. A process whose
+runtime.trusted_keys lists the key's public half runs the module; with
+trusted keys set, run, validate and deploy refuse a module that is unsigned,
+changed after signing, or signed by another key. Sign the final build:
+anything that rewrites the module afterwards (wasm-opt, strip) voids the
+signature.`,
+		examples: []string{"wasmstream plugin sign --key team.pem mask.wasm", "wasmstream plugin sign --key team.pem build/mask.wasm --out dist/mask.wasm"},
+	},
 	{
 		name:    "plugin inspect",
 		summary: "show a plugin's ABI version, memory, exports and imports",
@@ -234,6 +260,26 @@ error naming its partitions.
 		usage:    "wasmstream resume -c pipeline.yaml PROCESSOR",
 		details:  strings.TrimSpace(strings.TrimPrefix(resumeUsage, strings.SplitN(resumeUsage, "\n", 2)[0])),
 		examples: []string{"wasmstream resume -c pipeline.yaml mask-pii"},
+	},
+	{
+		name:    "replay",
+		summary: "run a plugin version over a range of a processor's input, offline and deterministically",
+		usage:   "wasmstream replay -c pipeline.yaml PROCESSOR [--plugin FILE] [--from N] [--to N] [--from-time T] [--to-time T] [--partitions 0,1] --out FILE|-",
+		details: replayDetails,
+		examples: []string{
+			"wasmstream replay -c pipeline.yaml count --plugin count-v2.wasm --from 1000 --to 2000 --out v2.jsonl",
+			"wasmstream replay -c pipeline.yaml count --partitions 0 --out -",
+		},
+	},
+	{
+		name:    "reset",
+		summary: "prepare a stopped app to process its input again: offsets to a target, state and changelogs wiped",
+		usage:   "wasmstream reset -c pipeline.yaml --to-earliest|--to-latest|--to-time TIME|--to-offset N [--dry-run]",
+		details: resetDetails,
+		examples: []string{
+			"wasmstream reset -c pipeline.yaml --to-earliest --dry-run",
+			"wasmstream reset -c pipeline.yaml --to-time 2026-01-02T00:00:00Z",
+		},
 	},
 	{
 		name:    "demo",

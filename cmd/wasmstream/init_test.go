@@ -112,7 +112,8 @@ func TestInitFromInstalledBinary(t *testing.T) {
 				t.Fatal(err)
 			}
 			cmd := exec.Command(bin, "validate", "-c", "lacking.yaml")
-			cmd.Dir = moved
+			// Without WASMSTREAM_TEST_*: the binary reads WASMSTREAM_* as config.
+			cmd.Dir, cmd.Env = moved, offlineEnv(filepath.Join(repo, ".cache", "npm"))
 			out, err = func() (string, error) { b, err := cmd.CombinedOutput(); return string(b), err }()
 			if err == nil || !strings.Contains(out, `add store "seen" to processors[0].stores`) {
 				t.Fatalf("validate of a config without the store: %v\n%s\nwant it refused, naming the store", err, out)

@@ -161,6 +161,7 @@ type harness struct {
 	txnTimeout  time.Duration // kafka.transaction_timeout of every member
 	sessTimeout time.Duration // kafka.session_timeout of every member
 	stateSync   time.Duration // state.sync_interval of every member
+	standbys    int           // state.standby_replicas of every member
 	kills       int
 	terms       int
 	restarts    int
@@ -238,6 +239,9 @@ func withTxnTimeout(d time.Duration) option { return func(h *harness) { h.txnTim
 
 // withStateSync sets state.sync_interval (default 1s, the host's default).
 func withStateSync(d time.Duration) option { return func(h *harness) { h.stateSync = d } }
+
+// withStandbys sets state.standby_replicas (default 0).
+func withStandbys(n int) option { return func(h *harness) { h.standbys = n } }
 
 // withApp runs another processor than the counter.
 func withApp(a app) option { return func(h *harness) { h.app = a } }
@@ -323,6 +327,7 @@ kafka:
 state:
   dir: %s
   sync_interval: %s
+  standby_replicas: %d
 runtime:
   cache_dir: %s
 log:
@@ -334,7 +339,7 @@ processors:
     outputs: {%s: %s}
     stores: [%s]
 %s`, h.appID, h.guarantee, strings.Join(quoted, ", "), m.name, commitInterval, h.sessTimeout, h.txnTimeout,
-		strconv.Quote(m.stateDir), h.stateSync, strconv.Quote(filepath.Join(workDir, "wasm-cache")), logLevel(),
+		strconv.Quote(m.stateDir), h.stateSync, h.standbys, strconv.Quote(filepath.Join(workDir, "wasm-cache")), logLevel(),
 		h.app.processor, strconv.Quote(h.plugin), strings.Join(h.inTopics(), ", "), h.app.output, h.out, h.app.store, h.app.configYAML())
 }
 

@@ -48,6 +48,12 @@ var boundaries = []boundary{
 		why: "a plugin's runtime and adapters know no Kafka and no Pebble; the runner and state own those"},
 	{pkg: "host/internal/follower", forbid: []string{pebble, wazero, "host/internal/engine", "host/internal/state"},
 		why: "the follower compiles through package plugin and swaps through the registry, nothing lower"},
+	{pkg: "host/internal/signature", forbid: []string{franz, pebble, wazero, "host/..."}, closure: true,
+		why: "signing and verifying is the standard library's crypto over a module's bytes: no Kafka, no Wasm engine"},
+	{pkg: "host/internal/replay", forbid: []string{franz, pebble},
+		why: "replay runs a plugin over records it is given: the host reads them from Kafka, and its state is in memory"},
+	{pkg: "host/internal/reset", forbid: []string{pebble, wazero, "host/..."}, closure: true,
+		why: "reset knows the app as topic and group names; the host package makes them from the config"},
 	{pkg: "host/internal/deploy", forbid: []string{pebble, wazero, "host/internal/engine", "host/internal/state", "host/internal/runner"},
 		why: "a deploy publishes to the control topic; it compiles through package plugin and never runs a task"},
 	{pkg: "host/internal/topictool", forbid: []string{pebble, wazero, "host/internal/engine", "host/internal/state", "host/internal/runner", "host/internal/plugin"}, closure: true,
@@ -127,6 +133,12 @@ var thinFace = []string{
 	"Pause", "Resume", "PauseResult", "ErrSamePause",
 	// interactive queries: the CLI's client
 	"Query", "QueryResult",
+	// reset (wasmstream reset)
+	"Reset", "ResetOptions", "ResetResult",
+	// replay (wasmstream replay)
+	"Replay", "ReplayOptions", "ReplayResult",
+	// plugin signatures (wasmstream plugin keygen|sign)
+	"SignPlugin", "NewSigningKey", "SigningKeyFingerprint",
 	// snapshots
 	"ProcessorStats", "RestoreProgress", "PluginInfo", "PluginSymbol", "InspectPlugin", "InspectPluginWith",
 	"VersionInfo", "Refusal", "ProcessorVersions",

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/procs"
 	"github.com/wasmstream/wasmstream/internal/wasmvariant"
 )
 
@@ -91,12 +92,12 @@ func run(ctx context.Context, o Options, out io.Writer) (ok bool, err error) {
 		return false, err
 	}
 	for i, name := range []string{"main", "second"} {
-		port, err := freePort()
+		port, err := procs.FreePort()
 		if err != nil {
 			return false, err
 		}
-		p := &proc{name: name, config: filepath.Join(o.Work, name+".yaml"), stateDir: filepath.Join(o.Work, "state-"+name),
-			admin: "127.0.0.1:" + strconv.Itoa(port)}
+		p := &proc{procs.Proc{Name: name, Config: filepath.Join(o.Work, name+".yaml"), StateDir: filepath.Join(o.Work, "state-"+name),
+			Admin: "127.0.0.1:" + strconv.Itoa(port)}}
 		if err := s.writeConfig(p); err != nil {
 			return false, err
 		}
@@ -104,8 +105,8 @@ func run(ctx context.Context, o Options, out io.Writer) (ok bool, err error) {
 	}
 	defer func() {
 		for _, p := range s.procs {
-			if p.running() {
-				_ = p.stop(time.Minute)
+			if p.Running() {
+				_ = p.Stop(time.Minute)
 			}
 		}
 	}()
@@ -118,7 +119,7 @@ func run(ctx context.Context, o Options, out io.Writer) (ok bool, err error) {
 	fmt.Fprintf(out, "soak %s: %s, %d lines/s of %d words (vocabulary %d) and %d records/s, %s builds every %s from %s, brokers %s, work %s\n",
 		s.app, o.Duration, o.LinesPerSec, o.Words, o.Vocab, o.RecordsPerSec, o.Builds, o.DeployEvery, o.FirstDeploy, strings.Join(o.Brokers, ","), o.Work)
 	s.start = time.Now()
-	if err := s.procs[0].start(o.Wasmstream, filepath.Join(o.Work, "logs", "main.log"), 2*time.Minute); err != nil {
+	if err := s.procs[0].Start(o.Wasmstream, filepath.Join(o.Work, "logs", "main.log"), 2*time.Minute); err != nil {
 		return false, err
 	}
 	lctx, stopLoad := context.WithCancel(ctx)
@@ -149,8 +150,8 @@ func run(ctx context.Context, o Options, out io.Writer) (ok bool, err error) {
 	if failures > 0 {
 		s.problem("%d records of the input were not acknowledged; first: %v", failures, firstErr)
 	}
-	if p := s.procs[1]; p.running() {
-		if err := p.stop(time.Minute); err != nil {
+	if p := s.procs[1]; p.Running() {
+		if err := p.Stop(time.Minute); err != nil {
 			s.problem("second process: %v", err)
 		}
 		s.event(EventLeave, "at the end")
@@ -161,7 +162,7 @@ func run(ctx context.Context, o Options, out io.Writer) (ok bool, err error) {
 	stopSampling()
 	<-sampled
 	end := s.at()
-	if err := s.procs[0].stop(2 * time.Minute); err != nil {
+	if err := s.procs[0].Stop(2 * time.Minute); err != nil {
 		s.problem("main process: %v", err)
 	}
 
@@ -233,11 +234,11 @@ admin:
   debug: true
 log:
   level: info
-`, p.name, s.app, strings.Join(o.Brokers, ", "), o.CommitInterval,
+`, p.Name, s.app, strings.Join(o.Brokers, ", "), o.CommitInterval,
 		abs(filepath.Join(o.Plugins, "wordcount.wasm")), s.lines, s.app+"-word-counts",
 		abs(filepath.Join(o.Plugins, "passthrough.wasm")), s.recs, s.copies,
-		abs(p.stateDir), cacheDir(o.CacheDir), o.Canary, p.admin)
-	return os.WriteFile(p.config, []byte(cfg), 0o644)
+		abs(p.StateDir), cacheDir(o.CacheDir), o.Canary, p.Admin)
+	return os.WriteFile(p.Config, []byte(cfg), 0o644)
 }
 
 func abs(p string) string {
@@ -277,9 +278,9 @@ func (s *soakRun) sampleOnce(ctx context.Context) {
 	at := s.at()
 	lag, lagErr := s.lag(ctx)
 	for _, p := range s.procs {
-		if !p.running() {
-			if p.name == "main" && p.cmd != nil {
-				s.problem("the main process exited: %v", p.err)
+		if !p.Running() {
+			if p.Name == "main" && p.Cmd != nil {
+				s.problem("the main process exited: %v", p.Err())
 			}
 			continue
 		}
@@ -406,24 +407,24 @@ func (s *soakRun) actions(ctx context.Context) {
 			}
 			lastSwap = s.at()
 		case EventRollback:
-			if out, err := s.cli(ctx, "rollback", "-c", s.procs[0].config, "wordcount"); err != nil {
+			if out, err := s.cli(ctx, "rollback", "-c", s.procs[0].Config, "wordcount"); err != nil {
 				s.problem("rollback: %v: %s", err, out)
 			} else {
 				s.event(EventRollback, firstLine(out))
 			}
 			lastSwap = s.at()
 		case EventJoin:
-			if err := s.procs[1].start(s.o.Wasmstream, filepath.Join(s.o.Work, "logs", "second.log"), 2*time.Minute); err != nil {
+			if err := s.procs[1].Start(s.o.Wasmstream, filepath.Join(s.o.Work, "logs", "second.log"), 2*time.Minute); err != nil {
 				s.problem("second process: %v", err)
 				continue
 			}
 			joined = s.at()
 			s.event(EventJoin, "second process")
 		case EventLeave:
-			if !s.procs[1].running() {
+			if !s.procs[1].Running() {
 				continue
 			}
-			if err := s.procs[1].stop(time.Minute); err != nil {
+			if err := s.procs[1].Stop(time.Minute); err != nil {
 				s.problem("second process: %v", err)
 			}
 			s.event(EventLeave, "second process")
@@ -442,7 +443,7 @@ func (s *soakRun) deploy(ctx context.Context, n int) error {
 	if err := os.WriteFile(path, wasm, 0o644); err != nil {
 		return err
 	}
-	out, err := s.cli(ctx, "deploy", "-c", s.procs[0].config, "wordcount", path, "--label", "build"+strconv.Itoa(n))
+	out, err := s.cli(ctx, "deploy", "-c", s.procs[0].Config, "wordcount", path, "--label", "build"+strconv.Itoa(n))
 	if err != nil {
 		return fmt.Errorf("%v: %s", err, out)
 	}
@@ -455,7 +456,7 @@ func (s *soakRun) cli(ctx context.Context, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, s.o.Wasmstream, args...)
-	cmd.Env = procEnv()
+	cmd.Env = procs.Env()
 	out, err := cmd.CombinedOutput()
 	return strings.TrimSpace(string(out)), err
 }
@@ -469,7 +470,7 @@ func firstLine(s string) string {
 // directory, which holds every task at the end) with the words the brokers
 // acknowledged, and the passthrough's committed output with its input.
 func (s *soakRun) checkCounts(ctx context.Context, load *Load, lines, words, records int64) {
-	dir := filepath.Join(s.procs[0].stateDir, s.app)
+	dir := filepath.Join(s.procs[0].StateDir, s.app)
 	r, err := host.OpenStateReadOnly(dir, nil)
 	if err != nil {
 		s.problem("opening the main process's state %s: %v", dir, err)

@@ -64,6 +64,7 @@ const (
 	mRestoreWipes  = "wasmstream_restore_wipes"
 	mRestoreDone   = "wasmstream_restore_done"
 	mLag           = "wasmstream_consumer_lag_records"
+	mStandbyLag    = "wasmstream_standby_lag_records"
 	mTimerFirings  = "wasmstream_timer_firings_total"
 	mCommitCalls   = "wasmstream_commit_calls_total"
 	mTimersDropped = "wasmstream_timers_dropped_total"
@@ -209,6 +210,11 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 		lag.add([]Label{{"processor", g.Processor}, {"topic", g.Topic}, {"partition", strconv.Itoa(int(g.Partition))}}, float64(g.Lag))
 	}
 
+	standbyLag := gauge(mStandbyLag, "Changelog records a standby replica kept here was behind when its latest catch-up round began.")
+	for _, g := range snap.Standbys {
+		standbyLag.add([]Label{{"processor", g.Processor}, {"partition", strconv.Itoa(int(g.Partition))}}, float64(g.Lag))
+	}
+
 	pending := gauge(mTimersPending, "Timers pending in the task, as of its latest commit point.")
 	streamLag := gauge(mStreamLag, "How far the task's stream time (its largest record timestamp) is behind the wall clock, in seconds.")
 	now := snap.Now
@@ -241,7 +247,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 	fams := []family{*in, *out, *skipped, *dead, *failures, *failedTasks, *commits, *aborts, *heldBytes, *budgetCommits, *latency, *commitSecs,
 		*info, *tasks, *swaps, *swapFailures, *slowStarts, *rollbacks, *refusals, *held, *modules, *instances, *memory, *snapshots, *stateTasks, *stateIters,
 		*restoring, *restored, *target, *pos, *rate, *wipes, *done,
-		*lag, *firings, *commitCalls, *timersDropped, *marksDropped, *pending, *streamLag, *stateFailures, *stateFailed, *paused}
+		*lag, *standbyLag, *firings, *commitCalls, *timersDropped, *marksDropped, *pending, *streamLag, *stateFailures, *stateFailed, *paused}
 	seen := map[string]bool{}
 	for _, f := range fams {
 		seen[f.name] = true

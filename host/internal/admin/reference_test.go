@@ -24,6 +24,7 @@ func fullExposition(t *testing.T) string {
 	src.snap.StateOpen = &StateCounts{Tasks: 1}
 	src.snap.CommitLatency = &Histogram{Bounds: []float64{0.01, 0.1}, Counts: []uint64{3, 2, 1}, Sum: 0.2}
 	src.snap.Lag = []PartitionLag{{Processor: "nl-orders", Topic: "orders", Partition: 0, Lag: 3}}
+	src.snap.Standbys = []PartitionLag{{Processor: "nl-orders", Topic: "orders", Partition: 1, Lag: 0}}
 	src.snap.Times = []TaskTime{{Processor: "nl-orders", Topic: "orders", Partition: 0, PendingTimers: 2, StreamTime: 1_700_000_000_000}}
 	src.procs[0].Plugin.Version = "v2@ab12"
 	src.snap.State = []StateDB{{Database: "nl-orders", Failed: "state: no space", Failures: map[string]int64{"no_space": 1}}}

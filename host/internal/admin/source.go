@@ -77,6 +77,10 @@ type Snapshot struct {
 	// Lag is the consumer lag of the assigned input partitions, written as
 	// wasmstream_consumer_lag_records.
 	Lag []PartitionLag
+	// Standbys are the standby replicas this process keeps (a Lag of
+	// changelog records behind at the start of each one's latest catch-up
+	// round), written as wasmstream_standby_lag_records.
+	Standbys []PartitionLag
 	// Times is the time of every task that keeps timers (abi/ABI.md
 	// section 8): pending timers and stream time.
 	Times []TaskTime

@@ -189,6 +189,9 @@ func Rollback(ctx context.Context, app App, processor string) (Result, error) {
 			processor, plugin.VersionID(cur.Version), cur.Reason, cur.DeployedBy, cur.DeployedAt.Format(time.RFC3339))
 	}
 	res.Previous = plugin.Info(cur.Version)
+	if err := checkTrusted(ctx, app, st, cur.History); err != nil {
+		return res, fmt.Errorf("processor %q: %w", processor, err)
+	}
 	m, err := pub.Rollback(ctx, processor, control.ReasonRollback, cur.Hash, control.Deployer())
 	switch {
 	case errors.Is(err, control.ErrActiveChanged):
@@ -204,6 +207,31 @@ func Rollback(ctx context.Context, app App, processor string) (Result, error) {
 			"version", plugin.VersionID(sk.Version), "why", sk.Why)
 	}
 	return res, nil
+}
+
+// checkTrusted refuses a rollback, with runtime.trusted_keys set, to a
+// version those keys did not sign: every process would refuse it and keep
+// running what it runs. The version checked is the one the publisher
+// picks, the first of history whose bytes the topic holds whole.
+func checkTrusted(ctx context.Context, app App, st *control.State, history []control.Version) error {
+	if app.Limits.Trust == nil {
+		return nil
+	}
+	for _, v := range history {
+		wasm, err := st.Module(ctx, v.Hash)
+		if errors.Is(err, control.ErrCorrupt) {
+			continue // the publisher skips it too
+		}
+		if err != nil {
+			return err
+		}
+		if err := app.Limits.Trust.Verify(wasm); err != nil {
+			return fmt.Errorf("the version to roll back to, %s, would be refused by every process (nothing published): %w; deploy a signed version instead",
+				plugin.VersionID(v), err)
+		}
+		return nil
+	}
+	return nil
 }
 
 // findProcessor returns app's processor called name, or an error listing

@@ -22,6 +22,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/control"
 	"github.com/wasmstream/wasmstream/host/internal/engine"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
+	"github.com/wasmstream/wasmstream/host/internal/signature"
 	"github.com/wasmstream/wasmstream/host/internal/state"
 	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
@@ -63,6 +64,10 @@ type Limits struct {
 	// (zero fields: the engine's defaults).
 	CompileTimeout time.Duration
 	Module         engine.ModuleLimits
+	// Trust, if set, is runtime.trusted_keys: Compile refuses a module
+	// not signed by one of its keys (abi/ABI.md section 11) before
+	// anything else reads it. Nil: modules need no signature.
+	Trust *signature.Trust
 }
 
 // CheckSize refuses a module over the size limit: the one check every
@@ -125,6 +130,8 @@ type Processor struct {
 	StartInfo     engine.Info
 	Version       control.Version
 	ConfigVersion control.Version
+	// trust is Limits.Trust: Compile verifies every version with it.
+	trust *signature.Trust
 }
 
 // Load reads, bounds and compiles the config file's plugin of spec. The
@@ -186,6 +193,7 @@ func New(ctx context.Context, spec Spec, lim Limits, log *slog.Logger) (*Process
 		Binding: engine.Binding{Name: spec.Name, Outputs: names, Stores: spec.Stores,
 			Tables: slices.Concat(spec.Tables, spec.TaskTables), Config: conf},
 		Topics: topics,
+		trust:  lim.Trust,
 	}, nil
 }
 
@@ -202,8 +210,16 @@ func OutputNames(outputs map[string]string) []string {
 // Compile compiles a version of the processor's plugin and instantiates it
 // once with the processor's binding, so a module whose init fails is
 // refused before any task uses it. A module that sets timers is refused
-// for a processor without a store (CheckStores).
+// for a processor without a store (CheckStores). With trusted keys, a
+// module that is not signed by one of them is refused first: every path
+// that runs a version (startup, validate, deploy, the control topic)
+// compiles it here, and the compiler never reads an untrusted module.
 func (p *Processor) Compile(ctx context.Context, wasm []byte) (*engine.Module, error) {
+	if p.trust != nil {
+		if err := p.trust.Verify(wasm); err != nil {
+			return nil, err
+		}
+	}
 	mod, err := p.RT.Compile(ctx, p.Spec.Name, wasm)
 	if err != nil {
 		return nil, err

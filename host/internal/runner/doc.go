@@ -44,6 +44,8 @@
 //	               their inputs paused at a commit point
 //	serving.go     the tasks whose state interactive queries may read
 //	restoring.go   restores before a task's first record (I4)
+//	standby.go     standby replicas: warm copies of other members' tasks
+//	fence.go       fencing a dead former owner's open transaction
 //	copartition.go tasks of several inputs
 //	failure.go     failure kinds and their labels (metrics, dead letters; I7)
 //	enums.go       Guarantee, ErrorPolicy, StartOffset, GroupProtocol

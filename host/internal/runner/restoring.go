@@ -40,6 +40,15 @@ func (r *Runner) startRestore(t *task) {
 			default:
 			}
 		}()
+		// A dead former owner's open transaction is fenced meanwhile
+		// (fence.go): until it ends, the task could not start after
+		// its restore anyway.
+		fenced := make(chan struct{})
+		go func() {
+			defer close(fenced)
+			r.fenceAbandoned(ctx, t)
+		}()
+		defer func() { <-fenced }()
 		// At most MaxRestores restores run at once: each holds a client,
 		// its fetch buffers and a batch of up to the restore's byte bound,
 		// and they all compete for the same cores and the same Pebble.

@@ -264,6 +264,11 @@ type Options struct {
 	// MaxRestores bounds the restores running at once (the others wait
 	// for a slot). Default DefaultMaxRestores.
 	MaxRestores int
+	// StandbyReplicas is how many other members keep a warm copy of each
+	// stateful task (standby.go); 0: none. StandbyInterval is how often a
+	// member brings its copies up to date; default DefaultStandbyInterval.
+	StandbyReplicas int
+	StandbyInterval time.Duration
 	// OnRestoreProgress, if set, sees every restore's progress (for
 	// progress bars); it must return quickly.
 	OnRestoreProgress func(restore.Progress)
@@ -364,6 +369,7 @@ type Runner struct {
 	serving servingOf
 
 	restorer     *restore.Restorer // nil without stateful processors
+	standby      *standbys         // nil without StandbyReplicas or stateful processors
 	restoreSlots chan struct{}     // one per running restore (MaxRestores)
 	progress     restoreProgress
 	wake         chan struct{} // a restore finished; buffered 1
@@ -482,6 +488,9 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 		if err != nil && r.restorer != nil {
 			r.restorer.Close()
 		}
+		if err != nil && r.standby != nil {
+			r.standby.restorer.Close()
+		}
 	}()
 	copartitioned := slices.Clone(opts.Copartitioned)
 	for _, ps := range r.procs {
@@ -599,6 +608,18 @@ func (r *Runner) newRestorer() error {
 			return fmt.Errorf("runner: %w", err)
 		}
 		r.restorer = restorer
+		if opts.StandbyReplicas > 0 {
+			// Standbys restore with a restorer of their own, whose
+			// progress goes nowhere: a standby catching up is not a
+			// task restoring (readiness, restore metrics).
+			rc.Progress = nil
+			sr, err := restore.New(rc)
+			if err != nil {
+				restorer.Close()
+				return fmt.Errorf("runner: %w", err)
+			}
+			r.standby = newStandbys(r, opts.StandbyReplicas, opts.StandbyInterval, sr)
+		}
 		return nil
 	}
 	return nil
@@ -730,6 +751,21 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 	r.cp.restart()
 	r.runCtx = ctx
 	r.mu.Unlock()
+	if r.standby != nil {
+		// Stopped before shutdown closes the client and the tasks
+		// (deferred later, so run first).
+		sctx, stopStandbys := context.WithCancel(ctx)
+		standbysDone := make(chan struct{})
+		go func() {
+			defer close(standbysDone)
+			r.standby.run(sctx)
+		}()
+		defer func() {
+			stopStandbys()
+			<-standbysDone
+			r.standby.restorer.Close()
+		}()
+	}
 	for {
 		done, err := r.iterate(ctx)
 		if done || err != nil {

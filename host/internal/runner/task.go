@@ -123,6 +123,9 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 		if db == nil {
 			db = r.opts.State
 		}
+		if r.standby != nil {
+			r.standby.activate(id) // its standby here, if any, stops first
+		}
 		t.st = db.Task(ps.spec.Name, id.Partition, ps.spec.Stores)
 		t.st.SetName(id.String()) // one task name in logs, metrics and /v1
 		if ps.spec.StateCache != 0 {
@@ -192,6 +195,9 @@ func (t *task) close(ctx context.Context) {
 	t.proc.mu.Unlock()
 	if t.st != nil {
 		_ = t.st.Close()
+		if t.r.standby != nil {
+			t.r.standby.deactivate(t.id)
+		}
 	}
 	t.acct.Close() // nothing it staged will be committed by this task
 	if t.inst != nil {

@@ -268,6 +268,15 @@ func (s *Source) Metrics() admin.Snapshot {
 			snap.Lag = append(snap.Lag, admin.PartitionLag{Processor: id.Processor, Topic: id.Topic, Partition: id.Partition, Lag: lag})
 		}
 	}
+	for _, r := range h.Runners {
+		for id, lag := range r.StandbyLags() {
+			snap.Standbys = append(snap.Standbys, admin.PartitionLag{Processor: id.Processor, Topic: id.Topic, Partition: id.Partition, Lag: lag})
+		}
+	}
+	sort.Slice(snap.Standbys, func(i, j int) bool {
+		a, b := snap.Standbys[i], snap.Standbys[j]
+		return a.Processor < b.Processor || a.Processor == b.Processor && a.Partition < b.Partition
+	})
 	sort.Slice(snap.Lag, func(i, j int) bool {
 		a, b := snap.Lag[i], snap.Lag[j]
 		if a.Processor != b.Processor {
