@@ -44,6 +44,7 @@ type Config struct {
 	Runtime    RuntimeConfig     `koanf:"runtime"`
 	Swap       SwapConfig        `koanf:"swap"`
 	Admin      AdminConfig       `koanf:"admin"`
+	Query      QueryConfig       `koanf:"query"`
 	Log        LogConfig         `koanf:"log"`
 
 	// oldStateDir is the state.dir an earlier wasmstream, which resolved
@@ -483,6 +484,26 @@ type AdminConfig struct {
 	// enable it only where the listener is reachable by operators alone.
 	// Needs Listen. Default false.
 	Debug bool `koanf:"debug"`
+}
+
+// QueryConfig is the interactive-query HTTP endpoint: reads of the
+// processors' stores while the app runs (docs/operations.md, "Interactive
+// queries").
+type QueryConfig struct {
+	// Listen is host:port of the query endpoint, its own listener apart
+	// from admin.listen. Default "" (off).
+	Listen string `koanf:"listen"`
+	// Advertise is the base URL other processes and `wasmstream query`
+	// reach this one at ("http://10.0.0.7:9645"): a key whose task
+	// another process holds is redirected there. Default: http:// and the
+	// listen address (fine on one host; set it when processes run on
+	// several, or listen on all interfaces).
+	Advertise string `koanf:"advertise"`
+	// Token, if set, is the bearer token every query must carry
+	// ("Authorization: Bearer <token>"), compared in constant time; the
+	// same on every process of the app. A Secret: env:NAME, file:PATH or
+	// the value. Default none: every query is answered.
+	Token Secret `koanf:"token"`
 }
 
 // LogConfig sets host logging.

@@ -330,3 +330,29 @@ func TestValidateStateCache(t *testing.T) {
 		t.Errorf("Validate with state_cache lots: %v", err)
 	}
 }
+
+func TestValidateQuery(t *testing.T) {
+	for _, c := range []struct {
+		q    QueryConfig
+		want string // "" for valid
+	}{
+		{QueryConfig{}, ""},
+		{QueryConfig{Listen: "127.0.0.1:0", Advertise: "http://10.0.0.7:9645", Token: "t"}, ""},
+		{QueryConfig{Listen: "127.0.0.1:9645", Advertise: "https://q.example:443/"}, ""},
+		{QueryConfig{Listen: "nope"}, "query.listen"},
+		{QueryConfig{Listen: "127.0.0.1:9644"}, "query.listen: \"127.0.0.1:9644\" is admin.listen too"},
+		{QueryConfig{Listen: "127.0.0.1:0", Advertise: "10.0.0.7:9645"}, "query.advertise"},
+		{QueryConfig{Listen: "127.0.0.1:0", Advertise: "http://10.0.0.7:9645/api"}, "query.advertise"},
+		{QueryConfig{Advertise: "http://10.0.0.7:9645"}, "query.advertise: the query endpoint is off"},
+		{QueryConfig{Token: "t"}, "query.token: the query endpoint is off"},
+	} {
+		cfg := goodConfig()
+		cfg.Admin.Listen = "127.0.0.1:9644"
+		cfg.Query = c.q
+		cfg.ApplyDefaults()
+		err := cfg.Validate()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%+v: Validate = %v, want %q", c.q, err, c.want)
+		}
+	}
+}

@@ -155,3 +155,41 @@ func VersionModule(ctx context.Context, cfg *Config, processor, ref string, log 
 	wasm, v, err := ideploy.Module(ctx, app, processor, ref)
 	return wasm, versionInfo(v), err
 }
+
+// ErrSamePause is returned (wrapped) by Pause and Resume when the
+// processor is already so in the control topic: nothing was published.
+var ErrSamePause = ideploy.ErrSamePause
+
+// PauseResult is what Pause or Resume published.
+type PauseResult struct {
+	Processor string
+	Paused    bool
+	// Topic is the control topic; Offset the pause record's offset (-1
+	// when nothing was published).
+	Topic  string
+	Offset int64
+}
+
+// Pause publishes to the control topic of cfg's app that processor is
+// paused: every running process stops fetching its inputs at its tasks'
+// next commit point and keeps their assignment, state and offsets; its
+// timers do not fire; a process that starts later starts it paused.
+// Resume undoes it, and processing continues where it stopped. log nil
+// means slog.Default().
+func Pause(ctx context.Context, cfg *Config, processor string, log *slog.Logger) (PauseResult, error) {
+	return setPause(ctx, cfg, processor, true, log)
+}
+
+// Resume publishes that processor is no longer paused (see Pause).
+func Resume(ctx context.Context, cfg *Config, processor string, log *slog.Logger) (PauseResult, error) {
+	return setPause(ctx, cfg, processor, false, log)
+}
+
+func setPause(ctx context.Context, cfg *Config, processor string, paused bool, log *slog.Logger) (PauseResult, error) {
+	app, err := cfg.deployApp(log)
+	if err != nil {
+		return PauseResult{Processor: processor, Paused: paused, Offset: -1}, err
+	}
+	r, err := ideploy.SetPause(ctx, app, processor, paused)
+	return PauseResult{Processor: r.Processor, Paused: r.Paused, Topic: r.Topic, Offset: r.Offset}, err
+}

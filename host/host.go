@@ -29,6 +29,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/globaltable"
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/plugin"
+	"github.com/wasmstream/wasmstream/host/internal/query"
 	"github.com/wasmstream/wasmstream/host/internal/restore"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
 	"github.com/wasmstream/wasmstream/host/internal/state"
@@ -61,6 +62,7 @@ type Host struct {
 	brokers    []string
 	kafka      kclient.Config // every Kafka client of the host starts from it
 	vers       *runner.Versions
+	pauses     *runner.Pauses // the paused processors, from the control topic
 	follower   *follower.Follower
 	// members are this process's consumer group members: one per
 	// processor (kafka.members: per_processor) or one for all (shared).
@@ -72,6 +74,12 @@ type Host struct {
 	firstBackoff time.Duration
 	status       status.Source
 	admin        *admin.Server // nil when admin.listen is empty
+	// query is the interactive-query endpoint's view of the host, querySrv
+	// the endpoint and queryAddr the URL it is advertised at; nil and ""
+	// when query.listen is empty (query.go).
+	query     *queryHost
+	querySrv  *query.Server
+	queryAddr string
 }
 
 // member is one consumer group member of this process: a runner for one
@@ -215,7 +223,10 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	// binding, whose TableState serves the tables.
 	h.makeTables()
 	h.vers = runner.NewVersions()
+	h.pauses = runner.NewPauses()
 	h.follower, err = follower.Load(ctx, follower.Config{
+		Pauses:     h.pauses,
+		OnMember:   h.onMember,
 		AppID:      cfg.AppID,
 		Kafka:      h.kafka,
 		Processors: h.procs,
@@ -291,6 +302,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		TransactionTimeout:     cfg.Kafka.TransactionTimeout,
 		Processors:             specs,
 		Versions:               h.vers,
+		Pauses:                 h.pauses,
 		Logger:                 h.log,
 		OnRollback:             h.follower.OnRollback,
 		OnRestoreProgress:      onRestore,
@@ -315,6 +327,11 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	}
 	if err := h.startMembers(ctx, base); err != nil {
 		return nil, err
+	}
+	if cfg.Query.Listen != "" {
+		if err := h.startQuery(specs); err != nil {
+			return nil, err
+		}
 	}
 	if d := o.driven; d != nil {
 		h.drive(d)
@@ -456,10 +473,18 @@ func (h *Host) Run(ctx context.Context) error {
 		defer close(purged)
 		h.purgeRepartitions(fctx)
 	}()
+	advertised := make(chan struct{})
+	go func() {
+		defer close(advertised)
+		if h.query != nil {
+			h.advertise(fctx)
+		}
+	}()
 	defer func() {
 		stopFollow()
 		<-followed
 		<-purged
+		<-advertised
 	}()
 	tctx, stopTables := context.WithCancel(ctx)
 	tablesDone := make(chan struct{})
@@ -636,6 +661,15 @@ func (h *Host) Close() error {
 		errs = append(errs, h.admin.Close(actx))
 		cancel()
 		h.admin = nil
+	}
+	if h.querySrv != nil {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		errs = append(errs, h.querySrv.Close(qctx))
+		cancel()
+		h.querySrv = nil
+	}
+	if h.query != nil {
+		h.query.close()
 	}
 	for _, t := range h.tables {
 		t.Close() // a no-op once Run's Follow closed it

@@ -3,11 +3,14 @@ package host
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/wasmstream/wasmstream/host/internal/admin"
 	"github.com/wasmstream/wasmstream/host/internal/engine"
 )
 
@@ -70,6 +73,25 @@ func (c *Config) Validate() error {
 	}
 	if c.Admin.Debug && c.Admin.Listen == "" {
 		bad("admin.debug", "the debug endpoints are served on the admin endpoint: set admin.listen too")
+	}
+	if c.Query.Listen != "" {
+		if _, err := admin.ListenAddress(c.Query.Listen); err != nil {
+			bad("query.listen", "%v", err)
+		}
+		if _, port, _ := net.SplitHostPort(c.Query.Listen); c.Query.Listen == c.Admin.Listen && port != "0" {
+			bad("query.listen", "%q is admin.listen too: the query endpoint has a listener of its own", c.Query.Listen)
+		}
+	}
+	if c.Query.Advertise != "" {
+		if u, err := url.Parse(c.Query.Advertise); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			bad("query.advertise", "%q is not a base URL like http://10.0.0.7:9645", c.Query.Advertise)
+		}
+		if c.Query.Listen == "" {
+			bad("query.advertise", "the query endpoint is off: set query.listen too")
+		}
+	}
+	if c.Query.Token != "" && c.Query.Listen == "" {
+		bad("query.token", "the query endpoint is off: set query.listen too")
 	}
 	if r, _ := c.Swap.MaxFailureRatio.Get(); r < 0 || r > 1 {
 		bad("swap.max_failure_ratio", "%v must be between 0 and 1", r)

@@ -19,7 +19,7 @@ import (
 // --help and `wasmstream help CMD` with exit 0 on stdout: its one-line
 // description, usage, flags (when it has any) and examples.
 func TestHelpForEveryCommand(t *testing.T) {
-	withFlags := map[string]bool{"run": true, "validate": true, "state dump": true, "deploy": true, "rollback": true, "demo": true, "init": true, "plugin inspect": true,
+	withFlags := map[string]bool{"run": true, "validate": true, "state dump": true, "deploy": true, "rollback": true, "pause": true, "resume": true, "query": true, "demo": true, "init": true, "plugin inspect": true,
 		"plugin sign": true, "plugin keygen": true, "reset": true, "replay": true,
 		"topic produce": true, "topic consume": true, "topic list": true, "topic create": true, "topic describe": true,
 		"test": true}

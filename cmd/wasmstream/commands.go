@@ -92,6 +92,12 @@ func doMainIO(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return e.deploy(ctx, args[1:])
 	case "rollback":
 		return e.rollback(ctx, args[1:])
+	case "query":
+		return e.query(ctx, args[1:])
+	case "pause":
+		return e.pause(ctx, args[1:])
+	case "resume":
+		return e.resume(ctx, args[1:])
 	case "reset":
 		return e.reset(ctx, args[1:])
 	case "replay":

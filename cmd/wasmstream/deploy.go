@@ -112,3 +112,64 @@ func commandLogLevel(fs *pflag.FlagSet, cfg *host.Config) string {
 	}
 	return "warn"
 }
+
+const pauseUsage = `usage: wasmstream pause -c pipeline.yaml PROCESSOR
+
+Pauses PROCESSOR through the app's control topic: every running process
+stops fetching its inputs at its tasks' next commit point, and keeps their
+assignment, state and committed offsets; its timers do not fire. A process
+that starts (or takes over a task) while it is paused keeps it paused. The
+other processors go on. /v1/processors shows "paused": true once a process
+applied it. wasmstream resume undoes it, and nothing is lost or repeated.
+`
+
+const resumeUsage = `usage: wasmstream resume -c pipeline.yaml PROCESSOR
+
+Resumes PROCESSOR after wasmstream pause: every running process fetches and
+processes its inputs again from where each task stopped, at its next commit
+point.
+`
+
+func (e *env) pause(ctx context.Context, args []string) int {
+	return e.setPause(ctx, "pause", pauseUsage, args)
+}
+
+func (e *env) resume(ctx context.Context, args []string) int {
+	return e.setPause(ctx, "resume", resumeUsage, args)
+}
+
+func (e *env) setPause(ctx context.Context, cmd, usage string, args []string) int {
+	fs, path, code := e.configFlags(cmd, args, false)
+	if code != proceed {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprint(e.stderr, usage)
+		return exitUsage
+	}
+	processor := fs.Arg(0)
+	cfg, ok := e.loadConfig(path, fs)
+	if !ok {
+		return exitError
+	}
+	set := host.Resume
+	if cmd == "pause" {
+		set = host.Pause
+	}
+	res, err := set(ctx, cfg, processor, e.logger(commandLogLevel(fs, cfg)))
+	switch {
+	case errors.Is(err, host.ErrSamePause):
+		fmt.Fprintf(e.stdout, "%v\n", err)
+		return exitOK
+	case err != nil:
+		fmt.Fprintf(e.stderr, "wasmstream %s: %v\n", cmd, err)
+		return exitError
+	}
+	state := "resumed"
+	if res.Paused {
+		state = "paused"
+	}
+	fmt.Fprintf(e.stdout, "%s %s in %s at offset %d; running processes apply it at their next commit point\n",
+		state, processor, res.Topic, res.Offset)
+	return exitOK
+}

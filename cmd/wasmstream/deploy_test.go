@@ -130,3 +130,45 @@ func TestDeployUnreachableBrokers(t *testing.T) {
 		}
 	}
 }
+
+func TestPauseAndResumeCommands(t *testing.T) {
+	b := testbroker.New(t)
+	cfg, appID := deployConfig(t, b)
+	code, out, errs := runCLI(t, "resume", "-c", cfg, "proc")
+	if code != exitError || !strings.Contains(errs, "wasmstream resume: nothing deployed") {
+		t.Fatalf("resume before any control topic: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want *regexp.Regexp
+	}{
+		{[]string{"pause", "-c", cfg, "proc"}, exitOK, regexp.MustCompile(`^paused proc in ` + appID + `-plugins at offset [0-9]+; running processes apply it at their next commit point\n$`)},
+		{[]string{"pause", "proc", "-c", cfg}, exitOK, regexp.MustCompile(`^processor "proc" is paused since \S+ by \S+: nothing published\n$`)},
+		{[]string{"resume", "-c", cfg, "proc"}, exitOK, regexp.MustCompile(`^resumed proc in ` + appID + `-plugins at offset [0-9]+; running processes apply it at their next commit point\n$`)},
+		{[]string{"resume", "-c", cfg, "proc"}, exitOK, regexp.MustCompile(`^processor "proc" is not paused: nothing published\n$`)},
+	} {
+		code, out, errs := runCLI(t, c.args...)
+		if code != c.code || !c.want.MatchString(out) {
+			t.Fatalf("%v: exit %d, stdout %q, stderr %q; want %s", c.args, code, out, errs, c.want)
+		}
+	}
+	embedded, _ := deployConfig(t, nil)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pause", "-c", cfg, "nope"}, `unknown processor "nope"`},
+		{[]string{"pause", "-c", embedded, "proc"}, "kafka.brokers is empty"},
+	} {
+		code, out, errs := runCLI(t, c.args...)
+		if code != exitError || out != "" || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 saying %q", c.args, code, out, errs, c.want)
+		}
+	}
+	for _, args := range [][]string{{"pause", "-c", cfg}, {"resume", "-c", cfg, "a", "b"}, {"pause", "proc"}} {
+		if code, out, errs := runCLI(t, args...); code != exitUsage || out != "" || errs == "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want a usage error", args, code, out, errs)
+		}
+	}
+}

@@ -238,6 +238,30 @@ error naming its partitions.
 		examples: []string{"wasmstream rollback -c pipeline.yaml mask-pii"},
 	},
 	{
+		name:    "query",
+		summary: "read a key's committed value from the running processes' stores",
+		usage:   "wasmstream query -c pipeline.yaml PROCESSOR STORE KEY [--format utf8|hex|base64] [--value-format F] [--partition P]",
+		details: strings.TrimSpace(strings.TrimPrefix(queryUsage, strings.SplitN(queryUsage, "\n", 2)[0])),
+		examples: []string{
+			"wasmstream query -c pipeline.yaml wordcount counts hello --value-format hex",
+			"wasmstream query -c pipeline.yaml profiles latest 0a1b2c --format hex",
+		},
+	},
+	{
+		name:     "pause",
+		summary:  "stop a processor's processing in every running process, keeping its tasks, state and offsets",
+		usage:    "wasmstream pause -c pipeline.yaml PROCESSOR",
+		details:  strings.TrimSpace(strings.TrimPrefix(pauseUsage, strings.SplitN(pauseUsage, "\n", 2)[0])),
+		examples: []string{"wasmstream pause -c pipeline.yaml mask-pii"},
+	},
+	{
+		name:     "resume",
+		summary:  "continue a paused processor where it stopped",
+		usage:    "wasmstream resume -c pipeline.yaml PROCESSOR",
+		details:  strings.TrimSpace(strings.TrimPrefix(resumeUsage, strings.SplitN(resumeUsage, "\n", 2)[0])),
+		examples: []string{"wasmstream resume -c pipeline.yaml mask-pii"},
+	},
+	{
 		name:    "replay",
 		summary: "run a plugin version over a range of a processor's input, offline and deterministically",
 		usage:   "wasmstream replay -c pipeline.yaml PROCESSOR [--plugin FILE] [--from N] [--to N] [--from-time T] [--to-time T] [--partitions 0,1] [--state empty|current] [--diff-against LABEL|FILE [--diff-samples N]] --out FILE|-",

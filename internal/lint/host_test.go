@@ -105,13 +105,13 @@ func TestHostBoundaries(t *testing.T) {
 }
 
 // thinFace is every identifier the public host package exports: the
-// config, New/Run/Close and the host's methods, Deploy and Rollback, the
+// config, New/Run/Close and the host's methods, Deploy, Rollback, Pause and Resume, the
 // options, and snapshot types with fields of their own (docs/design.md
 // section 2). Anything else belongs under host/internal.
 var thinFace = []string{
 	// config
 	"Config", "KafkaConfig", "TLSConfig", "SASLConfig", "Secret", "ProcessorConfig", "Limits", "StoreExpiry", "ModuleLimits", "StateConfig", "RuntimeConfig", "SwapConfig",
-	"AdminConfig", "LogConfig", "ByteSize", "ConfigError", "OutputConfig", "CacheSize",
+	"AdminConfig", "QueryConfig", "LogConfig", "ByteSize", "ConfigError", "OutputConfig", "CacheSize",
 	// the config's choices: types that parse themselves, and their values;
 	// Optional (with Set) for settings whose zero means something
 	"Guarantee", "ExactlyOnce", "AtLeastOnce", "ErrorPolicy", "OnErrorFail", "OnErrorSkip", "OnErrorDeadLetter",
@@ -130,6 +130,9 @@ var thinFace = []string{
 	"WithDriver",
 	// deploy
 	"Deploy", "Rollback", "DeployResult", "RollbackResult", "SkippedVersion", "ErrAlreadyActive",
+	"Pause", "Resume", "PauseResult", "ErrSamePause",
+	// interactive queries: the CLI's client
+	"Query", "QueryResult",
 	// reset (wasmstream reset)
 	"Reset", "ResetOptions", "ResetResult",
 	// replay (wasmstream replay)

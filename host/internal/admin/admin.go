@@ -248,13 +248,16 @@ type processorsDoc struct {
 }
 
 type processorDoc struct {
-	Name     string            `json:"name"`
-	Inputs   []string          `json:"inputs"`
-	Outputs  map[string]string `json:"outputs"`
-	Stores   []string          `json:"stores"`
-	OnError  string            `json:"on_error"`
-	Plugin   pluginDoc         `json:"plugin"`
-	Counters countersDoc       `json:"counters"`
+	Name    string            `json:"name"`
+	Inputs  []string          `json:"inputs"`
+	Outputs map[string]string `json:"outputs"`
+	Stores  []string          `json:"stores"`
+	OnError string            `json:"on_error"`
+	// Paused: paused by `wasmstream pause`, and applied by this process
+	// (at its tasks' next commit point after the control topic said so).
+	Paused   bool        `json:"paused"`
+	Plugin   pluginDoc   `json:"plugin"`
+	Counters countersDoc `json:"counters"`
 	// ActiveVersion is the version new tasks start with (the same module
 	// as plugin); Tasks the version each assigned task runs (they differ
 	// during a swap); Refused the latest versions this process refused.
@@ -322,6 +325,7 @@ func (s *Server) processors(w http.ResponseWriter, _ *http.Request) {
 			Outputs: orEmptyMap(p.Outputs),
 			Stores:  orEmpty(p.Stores),
 			OnError: p.OnError,
+			Paused:  p.Paused,
 			Plugin: pluginDoc{
 				Path:       p.Plugin.Path,
 				SHA256:     p.Plugin.SHA256,

@@ -421,6 +421,7 @@ func TestProcessors(t *testing.T) {
 		"outputs":  map[string]any{"out": "orders-nl"},
 		"stores":   []any{},
 		"on_error": "dead_letter",
+		"paused":   false,
 		"plugin": map[string]any{
 			"path": "/plugins/filter.wasm", "sha256": "ab12", "size": 1234.0, "abi_version": 1.0,
 		},

@@ -49,6 +49,7 @@ const (
 	mRollbacks     = "wasmstream_plugin_rollbacks_total"
 	mRefusals      = "wasmstream_plugin_refusals_total"
 	mHeld          = "wasmstream_plugin_versions_held"
+	mPaused        = "wasmstream_processor_paused"
 	mModules       = "wasmstream_plugin_modules"
 	mInstances     = "wasmstream_plugin_instances"
 	mMemory        = "wasmstream_plugin_memory_bytes"
@@ -174,6 +175,11 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 		}, 1)
 	}
 
+	paused := gauge(mPaused, "1 while the processor is paused (wasmstream pause) and this process applies it: its tasks fetch and process nothing; 0 otherwise.")
+	for _, p := range procs {
+		paused.add([]Label{{"processor", p.Name}}, b2f(p.Paused))
+	}
+
 	stateTasks := gauge(mStateTasks, "Task handles the state database has open.")
 	stateIters := gauge(mStateIters, "Scans of state stores and tables not yet closed.")
 	if snap.StateOpen != nil {
@@ -241,7 +247,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 	fams := []family{*in, *out, *skipped, *dead, *failures, *failedTasks, *commits, *aborts, *heldBytes, *budgetCommits, *latency, *commitSecs,
 		*info, *tasks, *swaps, *swapFailures, *slowStarts, *rollbacks, *refusals, *held, *modules, *instances, *memory, *snapshots, *stateTasks, *stateIters,
 		*restoring, *restored, *target, *pos, *rate, *wipes, *done,
-		*lag, *standbyLag, *firings, *commitCalls, *timersDropped, *marksDropped, *pending, *streamLag, *stateFailures, *stateFailed}
+		*lag, *standbyLag, *firings, *commitCalls, *timersDropped, *marksDropped, *pending, *streamLag, *stateFailures, *stateFailed, *paused}
 	seen := map[string]bool{}
 	for _, f := range fams {
 		seen[f.name] = true

@@ -98,6 +98,9 @@ wasmstream_timers_dropped_total{processor="p"} 0
 # HELP wasmstream_commit_marks_dropped_total Marked keys dropped because the running version has no wasmstream_on_commit.
 # TYPE wasmstream_commit_marks_dropped_total counter
 wasmstream_commit_marks_dropped_total{processor="p"} 0
+# HELP wasmstream_processor_paused 1 while the processor is paused (wasmstream pause) and this process applies it: its tasks fetch and process nothing; 0 otherwise.
+# TYPE wasmstream_processor_paused gauge
+wasmstream_processor_paused{processor="p"} 0
 `
 	if got := buf.String(); got != want {
 		t.Errorf("exposition:\n%s\nwant:\n%s", got, want)

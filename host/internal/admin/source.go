@@ -37,6 +37,9 @@ type ProcessorInfo struct {
 	Stores  []string
 	OnError string // fail, skip or dead_letter
 	Plugin  PluginInfo
+	// Paused: the processor is paused (`wasmstream pause`) and this
+	// process applies it: its tasks fetch and process nothing.
+	Paused bool
 }
 
 // PluginInfo identifies a processor's active plugin module: the version

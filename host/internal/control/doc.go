@@ -1,8 +1,9 @@
 // Package control reads and writes the control topic, "<app_id>-plugins":
 // the source of truth for which plugin version every processor of an
-// application runs, shared by every process of the fleet. Deploy and
-// rollback (by an operator, or automatically by a process) publish to it;
-// every process follows it; a process that starts later runs what it holds.
+// application runs, and which processors are paused, shared by every
+// process of the fleet. Deploy, rollback (by an operator, or automatically
+// by a process), pause and resume publish to it; every process follows it;
+// a process that starts later runs what it holds.
 //
 // The package knows Kafka and nothing of Wasm: a plugin is a byte string
 // identified by its SHA-256.
@@ -50,6 +51,15 @@
 // raises the format number, and a reader refuses a manifest of a format it
 // does not know (ErrFormat) rather than guess, and so does a publisher
 // asked to replace one.
+//
+// Pause: key "pause/<name>", value JSON {"format": 1, "processor":
+// "<name>", "paused": true|false, "by": ..., "at": ...}: whether the
+// processor is paused (`wasmstream pause|resume`); see pause.go.
+//
+// Member: key "query/<member>", value JSON {"format": 1, "member": ...,
+// "address": ..., "tasks": {"<processor>": [partitions]}, "at": ...}:
+// a process's interactive-query endpoint and the tasks it holds; see
+// member.go.
 //
 // A reader reassembles a version from the chunks it holds, whatever order
 // they came in: Load's State does so when asked, after reading to the end;

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -155,10 +156,36 @@ type Load func(ctx context.Context) ([]byte, error)
 // when ctx ends, or an error if the topic cannot be read (deleted,
 // truncated below the position, authorization).
 func (r *Reader) Follow(ctx context.Context, fn func(m Manifest, load Load, err error)) error {
+	return r.FollowAll(ctx, Handlers{Manifest: fn})
+}
+
+// Handlers are FollowAll's callbacks, each called on FollowAll's goroutine
+// in topic order; a nil one is not called.
+type Handlers struct {
+	// Manifest is Follow's fn.
+	Manifest func(m Manifest, load Load, err error)
+	// Pause is told of every pause record (pause.go): the pause it sets,
+	// or, with only Processor and Offset set, the error of a record that
+	// does not decode (the processor's pause is then left as it was).
+	Pause func(Pause, error)
+	// Member is told of every member record (member.go): the record, a
+	// tombstone (Gone), or, with only Member set, the error of a record
+	// that does not decode.
+	Member func(Member, error)
+}
+
+// FollowAll is Follow with a callback for each kind of record.
+func (r *Reader) FollowAll(ctx context.Context, h Handlers) error {
 	if !r.busy.CompareAndSwap(false, true) {
 		return fmt.Errorf("control topic %s: Follow while a Load or Follow runs on the same Reader", r.topic)
 	}
 	defer r.busy.Store(false)
+	fn := h.Manifest
+	if fn == nil {
+		fn = func(Manifest, Load, error) {}
+	}
+	r.st.on = h
+	defer func() { r.st.on = Handlers{} }()
 	for {
 		fetches := r.cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -258,6 +285,11 @@ type store struct {
 	errs      map[string]error     // processors whose latest manifest record does not decode
 	chunks    map[string]*chunkSet // by hash
 	refs      map[string]bool      // hashes some manifest references (active or history)
+	pauses    map[string]Pause     // latest decodable pause record per processor (pause.go)
+	members   map[string]Member    // latest member record per member (member.go)
+	// on, while FollowAll runs, is told of every pause and member record
+	// applied.
+	on Handlers
 	// fetch reads chunk records again, by offset (fetchChunks).
 	fetch func(ctx context.Context, hash string, offsets map[int]int64) (map[int][]byte, error)
 }
@@ -306,6 +338,8 @@ func newStore(topic string) store {
 		errs:      map[string]error{},
 		chunks:    map[string]*chunkSet{},
 		refs:      map[string]bool{},
+		pauses:    map[string]Pause{},
+		members:   map[string]Member{},
 	}
 }
 
@@ -322,6 +356,20 @@ func (s *store) apply(rec *kgo.Record) (m Manifest, load Load, ok bool, err erro
 	key := string(rec.Key)
 	if hash, index, isChunk := parseChunkKey(key); isChunk {
 		s.applyChunk(hash, index, rec)
+		return Manifest{}, nil, false, nil
+	}
+	if name, isPause := pauseName(key); isPause {
+		p, err := s.applyPause(name, rec)
+		if s.on.Pause != nil {
+			s.on.Pause(p, err)
+		}
+		return Manifest{}, nil, false, nil
+	}
+	if name, isMember := memberName(key); isMember {
+		m, err := s.applyMember(name, rec)
+		if s.on.Member != nil {
+			s.on.Member(m, err)
+		}
 		return Manifest{}, nil, false, nil
 	}
 	name, isManifest := strings.CutPrefix(key, manifestPrefix)
@@ -510,6 +558,8 @@ func (s *store) snapshot() *State {
 		manifests: make(map[string]Manifest, len(s.manifests)),
 		errs:      make(map[string]error, len(s.errs)),
 		loads:     map[Version]Load{},
+		pauses:    maps.Clone(s.pauses),
+		members:   maps.Clone(s.members),
 	}
 	for k, v := range s.manifests {
 		st.manifests[k] = v
@@ -596,6 +646,8 @@ type State struct {
 	manifests map[string]Manifest
 	errs      map[string]error
 	loads     map[Version]Load // every version a manifest references
+	pauses    map[string]Pause
+	members   map[string]Member
 }
 
 // Processors returns the processors that have a manifest record (decodable

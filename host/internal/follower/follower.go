@@ -32,6 +32,14 @@ type Config struct {
 	Processors []*plugin.Processor
 	Limits     plugin.Limits
 	Versions   *runner.Versions
+	// OnMember, if set, is told of every member record (the processes'
+	// interactive-query endpoints and tasks; control/member.go) as it
+	// comes; Members returns those Load read.
+	OnMember func(control.Member, error)
+	// Pauses receives the processors' pauses (`wasmstream pause`): set
+	// by Load from the topic, then as pause records come. nil: pause
+	// records are ignored.
+	Pauses *runner.Pauses
 	// Canary is the watch a newly deployed version is under (a rollback
 	// goes back to a version that ran before and is not watched).
 	Canary versions.Canary
@@ -43,10 +51,11 @@ type Config struct {
 
 // Follower follows one app's control topic.
 type Follower struct {
-	cfg    Config
-	topic  string
-	log    *slog.Logger
-	reader *control.Reader
+	cfg     Config
+	members []control.Member // the member records Load read
+	topic   string
+	log     *slog.Logger
+	reader  *control.Reader
 
 	pubMu     sync.Mutex
 	publisher *control.Publisher // made on the first automatic rollback
@@ -76,6 +85,7 @@ func Load(ctx context.Context, cfg Config) (*Follower, error) {
 		f.Close()
 		return nil, err
 	}
+	f.members = st.Members()
 	for _, p := range cfg.Processors {
 		// The registry starts each processor with the version chosen here;
 		// refusals are recorded once it has.
@@ -89,6 +99,11 @@ func Load(ctx context.Context, cfg Config) (*Follower, error) {
 		p.Module = nil
 		for _, r := range refused {
 			f.refuse(p.Spec.Name, r.v, r.err)
+		}
+		if paused, rec := st.Paused(p.Spec.Name); paused && cfg.Pauses != nil {
+			cfg.Pauses.Set(p.Spec.Name, true)
+			f.log.Warn("processor paused in the control topic: it processes nothing until `wasmstream resume`",
+				"processor", p.Spec.Name, "paused_by", rec.By, "paused_at", rec.At)
 		}
 	}
 	return f, nil
@@ -146,8 +161,10 @@ func (f *Follower) refuse(processor string, v control.Version, err error) {
 // after a pause: processing goes on with the running versions meanwhile.
 func (f *Follower) Run(ctx context.Context) {
 	for {
-		err := f.reader.Follow(ctx, func(m control.Manifest, load control.Load, err error) {
-			f.onManifest(ctx, m, load, err)
+		err := f.reader.FollowAll(ctx, control.Handlers{
+			Manifest: func(m control.Manifest, load control.Load, err error) { f.onManifest(ctx, m, load, err) },
+			Pause:    f.onPause,
+			Member:   f.cfg.OnMember,
 		})
 		if ctx.Err() != nil {
 			return
@@ -224,6 +241,28 @@ func (f *Follower) onManifest(ctx context.Context, m control.Manifest, load cont
 		"load_ms", loaded.Milliseconds(), "compile_ms", (time.Since(start) - loaded).Milliseconds())
 	if err := f.cfg.Versions.Propose(name, info, p.Factory(mod, info.ID), canary); err != nil {
 		f.log.Error("swap", "processor", name, "err", err)
+	}
+}
+
+// Members returns the member records Load read (before Run).
+func (f *Follower) Members() []control.Member { return f.members }
+
+// onPause applies one pause record of the control topic.
+func (f *Follower) onPause(p control.Pause, err error) {
+	if err != nil {
+		f.log.Error("unreadable pause record in the control topic", "processor", p.Processor, "err", err)
+		return
+	}
+	known := false
+	for _, q := range f.cfg.Processors {
+		known = known || q.Spec.Name == p.Processor
+	}
+	if !known || f.cfg.Pauses == nil {
+		return
+	}
+	if f.cfg.Pauses.Set(p.Processor, p.Paused) {
+		f.log.Info("pause from the control topic; tasks apply it at their next commit point",
+			"processor", p.Processor, "paused", p.Paused, "by", p.By, "at", p.At)
 	}
 }
 

@@ -245,6 +245,7 @@ func (cp *commitPoint) run(ctx context.Context) (err error) {
 		return err
 	}
 	cp.r.advanceSwaps(cctx)
+	cp.r.applyPauses()
 	return nil
 }
 

@@ -40,6 +40,9 @@
 //	timekeeper.go  a task's time: stream and wall clocks, timers, marks (I10)
 //	timers.go      timer checks and the commit point's calls
 //	swap.go        versions, the canary and rollBack (I8)
+//	pause.go       processors paused by the operator: the registry, and
+//	               their inputs paused at a commit point
+//	serving.go     the tasks whose state interactive queries may read
 //	restoring.go   restores before a task's first record (I4)
 //	standby.go     standby replicas: warm copies of other members' tasks
 //	fence.go       fencing a dead former owner's open transaction

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -315,6 +316,9 @@ type Options struct {
 	// gives one it moves by hand. The schedule of commit points, time
 	// budgets, the canary window and latencies always use the real clock.
 	Clock func() time.Time
+	// Pauses are the processors the operator paused (pause.go), shared
+	// with the control topic's follower. Default: none ever paused.
+	Pauses *Pauses
 	// ManualCommits turns the schedule of commit points off: they come
 	// only when CommitNow asks (drive.go), at a rebalance and when the
 	// runner stops. For a test driver, which decides where every commit
@@ -330,6 +334,7 @@ type Runner struct {
 	// start stops when it ends (untilStop).
 	runCtx context.Context
 	vers   *Versions // the one record of active versions (opts.Versions)
+	pauses *Pauses   // the processors to pause (opts.Pauses)
 	cl     *kgo.Client
 	// cp is the commit point: the open commit window of every task and the
 	// one way to end it (commitpoint.go; the locks: docs/locks.md).
@@ -359,6 +364,9 @@ type Runner struct {
 	lims    limits
 	refused *Refused
 	prober  prober
+
+	// serving is the tasks as interactive queries see them (serving.go).
+	serving servingOf
 
 	restorer     *restore.Restorer // nil without stateful processors
 	standby      *standbys         // nil without StandbyReplicas or stateful processors
@@ -395,6 +403,11 @@ type procState struct {
 	// while no task runs.
 	limits          []TopicLimit
 	deadLetterLimit TopicLimit
+
+	// paused is set while the runner holds the processor paused
+	// (pause.go): written by the loop under Runner.mu at a commit point,
+	// read by the loop and by Paused.
+	paused atomic.Bool
 
 	// held is, for a co-partitioned processor, the partitions of each input
 	// this member is assigned (copartition.go). Loop and callbacks, under
@@ -433,10 +446,14 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 	if opts.Versions == nil {
 		opts.Versions = NewVersions()
 	}
+	if opts.Pauses == nil {
+		opts.Pauses = NewPauses()
+	}
 	r := &Runner{
 		opts:    opts,
 		log:     opts.Logger,
 		vers:    opts.Versions,
+		pauses:  opts.Pauses,
 		byTopic: map[string]*procState{},
 		tasks:   map[TaskID]*task{},
 		wake:    make(chan struct{}, 1),
@@ -459,6 +476,7 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 	r.lims.batch = batchSizes(byTopic)
 	for _, ps := range r.procs {
 		r.vers.OnPropose(ps.spec.Name, r.wakeLoop)
+		r.pauses.onChange(ps.spec.Name, r.wakeLoop)
 	}
 	// The restorer exists before the client: the client may join the
 	// group, and a task start its restore, as soon as it is created. From
@@ -501,12 +519,17 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 			return nil, fmt.Errorf("runner: kafka client: %w", err)
 		}
 		r.cl = eos.sess.Client()
+		r.applyPauses()
 		return r, nil
 	}
 	r.cp = &commitPoint{r: r, g: &atLeastOnce{r: r}}
 	if r.cl, err = kgo.NewClient(r.clientOpts(topics, gopts, nil, 0)...); err != nil {
 		return nil, fmt.Errorf("runner: kafka client: %w", err)
 	}
+	// Before the first poll: a paused processor (read from the control
+	// topic at startup) fetches nothing of its inputs, however the
+	// partitions are assigned.
+	r.applyPauses()
 	return r, nil
 }
 
@@ -766,6 +789,7 @@ func (r *Runner) iterate(ctx context.Context) (done bool, err error) {
 	r.cp.g.rearm(ctx)
 	r.finishRestores()
 	r.advanceSwaps(ctx)
+	r.applyPauses()
 	r.refill()
 	var fetches kgo.Fetches
 	if r.holdsWork() {
@@ -787,6 +811,7 @@ func (r *Runner) iterate(ctx context.Context) (done bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	defer r.cl.AllowRebalance() // before the unlock: callbacks then wait for r.mu
+	defer r.publishServing(nil)
 	if err := r.process(ctx, fetches); err != nil {
 		return false, err
 	}
@@ -914,7 +939,7 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 	})
 	var batch []*task
 	for _, t := range r.tasks {
-		if t.restoring == nil && t.failed == nil && t.win.holding() {
+		if t.runs() && t.win.holding() {
 			batch = append(batch, t)
 		}
 	}
@@ -1044,7 +1069,7 @@ const maxHeldBytes = 16 << 20
 // the next poll must not wait for new ones.
 func (r *Runner) holdsWork() bool {
 	for _, t := range r.tasks {
-		if t.restoring == nil && t.failed == nil && !t.waitingInput && t.win.holding() {
+		if t.runs() && !t.waitingInput && t.win.holding() {
 			return true
 		}
 	}
@@ -1139,13 +1164,23 @@ func (r *Runner) taskFor(ctx context.Context, topic string, partition int32) (*t
 func (r *Runner) groupCallback(kind callbackKind, run func(context.Context, map[string][]int32)) func(context.Context, *kgo.Client, map[string][]int32) {
 	return func(ctx context.Context, _ *kgo.Client, parts map[string][]int32) {
 		if !r.cp.g.lockForCallback(kind, parts) {
+			// Queued behind a transaction's end (eos.go).
+			if kind != cbAssigned {
+				r.serving.withdraw(r, parts)
+			}
 			return
 		}
 		defer r.mu.Unlock()
 		if r.closing {
 			return
 		}
+		if kind != cbAssigned {
+			// Before the revoke's commit point: a query must not read a
+			// task the next owner may already be restoring.
+			r.publishServing(r.leaving(parts))
+		}
 		run(ctx, parts)
+		r.publishServing(nil)
 	}
 }
 
@@ -1243,6 +1278,7 @@ func (r *Runner) shutdown() error {
 			r.restorer.Close()
 		}
 	}()
+	r.serving.cur.Store(&Serving{Gen: r.Serving().Gen + 1, Tasks: map[TaskID]bool{}})
 	err := r.cp.final(ctx)
 	for id, t := range r.tasks {
 		t.close(ctx)

@@ -261,7 +261,9 @@ func (r *Runner) timePoint(ctx context.Context) error {
 	tasks := r.timeOrder()
 	r.timeNext = ""
 	for _, t := range tasks {
-		if t.restoring != nil {
+		if t.restoring != nil || t.proc.paused.Load() {
+			// A paused task processed nothing since the commit point
+			// that paused it: no stream time to save, no timer fires.
 			continue
 		}
 		if t.failed != nil {
@@ -320,7 +322,7 @@ func (r *Runner) timeOrder() []*task {
 func (r *Runner) timeDue() bool {
 	now := r.wallNow()
 	for _, t := range r.tasks {
-		if t.failed == nil && t.restoring == nil && t.tk.commitWork(now) {
+		if t.runs() && t.tk.commitWork(now) {
 			return true
 		}
 	}

@@ -49,6 +49,16 @@ func (h *Running) stats(processor string) *runner.Stats {
 	return nil
 }
 
+// paused reports whether the runner of processor holds it paused.
+func (h *Running) paused(processor string) bool {
+	for _, r := range h.Runners {
+		if r.Paused(processor) {
+			return true
+		}
+	}
+	return false
+}
+
 // restoring is how many tasks of the process are restoring.
 func (h *Running) restoring() int {
 	n := 0
@@ -161,6 +171,7 @@ func (s *Source) Processors() []admin.ProcessorInfo {
 			Stores:  p.Spec.Stores,
 			OnError: p.Spec.OnError,
 			Plugin:  h.plugin(p, snap.Active),
+			Paused:  h.paused(p.Spec.Name),
 		}
 	}
 	return out
