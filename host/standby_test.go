@@ -19,8 +19,8 @@ import (
 )
 
 // standbyLags are the standbys the host's members keep, by task.
-func (h *Host) standbyLags() map[runner.TaskID]int64 {
-	out := map[runner.TaskID]int64{}
+func (h *Host) standbyLags() map[runner.TaskID]runner.StandbyLag {
+	out := map[runner.TaskID]runner.StandbyLag{}
 	for _, m := range h.members {
 		if r := m.runner(); r != nil {
 			maps.Copy(out, r.StandbyLags())
@@ -112,17 +112,19 @@ func testStandbyTakeover(t *testing.T, protocol, guarantee string, processes, re
 	}
 	produce(2000)
 	testutil.Eventually(t, 90*time.Second, caughtUp)
+	processed := time.Now()
 
 	if replicas > 0 {
 		// Every task has its standbys on replicas other processes,
-		// caught up (a round that began with nothing to read).
+		// caught up: a round that began after everything was processed
+		// had nothing to read.
 		testutil.Eventually(t, 60*time.Second, func() error {
 			copies := map[string]int{}
 			for _, n := range names {
 				for id, l := range hosts[n].standbyLags() {
 					copies[id.String()]++
-					if l != 0 {
-						return fmt.Errorf("%s's standby of %s was %d records behind", n, id, l)
+					if l.Behind != 0 || !l.Round.After(processed) {
+						return fmt.Errorf("%s's standby of %s: its latest round, at %v, was %d records behind", n, id, l.Round, l.Behind)
 					}
 				}
 			}

@@ -62,9 +62,9 @@ type standbys struct {
 	active map[TaskID]bool
 	// handles are the state handles of the standbys kept here.
 	handles map[TaskID]*state.Task
-	// lag is each standby's changelog records behind at the start of its
-	// latest round (the Standbys metric).
-	lag map[TaskID]int64
+	// lag is each standby's latest round: when it began and how many
+	// changelog records it was behind then (the standby lag metric).
+	lag map[TaskID]StandbyLag
 	// current is the round in progress, if any.
 	current *standbyRound
 }
@@ -81,7 +81,7 @@ func newStandbys(r *Runner, replicas int, interval time.Duration, restorer *rest
 		interval = DefaultStandbyInterval
 	}
 	return &standbys{r: r, replicas: replicas, interval: interval, restorer: restorer,
-		active: map[TaskID]bool{}, handles: map[TaskID]*state.Task{}, lag: map[TaskID]int64{}}
+		active: map[TaskID]bool{}, handles: map[TaskID]*state.Task{}, lag: map[TaskID]StandbyLag{}}
 }
 
 // DefaultStandbyInterval is how often a member brings its standbys up to
@@ -118,9 +118,8 @@ func (s *standbys) deactivate(id TaskID) {
 	s.mu.Unlock()
 }
 
-// Lags returns the standbys this member keeps and how many changelog
-// records each was behind at the start of its latest round.
-func (s *standbys) Lags() map[TaskID]int64 {
+// Lags returns the standbys this member keeps and their latest rounds.
+func (s *standbys) Lags() map[TaskID]StandbyLag {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return maps.Clone(s.lag)
@@ -192,6 +191,7 @@ func (s *standbys) round(ctx context.Context, id TaskID) {
 		s.handles[id] = h
 	}
 	rctx, cancel := context.WithCancel(ctx)
+	began := time.Now()
 	cur := &standbyRound{id: id, cancel: cancel, done: make(chan struct{})}
 	s.current = cur
 	s.mu.Unlock()
@@ -206,7 +206,7 @@ func (s *standbys) round(ctx context.Context, id TaskID) {
 		for _, r := range res {
 			behind += max(r.Target-r.Start, 0)
 		}
-		s.lag[id] = behind
+		s.lag[id] = StandbyLag{Behind: behind, Round: began}
 	}
 	s.mu.Unlock()
 	close(cur.done)
@@ -222,7 +222,7 @@ func (s *standbys) closeAll() {
 		_ = h.Close()
 		delete(s.handles, id)
 	}
-	s.lag = map[TaskID]int64{}
+	s.lag = map[TaskID]StandbyLag{}
 }
 
 // plan returns the standbys this member should keep now, in a stable
@@ -360,10 +360,17 @@ func (r *Runner) procByName(name string) *procState {
 	return nil
 }
 
-// StandbyLags returns the standbys this member keeps (standby.go) and how
-// many changelog records each was behind at the start of its latest
-// round; nil without standbys. Safe for concurrent use.
-func (r *Runner) StandbyLags() map[TaskID]int64 {
+// StandbyLag is a standby's latest catch-up round: when it began, and how
+// many changelog records the standby was behind then (the round brought it
+// up to where the changelog ended when it began).
+type StandbyLag struct {
+	Behind int64
+	Round  time.Time
+}
+
+// StandbyLags returns the standbys this member keeps (standby.go) and
+// their latest rounds; nil without standbys. Safe for concurrent use.
+func (r *Runner) StandbyLags() map[TaskID]StandbyLag {
 	if r.standby == nil {
 		return nil
 	}

@@ -270,7 +270,7 @@ func (s *Source) Metrics() admin.Snapshot {
 	}
 	for _, r := range h.Runners {
 		for id, lag := range r.StandbyLags() {
-			snap.Standbys = append(snap.Standbys, admin.PartitionLag{Processor: id.Processor, Topic: id.Topic, Partition: id.Partition, Lag: lag})
+			snap.Standbys = append(snap.Standbys, admin.PartitionLag{Processor: id.Processor, Topic: id.Topic, Partition: id.Partition, Lag: lag.Behind})
 		}
 	}
 	sort.Slice(snap.Standbys, func(i, j int) bool {
