@@ -37,11 +37,14 @@ func TestHostileNeighbour(t *testing.T) {
 	b.CreateTopic(t, gout, 2, nil)
 	cfg := &Config{
 		AppID: b.Name(t, "app"),
-		Kafka: KafkaConfig{Brokers: b.Addrs(), CommitInterval: 100 * time.Millisecond, SessionTimeout: 10 * time.Second},
+		Kafka: KafkaConfig{Brokers: b.Addrs(), CommitInterval: 100 * time.Millisecond, SessionTimeout: 10 * time.Second,
+			TransactionTimeout: 30 * time.Second}, // above twice the hostile record_timeout
 		State: StateConfig{Dir: t.TempDir()},
 		Processors: []ProcessorConfig{
 			{Name: "hostile", Plugin: engineTestdata("hostile"), Inputs: []string{hin}, Outputs: map[string]OutputConfig{"out": {Topic: hout}},
-				Stores: []string{"s"}, OnError: OnErrorDeadLetter, Limits: Limits{RecordTimeout: time.Second}},
+				// 5 s: the log and stdout floods (100,000 host calls) take
+				// over a second under -race on a loaded machine.
+				Stores: []string{"s"}, OnError: OnErrorDeadLetter, Limits: Limits{RecordTimeout: 5 * time.Second}},
 			{Name: "healthy", Plugin: engineTestdata("passthrough"), Inputs: []string{gin}, Outputs: map[string]OutputConfig{"out": {Topic: gout}},
 				OnError: OnErrorFail, Limits: Limits{RecordTimeout: time.Second}},
 		},
