@@ -238,6 +238,15 @@ func stage(rec []byte, input bool) error {
 	return nil
 }
 
+// stageNew returns the n bytes of a record that the caller encodes in
+// place in the arena, staged as stage would stage it.
+func stageNew(n int) []byte {
+	staged = true
+	dst := reserve(4 + n)
+	binary.LittleEndian.PutUint32(dst, uint32(n))
+	return dst[4:]
+}
+
 // materialize copies the forwarded input record into the arena, where the
 // call's next emits follow it.
 func materialize() {
