@@ -191,7 +191,17 @@ func (o *OutputHandle) emitAny(key, value []byte, headers []Header, ts int64, pa
 			}
 			rec = emitBuf[:n]
 		}
-		encodeBody(rec, key, value, headers)
+		if len(headers) == 0 {
+			// encodeBody's work for the common emit, without the call.
+			le := binary.LittleEndian
+			_ = rec[abi.HeaderSize-1]
+			le.PutUint32(rec[24:], uint32(lenOrNull(key)))
+			le.PutUint32(rec[28:], uint32(lenOrNull(value)))
+			le.PutUint32(rec[32:], 0)
+			copy(rec[abi.HeaderSize+copy(rec[abi.HeaderSize:], key):], value)
+		} else {
+			encodeBody(rec, key, value, headers)
+		}
 	}
 	_ = rec[abi.HeaderSize-1]
 	le := binary.LittleEndian
