@@ -238,6 +238,21 @@ func stage(rec []byte, input bool) error {
 	return nil
 }
 
+// stageNew returns the n bytes of a record that the caller encodes in
+// place in the arena, staged as stage would stage it.
+func stageNew(n int) []byte {
+	staged = true
+	var dst []byte
+	if at := len(arena); at+4+n <= cap(arena) { // reserve, without the call
+		arena = arena[:at+4+n]
+		dst = arena[at:]
+	} else {
+		dst = reserveMore(4 + n)
+	}
+	binary.LittleEndian.PutUint32(dst, uint32(n))
+	return dst[4:]
+}
+
 // materialize copies the forwarded input record into the arena, where the
 // call's next emits follow it.
 func materialize() {
@@ -248,18 +263,29 @@ func materialize() {
 	copy(dst[4:], rec)
 }
 
-// reserve returns n bytes at the end of the current call's run, moving the
-// run to a larger chunk when the arena is full.
+// reserve returns n bytes at the end of the current call's run;
+// reserveMore moves the run to a larger chunk when the arena is full.
 func reserve(n int) []byte {
-	if len(arena)+n > cap(arena) {
-		run := arena[callStart:]
-		next := make([]byte, len(run), max(2*cap(arena), len(run)+n, minArena))
-		copy(next, run)
-		if callStart > 0 {
-			arenaOld = append(arenaOld, arena) // earlier calls' runs are there
-		}
-		arena, callStart = next, 0
+	at := len(arena)
+	if at+n > cap(arena) {
+		return reserveMore(n)
 	}
+	arena = arena[:at+n]
+	return arena[at:]
+}
+
+// reserveMore is reserve when the arena is full (not inlined: stageNew
+// writes reserve's common case out instead of calling it).
+//
+//go:noinline
+func reserveMore(n int) []byte {
+	run := arena[callStart:]
+	next := make([]byte, len(run), max(2*cap(arena), len(run)+n, minArena))
+	copy(next, run)
+	if callStart > 0 {
+		arenaOld = append(arenaOld, arena) // earlier calls' runs are there
+	}
+	arena, callStart = next, 0
 	at := len(arena)
 	arena = arena[:at+n]
 	return arena[at:]

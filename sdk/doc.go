@@ -93,6 +93,14 @@
 //     lookups and string(a) == string(b) comparisons do not allocate.
 //   - Take the ASCII fast path before package unicode: its tables are
 //     lookups through several calls per rune.
+//   - Keep per-byte loops small: Go's Wasm sends every branch through its
+//     function's dispatch table and keeps what does not fit its few
+//     registers in memory, so one table lookup beats a chain of
+//     comparisons, and rare cases belong in a function of their own
+//     (plugins/internal/words).
+//   - A buffer on the stack ([8]byte for a state value) may be passed to
+//     Put, Emit and the other calls: the host keeps no pointer into plugin
+//     memory, so it stays on the stack.
 //   - Keep encoding/json and fmt out (see Weight).
 //
 // For the cheapest plugins, write them in Rust (sdk/rust) or C (sdk/c): the

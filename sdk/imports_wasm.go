@@ -9,38 +9,56 @@ import "unsafe"
 // or -errno. The names must match the abi.Import* constants; a host refuses
 // a module whose imports it does not know; abi_names_test.go checks the
 // directives in this file against the constants.
+//
+// The imports that take a pointer are //go:noescape: the host reads or
+// writes the memory only during the call and keeps no pointer into it
+// (ABI.md section 4: what it keeps, it copies). Without the directive the
+// compiler assumes the pointer escapes, and a buffer a plugin passes from
+// its stack (a [8]byte value for state_put, say) is allocated on the heap
+// on every call: garbage-collector work inside Wasm, per record.
 
 //go:wasmimport wasmstream emit
+//go:noescape
 func abiEmit(ptr unsafe.Pointer, n uint32) int32
 
 //go:wasmimport wasmstream output_index
+//go:noescape
 func abiOutputIndex(name unsafe.Pointer, n uint32) int32
 
 //go:wasmimport wasmstream store_index
+//go:noescape
 func abiStoreIndex(name unsafe.Pointer, n uint32) int32
 
 //go:wasmimport wasmstream config
+//go:noescape
 func abiConfig(out unsafe.Pointer, outCap uint32) int32
 
 //go:wasmimport wasmstream log
+//go:noescape
 func abiLog(level uint32, msg unsafe.Pointer, n uint32) int32
 
 //go:wasmimport wasmstream set_error
+//go:noescape
 func abiSetError(msg unsafe.Pointer, n uint32) int32
 
 //go:wasmimport wasmstream state_get
+//go:noescape
 func abiStateGet(store uint32, key unsafe.Pointer, keyLen uint32, out unsafe.Pointer, outCap uint32) int32
 
 //go:wasmimport wasmstream state_put
+//go:noescape
 func abiStatePut(store uint32, key unsafe.Pointer, keyLen uint32, val unsafe.Pointer, valLen uint32) int32
 
 //go:wasmimport wasmstream state_delete
+//go:noescape
 func abiStateDelete(store uint32, key unsafe.Pointer, keyLen uint32) int32
 
 //go:wasmimport wasmstream scan_open
+//go:noescape
 func abiScanOpen(store uint32, start unsafe.Pointer, startLen uint32, end unsafe.Pointer, endLen uint32) int32
 
 //go:wasmimport wasmstream scan_next
+//go:noescape
 func abiScanNext(cursor uint32, out unsafe.Pointer, outCap uint32) int32
 
 //go:wasmimport wasmstream scan_close

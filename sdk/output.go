@@ -163,24 +163,45 @@ func (o *OutputHandle) emitAny(key, value []byte, headers []Header, ts int64, pa
 		// The input's own bytes are the encoding: only the fixed fields
 		// before the key length differ. (A larger input takes the other
 		// branch, which refuses it.)
-		if n <= abi.MaxRecordSize && isInput(key, value, headers) {
+		// (The first test, inline, turns away most records that are not.)
+		keyAt := uintptr(unsafe.Pointer(unsafe.SliceData(inputBuf))) + uintptr(curAt+abi.HeaderSize)
+		if n <= abi.MaxRecordSize && (len(key) == 0 || uintptr(unsafe.Pointer(unsafe.SliceData(key))) == keyAt) &&
+			isInput(key, value, headers) {
 			rec, input = inputBuf[curAt:curAt+n], true
 		}
 	} else if ts == 0 {
 		ts = callbackTimestamp // a callback: the trigger's timestamp
 	}
+	staging := false
 	if rec == nil {
 		n := encodedSize(key, value, headers)
 		// Checked here rather than left to the host so that an oversized
-		// record neither grows emitBuf for good nor crosses into the host.
+		// record neither grows emitBuf or the arena for good nor crosses
+		// into the host.
 		if n > abi.MaxRecordSize {
 			return &HostError{Call: abi.ImportEmit, Name: o.name, Errno: abi.ErrnoTooLarge}
 		}
-		if cap(emitBuf) < n {
-			emitBuf = make([]byte, n)
+		if batching {
+			// Encoded in its place in the arena rather than in emitBuf
+			// and then copied there.
+			rec, staging = stageNew(n), true
+		} else {
+			if cap(emitBuf) < n {
+				emitBuf = make([]byte, n)
+			}
+			rec = emitBuf[:n]
 		}
-		rec = emitBuf[:n]
-		encodeBody(rec, key, value, headers)
+		if len(headers) == 0 {
+			// encodeBody's work for the common emit, without the call.
+			le := binary.LittleEndian
+			_ = rec[abi.HeaderSize-1]
+			le.PutUint32(rec[24:], uint32(lenOrNull(key)))
+			le.PutUint32(rec[28:], uint32(lenOrNull(value)))
+			le.PutUint32(rec[32:], 0)
+			copy(rec[abi.HeaderSize+copy(rec[abi.HeaderSize:], key):], value)
+		} else {
+			encodeBody(rec, key, value, headers)
+		}
 	}
 	_ = rec[abi.HeaderSize-1]
 	le := binary.LittleEndian
@@ -188,6 +209,9 @@ func (o *OutputHandle) emitAny(key, value []byte, headers []Header, ts int64, pa
 	le.PutUint64(rec[8:], noOffset)
 	le.PutUint32(rec[16:], uint32(partition))
 	le.PutUint32(rec[20:], idx)
+	if staging {
+		return nil
+	}
 	if batching {
 		return stage(rec, input)
 	}
@@ -307,10 +331,18 @@ type ref struct {
 	declGen uint32
 }
 
+// index is the handle's index, resolved on first use. The check is apart
+// from the resolution so that it is inlined into every state call and emit
+// (a call costs as much as the check; see "The per-record path" in sdk.go).
 func (r *ref) index() (uint32, error) {
 	if r.gen == generation {
 		return r.idx, r.err
 	}
+	return r.resolve()
+}
+
+// resolve asks the host for the handle's index.
+func (r *ref) resolve() (uint32, error) {
 	var res int32
 	if r.call == abi.ImportOutputIndex {
 		res = hostOutputIndex(r.name)

@@ -1,6 +1,10 @@
 package sdk
 
-import "github.com/wasmstream/wasmstream/abi"
+import (
+	"slices"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
 
 // StoreHandle is a named key-value state store of the processor, declared
 // in the host's processor config. The host keeps one store per task (input
@@ -41,8 +45,8 @@ func (s *StoreHandle) Check() error {
 	return err
 }
 
-// getBuf is the first buffer every Get reads into. Most values fit; a larger
-// one is read a second time straight into its own, exactly sized slice.
+// getBuf is the buffer a Get reads into when its destination has no spare
+// capacity. Most values fit; a larger one is read a second time.
 var getBuf [1024]byte
 
 // Get returns the value of key and whether the key has one. The returned
@@ -66,11 +70,18 @@ func (s *StoreHandle) AppendGet(dst, key []byte) ([]byte, bool, error) {
 	if err != nil {
 		return dst, false, err
 	}
-	out := getBuf[:]
-	// The second read happens only for values over len(getBuf); a third
-	// only if the value changed size in between, which a host serving one
-	// record at a time never does. The bound turns a broken host into an
-	// error instead of a loop.
+	// The host writes the value straight into dst's spare capacity when it
+	// has some (a reused dst: no copy), else into getBuf, from which it is
+	// appended. It writes only a value that fits, so dst's spare bytes
+	// change only where append would write them. A value larger than the
+	// buffer is read a second time, into dst grown to fit it; a third
+	// read happens only if the value changed size in between, which a host
+	// serving one record at a time never does. The bound turns a broken
+	// host into an error instead of a loop.
+	out, direct := dst[len(dst):cap(dst)], true
+	if len(out) == 0 {
+		out, direct = getBuf[:], false
+	}
 	for range 3 {
 		n := hostStateGet(idx, key, out)
 		switch {
@@ -78,10 +89,13 @@ func (s *StoreHandle) AppendGet(dst, key []byte) ([]byte, bool, error) {
 			return dst, false, nil
 		case n < 0:
 			return dst, false, hostErr(abi.ImportStateGet, s.name, n)
+		case int(n) <= len(out) && direct:
+			return dst[:len(dst)+int(n)], true, nil
 		case int(n) <= len(out):
 			return append(dst, out[:n]...), true, nil
 		}
-		out = make([]byte, n)
+		dst = slices.Grow(dst, int(n))
+		out, direct = dst[len(dst):cap(dst)], true
 	}
 	return dst, false, &HostError{Call: abi.ImportStateGet, Name: s.name, Errno: abi.ErrnoIO}
 }

@@ -6,18 +6,22 @@ import "unsafe"
 
 // The time imports of module "wasmstream" (ABI.md section 8.2). ts is an
 // i64; the names must match the abi.Import* constants (checked by
-// abi_names_test.go).
+// abi_names_test.go). Those that take a pointer are //go:noescape, as in
+// package sdk (sdk/imports_wasm.go): the host keeps no pointer past a call.
 
 //go:wasmimport wasmstream timer_set
+//go:noescape
 func abiTimerSet(kind uint32, ts int64, key unsafe.Pointer, keyLen uint32) int32
 
 //go:wasmimport wasmstream timer_cancel
+//go:noescape
 func abiTimerCancel(kind uint32, ts int64, key unsafe.Pointer, keyLen uint32) int32
 
 //go:wasmimport wasmstream time_now
 func abiTimeNow(clock uint32) int64
 
 //go:wasmimport wasmstream commit_mark
+//go:noescape
 func abiCommitMark(key unsafe.Pointer, keyLen uint32) int32
 
 func bp(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }

@@ -5,6 +5,7 @@
 package words
 
 import (
+	"slices"
 	"unicode"
 	"unicode/utf8"
 
@@ -19,37 +20,81 @@ import (
 // state keys and are skipped.
 func Split(text []byte, ends []int, s []byte) ([]byte, []int) {
 	start := len(text)
-	for i := 0; i <= len(s); {
-		// ASCII, most text, without the Unicode tables: the same answers
-		// (IsLetter and IsDigit are [A-Za-z] and [0-9] there, ToLower
-		// adds 32).
-		if i < len(s) && s[i] < utf8.RuneSelf {
-			c := s[i]
-			i++
-			switch {
-			case 'a' <= c && c <= 'z' || '0' <= c && c <= '9':
-				text = append(text, c)
-				continue
-			case 'A' <= c && c <= 'Z':
-				text = append(text, c+'a'-'A')
-				continue
+	for i := 0; i < len(s); {
+		// A run of ASCII letters and digits, most text, lowercased by a
+		// table lookup into room made once per run: the inner loop keeps
+		// few values and takes one branch per byte, which is what costs
+		// in the Wasm Go compiles to (a branch, and a value that does not
+		// fit the few registers, each go through memory). An ASCII byte
+		// is one byte of text, so the run fits the room.
+		text = slices.Grow(text, len(s)-i)
+		buf, n := text[:cap(text)], len(text)
+		for ; i < len(s); i++ {
+			c := asciiWord[s[i]]
+			if c <= nonASCII {
+				break
 			}
+			buf[n] = c
+			n++
+		}
+		text = buf[:n]
+		if i == len(s) {
+			break
+		}
+		if asciiWord[s[i]] == notWord {
 			text, ends, start = endWord(text, ends, start)
+			i++
 			continue
 		}
-		r, size := utf8.RuneError, 1
-		if i < len(s) {
-			r, size = utf8.DecodeRune(s[i:])
-		}
-		if i < len(s) && r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
-			text = utf8.AppendRune(text, unicode.ToLower(r))
-		} else {
+		var word bool
+		text, word, i = splitRune(text, s, i)
+		if !word {
 			text, ends, start = endWord(text, ends, start)
 		}
-		i += size
 	}
+	text, ends, _ = endWord(text, ends, start)
 	return text, ends
 }
+
+// splitRune is Split for the non-ASCII rune at s[i]: it appends the rune
+// lowercased to text if it is a letter or a digit (word) and returns where
+// the next rune starts. Invalid UTF-8 is not a letter. Kept out of Split,
+// so that Split's loop has its registers to itself.
+//
+//go:noinline
+func splitRune(text, s []byte, i int) ([]byte, bool, int) {
+	r, size := utf8.DecodeRune(s[i:])
+	if r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
+		return utf8.AppendRune(text, unicode.ToLower(r)), true, i + size
+	}
+	return text, false, i + size
+}
+
+// asciiWord maps a byte to what Split does with it: an ASCII letter or
+// digit to itself lowercased, another ASCII byte to notWord and the
+// first byte of anything else to nonASCII.
+var asciiWord = func() (t [256]byte) {
+	for c := range t {
+		switch {
+		case c >= utf8.RuneSelf:
+			t[c] = nonASCII
+		case 'a' <= c && c <= 'z' || '0' <= c && c <= '9':
+			t[c] = byte(c)
+		case 'A' <= c && c <= 'Z':
+			t[c] = byte(c) + 'a' - 'A'
+		default:
+			t[c] = notWord
+		}
+	}
+	return t
+}()
+
+// The bytes of asciiWord that are not a word's byte (which are never 0
+// or 1: no letter or digit is a control character).
+const (
+	notWord  = 0
+	nonASCII = 1
+)
 
 // endWord ends the word text[start:] if there is one, skipping it if it is
 // longer than abi.MaxKeySize, and returns where the next word starts.
