@@ -5,6 +5,7 @@ package host
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -267,5 +268,91 @@ func storeIsExactlyChangelog(t *testing.T, p *diskPair, processor, store string,
 		if s, ok := stored[k]; !ok || s != v {
 			t.Errorf("key %q: the store's value differs from the changelog's (held %v)", k, ok)
 		}
+	}
+}
+
+// Another process fills the file system to the last byte under a running
+// host (the kernel's ENOSPC, not the host's own space check, is what its
+// databases meet when Pebble flushes or rotates its log). Whatever could
+// not write fails with no_space, loudly; the process does not die (Pebble
+// must not reach a full disk while rotating its log); the host stops when
+// asked; once space is freed a new host catches both processors up and
+// the filler's store is exactly its changelog.
+func TestSmallDiskFilledByAnotherProcess(t *testing.T) {
+	dir := smallDisk(t)
+	p := smallDiskPair(t, dir, 0)
+	p.b.Produce(t, fillRecords(p.fin, 0, 100)...) // 24 MB of state
+	p.produce(p.hin, 20)
+	testutil.Eventually(t, 120*time.Second, p.caughtUp(p.fin))
+	testutil.Eventually(t, 60*time.Second, p.caughtUp(p.hin))
+
+	ballast := filepath.Join(os.Getenv(smallDiskEnv), "ballast")
+	defer os.Remove(ballast)
+	fillUp(t, ballast)
+	t.Logf("file system full: %d KB free", freeBytes(t, dir)>>10)
+	p.b.Produce(t, fillRecords(p.fin, 100, 20)...)
+	p.produce(p.hin, 20)
+	reason := p.unready()
+	t.Logf("readyz: %s", reason)
+	if !strings.Contains(reason, "no space left on the device") {
+		t.Errorf("readyz says %q, not that the disk is full", reason)
+	}
+	_, metrics := httpGet(t, p.base+"/metrics")
+	for _, l := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(l, "wasmstream_state_failed") || strings.HasPrefix(l, "wasmstream_state_write_failures_total") && !strings.HasSuffix(l, " 0") {
+			t.Logf("metric: %s", l)
+		}
+	}
+	for _, proc := range []string{"filler", "healthy"} {
+		if st, _ := p.h.Stats(proc); st.Skipped != 0 {
+			t.Errorf("%s skipped %d records for a full disk", proc, st.Skipped)
+		}
+	}
+	stopStart := time.Now()
+	err := p.stop()
+	t.Logf("the host stopped %.2fs after its context ended; Close: %v", time.Since(stopStart).Seconds(), err)
+
+	if err := os.Remove(ballast); err != nil {
+		t.Fatal(err)
+	}
+	cfg := *p.cfg
+	cfg.Admin.Listen = ""
+	h, err := New(context.Background(), &cfg, WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatalf("a new host on the directory, space freed: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	testutil.Eventually(t, 180*time.Second, p.caughtUp(p.fin))
+	testutil.Eventually(t, 60*time.Second, p.caughtUp(p.hin))
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	if err := h.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	storeIsExactlyChangelog(t, p, "filler", "counts", 120*4)
+}
+
+// fillUp writes path until the file system has no space left.
+func fillUp(t *testing.T, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+	for n := len(buf) / 2; n > 0; n /= 2 { // the last blocks
+		_, _ = f.Write(buf[:n])
 	}
 }
