@@ -152,14 +152,7 @@ func (e *env) replay(ctx context.Context, args []string) int {
 		return e.replayDiff(ctx, cfg, opts, againstWasm, againstName, samples, bw, f, out, log)
 	}
 	res, err := host.Replay(ctx, cfg, opts, bw, log)
-	if ferr := bw.Flush(); err == nil {
-		err = ferr
-	}
-	if f != nil {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}
+	err = finishOutput(bw, f, err)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "wasmstream replay: %v\n", err)
 		return fail
@@ -199,14 +192,7 @@ func (e *env) replayDiff(ctx context.Context, cfg *host.Config, opts host.Replay
 		enc.SetIndent("", "  ")
 		err = enc.Encode(res)
 	}
-	if ferr := bw.Flush(); err == nil {
-		err = ferr
-	}
-	if f != nil {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}
+	err = finishOutput(bw, f, err)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "wasmstream replay: %v\n", err)
 		return exitDiffFailed
@@ -224,4 +210,18 @@ func (e *env) replayDiff(ctx context.Context, cfg *host.Config, opts host.Replay
 		fmt.Fprintf(e.stdout, "%s; written to %s\n", msg, out)
 	}
 	return code
+}
+
+// finishOutput flushes bw and closes f (the --out file; nil for stdout),
+// and returns err, or else the first error of those.
+func finishOutput(bw *bufio.Writer, f *os.File, err error) error {
+	if ferr := bw.Flush(); err == nil {
+		err = ferr
+	}
+	if f != nil {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	return err
 }
