@@ -82,12 +82,18 @@ func (p *pipeline) run(t testing.TB) (*Host, func() error) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	return h, runHost(t, h)
+}
+
+// runHost runs h until the returned stop, which waits for Run (at most
+// 60 s) and closes h.
+func runHost(t testing.TB, h *Host) (stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.Run(ctx) }()
 	var once sync.Once
 	var runErr error
-	stop := func() error {
+	stop = func() error {
 		once.Do(func() {
 			cancel()
 			select {
@@ -100,7 +106,7 @@ func (p *pipeline) run(t testing.TB) (*Host, func() error) {
 		return runErr
 	}
 	t.Cleanup(func() { _ = stop() })
-	return h, stop
+	return stop
 }
 
 func (p *pipeline) produce(t *testing.T, keys ...string) {

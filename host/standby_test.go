@@ -240,30 +240,6 @@ func waitCommittedErr(t *testing.T, b *testbroker.Broker, cfg *Config, topic str
 	return nil
 }
 
-// runHost runs h until the returned stop, which waits for Run (at most
-// 60 s) and closes h.
-func runHost(t *testing.T, h *Host) (stop func() error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
-	var once sync.Once
-	var runErr error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case runErr = <-done:
-			case <-time.After(60 * time.Second):
-				runErr = fmt.Errorf("host did not stop within 60s")
-			}
-			h.Close()
-		})
-		return runErr
-	}
-	t.Cleanup(func() { _ = stop() })
-	return stop
-}
-
 // groupOwners maps each partition of the group's assignment to its
 // member (one input topic: under KIP-848 kfake leaves topic names out).
 func groupOwners(t *testing.T, b *testbroker.Broker, group, protocol string) map[int32]string {
