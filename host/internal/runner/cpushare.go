@@ -30,7 +30,7 @@ type CPUShare struct {
 	mu     sync.Mutex
 	free   int
 	queue  []*ticket // waiting, first asked first
-	active int // slots held or granted, for tests
+	active int       // slots held or granted, for tests
 }
 
 // ticket is one request for a slot; granted is closed when it is granted.

@@ -372,7 +372,7 @@ type Runner struct {
 	// yet, kept across polls so the runner keeps its place (cpushare.go);
 	// loop only.
 	cpuTicket *ticket
-	prober  prober
+	prober    prober
 
 	// serving is the tasks as interactive queries see them (serving.go).
 	serving servingOf
