@@ -101,17 +101,18 @@ func TestSpinningNeighbourKeepsCommitLatency(t *testing.T) {
 }
 
 // steadyRecords is how many records a latency measurement produces, one
-// every steadyEvery: 200 gives a p99 of the second worst.
+// every steadyEvery: 250 gives a p99 of the third worst.
 const (
-	steadyRecords = 200
+	steadyRecords = 250
 	steadyEvery   = 20 * time.Millisecond
 )
 
 // maxLatencyRatio bounds the healthy processor's commit-latency p99 beside
-// the spinning processor, as a multiple of its p99 alone. A commit
-// interval (100 ms) over a baseline of about 1-2 commit intervals is
-// about 1.5; without a CPU share it was 2.2 on 2 cores.
-const maxLatencyRatio = 1.6
+// the spinning processor, as a multiple of its p99 alone (about 110-140
+// ms with a 100 ms commit interval). With the CPU share the ratio was
+// 0.9-1.5 on a loaded 2-core machine, kfake and Kafka; without it, 6.6 on
+// kfake.
+const maxLatencyRatio = 2.0
 
 // latencyMeter measures commit latencies of records produced to topic:
 // from the produce's acknowledgement to the first time the group's
