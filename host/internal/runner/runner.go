@@ -389,6 +389,9 @@ type procState struct {
 	spec       ProcessorSpec
 	inputIndex map[string]uint32
 	Stats      *Stats
+	// heavy is set once a task of the processor was measured heavy
+	// (heavyTask): its tasks not measured yet count as heavy too.
+	heavy atomic.Bool
 	stalls     stallSamples
 	// gaps are the same measure across commit points without a swap:
 	// the pause every commit point makes, the baseline of stalls.
@@ -1057,17 +1060,28 @@ func (r *Runner) takeCPU(deadline time.Time) bool {
 
 // heavyTask says whether t's batch needs a slot of the CPU share: its
 // records cost more than heavyCost of plugin time, or it has none
-// measured yet (a new task may spin: its first batch must not take a
-// core the share would have refused it).
+// measured yet and another task of its processor was measured heavy. A
+// new task of a processor not known heavy runs without a slot: at most
+// one record of a spinning processor per runner slot, once per runner,
+// where counting every new task as heavy made the first batches of a
+// cheap processor's tasks (after every rebalance) wait for the slot one
+// after another.
 func heavyTask(t *task) bool {
-	return t.recordCost <= 0 || t.recordCost > heavyCost
+	if t.recordCost <= 0 {
+		return t.proc.heavy.Load()
+	}
+	return t.recordCost > heavyCost
 }
 
 // heavyCost is the plugin time per record above which a task's batches
 // run under the CPU share: a passthrough or a counter costs microseconds,
-// and a task of a millisecond a record at a hundred records a second
-// already takes a tenth of a core.
-const heavyCost = time.Millisecond
+// a spinning record its record_timeout. The cost is wall time averaged
+// over a batch (calls.go), so a cheap task's single-record batch that the
+// OS or the GC held up for a few milliseconds raises it; at 5 ms that
+// takes a stall of about 20 ms, rare enough that a cheap task is hardly
+// ever made to wait for a slot (with 1 ms, one BenchmarkThroughput run
+// of 5 lost half its rate so).
+const heavyCost = 5 * time.Millisecond
 
 // slotOrder orders the tasks of a poll for the processing slots: by cost
 // class (a factor of two of recordCost, so the healthy tasks, microseconds
