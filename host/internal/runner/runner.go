@@ -391,8 +391,8 @@ type procState struct {
 	Stats      *Stats
 	// heavy is set once a task of the processor was measured heavy
 	// (heavyTask): its tasks not measured yet count as heavy too.
-	heavy atomic.Bool
-	stalls     stallSamples
+	heavy  atomic.Bool
+	stalls stallSamples
 	// gaps are the same measure across commit points without a swap:
 	// the pause every commit point makes, the baseline of stalls.
 	gaps stallSamples
