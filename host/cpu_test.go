@@ -109,11 +109,14 @@ const (
 )
 
 // maxLatencyRatio bounds the healthy processor's commit-latency p99 beside
-// the spinning processor, as a multiple of its p99 alone (about 110-140
-// ms with a 100 ms commit interval). With the CPU share the ratio was
-// 0.9-1.5 on a loaded 2-core machine, kfake and Kafka; without it, 6.6 on
-// kfake.
-const maxLatencyRatio = 2.0
+// the spinning processor, as a multiple of its p99 alone (110-150 ms with
+// a 100 ms commit interval on an idle machine). With the CPU share the
+// ratio was 0.6-1.5 at a load average of 7-9 on 2 cores, kfake and Kafka,
+// and up to 2.0 at 17, where the baseline itself moved from 340 to 560
+// ms between runs; without the share, 6.6 with kfake (2.3 with Kafka,
+// whose broker then shares the one free core, so there the test guards
+// against worse than that).
+const maxLatencyRatio = 2.5
 
 // latencyMeter measures commit latencies of records produced to topic:
 // from the produce's acknowledgement to the first time the group's
