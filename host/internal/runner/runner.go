@@ -1047,6 +1047,14 @@ func (r *Runner) takeCPU(deadline time.Time) bool {
 	if r.cpuTicket == nil {
 		r.cpuTicket = r.cpu.request()
 	}
+	// A granted ticket is taken even past the deadline (a select with
+	// both ready would choose at random, and leave the slot idle a poll).
+	select {
+	case <-r.cpuTicket.granted:
+		r.cpuTicket = nil
+		return true
+	default:
+	}
 	wait := time.NewTimer(time.Until(deadline))
 	defer wait.Stop()
 	select {
