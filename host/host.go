@@ -314,6 +314,9 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		// One pool for the process: every member's runners, and the ones
 		// that replace them, share runtime.memory_budget.
 		Memory: account.NewPool(int64(cfg.Runtime.MemoryBudget)),
+		// One CPU share for the process: heavy guest work of all members
+		// together holds at most GOMAXPROCS-1 cores (runner/cpushare.go).
+		CPU: runner.NewCPUShare(runner.DefaultCPUSlots()),
 	}
 	if d := o.driven; d != nil {
 		base.Clock, base.ManualCommits = d.Clock, true
