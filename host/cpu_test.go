@@ -17,7 +17,7 @@ import (
 	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
-// CPU isolation between processors (issue 27 items 2 and 7, I9): a
+// CPU isolation between processors (I9): a
 // processor whose records spin for their whole record_timeout on 8
 // partitions, each its own group member (kafka.members: per_processor),
 // next to a healthy passthrough with steady input. The healthy

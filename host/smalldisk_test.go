@@ -20,7 +20,7 @@ import (
 	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
-// The disk-filling scenario of issue 29 item 2 on a real small file system
+// The disk-filling scenario on a real small file system
 // (not a fault-injecting VFS): `make check-small-disk` mounts a 400 MB
 // tmpfs, runs these tests with WASMSTREAM_SMALL_DISK naming it, and
 // unmounts it. They are built only with the tag smalldisk, which `make
@@ -128,7 +128,7 @@ func TestSmallDiskBudgetBelowFreeSpace(t *testing.T) {
 
 // A budget larger than the disk (the default 1 GiB per task, on 400 MB):
 // the file system really fills (ENOSPC from the kernel). What the host
-// must do (issue 29 item 2): the filler's database fails loudly (readyz,
+// must do (docs/operations.md, a full disk): the filler's database fails loudly (readyz,
 // the metric, a reason naming the processor, its directory and the
 // cause), it skips no record, the healthy processor stops only if it could
 // not write either, the host stops when asked, and once space is freed a

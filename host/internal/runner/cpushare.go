@@ -6,7 +6,7 @@ import (
 	"sync"
 )
 
-// CPUShare is the process's slots for heavy guest work (I9, issue 27.2):
+// CPUShare is the process's slots for heavy guest work (I9):
 // a task whose records cost more than heavyCost of plugin time (or a new
 // task of a processor with such a task: heavyTask) runs its batch only
 // while it holds a slot, and the process has one fewer slot than
