@@ -167,7 +167,8 @@ demo-plugins:
 docs:
 	$(GO) generate ./host/
 
-# The container image: a static binary on a distroless base, non-root
+# The container image: a static binary on an empty (scratch) base with CA
+# certificates, non-root
 # (Dockerfile). Needs docker; IMAGE names the result.
 IMAGE ?= wasmstream:$(VERSION)
 docker:

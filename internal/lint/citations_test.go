@@ -16,14 +16,14 @@ import (
 // that lives elsewhere means nothing to a reader of the code, and goes
 // stale without anyone noticing; say what the number stood for instead.
 var (
-	// issueCite is a number in the project's tracker ("issue 27",
-	// "issue #13", "Issue 29.7"). Other projects' issues are cited by their
+	// issueCite is a number in the project's tracker: the word issue,
+	// then the number, with or without a #. Other projects' issues are cited by their
 	// project and a URL or a KAFKA- key, which this does not match.
 	issueCite = regexp.MustCompile(`\b[Ii]ssues? #?[0-9]+`)
 	// mdCite is a Markdown document named in the text.
 	mdCite = regexp.MustCompile(`[A-Za-z0-9_./-]*[A-Za-z0-9_-]\.md\b`)
 	// sectionCite is a section of RATIONALE.md cited by its title.
-	sectionCite = regexp.MustCompile(`RATIONALE\.md,? "([^"]+)"`)
+	sectionCite = regexp.MustCompile(`RATIONALE\.md(?:\]\([^)]*\))?,? "([^"]+)"`)
 )
 
 // citedIn are the tracked files whose text is checked: source, scripts,
@@ -37,6 +37,18 @@ func citedIn(rel string) bool {
 		return true
 	}
 	return filepath.Base(rel) == "Makefile"
+}
+
+// commentText is a line without its indentation and comment marker (//,
+// #, *, ;;, //!, --), as it reads when joined to the line before.
+func commentText(line string) string {
+	line = strings.TrimSpace(line)
+	for _, p := range []string{"//!", "///", "//", ";;", "#", "*", "--"} {
+		if strings.HasPrefix(line, p) {
+			return strings.TrimSpace(line[len(p):])
+		}
+	}
+	return line
 }
 
 // TestCitationsResolve fails on a comment or doc that cites an issue
@@ -73,12 +85,25 @@ func TestCitationsResolve(t *testing.T) {
 		if err != nil {
 			continue // deleted in the work tree
 		}
+		var lines []string
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-		for n := 1; sc.Scan(); n++ {
-			line := sc.Text()
-			if m := issueCite.FindString(line); m != "" {
-				t.Errorf("%s:%d: cites %q, a number in a tracker a clone does not have; say what it stood for", rel, n, m)
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+		}
+		for i, line := range lines {
+			n := i + 1
+			// A citation may run onto the next line: it is looked for in
+			// the line joined with the next one's text, and reported
+			// where it begins.
+			joined := line
+			if i+1 < len(lines) {
+				joined += " " + commentText(lines[i+1])
+			}
+			for _, loc := range issueCite.FindAllStringIndex(joined, -1) {
+				if loc[0] < len(line) {
+					t.Errorf("%s:%d: cites %q, a number in a tracker a clone does not have; say what it stood for", rel, n, joined[loc[0]:loc[1]])
+				}
 			}
 			for _, m := range mdCite.FindAllString(line, -1) {
 				if strings.Contains(line, "://") {
@@ -88,9 +113,9 @@ func TestCitationsResolve(t *testing.T) {
 					t.Errorf("%s:%d: cites %s, which is not in the repository", rel, n, m)
 				}
 			}
-			for _, m := range sectionCite.FindAllStringSubmatch(line, -1) {
-				if !strings.Contains(flat, m[1]) {
-					t.Errorf("%s:%d: cites RATIONALE.md %q, a title RATIONALE.md does not have", rel, n, m[1])
+			for _, loc := range sectionCite.FindAllStringSubmatchIndex(joined, -1) {
+				if title := joined[loc[2]:loc[3]]; loc[0] < len(line) && !strings.Contains(flat, title) {
+					t.Errorf("%s:%d: cites RATIONALE.md %q, a title RATIONALE.md does not have", rel, n, title)
 				}
 			}
 		}
