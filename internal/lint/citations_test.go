@@ -3,7 +3,6 @@ package lint
 import (
 	"bufio"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -56,13 +55,7 @@ func commentText(line string) string {
 // of RATIONALE.md whose title is not in it.
 func TestCitationsResolve(t *testing.T) {
 	root := moduleRoot(t)
-	cmd := exec.Command("git", "ls-files", "-z")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("git ls-files in %s: %v (this test needs a git checkout)", root, err)
-	}
-	files := strings.Split(strings.TrimRight(string(out), "\x00"), "\x00")
+	files := trackedFiles(t, root)
 	docs := map[string]bool{} // base names of the tracked Markdown files
 	for _, rel := range files {
 		if strings.HasSuffix(rel, ".md") {
