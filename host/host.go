@@ -313,7 +313,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		Limits:                 runner.BrokerLimits(h.kafka),
 		// One pool for the process: every member's runners, and the ones
 		// that replace them, share runtime.memory_budget.
-		Memory: account.NewPool(int64(cfg.Runtime.MemoryBudget)),
+		Memory: h.memoryPool(),
 	}
 	if d := o.driven; d != nil {
 		base.Clock, base.ManualCommits = d.Clock, true
@@ -798,7 +798,41 @@ func (h *Host) ensureTopics(ctx context.Context, create bool) error {
 	if err != nil {
 		return err
 	}
+	h.warnInstanceMemory(ctx, adm)
 	return nil
+}
+
+// memoryPool is the process's account pool: runtime.memory_budget, of
+// which the instances' linear memory may take all but twice the largest
+// limits.window_bytes (Config.instanceRoom).
+func (h *Host) memoryPool() *account.Pool {
+	p := account.NewPool(int64(h.cfg.Runtime.MemoryBudget))
+	p.SetInstanceRoom(h.cfg.instanceRoom())
+	return p
+}
+
+// warnInstanceMemory logs, once at start, when the tasks this process may
+// be assigned (every input partition) could not all grow their instances
+// to limits.memory within runtime.memory_budget (Config.instanceMemoryWarning).
+// A topic it cannot describe is left out: the warning is advice.
+func (h *Host) warnInstanceMemory(ctx context.Context, adm *kadm.Client) {
+	var inputs []string
+	for i := range h.cfg.Processors {
+		inputs = append(inputs, h.cfg.runnerInputs(&h.cfg.Processors[i])...)
+	}
+	details, err := adm.ListTopics(ctx, inputs...)
+	if err != nil {
+		return
+	}
+	parts := map[string]int32{}
+	for topic, d := range details {
+		if d.Err == nil {
+			parts[topic] = int32(len(d.Partitions))
+		}
+	}
+	if w := h.cfg.instanceMemoryWarning(parts); w != "" {
+		h.log.Warn(w)
+	}
 }
 
 // Validate checks a config's plugins without Kafka: each compiles, speaks a

@@ -119,7 +119,7 @@ func (i *Instance) restore(ctx context.Context) error {
 	}
 	fail := func(msg string) error {
 		i.discard(ctx)
-		return i.m.err(InstantiateFailed, "restoring the instance after its init: "+msg, nil)
+		return i.m.err(InstantiateFailed, "restoring the instance after its init: "+msg, l.lm.refused)
 	}
 	if size := uint64(l.mem.Size()); size < uint64(len(s.mem)) {
 		if _, ok := l.mem.Grow(uint32((uint64(len(s.mem)) - size) / PageSize)); !ok {

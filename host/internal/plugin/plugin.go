@@ -356,6 +356,9 @@ func (f *factory) Instantiate(ctx context.Context, task runner.TaskID, env runne
 	if env.Time != nil {
 		b.Time = taskTime{env.Time}
 	}
+	if env.Memory != nil {
+		b.Memory = env.Memory // the task's account: its instances' memory is charged to it
+	}
 	inst, err := f.module.Instantiate(ctx, b)
 	if err != nil {
 		return nil, err

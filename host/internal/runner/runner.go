@@ -89,6 +89,11 @@ type Env struct {
 	// Time serves the time imports (ABI.md section 8) during the
 	// instance's calls: the task's clocks, timers and commit marks.
 	Time Time
+	// Memory is the task's account, charged the linear memory of every
+	// instance made for the task (its current one, a newer version's
+	// made in the background, the previous version's kept for a canary)
+	// until the instance closes; nil charges nothing.
+	Memory *account.Account
 }
 
 // Time is a task's clocks, timers and commit marks as the instance's calls
