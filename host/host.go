@@ -67,6 +67,9 @@ type Host struct {
 	// members are this process's consumer group members: one per
 	// processor (kafka.members: per_processor) or one for all (shared).
 	members []*member
+	// memory is the process's account pool (runtime.memory_budget): every
+	// member's runners, and the ones that replace them, share it.
+	memory *account.Pool
 	// memberOf indexes members by processor name.
 	memberOf map[string]*member
 	restarts atomic.Int64 // runners replaced after an error, all members
@@ -163,6 +166,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		return nil, err
 	}
 	h := &Host{cfg: cfg, log: o.logger, firstBackoff: restartFirstBackoff}
+	h.memory = h.memoryPool()
 	if o.restartBackoff > 0 {
 		h.firstBackoff = o.restartBackoff
 	}
@@ -311,9 +315,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		StandbyInterval:        o.standbyInterval,
 		Stats:                  stats,
 		Limits:                 runner.BrokerLimits(h.kafka),
-		// One pool for the process: every member's runners, and the ones
-		// that replace them, share runtime.memory_budget.
-		Memory: h.memoryPool(),
+		Memory:                 h.memory,
 	}
 	if d := o.driven; d != nil {
 		base.Clock, base.ManualCommits = d.Clock, true
