@@ -613,6 +613,7 @@ func (h *Host) Stats(processor string) (ProcessorStats, bool) {
 		Rollbacks:     st.Rollbacks.Load(),
 		Failures:      st.Failures(),
 		HeldBytes:     st.HeldBytes.Load(),
+		InstanceBytes: st.InstanceBytes.Load(),
 		BudgetCommits: st.BudgetCommits.Load(),
 	}, true
 }

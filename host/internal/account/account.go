@@ -317,13 +317,19 @@ type Account struct {
 	closed              bool
 	// memory is the bytes of linear memory the task's instances hold
 	// (ChargeMemory): atomic, charged from whichever goroutine grows or
-	// frees an instance.
-	memory atomic.Int64
+	// frees an instance; memGauge, if set, follows it.
+	memory   atomic.Int64
+	memGauge *atomic.Int64
 }
+
+// SetMemoryGauge makes g follow the bytes of instances' memory the account
+// holds (set before any is charged).
+func (a *Account) SetMemoryGauge(g *atomic.Int64) { a.memGauge = g }
 
 // Open returns the account of a task whose commit window has budget bytes
 // (its hard cap is twice that); gauge, if set, follows the bytes it is
-// granted. budget must be positive.
+// granted for windows and input (SetMemoryGauge: for instances' memory).
+// budget must be positive.
 func (p *Pool) Open(budget int64, gauge *atomic.Int64) *Account {
 	if p != nil {
 		p.accounts.Add(1)
@@ -423,8 +429,8 @@ func (a *Account) ChargeMemory(n int64) error {
 		return err
 	}
 	a.memory.Add(n)
-	if a.gauge != nil {
-		a.gauge.Add(n)
+	if a.memGauge != nil {
+		a.memGauge.Add(n)
 	}
 	return nil
 }
@@ -437,8 +443,8 @@ func (a *Account) ReleaseMemory(n int64) {
 	}
 	a.memory.Add(-n)
 	a.pool.giveMemory(n)
-	if a.gauge != nil {
-		a.gauge.Add(-n)
+	if a.memGauge != nil {
+		a.memGauge.Add(-n)
 	}
 }
 

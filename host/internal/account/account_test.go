@@ -273,7 +273,8 @@ func TestInstanceMemoryInTheBudget(t *testing.T) {
 	p := NewPool(16 * Grant)
 	p.SetInstanceRoom(12 * Grant)
 	var gauge atomic.Int64
-	a := p.Open(2*Grant, &gauge)
+	a := p.Open(2*Grant, nil)
+	a.SetMemoryGauge(&gauge)
 	if err := a.ChargeMemory(10 * Grant); err != nil {
 		t.Fatal(err)
 	}

@@ -113,6 +113,7 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 		window = DefaultWindowBytes
 	}
 	t.acct = r.opts.Memory.Open(window, &ps.Stats.HeldBytes)
+	t.acct.SetMemoryGauge(&ps.Stats.InstanceBytes)
 	if slices.Contains(ps.spec.Latest, true) {
 		t.latest = make([]keymap.Window[*kgo.Record], len(ps.spec.Outputs))
 	}
