@@ -102,10 +102,13 @@ type Binding struct {
 	// Memory, if set, is charged the instance's linear memory as it is
 	// made and grown, and released when the instance is dropped (a
 	// discard after a trap, Close): the task's account. A growth it
-	// refuses makes memory.grow return -1, as at Options.MemoryLimit; an
-	// instance whose initial memory it refuses is not started until a
-	// record comes (which then fails, MemoryLimit, if it still refuses).
+	// refuses makes memory.grow return -1, as at Options.MemoryLimit.
 	Memory MemoryAccount
+	// StartLater: when Memory refuses the instance's initial memory,
+	// Instantiate returns the instance unstarted (the next record starts
+	// it, or fails with MemoryLimit if Memory still refuses) instead of
+	// failing with ErrMemoryBudget.
+	StartLater bool
 }
 
 // defaultInputSize is the input buffer the host asks for at start, in bytes
@@ -252,7 +255,7 @@ func (m *Module) Instantiate(ctx context.Context, b Binding) (*Instance, error) 
 		return nil, fmt.Errorf("engine: instantiate %q: %w", m.name, err)
 	}
 	if err := i.start(ctx); err != nil {
-		if errors.Is(err, ErrMemoryBudget) && ctx.Err() == nil {
+		if b.StartLater && errors.Is(err, ErrMemoryBudget) && ctx.Err() == nil {
 			// The process holds its budget: the task starts without a
 			// live instance and the next record starts one (revive), or
 			// fails if the budget still refuses it. A task that could

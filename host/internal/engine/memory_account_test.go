@@ -109,14 +109,22 @@ func TestMemoryAccountSharedByInstances(t *testing.T) {
 	}
 }
 
-// An instance whose initial memory the account refuses starts without a
-// live instance: its records fail (MemoryLimit, naming the budget) while
-// the account refuses, nothing is charged, and the first record after the
-// account has room starts it.
+// An instance whose initial memory the account refuses is an error
+// (ErrMemoryBudget), or, with StartLater, starts without a live instance:
+// its records fail (MemoryLimit, naming the budget) while the account
+// refuses, nothing is charged, and the first record after the account has
+// room starts it.
 func TestInstanceStartsWhenTheBudgetHasRoom(t *testing.T) {
 	r, logs := newRuntime(t, Options{MemoryLimit: 4 << 20})
 	acct := &budgetAccount{budget: PageSize} // the module needs 2 pages
-	i, _ := instantiate(t, compileFile(t, r, "membomb"), Binding{Memory: acct})
+	m := compileFile(t, r, "membomb")
+	if _, err := m.Instantiate(bg, Binding{Name: "proc", Memory: acct}); !errors.Is(err, ErrMemoryBudget) {
+		t.Fatalf("without StartLater: %v, want ErrMemoryBudget", err)
+	}
+	if held, _ := acct.get(); held != 0 {
+		t.Fatalf("a refused instance left %d bytes charged", held)
+	}
+	i, _ := instantiate(t, m, Binding{Memory: acct, StartLater: true})
 	if i.cur != nil || len(logs.find("does not fit the process's memory budget")) != 1 {
 		t.Fatalf("the instance started (%v) or the refusal was not logged once", i.cur != nil)
 	}

@@ -359,6 +359,7 @@ func (f *factory) Instantiate(ctx context.Context, task runner.TaskID, env runne
 	if env.Memory != nil {
 		b.Memory = env.Memory // the task's account: its instances' memory is charged to it
 	}
+	b.StartLater = !env.Ahead
 	inst, err := f.module.Instantiate(ctx, b)
 	if err != nil {
 		return nil, err
