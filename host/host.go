@@ -189,6 +189,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	if h.limits, err = cfg.pluginLimits(); err != nil {
 		return nil, err
 	}
+	h.limits.Snapshots = h.memory // the inits' snapshots are in the account too
 	if err := h.loadPlugins(ctx); err != nil {
 		return nil, err
 	}

@@ -126,15 +126,17 @@ func expectBack(t *testing.T, h *Host, base footprint, rounds int) {
 			return fmt.Errorf("after %d rounds: %w (base: %s)", rounds, err, base)
 		}
 		// Every instance's linear memory is in its task's account, and
-		// none that was dropped still is (RATIONALE.md, "Instances'
-		// linear memory is in the account too").
+		// every snapshot of an init in the pool's, and none that was
+		// dropped still is (RATIONALE.md, "Instances' linear memory is in
+		// the account too").
 		var linear int64
-		for _, p := range last.Processors {
-			linear += p.MemoryBytes
+		for _, p := range h.procs {
+			c := p.RT.Counts()
+			linear += c.MemoryBytes + c.SnapshotBytes
 		}
 		if acct := h.memory.Memory(); acct != linear {
 			time.Sleep(200 * time.Millisecond)
-			return fmt.Errorf("after %d rounds: the accounts hold %d bytes of instances' memory, the instances %d", rounds, acct, linear)
+			return fmt.Errorf("after %d rounds: the accounts hold %d bytes of instances' memory and snapshots, the runtimes %d", rounds, acct, linear)
 		}
 		return nil
 	})

@@ -223,8 +223,29 @@ func (p *Pool) give(n int64) {
 	}
 }
 
+// ChargeMemory charges n bytes of instances' memory that no task holds
+// alone (the snapshot of an init, which the instances of a module version
+// share), within the instances' room and the budget; no share applies.
+// Safe for concurrent use; a nil pool charges nothing.
+func (p *Pool) ChargeMemory(n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	if err := p.takeMemory(n, -1); err != nil {
+		return err
+	}
+	return nil
+}
+
+// ReleaseMemory releases n bytes charged by the pool's ChargeMemory.
+func (p *Pool) ReleaseMemory(n int64) {
+	if n > 0 {
+		p.giveMemory(n)
+	}
+}
+
 // takeMemory takes n bytes for instances' memory for an account that
-// holds held of it, or says why not.
+// holds held of it (-1: no account, no share applies), or says why not.
 func (p *Pool) takeMemory(n, held int64) *LimitError {
 	if p == nil || p.budget <= 0 {
 		if p != nil {
@@ -245,7 +266,7 @@ func (p *Pool) takeMemory(n, held int64) *LimitError {
 		// instances need to start.
 		accounts := max(p.accounts.Load(), 1)
 		share := room / 2 / accounts
-		if held+n > share && cur+n > room-(accounts-1)*share {
+		if held >= 0 && held+n > share && cur+n > room-(accounts-1)*share {
 			return &LimitError{Process: true, Instances: true, Share: true, Held: held, Size: int(n), Limit: share}
 		}
 		if p.memory.CompareAndSwap(cur, cur+n) {

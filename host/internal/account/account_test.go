@@ -359,6 +359,26 @@ func TestInstanceMemoryShare(t *testing.T) {
 	}
 }
 
+// What no task holds alone (an init's snapshot) is charged to the pool,
+// within the instances' room, without a share.
+func TestPoolMemory(t *testing.T) {
+	p := NewPool(16 * Grant)
+	p.SetInstanceRoom(8 * Grant)
+	for range 4 {
+		p.Open(Grant, nil) // shares of a sixteenth of the room
+	}
+	if err := p.ChargeMemory(6 * Grant); err != nil {
+		t.Fatalf("no share applies to the pool's own charge: %v", err)
+	}
+	if err := p.ChargeMemory(3 * Grant); !errors.Is(err, ErrLimit) {
+		t.Fatalf("past the room: %v", err)
+	}
+	p.ReleaseMemory(6 * Grant)
+	if p.Memory() != 0 || p.Used() != 0 {
+		t.Fatalf("memory %d used %d after release", p.Memory(), p.Used())
+	}
+}
+
 // Instances grow and are freed on many goroutines at once: the pool never
 // passes its budget and ends at zero.
 func TestInstanceMemoryConcurrent(t *testing.T) {

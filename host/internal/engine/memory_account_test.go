@@ -145,3 +145,42 @@ func TestInstanceStartsWhenTheBudgetHasRoom(t *testing.T) {
 		t.Fatalf("the account holds %d bytes", held)
 	}
 }
+
+// The snapshot of an init is charged to Options.Snapshots while an
+// instance holds it (once, however many share it), and released with the
+// last; when the account refuses it, no snapshot is kept and a
+// replacement runs init again.
+func TestSnapshotsCharged(t *testing.T) {
+	acct := &budgetAccount{budget: 1 << 20}
+	r, _ := newRuntime(t, Options{Snapshots: acct})
+	m := compileFile(t, r, "membomb")
+	a, _ := instantiate(t, m, Binding{})
+	b, _ := instantiate(t, m, Binding{})
+	if held, _ := acct.get(); held != 2*PageSize || a.snap == nil || a.snap != b.snap {
+		t.Fatalf("two instances sharing one snapshot: the account holds %d bytes, want the snapshot's %d once", held, 2*PageSize)
+	}
+	_ = a.Close(bg)
+	if held, _ := acct.get(); held != 2*PageSize {
+		t.Fatalf("one instance left: the account holds %d bytes", held)
+	}
+	_ = b.Close(bg)
+	if held, _ := acct.get(); held != 0 {
+		t.Fatalf("no instance left: the account holds %d bytes", held)
+	}
+
+	none := &budgetAccount{budget: PageSize}
+	r2, _ := newRuntime(t, Options{Snapshots: none})
+	c, _ := instantiate(t, compileFile(t, r2, "membomb"), Binding{})
+	if c.snap != nil {
+		t.Fatal("a snapshot was kept that the account refused")
+	}
+	if err := c.Process(bg, rec("bomb", "")); !IsMemoryLimit(err) {
+		t.Fatalf("bomb: %v", err)
+	}
+	if err := c.Process(bg, rec("soft", "")); err != nil { // a replacement that ran init again
+		t.Fatalf("after the trap, without a snapshot: %v", err)
+	}
+	if held, _ := none.get(); held != 0 {
+		t.Fatalf("the refusing account holds %d bytes", held)
+	}
+}

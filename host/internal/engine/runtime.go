@@ -115,6 +115,12 @@ type Options struct {
 	Record RecordLimits
 	// Log rate-limits each instance's log lines and stdout/stderr.
 	Log LogLimits
+	// Snapshots, if set, is charged the memory each snapshot of an init
+	// holds (snapshot.go) while an instance holds it: the process's
+	// account. When it refuses, the instance keeps no snapshot and its
+	// replacements run init again, as for a module that cannot be
+	// snapshotted.
+	Snapshots MemoryAccount
 }
 
 // Runtime owns one wazero runtime (compiler backend where supported), the

@@ -81,6 +81,11 @@ func (m *Module) takeSnapshot(l *live) *snapshot {
 			return o
 		}
 	}
+	if acct := m.rt.opts.Snapshots; acct != nil {
+		if err := acct.ChargeMemory(int64(len(mem))); err != nil {
+			return nil // replacements run init again
+		}
+	}
 	s.mem = bytes.Clone(mem)
 	s.refs = 1
 	m.snaps = append(m.snaps, s)
@@ -102,6 +107,9 @@ func (m *Module) dropSnapshot(s *snapshot) {
 	m.snaps = slices.DeleteFunc(m.snaps, func(o *snapshot) bool { return o == s })
 	m.snapBytes.Add(-int64(len(s.mem)))
 	m.rt.snapshots.Add(-int64(len(s.mem)))
+	if acct := m.rt.opts.Snapshots; acct != nil {
+		acct.ReleaseMemory(int64(len(s.mem)))
+	}
 }
 
 // SnapshotBytes is the memory the module's snapshots hold (each shared
