@@ -310,8 +310,8 @@ func (c *Config) instanceRoom() int64 {
 // can be assigned: partitions maps each input topic to its count) could
 // not all grow their instances to limits.memory within the instances'
 // room: "" when they can. Not an error: a plugin rarely grows to its
-// limit, and the account refuses what does not fit (RATIONALE.md, "One
-// account for what a plugin makes the host hold").
+// limit, and the account refuses what does not fit (RATIONALE.md,
+// "Instances' linear memory is in the account too").
 func (c *Config) instanceMemoryWarning(partitions map[string]int32) string {
 	var worst int64
 	tasks := 0
