@@ -27,10 +27,13 @@
 // grows or frees the instance (an instance of a new version is made in the
 // background), so that part of the account is atomic. It is taken from the
 // same pool, within the instances' room (SetInstanceRoom: the budget less
-// what the windows need to reach their caps), and past half that room only
-// a task below its fair share of it (half the room over the open accounts)
-// may grow: no plugin's instances, however many tasks it has, can take the
-// room another processor's instances need to start.
+// what the windows need to reach their caps), and past what the other
+// tasks' shares leave of it (a share is half the room over the open
+// accounts) only a task within its own share may grow: no plugin's
+// instances, however many tasks it has, can take the room another
+// processor's instances need to start. What no task holds alone (an init's
+// snapshot, shared by a module version's instances) is charged to the
+// pool itself (Pool.ChargeMemory), without a share.
 //
 // The package knows neither Wasm, Kafka nor the store: the runner charges
 // and releases, the engine charges and releases instances' memory through
