@@ -392,7 +392,9 @@ func (i *Instance) Name() string { return i.b.Name }
 // with the arguments and results in i.stack. intr reports that the
 // watchdog interrupted it.
 func (i *Instance) call(fn api.Function, due int64) (intr bool, err error) {
-	i.cur.lm.growFailed, i.cur.lm.refused = false, nil
+	if lm := i.cur.lm; lm.growFailed {
+		lm.growFailed, lm.refused = false, nil
+	}
 	// Store the deadline, then read closing; Runtime.Close does the
 	// opposite, so either this call sees closing or Close sees the call.
 	i.deadline.Store(max(due, 1))

@@ -26,7 +26,8 @@ type linearMemory struct {
 	// acct is the task's account the memory is charged to (nil: none);
 	// charged is what it was charged: the buffer's capacity, or, before
 	// the first allocation, what reserve charged for it. refused is the
-	// account's last refusal (a grow it refused, since the last reset).
+	// account's refusal of a grow since the last reset (growFailed is
+	// then set too).
 	acct    MemoryAccount
 	charged uint64
 	refused error
@@ -130,18 +131,17 @@ func (l *linearMemory) reserve(n uint64) error {
 	return nil
 }
 
-// charge makes the account's charge for the memory capacity bytes; false
-// when the account refused the growth (nothing charged).
-func (l *linearMemory) charge(capacity uint64) bool {
+// charge makes the account's charge for the memory capacity bytes, or
+// returns the account's refusal (nothing charged).
+func (l *linearMemory) charge(capacity uint64) error {
 	if l.acct == nil || capacity <= l.charged {
-		return true
+		return nil
 	}
 	if err := l.acct.ChargeMemory(int64(capacity - l.charged)); err != nil {
-		l.refused = fmt.Errorf("%w: %w", ErrMemoryBudget, err)
-		return false
+		return err
 	}
 	l.charged = capacity
-	return true
+	return nil
 }
 
 // Allocate implements experimental.MemoryAllocator; one linearMemory backs
@@ -178,9 +178,10 @@ func (l *linearMemory) Reallocate(size uint64) []byte {
 		return l.buf
 	}
 	capacity := min(max(size, 2*uint64(cap(l.buf))), l.limit)
-	if !l.charge(capacity) {
-		if capacity = size; !l.charge(capacity) {
-			l.growFailed = true
+	if l.charge(capacity) != nil {
+		capacity = size
+		if err := l.charge(capacity); err != nil {
+			l.growFailed, l.refused = true, fmt.Errorf("%w: %w", ErrMemoryBudget, err)
 			return nil
 		}
 	}
