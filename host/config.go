@@ -289,7 +289,9 @@ type StoreExpiry struct {
 
 // Limits bound one plugin instance.
 type Limits struct {
-	// Memory is the most linear memory one instance may have. Default 64MiB.
+	// Memory is the most linear memory one instance may have; every
+	// instance's memory is also charged to its task's account, within
+	// runtime.memory_budget (abi/ABI.md section 7). Default 64MiB.
 	Memory ByteSize `koanf:"memory"`
 	// RecordTimeout is the most wall time one record may take in the
 	// plugin; a record over it is interrupted and fails. Default 1s.
@@ -447,11 +449,17 @@ type RuntimeConfig struct {
 	// ModuleLimits bound the shape of modules (see ModuleLimits).
 	ModuleLimits ModuleLimits `koanf:"module_limits"`
 	// MemoryBudget bounds what the host holds for all plugins of the
-	// process together, every task's limits.window_bytes account summed
-	// (abi/ABI.md section 7): past half of it, the tasks holding more than
-	// the average commit at once; a call that would pass it returns
-	// ELIMIT and its record fails. At least twice the largest
-	// limits.window_bytes. Default 1GiB.
+	// process together, every task's account summed (abi/ABI.md section
+	// 7): its instances' linear memory, its windows' staged bytes and its
+	// input. The instances may take all of it but twice the largest
+	// limits.window_bytes: past that, memory.grow returns -1 (and past
+	// what the other tasks' shares leave, only a task within its share
+	// grows). Past half of what the instances leave, the tasks holding
+	// more than the average commit at once; a call that would pass it
+	// returns ELIMIT and its record fails. At least the largest
+	// limits.memory plus twice the largest limits.window_bytes; the host
+	// warns at start when every input partition's instance at
+	// limits.memory would not fit. Default 1GiB.
 	MemoryBudget ByteSize `koanf:"memory_budget"`
 }
 

@@ -70,6 +70,7 @@ const (
 	mTimersDropped = "wasmstream_timers_dropped_total"
 	mMarksDropped  = "wasmstream_commit_marks_dropped_total"
 	mHeldBytes     = "wasmstream_plugin_held_bytes"
+	mInstanceBytes = "wasmstream_plugin_instance_bytes"
 	mBudgetCommits = "wasmstream_budget_commits_total"
 	mTimersPending = "wasmstream_timers_pending"
 	mStreamLag     = "wasmstream_stream_time_lag_seconds"
@@ -93,6 +94,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 	commits := counter(mCommits, "Commit points that committed the processor's input offsets.")
 	aborts := counter(mAborts, "Transactions aborted (exactly_once); their work is done again.")
 	heldBytes := gauge(mHeldBytes, "Bytes the host holds for the processor's plugins in this process (staged emits and state writes, timers, commit marks, input records not processed yet), by its tasks' accounts.")
+	instanceBytes := gauge(mInstanceBytes, "Bytes of linear memory the processor's plugin instances in this process hold, charged to its tasks' accounts within runtime.memory_budget.")
 	budgetCommits := counter(mBudgetCommits, "Commit points brought forward because a task held its window's budget of bytes (limits.window_bytes) or more than its share of runtime.memory_budget.")
 	latency := &family{name: mLatency, typ: "histogram",
 		help: "Time in the plugin per record, in seconds (a bucket's bound is exclusive, at nanosecond precision)."}
@@ -130,6 +132,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 		commits.add(l, float64(p.Commits))
 		aborts.add(l, float64(p.Aborts))
 		heldBytes.add(l, float64(p.HeldBytes))
+		instanceBytes.add(l, float64(p.InstanceBytes))
 		budgetCommits.add(l, float64(p.BudgetCommits))
 		kinds := make([]string, 0, len(p.Failures))
 		for k := range p.Failures {
@@ -244,7 +247,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 		}
 	}
 
-	fams := []family{*in, *out, *skipped, *dead, *failures, *failedTasks, *commits, *aborts, *heldBytes, *budgetCommits, *latency, *commitSecs,
+	fams := []family{*in, *out, *skipped, *dead, *failures, *failedTasks, *commits, *aborts, *heldBytes, *instanceBytes, *budgetCommits, *latency, *commitSecs,
 		*info, *tasks, *swaps, *swapFailures, *slowStarts, *rollbacks, *refusals, *held, *modules, *instances, *memory, *snapshots, *stateTasks, *stateIters,
 		*restoring, *restored, *target, *pos, *rate, *wipes, *done,
 		*lag, *standbyLag, *firings, *commitCalls, *timersDropped, *marksDropped, *pending, *streamLag, *stateFailures, *stateFailed, *paused}

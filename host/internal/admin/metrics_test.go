@@ -70,6 +70,9 @@ wasmstream_transaction_aborts_total{processor="p"} 0
 # HELP wasmstream_plugin_held_bytes Bytes the host holds for the processor's plugins in this process (staged emits and state writes, timers, commit marks, input records not processed yet), by its tasks' accounts.
 # TYPE wasmstream_plugin_held_bytes gauge
 wasmstream_plugin_held_bytes{processor="p"} 0
+# HELP wasmstream_plugin_instance_bytes Bytes of linear memory the processor's plugin instances in this process hold, charged to its tasks' accounts within runtime.memory_budget.
+# TYPE wasmstream_plugin_instance_bytes gauge
+wasmstream_plugin_instance_bytes{processor="p"} 0
 # HELP wasmstream_budget_commits_total Commit points brought forward because a task held its window's budget of bytes (limits.window_bytes) or more than its share of runtime.memory_budget.
 # TYPE wasmstream_budget_commits_total counter
 wasmstream_budget_commits_total{processor="p"} 0

@@ -113,6 +113,9 @@ type ProcessorMetrics struct {
 	// HeldBytes is what the host holds for the processor's plugins now
 	// (a gauge); BudgetCommits the commit points brought forward by it.
 	HeldBytes, BudgetCommits int64
+	// InstanceBytes is the linear memory of the processor's plugin
+	// instances now (a gauge), in the same accounts.
+	InstanceBytes int64
 	// Time (abi/ABI.md section 8): timer firings, commit-point calls, and
 	// timers and marks dropped because the running version lacks the
 	// callback.

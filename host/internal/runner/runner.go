@@ -89,6 +89,17 @@ type Env struct {
 	// Time serves the time imports (ABI.md section 8) during the
 	// instance's calls: the task's clocks, timers and commit marks.
 	Time Time
+	// Memory is the task's account, charged the linear memory of every
+	// instance made for the task (its current one, a newer version's
+	// made in the background, the previous version's kept for a canary)
+	// until the instance closes; nil charges nothing.
+	Memory *account.Account
+	// Ahead is set for an instance made ahead of its use (a new version's,
+	// for a switch): when Memory cannot take its initial memory,
+	// Instantiate fails. Otherwise (a task's start) the instance is
+	// returned unstarted and each record tries to start it, failing
+	// (FailureMemoryLimit) while the budget has no room.
+	Ahead bool
 }
 
 // Time is a task's clocks, timers and commit marks as the instance's calls

@@ -39,6 +39,12 @@ type Stats struct {
 	// accounts were granted them (host/internal/account: each task's
 	// rounded up to 256 KiB).
 	HeldBytes atomic.Int64
+	// InstanceBytes is a gauge: the linear memory of the processor's
+	// plugin instances in this process (its tasks' current instances,
+	// and the ones made ahead for a switch or kept for a canary), as
+	// charged to their accounts (host/internal/account, ChargeMemory):
+	// within runtime.memory_budget with HeldBytes.
+	InstanceBytes atomic.Int64
 	// BudgetCommits counts the commit points brought forward because a
 	// task of the processor held its window's budget of bytes
 	// (limits.window_bytes) or more than its share of the process's

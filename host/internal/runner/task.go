@@ -58,7 +58,8 @@ type task struct {
 	// acct is the task's account of what the host holds for its plugin
 	// (host/internal/account): charged by Emit, the state's writes and
 	// the time keeper's marks, released by the commit point (commitpoint.go)
-	// and close.
+	// and close; and charged its instances' linear memory by the engine
+	// (Env.Memory), released as they close.
 	acct    *account.Account
 	origins origins // the origins of produced records (refusal.go)
 
@@ -112,6 +113,7 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 		window = DefaultWindowBytes
 	}
 	t.acct = r.opts.Memory.Open(window, &ps.Stats.HeldBytes)
+	t.acct.SetMemoryGauge(&ps.Stats.InstanceBytes)
 	if slices.Contains(ps.spec.Latest, true) {
 		t.latest = make([]keymap.Window[*kgo.Record], len(ps.spec.Outputs))
 	}
@@ -173,7 +175,7 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 }
 
 // env is what the task gives an instance of its processor.
-func (t *task) env() Env { return Env{Sink: t, State: t.st, Time: t.tk} }
+func (t *task) env() Env { return Env{Sink: t, State: t.st, Time: t.tk, Memory: t.acct} }
 
 // close ends the task: its restore is stopped, staged state that was not
 // applied is dropped (never written), the plugin instance is closed.

@@ -227,6 +227,7 @@ func (s *Source) Metrics() admin.Snapshot {
 			Commits:       st.Commits.Load(),
 			Aborts:        st.Aborts.Load(),
 			HeldBytes:     st.HeldBytes.Load(),
+			InstanceBytes: st.InstanceBytes.Load(),
 			BudgetCommits: st.BudgetCommits.Load(),
 			TimerFirings:  st.TimerFirings.Load(),
 			CommitCalls:   st.CommitCalls.Load(),
