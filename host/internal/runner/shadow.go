@@ -1,0 +1,784 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// A shadow run (`wasmstream deploy --shadow`) runs a candidate version of a
+// processor beside its active one, in every task, on the same records: after
+// each batch of the active version's calls, the same records go to the
+// candidate's instance. Nothing the candidate does leaves the task: its
+// emits are compared with the active version's and dropped, its state
+// writes go to the task's overlay (shadowState), which reads through to
+// the active stores and is dropped when the shadow ends, and its timers
+// and marks are accepted and never fire. Its failures are counted, never
+// put through on_error.
+//
+// The active path pays only the candidate's time, and that is bounded per
+// task and commit interval (ShadowLimits.budget): a candidate that runs
+// over it, fails past its ratio, fills its overlay or does not start is
+// stopped, in every task of the process, and the active path goes on as if
+// it had never been.
+
+// ShadowLimits bound a shadow run. Zero fields take the defaults below.
+type ShadowLimits struct {
+	// TimeRatio and TimeSlack give a task's candidate its share of time:
+	// in each commit interval, at most TimeRatio times the plugin time the
+	// active version took in the task, plus TimeSlack, and never more than
+	// TimeCap. A candidate past it is stopped (it fell behind).
+	TimeRatio float64
+	TimeSlack time.Duration
+	TimeCap   time.Duration
+	// StateBytes bounds one task's overlay: the keys and values of the
+	// candidate's state writes. Past it the shadow is stopped.
+	StateBytes int
+	// MaxFailureRatio stops the shadow once its failed records are more
+	// than this share of its records, after MinRecords records; 1 never.
+	MaxFailureRatio float64
+	MinRecords      int64
+	// Samples is how many differing records the run keeps (the first
+	// ones); SampleBytes how many bytes of each key and value a sample
+	// keeps (their full length is recorded).
+	Samples     int
+	SampleBytes int
+}
+
+// Shadow defaults.
+const (
+	DefaultShadowTimeRatio   = 2
+	DefaultShadowTimeSlack   = 20 * time.Millisecond
+	DefaultShadowStateBytes  = 16 << 20
+	DefaultShadowSamples     = 100
+	DefaultShadowSampleBytes = 1024
+	DefaultShadowMinRecords  = 100
+	// maxSampleEmits bounds the emits a sample keeps of each side.
+	maxSampleEmits = 8
+)
+
+func (l ShadowLimits) withDefaults(commitInterval time.Duration) ShadowLimits {
+	if l.TimeRatio <= 0 {
+		l.TimeRatio = DefaultShadowTimeRatio
+	}
+	if l.TimeSlack <= 0 {
+		l.TimeSlack = DefaultShadowTimeSlack
+	}
+	if l.TimeCap <= 0 {
+		l.TimeCap = commitInterval / 2
+	}
+	if l.StateBytes <= 0 {
+		l.StateBytes = DefaultShadowStateBytes
+	}
+	if l.MaxFailureRatio <= 0 {
+		l.MaxFailureRatio = 1
+	}
+	if l.MinRecords <= 0 {
+		l.MinRecords = DefaultShadowMinRecords
+	}
+	if l.Samples <= 0 {
+		l.Samples = DefaultShadowSamples
+	}
+	if l.SampleBytes <= 0 {
+		l.SampleBytes = DefaultShadowSampleBytes
+	}
+	return l
+}
+
+// ShadowCounts are a shadow's records: each record both versions ran
+// counts once, as a match (the same emits), a difference, or a failure of
+// the candidate (whatever the active version did with it).
+type ShadowCounts struct {
+	Records     int64 `json:"records"`
+	Matches     int64 `json:"matches"`
+	Differences int64 `json:"differences"`
+	Failures    int64 `json:"failures"`
+}
+
+// Add returns c plus o.
+func (c ShadowCounts) Add(o ShadowCounts) ShadowCounts {
+	return ShadowCounts{c.Records + o.Records, c.Matches + o.Matches, c.Differences + o.Differences, c.Failures + o.Failures}
+}
+
+// MatchRate is Matches over Records (1 with no record).
+func (c ShadowCounts) MatchRate() float64 { return ratio(c.Matches, c.Records, 1) }
+
+// DiffRatio is Differences over Records.
+func (c ShadowCounts) DiffRatio() float64 { return ratio(c.Differences, c.Records, 0) }
+
+// FailureRatio is Failures over Records.
+func (c ShadowCounts) FailureRatio() float64 { return ratio(c.Failures, c.Records, 0) }
+
+func ratio(a, b int64, none float64) float64 {
+	if b == 0 {
+		return none
+	}
+	return float64(a) / float64(b)
+}
+
+// ShadowEmit is one emit of a sample: Key and Value cut to the sample
+// size (KeyLen and ValueLen are the full lengths).
+type ShadowEmit struct {
+	Output   string            `json:"output"`
+	Key      []byte            `json:"key"`
+	Value    []byte            `json:"value"`
+	KeyLen   int               `json:"key_len"`
+	ValueLen int               `json:"value_len"`
+	Headers  map[string][]byte `json:"headers,omitempty"`
+}
+
+// ShadowSample is a record the two versions did not agree on: its input,
+// and what each version emitted (Emits is cut to a few; Count is how many)
+// or its failure.
+type ShadowSample struct {
+	Task      string       `json:"task"`
+	Topic     string       `json:"topic"`
+	Partition int32        `json:"partition"`
+	Offset    int64        `json:"offset"`
+	Key       []byte       `json:"key"`
+	Active    ShadowSide   `json:"active"`
+	Candidate ShadowSide   `json:"candidate"`
+	Seq       int64        `json:"seq"`
+}
+
+// ShadowSide is one version's result for a sample's record.
+type ShadowSide struct {
+	Emits []ShadowEmit `json:"emits,omitempty"`
+	Count int          `json:"count"`
+	Error string       `json:"error,omitempty"`
+}
+
+// ShadowStatus is a processor's shadow in this process.
+type ShadowStatus struct {
+	Processor string                  `json:"processor"`
+	Version   string                  `json:"version"`
+	Started   time.Time               `json:"started"`
+	Running   bool                    `json:"running"`
+	Stopped   string                  `json:"stopped,omitempty"` // why it stopped; "" while it runs
+	Total     ShadowCounts            `json:"total"`
+	Tasks     map[string]ShadowCounts `json:"tasks"`
+	Samples   int                     `json:"samples"` // samples taken so far
+}
+
+// ErrShadowRunning: StartShadow found a shadow of the processor running.
+var ErrShadowRunning = errors.New("a shadow of the processor is already running")
+
+// shadowRun is one shadow of a processor in this runner, shared by its
+// tasks (each task keeps its own instance and overlay, taskShadow). Safe
+// for concurrent use.
+type shadowRun struct {
+	version string
+	plugin  Plugin
+	limits  ShadowLimits
+	started time.Time
+	seed    maphash.Seed
+
+	stopped atomic.Bool
+	mu      sync.Mutex
+	reason  string
+	tasks   map[string]*ShadowCounts
+	samples []ShadowSample
+	taken   int64 // samples taken, the next one's Seq
+	// onStop, if set, is told the run stopped (on its own goroutine).
+	onStop func(ShadowStatus)
+	ps     *procState
+}
+
+// StartShadow runs plugin, the version named version, as a shadow of
+// processor in every task of this runner, from each task's next batch. A
+// processor has at most one shadow (ErrShadowRunning); a stopped one is
+// replaced. onStop, if set, is called once when the shadow stops on its
+// own (not on StopShadow).
+func (r *Runner) StartShadow(processor, version string, plugin Plugin, lim ShadowLimits, onStop func(ShadowStatus)) error {
+	ps := r.proc(processor)
+	if ps == nil {
+		return fmt.Errorf("shadow: no processor %q in this runner", processor)
+	}
+	run := &shadowRun{version: version, plugin: plugin, limits: lim.withDefaults(r.opts.CommitInterval),
+		started: time.Now(), seed: maphash.MakeSeed(), tasks: map[string]*ShadowCounts{}, onStop: onStop, ps: ps}
+	for {
+		cur := ps.shadow.Load()
+		if cur != nil && !cur.stopped.Load() {
+			return fmt.Errorf("shadow of %q (version %s): %w; stop it first", processor, cur.version, ErrShadowRunning)
+		}
+		if ps.shadow.CompareAndSwap(cur, run) {
+			break
+		}
+	}
+	r.log.Info("shadow run started", "processor", processor, "version", version)
+	return nil
+}
+
+// StopShadow ends processor's shadow, if one runs, with reason; its tasks
+// drop their instances and overlays at their next batch or commit point.
+// It reports whether one was running.
+func (r *Runner) StopShadow(processor, reason string) bool {
+	ps := r.proc(processor)
+	if ps == nil {
+		return false
+	}
+	run := ps.shadow.Load()
+	if run == nil || !run.stop(reason, false) {
+		return false
+	}
+	r.log.Info("shadow run stopped", "processor", processor, "version", run.version, "reason", reason)
+	return true
+}
+
+// ShadowStatus returns processor's latest shadow in this runner (running
+// or stopped); ok is false if it never had one.
+func (r *Runner) ShadowStatus(processor string) (ShadowStatus, bool) {
+	ps := r.proc(processor)
+	if ps == nil {
+		return ShadowStatus{}, false
+	}
+	run := ps.shadow.Load()
+	if run == nil {
+		return ShadowStatus{}, false
+	}
+	return run.status(processor), true
+}
+
+// ShadowSamples returns the samples of processor's latest shadow whose Seq
+// is at least from, oldest first.
+func (r *Runner) ShadowSamples(processor string, from int64) []ShadowSample {
+	ps := r.proc(processor)
+	if ps == nil {
+		return nil
+	}
+	run := ps.shadow.Load()
+	if run == nil {
+		return nil
+	}
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	var out []ShadowSample
+	for _, s := range run.samples {
+		if s.Seq >= from {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (r *Runner) proc(name string) *procState {
+	for _, ps := range r.procs {
+		if ps.spec.Name == name {
+			return ps
+		}
+	}
+	return nil
+}
+
+// stop ends the run with reason; own says the run stopped itself. It
+// reports whether this call stopped it.
+func (s *shadowRun) stop(reason string, own bool) bool {
+	s.mu.Lock()
+	if s.stopped.Load() {
+		s.mu.Unlock()
+		return false
+	}
+	s.reason = reason
+	s.stopped.Store(true)
+	s.mu.Unlock()
+	if own {
+		s.ps.Stats.ShadowStops.Add(1)
+		if s.onStop != nil {
+			go s.onStop(s.status(s.ps.spec.Name))
+		}
+	}
+	return true
+}
+
+func (s *shadowRun) status(processor string) ShadowStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := ShadowStatus{Processor: processor, Version: s.version, Started: s.started, Running: !s.stopped.Load(),
+		Stopped: s.reason, Tasks: make(map[string]ShadowCounts, len(s.tasks)), Samples: int(s.taken)}
+	for id, c := range s.tasks {
+		st.Tasks[id] = *c
+		st.Total = st.Total.Add(*c)
+	}
+	return st
+}
+
+// count adds a task's counts of one batch, and stops the run if its
+// failure ratio is past the limit.
+func (s *shadowRun) count(task string, c ShadowCounts, stats *Stats) {
+	stats.ShadowMatches.Add(c.Matches)
+	stats.ShadowDifferences.Add(c.Differences)
+	stats.ShadowFailures.Add(c.Failures)
+	s.mu.Lock()
+	tc := s.tasks[task]
+	if tc == nil {
+		tc = &ShadowCounts{}
+		s.tasks[task] = tc
+	}
+	*tc = tc.Add(c)
+	var total ShadowCounts
+	for _, x := range s.tasks {
+		total = total.Add(*x)
+	}
+	s.mu.Unlock()
+	if total.Records >= s.limits.MinRecords && total.FailureRatio() > s.limits.MaxFailureRatio {
+		s.stop(fmt.Sprintf("failed %d of %d records (limit %.2f%%)", total.Failures, total.Records, 100*s.limits.MaxFailureRatio), true)
+	}
+}
+
+// sample keeps a differing record while the run has room for it.
+func (s *shadowRun) sample(smp ShadowSample) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	smp.Seq = s.taken
+	s.taken++
+	if len(s.samples) < s.limits.Samples {
+		s.samples = append(s.samples, smp)
+	}
+}
+
+// taskShadow is a task's part of a shadow run: the candidate's instance,
+// its state overlay and time, and the comparison of each record. Used by
+// the task's goroutine, or the loop between polls.
+type taskShadow struct {
+	run   *shadowRun
+	inst  Processor
+	ready chan struct{} // closed once inst (or err) is set
+	err   error
+	state *shadowState
+	time  shadowTime
+	sink  shadowSink
+	// seen[i] is the offset after the last record of input i the
+	// candidate ran: records fetched again after an abort or a rewind are
+	// not run twice.
+	seen []int64
+	// window is when the task's current time window began; active and
+	// used are the plugin time of the active version and of the
+	// candidate within it.
+	window       time.Time
+	active, used time.Duration
+}
+
+// activeEmit is the digest of one record's emits by the active version,
+// taken at the end of its call (taskCalls.End), and the records (the
+// window's, valid until its commit point) for a sample.
+type activeEmits struct {
+	digest uint64
+	n      int
+	failed error
+	recs   []*kgo.Record
+	outs   []int
+}
+
+// shadowFor returns the task's shadow for this batch, starting or ending
+// it as the processor's run says; nil when none runs (or its instance is
+// not ready yet).
+func (t *task) shadowFor(ctx context.Context) *taskShadow {
+	run := t.proc.shadow.Load()
+	if t.sh != nil && (run != t.sh.run || run.stopped.Load()) {
+		t.closeShadow(ctx)
+	}
+	if run == nil || run.stopped.Load() {
+		return nil
+	}
+	if t.sh == nil {
+		// Its instance is made on another goroutine, and waited for up to
+		// the shadow's time cap (charged to its time): a start that takes
+		// longer leaves the records until then uncompared (Records counts the compared ones).
+		t.sh = t.newShadow(run)
+		start := time.Now()
+		select {
+		case <-t.sh.ready:
+		case <-time.After(run.limits.TimeCap):
+		case <-ctx.Done():
+		}
+		t.sh.window, t.sh.used = start, time.Since(start)
+	}
+	select {
+	case <-t.sh.ready:
+	default:
+		return nil
+	}
+	if t.sh.err != nil {
+		run.stop(fmt.Sprintf("its instance does not start in task %s: %v", t.id, t.sh.err), true)
+		t.closeShadow(ctx)
+		return nil
+	}
+	return t.sh
+}
+
+func (t *task) newShadow(run *shadowRun) *taskShadow {
+	sh := &taskShadow{run: run, ready: make(chan struct{}), seen: make([]int64, len(t.topics))}
+	for i := range sh.seen {
+		sh.seen[i] = -1
+	}
+	sh.state = &shadowState{st: t.st, limit: run.limits.StateBytes}
+	stream, _ := t.tk.Now()
+	sh.time = shadowTime{stream: stream, timers: t.tk.st != nil}
+	sh.sink = shadowSink{t: t, sh: sh}
+	env := Env{Sink: &sh.sink, State: t.st, Time: &sh.time}
+	if t.st != nil {
+		env.Overlay = sh.state
+	}
+	id := t.id
+	go func() {
+		sh.inst, sh.err = run.plugin.Instantiate(context.Background(), id, env)
+		close(sh.ready)
+		t.r.wakeLoop()
+	}()
+	return sh
+}
+
+// closeShadow drops the task's shadow: its instance and overlay.
+func (t *task) closeShadow(ctx context.Context) {
+	sh := t.sh
+	if sh == nil {
+		return
+	}
+	t.sh = nil
+	go func() {
+		<-sh.ready
+		if sh.inst != nil {
+			_ = sh.inst.Close(ctx)
+		}
+	}()
+}
+
+// captureActive records, at the end of the active version's call k of a
+// batch, what it emitted (t.staged) or its failure, for the shadow.
+func (c *taskCalls) captureActive(k int, err error) {
+	t := c.t
+	for len(c.active) <= k {
+		c.active = append(c.active, activeEmits{})
+	}
+	a := &c.active[k]
+	a.recs, a.outs = append(a.recs[:0], t.staged...), append(a.outs[:0], t.stagedOut...)
+	a.failed, a.n = err, len(t.staged)
+	h := maphash.Hash{}
+	h.SetSeed(c.shadow.run.seed)
+	if err == nil {
+		for i, rec := range t.staged {
+			hashEmit(&h, t.stagedOut[i], rec.Key, rec.Value, len(rec.Headers), func(j int) (string, []byte) {
+				return rec.Headers[j].Key, rec.Headers[j].Value
+			})
+		}
+	}
+	a.digest = h.Sum64()
+}
+
+// hashEmit adds one emit to h: its output, key, value and headers (but the
+// version header), each length-prefixed.
+func hashEmit(h *maphash.Hash, output int, key, value []byte, nh int, header func(int) (string, []byte)) {
+	var b [8]byte
+	put := func(n int) {
+		for i := range 8 {
+			b[i] = byte(uint64(n) >> (8 * i))
+		}
+		_, _ = h.Write(b[:])
+	}
+	put(output)
+	put(len(key))
+	_, _ = h.Write(key)
+	put(len(value))
+	_, _ = h.Write(value)
+	for j := range nh {
+		k, v := header(j)
+		if k == HeaderVersion {
+			continue
+		}
+		put(len(k))
+		_, _ = h.WriteString(k)
+		put(len(v))
+		_, _ = h.Write(v)
+	}
+}
+
+// runShadow runs the first n calls of the batch c just ran on the task's
+// shadow, within its time budget, and compares each record's outcome.
+func (t *task) runShadow(ctx context.Context, c *taskCalls, n int, activeTime time.Duration) {
+	sh := t.sh
+	if sh == nil || n == 0 || len(c.active) < n || sh.run.stopped.Load() {
+		return
+	}
+	defer func() {
+		for i := range c.active {
+			clear(c.active[i].recs) // the window's records are not kept past the batch
+		}
+	}()
+	run := sh.run
+	now := time.Now()
+	if now.Sub(sh.window) >= t.r.opts.CommitInterval {
+		sh.window, sh.active, sh.used = now, 0, 0
+	}
+	sh.active += activeTime
+	lim := run.limits
+	budget := min(time.Duration(lim.TimeRatio*float64(sh.active))+lim.TimeSlack, lim.TimeCap)
+	if sh.used >= budget {
+		run.stop(fmt.Sprintf("fell behind in task %s: used %s of its %s time budget in a commit interval", t.id, sh.used, budget), true)
+		return
+	}
+	// The calls not seen yet (a record fetched again after an abort is
+	// not run twice).
+	sc := &sh.sink.calls
+	sc.reset(sh, c)
+	for k := range n {
+		kr, in := c.krs[k], c.ins[k]
+		if kr.Offset <= sh.seen[in] {
+			continue
+		}
+		sh.seen[in] = kr.Offset
+		sc.add(k, kr, t.index[in])
+	}
+	if len(sc.calls) == 0 {
+		return
+	}
+	start := time.Now()
+	yieldAt := start.Add(budget - sh.used)
+	var done int
+	if b, ok := sh.inst.(BatchProcessor); ok {
+		done = b.ProcessBatch(ctx, sc.calls, sc, yieldAt)
+	} else {
+		for k := range sc.calls {
+			if k > 0 && !time.Now().Before(yieldAt) {
+				break
+			}
+			sc.Begin(k)
+			done++
+			if sc.End(k, sh.inst.Process(ctx, sc.calls[k].Record)) {
+				break
+			}
+		}
+	}
+	sh.used += time.Since(start)
+	run.count(t.id.String(), sc.counts, t.proc.Stats)
+	switch {
+	case sc.stopWhy != "":
+		run.stop(sc.stopWhy, true)
+	case done < len(sc.calls) && ctx.Err() == nil:
+		run.stop(fmt.Sprintf("fell behind in task %s: %d of %d records not run within its %s time budget in a commit interval", t.id, len(sc.calls)-done, len(sc.calls), budget), true)
+	case sh.used > budget:
+		run.stop(fmt.Sprintf("ran over its time budget in task %s: %s of %s in a commit interval", t.id, sh.used.Round(time.Millisecond), budget), true)
+	}
+}
+
+// shadowCalls is a batch of the candidate's calls and its hooks: each
+// record's emits (shadowSink) are compared with the active version's at
+// its end, and its overlay writes kept or dropped with it.
+type shadowCalls struct {
+	sh     *taskShadow
+	c      *taskCalls
+	calls  []Call
+	recs   []abi.Record
+	at     []int // the active batch's call of each
+	counts ShadowCounts
+	// stopWhy is set when the candidate must stop (its overlay is full).
+	stopWhy string
+}
+
+func (s *shadowCalls) reset(sh *taskShadow, c *taskCalls) {
+	s.sh, s.c = sh, c
+	s.calls, s.at, s.counts, s.stopWhy = s.calls[:0], s.at[:0], ShadowCounts{}, ""
+}
+
+func (s *shadowCalls) add(k int, kr *kgo.Record, index uint32) {
+	i := len(s.calls)
+	if i == len(s.recs) {
+		s.recs = append(s.recs, abi.Record{})
+	}
+	fillRecord(&s.recs[i], kr, index)
+	s.calls = append(s.calls, Call{Record: &s.recs[i]})
+	s.at = append(s.at, k)
+}
+
+// Begin implements CallHooks.
+func (s *shadowCalls) Begin(i int) {
+	s.sh.sink.begin(s.sh.run.seed)
+	s.sh.time.observe(s.recs[i].Timestamp, s.c.wall)
+}
+
+// End implements CallHooks: the record's outcome against the active
+// version's. The batch stops when the shadow must.
+func (s *shadowCalls) End(i int, err error) bool {
+	sh := s.sh
+	if serr := sh.state.endCall(err == nil); serr != "" && s.stopWhy == "" {
+		s.stopWhy = fmt.Sprintf("in task %s: %s", s.c.t.id, serr)
+	}
+	if err == nil && sh.sink.err != nil {
+		err = sh.sink.err
+	}
+	a := &s.c.active[s.at[i]]
+	s.counts.Records++
+	switch {
+	case err != nil:
+		s.counts.Failures++
+		s.sampleOf(i, a, err)
+	case a.failed == nil && a.digest == sh.sink.h.Sum64():
+		s.counts.Matches++
+	default:
+		s.counts.Differences++
+		s.sampleOf(i, a, nil)
+	}
+	return s.stopWhy != ""
+}
+
+// sampleOf keeps record i as a sample, unless the run has enough.
+func (s *shadowCalls) sampleOf(i int, a *activeEmits, err error) {
+	run := s.sh.run
+	run.mu.Lock()
+	full := len(run.samples) >= run.limits.Samples
+	run.mu.Unlock()
+	if full {
+		run.mu.Lock()
+		run.taken++
+		run.mu.Unlock()
+		return
+	}
+	t := s.c.t
+	kr := s.c.krs[s.at[i]]
+	cut := run.limits.SampleBytes
+	smp := ShadowSample{Task: t.id.String(), Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset,
+		Key: clip(kr.Key, cut)}
+	smp.Active.Count = a.n
+	if a.failed != nil {
+		smp.Active.Error = a.failed.Error()
+	} else {
+		for j, rec := range a.recs {
+			if j == maxSampleEmits {
+				break
+			}
+			e := ShadowEmit{Output: t.proc.spec.Outputs[a.outs[j]], Key: clip(rec.Key, cut), Value: clip(rec.Value, cut),
+				KeyLen: len(rec.Key), ValueLen: len(rec.Value)}
+			for _, h := range rec.Headers {
+				if h.Key != HeaderVersion {
+					if e.Headers == nil {
+						e.Headers = map[string][]byte{}
+					}
+					e.Headers[h.Key] = clip(h.Value, cut)
+				}
+			}
+			smp.Active.Emits = append(smp.Active.Emits, e)
+		}
+	}
+	if err != nil {
+		smp.Candidate.Error = err.Error()
+	}
+	smp.Candidate.Emits = s.sh.sink.kept
+	smp.Candidate.Count = s.sh.sink.n
+	s.sh.sink.kept = nil // the sample owns them now
+	run.sample(smp)
+}
+
+func clip(b []byte, n int) []byte {
+	if len(b) > n {
+		b = b[:n]
+	}
+	return append([]byte(nil), b...)
+}
+
+// shadowSink takes the candidate's emits: each is hashed into the record's
+// digest and its first bytes kept for a sample; nothing is staged or
+// produced. What it keeps is bounded by maxSampleEmits and SampleBytes.
+type shadowSink struct {
+	t     *task
+	sh    *taskShadow
+	calls shadowCalls
+	h     maphash.Hash
+	n     int
+	kept  []ShadowEmit
+	err   error
+}
+
+func (s *shadowSink) begin(seed maphash.Seed) {
+	s.h.SetSeed(seed) // resets it
+	s.n, s.kept, s.err = 0, s.kept[:0], nil
+}
+
+// Emit implements Sink.
+func (s *shadowSink) Emit(output int, rec *abi.Record) error {
+	outs := s.t.proc.spec.Outputs
+	if output < 0 || output >= len(outs) {
+		return abi.ErrnoNoOutput
+	}
+	hashEmit(&s.h, output, rec.Key, rec.Value, len(rec.Headers), func(j int) (string, []byte) {
+		return rec.Headers[j].Key, rec.Headers[j].Value
+	})
+	s.n++
+	if len(s.kept) < maxSampleEmits {
+		cut := s.sh.run.limits.SampleBytes
+		e := ShadowEmit{Output: outs[output], Key: clip(rec.Key, cut), Value: clip(rec.Value, cut),
+			KeyLen: len(rec.Key), ValueLen: len(rec.Value)}
+		for _, h := range rec.Headers {
+			if h.Key != HeaderVersion {
+				if e.Headers == nil {
+					e.Headers = map[string][]byte{}
+				}
+				e.Headers[h.Key] = clip(h.Value, cut)
+			}
+		}
+		s.kept = append(s.kept, e)
+	}
+	return nil
+}
+
+// shadowTime is the candidate's time: its own stream time (the records it
+// ran), the active call's wall time; timers and marks are accepted and
+// dropped (a shadow's timers never fire: only its records are compared).
+type shadowTime struct {
+	stream, wall int64
+	timers       bool // the processor keeps timers
+}
+
+func (s *shadowTime) observe(ts, wall int64) {
+	if s.stream == abi.NoTime || ts > s.stream {
+		s.stream = ts
+	}
+	s.wall = wall
+}
+
+func (s *shadowTime) Now() (int64, int64) { return s.stream, s.wall }
+
+func (s *shadowTime) SetTimer(abi.TimerKind, int64, []byte) (bool, error) {
+	if !s.timers {
+		return false, ErrNoTimers
+	}
+	return true, nil
+}
+
+func (s *shadowTime) CancelTimer(abi.TimerKind, int64, []byte) (bool, error) {
+	if !s.timers {
+		return false, ErrNoTimers
+	}
+	return false, nil
+}
+
+func (s *shadowTime) Mark([]byte, int64) (bool, error) { return true, nil }
+
+// ShadowVerdict judges a shadow run for shadow-first (`deploy
+// --shadow-first`): "" if the candidate may go live, else why not. It is
+// refused if it stopped itself, compared no record, or if its failure
+// ratio (or, when maxDiffRatio >= 0, its difference ratio) did not stay
+// under the limit: a ratio equal to its limit is refused, and a limit of 0
+// refuses any failure.
+func ShadowVerdict(st ShadowStatus, maxFailureRatio, maxDiffRatio float64) string {
+	c := st.Total
+	switch {
+	case !st.Running && st.Stopped != "":
+		return "its shadow run stopped: " + st.Stopped
+	case c.Records == 0:
+		return "its shadow run compared no record (no input came while it ran)"
+	case c.Failures > 0 && c.FailureRatio() >= maxFailureRatio:
+		return fmt.Sprintf("its shadow run failed %d of %d records (%.2f%%; swap.max_failure_ratio %.2f%%)",
+			c.Failures, c.Records, 100*c.FailureRatio(), 100*maxFailureRatio)
+	case maxDiffRatio >= 0 && c.Differences > 0 && c.DiffRatio() >= maxDiffRatio:
+		return fmt.Sprintf("its output differed from the active version's for %d of %d records (%.2f%%; --max-diff-ratio %.2f%%)",
+			c.Differences, c.Records, 100*c.DiffRatio(), 100*maxDiffRatio)
+	}
+	return ""
+}

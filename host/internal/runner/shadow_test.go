@@ -1,0 +1,255 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/internal/testutil"
+)
+
+// candPlugin is a candidate for a shadow run: goPlugin's upper-casing,
+// with another value for the keys in diff, failures (after emitting) for
+// the keys in fail, and, with hog, a huge emit and state writes per
+// record.
+type candPlugin struct {
+	diff, fail map[string]bool
+	delay      time.Duration
+	hog        bool
+}
+
+func (p *candPlugin) Close(context.Context) error { return nil }
+
+func (p *candPlugin) Instantiate(_ context.Context, _ TaskID, env Env) (Processor, error) {
+	return &candInstance{p: p, env: env}, nil
+}
+
+type candInstance struct {
+	p   *candPlugin
+	env Env
+}
+
+func (i *candInstance) Process(_ context.Context, rec *abi.Record) error {
+	if i.p.delay > 0 {
+		time.Sleep(i.p.delay)
+	}
+	v := bytes.ToUpper(rec.Value)
+	if i.p.diff[string(rec.Key)] {
+		v = append(v, "-CHANGED"...)
+	}
+	if i.p.hog {
+		v = bytes.Repeat([]byte("x"), 1<<20)
+	}
+	if err := i.env.Sink.Emit(0, &abi.Record{Key: rec.Key, Value: v, Partition: abi.AnyPartition, Timestamp: rec.Timestamp}); err != nil {
+		return err
+	}
+	if i.p.fail[string(rec.Key)] {
+		return &KindError{Kind: FailureTrap, Err: errors.New("candidate rejected the record")}
+	}
+	return nil
+}
+
+func (i *candInstance) Close(context.Context) error { return nil }
+
+// keysWhere returns the keys k<i> of 0 <= i < n for which pick(i).
+func keysWhere(n int, pick func(int) bool) map[string]bool {
+	m := map[string]bool{}
+	for i := range n {
+		if pick(i) {
+			m["k"+strconv.Itoa(i)] = true
+		}
+	}
+	return m
+}
+
+// outputsByPartition is what a consumer of the output sees: per
+// partition, each record's key, value and headers, in order.
+func outputsByPartition(recs []*kgo.Record) map[int32][]string {
+	out := map[int32][]string{}
+	for _, r := range recs {
+		var hs []string
+		for _, h := range r.Headers {
+			hs = append(hs, h.Key+"="+string(h.Value))
+		}
+		out[r.Partition] = append(out[r.Partition], fmt.Sprintf("%q=%q %v", r.Key, r.Value, hs))
+	}
+	return out
+}
+
+// runOnce runs n inputs through a fresh app (with cand as a shadow when
+// non-nil) and returns its committed outputs and, with a shadow, its
+// status and samples.
+func runOnce(t *testing.T, eos bool, n int, cand *candPlugin, lim ShadowLimits) ([]*kgo.Record, ShadowStatus, []ShadowSample) {
+	f := newFixture(t, eos, 4)
+	f.produceInputs(t, 0, n)
+	r := f.runner(t, &goPlugin{}, Fail)
+	if cand != nil {
+		if err := r.StartShadow("upper", "v2", cand, lim, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := start(t, r)
+	f.waitCommitted(t, f.endOffsets(t, f.in))
+	st, _ := r.ShadowStatus("upper")
+	samples := r.ShadowSamples("upper", 0)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	return f.b.ReadCommitted(t, f.out, 30*time.Second), st, samples
+}
+
+// A candidate that changes its output for a known tenth of the keys: the
+// shadow counts exactly those records as differences, samples them with
+// both sides, and the active outputs are byte for byte those of the same
+// run without a shadow.
+func testShadowFindsKnownDifferences(t *testing.T, eos bool) {
+	const n = 2000
+	diff := keysWhere(n, func(i int) bool { return i%10 == 3 })
+	base, _, _ := runOnce(t, eos, n, nil, ShadowLimits{})
+	out, st, samples := runOnce(t, eos, n, &candPlugin{diff: diff}, ShadowLimits{Samples: 1000})
+	if !st.Running || st.Stopped != "" {
+		t.Fatalf("shadow stopped: %q", st.Stopped)
+	}
+	want := ShadowCounts{Records: n, Matches: n - int64(len(diff)), Differences: int64(len(diff))}
+	if st.Total != want {
+		t.Fatalf("shadow counts %+v, want %+v", st.Total, want)
+	}
+	if got := st.Total.DiffRatio(); got != 0.1 {
+		t.Fatalf("difference ratio %v, want 0.1", got)
+	}
+	if len(samples) != len(diff) {
+		t.Fatalf("%d samples, want %d", len(samples), len(diff))
+	}
+	for _, s := range samples {
+		if !diff[string(s.Key)] || s.Topic == "" || s.Offset < 0 {
+			t.Fatalf("sample of key %q (%s/%d@%d) is not one the candidate changed", s.Key, s.Topic, s.Partition, s.Offset)
+		}
+		if len(s.Active.Emits) != 1 || len(s.Candidate.Emits) != 1 ||
+			string(s.Candidate.Emits[0].Value) != string(s.Active.Emits[0].Value)+"-CHANGED" {
+			t.Fatalf("sample %+v: want both sides, the candidate's value the active's plus -CHANGED", s)
+		}
+	}
+	a, b := outputsByPartition(base), outputsByPartition(out)
+	if len(out) != n || fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Fatalf("active outputs with a shadow (%d records) differ from those without (%d)", len(out), len(base))
+	}
+}
+
+// A candidate that fails 1 % of its records, as shadow-first runs it
+// under exactly_once: no committed record carries its version, the shadow
+// counts exactly its failures, and the verdict refuses it with the reason.
+func testShadowFailingCandidate(t *testing.T, eos bool) {
+	const n = 2000
+	fail := keysWhere(n, func(i int) bool { return i%100 == 7 })
+	out, st, _ := runOnce(t, eos, n, &candPlugin{fail: fail}, ShadowLimits{})
+	if len(out) != n {
+		t.Fatalf("%d outputs, want %d", len(out), n)
+	}
+	for _, o := range out {
+		if v := versionOf(o); v != "initial" {
+			t.Fatalf("a committed output carries version %q", v)
+		}
+	}
+	if st.Total.Failures != int64(len(fail)) || st.Total.Records != n {
+		t.Fatalf("shadow counts %+v, want %d failures of %d", st.Total, len(fail), n)
+	}
+	reason := ShadowVerdict(st, 0.01, -1)
+	if !strings.Contains(reason, "failed 20 of 2000 records") {
+		t.Fatalf("verdict %q, want a refusal naming 20 of 2000 failed", reason)
+	}
+}
+
+func TestShadow(t *testing.T) {
+	for _, eos := range []bool{true, false} {
+		name := "at_least_once"
+		if eos {
+			name = "exactly_once"
+		}
+		t.Run(name+"/known_differences", func(t *testing.T) { testShadowFindsKnownDifferences(t, eos) })
+		t.Run(name+"/failing_candidate", func(t *testing.T) { testShadowFailingCandidate(t, eos) })
+	}
+}
+
+// Hostile candidates stop themselves, and only themselves: one that emits a
+// MiB per record (nothing of it reaches a topic; a sample keeps 1 KiB of
+// it), one that sleeps past its share of time, one that fails everything.
+// The active path commits every input, byte-identical.
+func TestShadowHostileCandidatesStopOnlyThemselves(t *testing.T) {
+	const n = 600
+	cases := []struct {
+		name   string
+		cand   *candPlugin
+		lim    ShadowLimits
+		stop   string // in the reason; "" runs on
+		sample int
+	}{
+		// Its share of time is large here: what is tested is that a
+		// MiB per record stays out of the topics and the samples.
+		{"huge emits", &candPlugin{hog: true}, ShadowLimits{Samples: 5, TimeSlack: 10 * time.Second, TimeCap: 10 * time.Second}, "", 5},
+		{"slow", &candPlugin{delay: 30 * time.Millisecond}, ShadowLimits{TimeSlack: 5 * time.Millisecond}, "time budget", -1},
+		{"failing", &candPlugin{fail: keysWhere(n, func(int) bool { return true })}, ShadowLimits{MaxFailureRatio: 0.01, MinRecords: 10}, "failed", -1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, st, samples := runOnce(t, true, n, c.cand, c.lim)
+			if len(out) != n {
+				t.Fatalf("%d outputs, want %d", len(out), n)
+			}
+			for _, o := range out {
+				if versionOf(o) != "initial" || !strings.HasPrefix(string(o.Value), "VALUE-") {
+					t.Fatalf("output %q of version %q", o.Value, versionOf(o))
+				}
+			}
+			if c.stop == "" && !st.Running || c.stop != "" && (st.Running || !strings.Contains(st.Stopped, c.stop)) {
+				t.Fatalf("shadow running=%v stopped %q; want stopped for %q", st.Running, st.Stopped, c.stop)
+			}
+			if c.sample >= 0 && len(samples) != c.sample {
+				t.Fatalf("%d samples, want %d", len(samples), c.sample)
+			}
+			for _, s := range samples {
+				for _, e := range s.Candidate.Emits {
+					if c.cand.hog && (len(e.Value) > DefaultShadowSampleBytes || e.ValueLen != 1<<20) {
+						t.Fatalf("sample keeps %d bytes of a %d-byte value", len(e.Value), e.ValueLen)
+					}
+				}
+			}
+		})
+	}
+}
+
+// StartShadow refuses a second shadow while one runs, and StopShadow ends
+// it with the reason; the stopped run's status stays readable.
+func TestShadowStartStop(t *testing.T) {
+	f := newFixture(t, false, 1)
+	r := f.runner(t, &goPlugin{}, Fail)
+	if err := r.StartShadow("nope", "v2", &candPlugin{}, ShadowLimits{}, nil); err == nil {
+		t.Fatal("a shadow of an unknown processor started")
+	}
+	if err := r.StartShadow("upper", "v2", &candPlugin{}, ShadowLimits{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.StartShadow("upper", "v3", &candPlugin{}, ShadowLimits{}, nil); !errors.Is(err, ErrShadowRunning) {
+		t.Fatalf("second shadow: %v, want ErrShadowRunning", err)
+	}
+	if !r.StopShadow("upper", "operator") || r.StopShadow("upper", "again") {
+		t.Fatal("StopShadow did not stop exactly once")
+	}
+	st, ok := r.ShadowStatus("upper")
+	if !ok || st.Running || st.Stopped != "operator" || st.Version != "v2" {
+		t.Fatalf("status %+v", st)
+	}
+	testutil.Eventually(t, time.Second, func() error {
+		if err := r.StartShadow("upper", "v3", &candPlugin{}, ShadowLimits{}, nil); err != nil {
+			return err
+		}
+		return nil
+	})
+}
