@@ -139,14 +139,14 @@ type ShadowEmit struct {
 // and what each version emitted (Emits is cut to a few; Count is how many)
 // or its failure.
 type ShadowSample struct {
-	Task      string       `json:"task"`
-	Topic     string       `json:"topic"`
-	Partition int32        `json:"partition"`
-	Offset    int64        `json:"offset"`
-	Key       []byte       `json:"key"`
-	Active    ShadowSide   `json:"active"`
-	Candidate ShadowSide   `json:"candidate"`
-	Seq       int64        `json:"seq"`
+	Task      string     `json:"task"`
+	Topic     string     `json:"topic"`
+	Partition int32      `json:"partition"`
+	Offset    int64      `json:"offset"`
+	Key       []byte     `json:"key"`
+	Active    ShadowSide `json:"active"`
+	Candidate ShadowSide `json:"candidate"`
+	Seq       int64      `json:"seq"`
 }
 
 // ShadowSide is one version's result for a sample's record.

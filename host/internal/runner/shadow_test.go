@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/state"
 	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
@@ -252,4 +253,66 @@ func TestShadowStartStop(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// The overlay reads through to the active state, keeps a successful
+// call's writes and drops a failed one's, never writes the active stores,
+// merges its writes into scans, and refuses writes past its limit.
+func TestShadowStateOverlay(t *testing.T) {
+	db, err := state.Open(t.TempDir(), state.Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st := db.Task("p", 0, []string{"s"})
+	defer st.Close()
+	for _, k := range []string{"a", "b", "c"} {
+		if err := st.Put(0, []byte(k), []byte("active-"+k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.CommitRecord()
+	o := &shadowState{st: st, limit: 1000}
+	if v, ok, _ := o.Get(0, []byte("a")); !ok || string(v) != "active-a" {
+		t.Fatalf("read through: %q %v", v, ok)
+	}
+	_ = o.Put(0, []byte("a"), []byte("shadow-a"))
+	_ = o.Delete(0, []byte("b"))
+	_ = o.Put(0, []byte("d"), []byte("shadow-d"))
+	if why := o.endCall(true); why != "" {
+		t.Fatal(why)
+	}
+	_ = o.Put(0, []byte("c"), []byte("failed-call"))
+	o.endCall(false)
+	if v, _, _ := st.Get(0, []byte("a")); string(v) != "active-a" {
+		t.Fatalf("the overlay wrote the active store: %q", v)
+	}
+	if _, ok, _ := st.Get(0, []byte("d")); ok {
+		t.Fatal("the overlay wrote the active store")
+	}
+	it, err := o.Scan(0, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		k, v, ok, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		got = append(got, string(k)+"="+string(v))
+	}
+	_ = it.Close()
+	if want := "[a=shadow-a c=active-c d=shadow-d]"; fmt.Sprint(got) != want {
+		t.Fatalf("scan %v, want %s", got, want)
+	}
+	if err := o.Put(0, []byte("big"), bytes.Repeat([]byte("x"), 2000)); !errors.Is(err, abi.ErrnoLimit) {
+		t.Fatalf("a write past the limit: %v", err)
+	}
+	if why := o.endCall(true); !strings.Contains(why, "overlay passed") {
+		t.Fatalf("endCall after a refused write: %q", why)
+	}
 }
