@@ -233,8 +233,10 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		Limits:     h.limits,
 		Versions:   h.vers,
 		Canary:     cfg.Swap.canary(),
-		Logger:     h.log,
-		Timeout:    brokerTimeout,
+		ShadowLimits: runner.ShadowLimits{TimeCap: cfg.Kafka.CommitInterval / 2,
+			MaxFailureRatio: cfg.Swap.canary().MaxFailureRatio, MinRecords: int64(cfg.Swap.MinRecords)},
+		Logger:  h.log,
+		Timeout: brokerTimeout,
 	})
 	if err != nil {
 		return nil, err
@@ -466,12 +468,20 @@ func (h *Host) Run(ctx context.Context) error {
 	followed := make(chan struct{})
 	go func() {
 		defer close(followed)
+		// The shadows the control topic named at Load start now that
+		// the runners exist (compiled here, off the record path).
+		h.follower.SetShadowHost(fctx, shadowHost{h})
 		h.follower.Run(fctx)
 	}()
 	purged := make(chan struct{})
 	go func() {
 		defer close(purged)
 		h.purgeRepartitions(fctx)
+	}()
+	reported := make(chan struct{})
+	go func() {
+		defer close(reported)
+		h.reportShadows(fctx)
 	}()
 	advertised := make(chan struct{})
 	go func() {
@@ -484,6 +494,7 @@ func (h *Host) Run(ctx context.Context) error {
 		stopFollow()
 		<-followed
 		<-purged
+		<-reported
 		<-advertised
 	}()
 	tctx, stopTables := context.WithCancel(ctx)

@@ -1,0 +1,200 @@
+package follower
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/wasmstream/wasmstream/host/internal/control"
+	"github.com/wasmstream/wasmstream/host/internal/plugin"
+	"github.com/wasmstream/wasmstream/host/internal/runner"
+)
+
+// ShadowHost is where a follower starts and stops the shadow runs the
+// control topic names (`wasmstream deploy --shadow`): the host's runner.
+type ShadowHost interface {
+	StartShadow(processor, version string, p runner.Plugin, lim runner.ShadowLimits, onStop func(runner.ShadowStatus)) error
+	StopShadow(processor, reason string) bool
+}
+
+// ShadowRun is a shadow this process runs, as the control topic started
+// it: Offset (the shadow record's) names the run in its reports.
+type ShadowRun struct {
+	Processor string
+	Version   string
+	Offset    int64
+}
+
+// shadows is the follower's part of the shadow runs. Its own mutex: the
+// control topic's goroutine and the host's (SetShadowHost, Shadows) meet
+// here.
+type shadows struct {
+	mu   sync.Mutex
+	host ShadowHost
+	// want is the latest shadow record of each processor, with the loader
+	// of its version, applied once the host is set.
+	want map[string]shadowWant
+	// runs are the shadows started here (by processor).
+	runs map[string]ShadowRun
+	// rts are the shadow runtimes, one per processor, made on a shadow's
+	// first start: the processor's, with the shadow's record timeout.
+	rts map[string]*plugin.Processor
+}
+
+type shadowWant struct {
+	sh   control.Shadow
+	load control.Load
+}
+
+// SetShadowHost makes h the process's shadow host and applies the shadow
+// records read so far (Load's, or Run's before the host existed).
+func (f *Follower) SetShadowHost(ctx context.Context, h ShadowHost) {
+	f.sh.mu.Lock()
+	f.sh.host = h
+	want := f.sh.want
+	f.sh.want = nil
+	f.sh.mu.Unlock()
+	for _, w := range want {
+		f.onShadow(ctx, w.sh, w.load, nil)
+	}
+}
+
+// Shadows returns the shadow runs this process started that run still.
+func (f *Follower) Shadows() []ShadowRun {
+	f.sh.mu.Lock()
+	defer f.sh.mu.Unlock()
+	var out []ShadowRun
+	for _, r := range f.sh.runs {
+		out = append(out, r)
+	}
+	return out
+}
+
+// onShadow applies one shadow record: it compiles the candidate on the
+// processor's shadow runtime (off the record path) and starts it, or
+// stops the shadow running.
+func (f *Follower) onShadow(ctx context.Context, sh control.Shadow, load control.Load, err error) {
+	if err != nil {
+		f.log.Error("unreadable shadow record in the control topic; no shadow runs", "processor", sh.Processor, "err", err)
+	}
+	var p *plugin.Processor
+	for _, q := range f.cfg.Processors {
+		if q.Spec.Name == sh.Processor {
+			p = q
+		}
+	}
+	if p == nil {
+		return
+	}
+	f.sh.mu.Lock()
+	host := f.sh.host
+	if host == nil {
+		if f.sh.want == nil {
+			f.sh.want = map[string]shadowWant{}
+		}
+		f.sh.want[sh.Processor] = shadowWant{sh, load}
+		f.sh.mu.Unlock()
+		return
+	}
+	prev, had := f.sh.runs[sh.Processor]
+	delete(f.sh.runs, sh.Processor)
+	f.sh.mu.Unlock()
+	if had && prev.Offset != sh.Offset {
+		reason := sh.Reason
+		if reason == "" {
+			reason = "stopped in the control topic"
+		}
+		host.StopShadow(sh.Processor, reason)
+	}
+	if err != nil || !sh.Running || load == nil {
+		return
+	}
+	id := plugin.VersionID(sh.Version)
+	fail := func(err error) {
+		f.log.Error("shadow version from the control topic does not run here; no shadow runs", "processor", sh.Processor, "version", id, "err", err)
+	}
+	if err := f.cfg.Limits.CheckSizeOf(sh.Size); err != nil {
+		fail(err)
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	wasm, err := load(lctx)
+	cancel()
+	if err == nil {
+		err = f.cfg.Limits.CheckSize(wasm)
+	}
+	if err != nil {
+		fail(err)
+		return
+	}
+	sp, err := f.shadowRuntime(ctx, p)
+	if err != nil {
+		fail(err)
+		return
+	}
+	mod, err := sp.Compile(ctx, wasm)
+	if err != nil {
+		fail(err)
+		return
+	}
+	lim := f.cfg.ShadowLimits
+	if err := host.StartShadow(sh.Processor, id, sp.Factory(mod, id), lim, f.shadowStopped); err != nil {
+		_ = mod.Close(ctx)
+		if errors.Is(err, runner.ErrShadowRunning) {
+			fail(fmt.Errorf("%w (a stop did not take effect)", err))
+		} else {
+			fail(err)
+		}
+		return
+	}
+	f.sh.mu.Lock()
+	if f.sh.runs == nil {
+		f.sh.runs = map[string]ShadowRun{}
+	}
+	f.sh.runs[sh.Processor] = ShadowRun{Processor: sh.Processor, Version: id, Offset: sh.Offset}
+	f.sh.mu.Unlock()
+	f.log.Info("shadow run from the control topic started", "processor", sh.Processor, "version", id, "by", sh.By, "reason", sh.Reason)
+}
+
+// shadowStopped is told of a shadow that stopped itself in this process
+// (runner.StartShadow's onStop): logged; the run's report says why.
+func (f *Follower) shadowStopped(st runner.ShadowStatus) {
+	f.log.Warn("shadow run stopped itself; the active version is unaffected", "processor", st.Processor,
+		"version", st.Version, "reason", st.Stopped)
+}
+
+// shadowRuntime returns the processor's shadow runtime: its spec and
+// limits, but a record timeout no longer than the shadow's time cap, so
+// a looping candidate's call ends within its share of time.
+func (f *Follower) shadowRuntime(ctx context.Context, p *plugin.Processor) (*plugin.Processor, error) {
+	f.sh.mu.Lock()
+	defer f.sh.mu.Unlock()
+	if sp := f.sh.rts[p.Spec.Name]; sp != nil {
+		return sp, nil
+	}
+	spec := p.Spec
+	if c := f.cfg.ShadowLimits.TimeCap; c > 0 && (spec.RecordTimeout <= 0 || spec.RecordTimeout > c) {
+		spec.RecordTimeout = max(c, 10*time.Millisecond)
+	}
+	sp, err := plugin.New(ctx, spec, f.cfg.Limits, f.log)
+	if err != nil {
+		return nil, err
+	}
+	if f.sh.rts == nil {
+		f.sh.rts = map[string]*plugin.Processor{}
+	}
+	f.sh.rts[p.Spec.Name] = sp
+	return sp, nil
+}
+
+// closeShadows closes the shadow runtimes (after the runner stopped).
+func (f *Follower) closeShadows(ctx context.Context) {
+	f.sh.mu.Lock()
+	defer f.sh.mu.Unlock()
+	for _, sp := range f.sh.rts {
+		_ = sp.RT.Close(ctx)
+	}
+	f.sh.rts = nil
+}
