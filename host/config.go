@@ -471,6 +471,15 @@ type SwapConfig struct {
 	// MinRecords is how many records a task must have processed with the
 	// new version before its failure ratio counts. Default 1.
 	MinRecords int `koanf:"min_records"`
+	// ShadowFirst, when set, makes every `wasmstream deploy` of the app
+	// shadow-first: the candidate runs as a shadow beside the active
+	// version for this long, in every process, and goes live only if its
+	// failure ratio stayed under max_failure_ratio (and its difference
+	// ratio under --max-diff-ratio, when given); otherwise it is refused
+	// and nothing of it was committed. `deploy --no-shadow-first` skips it
+	// for one deploy. Default 0s: deploys go live at once, under the
+	// canary.
+	ShadowFirst time.Duration `koanf:"shadow_first"`
 }
 
 // AdminConfig is the admin HTTP endpoint.

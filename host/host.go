@@ -234,7 +234,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		Versions:   h.vers,
 		Canary:     cfg.Swap.canary(),
 		ShadowLimits: runner.ShadowLimits{TimeCap: cfg.Kafka.CommitInterval / 2,
-			MaxFailureRatio: cfg.Swap.canary().MaxFailureRatio, MinRecords: int64(cfg.Swap.MinRecords)},
+			MaxFailureRatio: cfg.Swap.canary().MaxFailureRatio, MinRecords: int64(max(cfg.Swap.MinRecords, runner.DefaultShadowMinRecords))},
 		Logger:  h.log,
 		Timeout: brokerTimeout,
 	})

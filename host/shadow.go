@@ -33,6 +33,9 @@ type ShadowCounts = runner.ShadowCounts
 // agree on.
 type ShadowSample = runner.ShadowSample
 
+// ShadowSide is one version's result for a sample's record.
+type ShadowSide = runner.ShadowSide
+
 // ShadowResult is a shadow run as the processes reported it.
 type ShadowResult = ideploy.ShadowResult
 
