@@ -33,9 +33,14 @@ import (
 // ShadowLimits bound a shadow run. Zero fields take the defaults below.
 type ShadowLimits struct {
 	// TimeRatio and TimeSlack give a task's candidate its share of time:
-	// in each commit interval, at most TimeRatio times the plugin time the
-	// active version took in the task, plus TimeSlack, and never more than
-	// TimeCap. A candidate past it is stopped (it fell behind).
+	// in each commit interval, TimeRatio times the plugin time the active
+	// version took in the task, plus TimeSlack; a candidate over it in
+	// shadowStrikes intervals in a row is stopped. TimeCap is its time
+	// budget in any one interval (default half the commit interval): its
+	// calls are asked to yield there, and a candidate that reaches it
+	// (falls behind) is stopped at once. What a shadow adds to a commit
+	// point's delay is bounded by TimeCap plus one call, whose record
+	// timeout is TimeCap on the shadow's runtime (follower).
 	TimeRatio float64
 	TimeSlack time.Duration
 	TimeCap   time.Duration
@@ -364,7 +369,16 @@ type taskShadow struct {
 	// candidate within it.
 	window       time.Time
 	active, used time.Duration
+	// windows counts the windows begun after the first; strikes the
+	// windows in a row in which the candidate took more than its share.
+	windows, strikes int
 }
+
+// shadowStrikes is how many commit intervals in a row a candidate may take
+// more than its share of time (ShadowLimits.TimeRatio, TimeSlack) before it
+// is stopped: a pause of the machine is not a slow candidate. Its time
+// budget (TimeCap) is never passed by more than one call.
+const shadowStrikes = 3
 
 // activeEmit is the digest of one record's emits by the active version,
 // taken at the end of its call (taskCalls.End), and the records (the
@@ -399,7 +413,7 @@ func (t *task) shadowFor(ctx context.Context) *taskShadow {
 		case <-time.After(run.limits.TimeCap):
 		case <-ctx.Done():
 		}
-		t.sh.window, t.sh.used = start, time.Since(start)
+		t.sh.window = start // its start is bounded above, not charged
 	}
 	select {
 	case <-t.sh.ready:
@@ -513,15 +527,28 @@ func (t *task) runShadow(ctx context.Context, c *taskCalls, n int, activeTime ti
 		}
 	}()
 	run := sh.run
+	lim := run.limits
 	now := time.Now()
 	if now.Sub(sh.window) >= t.r.opts.CommitInterval {
+		// A window ends: over its share (not the first window, whose
+		// first calls warm a new instance up) is a strike.
+		share := time.Duration(lim.TimeRatio*float64(sh.active)) + lim.TimeSlack
+		if sh.windows > 0 && sh.used > share {
+			sh.strikes++
+		} else {
+			sh.strikes = 0
+		}
+		if sh.strikes >= shadowStrikes {
+			run.stop(fmt.Sprintf("took more than its share of time in task %s in %d commit intervals in a row (the last: %s, its share %s, its time budget %s)",
+				t.id, shadowStrikes, sh.used.Round(time.Millisecond), share.Round(time.Millisecond), lim.TimeCap), true)
+			return
+		}
 		sh.window, sh.active, sh.used = now, 0, 0
+		sh.windows++
 	}
 	sh.active += activeTime
-	lim := run.limits
-	budget := min(time.Duration(lim.TimeRatio*float64(sh.active))+lim.TimeSlack, lim.TimeCap)
-	if sh.used >= budget {
-		run.stop(fmt.Sprintf("fell behind in task %s: used %s of its %s time budget in a commit interval", t.id, sh.used, budget), true)
+	if sh.used >= lim.TimeCap {
+		run.stop(fmt.Sprintf("fell behind in task %s: used %s of its %s time budget in a commit interval", t.id, sh.used.Round(time.Millisecond), lim.TimeCap), true)
 		return
 	}
 	// The calls not seen yet (a record fetched again after an abort is
@@ -540,7 +567,7 @@ func (t *task) runShadow(ctx context.Context, c *taskCalls, n int, activeTime ti
 		return
 	}
 	start := time.Now()
-	yieldAt := start.Add(budget - sh.used)
+	yieldAt := start.Add(lim.TimeCap - sh.used)
 	var done int
 	if b, ok := sh.inst.(BatchProcessor); ok {
 		done = b.ProcessBatch(ctx, sc.calls, sc, yieldAt)
@@ -562,9 +589,9 @@ func (t *task) runShadow(ctx context.Context, c *taskCalls, n int, activeTime ti
 	case sc.stopWhy != "":
 		run.stop(sc.stopWhy, true)
 	case done < len(sc.calls) && ctx.Err() == nil:
-		run.stop(fmt.Sprintf("fell behind in task %s: %d of %d records not run within its %s time budget in a commit interval", t.id, len(sc.calls)-done, len(sc.calls), budget), true)
-	case sh.used > budget:
-		run.stop(fmt.Sprintf("ran over its time budget in task %s: %s of %s in a commit interval", t.id, sh.used.Round(time.Millisecond), budget), true)
+		run.stop(fmt.Sprintf("fell behind in task %s: %d of %d records not run within its %s time budget in a commit interval", t.id, len(sc.calls)-done, len(sc.calls), lim.TimeCap), true)
+	case sh.used > lim.TimeCap:
+		run.stop(fmt.Sprintf("ran over its time budget in task %s: %s of %s in a commit interval", t.id, sh.used.Round(time.Millisecond), lim.TimeCap), true)
 	}
 }
 

@@ -184,7 +184,7 @@ func TestShadow(t *testing.T) {
 // it), one that sleeps past its share of time, one that fails everything.
 // The active path commits every input, byte-identical.
 func TestShadowHostileCandidatesStopOnlyThemselves(t *testing.T) {
-	const n = 600
+	const n = 6000
 	cases := []struct {
 		name   string
 		cand   *candPlugin
@@ -198,6 +198,15 @@ func TestShadowHostileCandidatesStopOnlyThemselves(t *testing.T) {
 		{"slow", &candPlugin{delay: 30 * time.Millisecond}, ShadowLimits{TimeSlack: 5 * time.Millisecond}, "time budget", -1},
 		{"failing", &candPlugin{fail: keysWhere(n, func(int) bool { return true })}, ShadowLimits{MaxFailureRatio: 0.01, MinRecords: 10}, "failed", -1},
 	}
+	// Within its time budget but over its share of time, window after
+	// window: stopped after shadowStrikes of them.
+	cases = append(cases, struct {
+		name   string
+		cand   *candPlugin
+		lim    ShadowLimits
+		stop   string
+		sample int
+	}{"over its share", &candPlugin{delay: 200 * time.Microsecond}, ShadowLimits{TimeSlack: time.Millisecond, TimeCap: 10 * time.Second}, "more than its share", -1})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			out, st, samples := runOnce(t, true, n, c.cand, c.lim)
