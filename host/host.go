@@ -225,18 +225,17 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	h.vers = runner.NewVersions()
 	h.pauses = runner.NewPauses()
 	h.follower, err = follower.Load(ctx, follower.Config{
-		Pauses:     h.pauses,
-		OnMember:   h.onMember,
-		AppID:      cfg.AppID,
-		Kafka:      h.kafka,
-		Processors: h.procs,
-		Limits:     h.limits,
-		Versions:   h.vers,
-		Canary:     cfg.Swap.canary(),
-		ShadowLimits: runner.ShadowLimits{TimeCap: cfg.Kafka.CommitInterval / 2,
-			MaxFailureRatio: cfg.Swap.canary().MaxFailureRatio, MinRecords: int64(max(cfg.Swap.MinRecords, runner.DefaultShadowMinRecords))},
-		Logger:  h.log,
-		Timeout: brokerTimeout,
+		Pauses:       h.pauses,
+		OnMember:     h.onMember,
+		AppID:        cfg.AppID,
+		Kafka:        h.kafka,
+		Processors:   h.procs,
+		Limits:       h.limits,
+		Versions:     h.vers,
+		Canary:       cfg.Swap.canary(),
+		ShadowLimits: runner.ShadowLimits{TimeCap: cfg.Kafka.CommitInterval / 2},
+		Logger:       h.log,
+		Timeout:      brokerTimeout,
 	})
 	if err != nil {
 		return nil, err

@@ -49,6 +49,9 @@ type ShadowLimits struct {
 	StateBytes int
 	// MaxFailureRatio stops the shadow once its failed records are more
 	// than this share of its records, after MinRecords records; 1 never.
+	// Default 0.5: a shadow is there to count a candidate's failures (a
+	// shadow-first deploy judges them against swap.max_failure_ratio when
+	// it ends), so it stops only one that fails most of what it runs.
 	MaxFailureRatio float64
 	MinRecords      int64
 	// Samples is how many differing records the run keeps (the first
@@ -60,12 +63,13 @@ type ShadowLimits struct {
 
 // Shadow defaults.
 const (
-	DefaultShadowTimeRatio   = 2
-	DefaultShadowTimeSlack   = 20 * time.Millisecond
-	DefaultShadowStateBytes  = 16 << 20
-	DefaultShadowSamples     = 100
-	DefaultShadowSampleBytes = 1024
-	DefaultShadowMinRecords  = 100
+	DefaultShadowTimeRatio       = 2
+	DefaultShadowTimeSlack       = 20 * time.Millisecond
+	DefaultShadowStateBytes      = 16 << 20
+	DefaultShadowSamples         = 100
+	DefaultShadowSampleBytes     = 1024
+	DefaultShadowMinRecords      = 100
+	DefaultShadowMaxFailureRatio = 0.5
 	// maxSampleEmits bounds the emits a sample keeps of each side.
 	maxSampleEmits = 8
 )
@@ -84,7 +88,7 @@ func (l ShadowLimits) withDefaults(commitInterval time.Duration) ShadowLimits {
 		l.StateBytes = DefaultShadowStateBytes
 	}
 	if l.MaxFailureRatio <= 0 {
-		l.MaxFailureRatio = 1
+		l.MaxFailureRatio = DefaultShadowMaxFailureRatio
 	}
 	if l.MinRecords <= 0 {
 		l.MinRecords = DefaultShadowMinRecords
@@ -372,6 +376,8 @@ type taskShadow struct {
 	// windows counts the windows begun after the first; strikes the
 	// windows in a row in which the candidate took more than its share.
 	windows, strikes int
+	// warm is set once the instance ran its first call.
+	warm bool
 }
 
 // shadowStrikes is how many commit intervals in a row a candidate may take
@@ -566,22 +572,24 @@ func (t *task) runShadow(ctx context.Context, c *taskCalls, n int, activeTime ti
 	if len(sc.calls) == 0 {
 		return
 	}
+	done := 0
+	if !sh.warm {
+		// A new instance's first call (a Go module's runtime warming up:
+		// tens of ms on a loaded machine) runs alone and is not charged;
+		// its record timeout on the shadow runtime bounds it.
+		sh.warm = true
+		done = sc.run(ctx, 0, 1, time.Now())
+	}
+	// An instance may end a batch early (after a failed call): the rest
+	// goes again, until the budget's end.
 	start := time.Now()
 	yieldAt := start.Add(lim.TimeCap - sh.used)
-	var done int
-	if b, ok := sh.inst.(BatchProcessor); ok {
-		done = b.ProcessBatch(ctx, sc.calls, sc, yieldAt)
-	} else {
-		for k := range sc.calls {
-			if k > 0 && !time.Now().Before(yieldAt) {
-				break
-			}
-			sc.Begin(k)
-			done++
-			if sc.End(k, sh.inst.Process(ctx, sc.calls[k].Record)) {
-				break
-			}
+	for done < len(sc.calls) && sc.stopWhy == "" && ctx.Err() == nil && time.Now().Before(yieldAt) {
+		k := sc.run(ctx, done, len(sc.calls), yieldAt)
+		if k == 0 {
+			break
 		}
+		done += k
 	}
 	sh.used += time.Since(start)
 	run.count(t.id.String(), sc.counts, t.proc.Stats)
@@ -595,6 +603,26 @@ func (t *task) runShadow(ctx context.Context, c *taskCalls, n int, activeTime ti
 	}
 }
 
+// run runs calls [from, to) on the candidate's instance, asked to yield at
+// yieldAt (after its first call), and returns how many ended.
+func (s *shadowCalls) run(ctx context.Context, from, to int, yieldAt time.Time) int {
+	s.base = from
+	inst := s.sh.inst
+	if b, ok := inst.(BatchProcessor); ok {
+		return b.ProcessBatch(ctx, s.calls[from:to], s, yieldAt)
+	}
+	for k := range to - from {
+		if k > 0 && !time.Now().Before(yieldAt) {
+			return k
+		}
+		s.Begin(k)
+		if s.End(k, inst.Process(ctx, s.calls[from+k].Record)) {
+			return k + 1
+		}
+	}
+	return to - from
+}
+
 // shadowCalls is a batch of the candidate's calls and its hooks: each
 // record's emits (shadowSink) are compared with the active version's at
 // its end, and its overlay writes kept or dropped with it.
@@ -604,6 +632,7 @@ type shadowCalls struct {
 	calls  []Call
 	recs   []abi.Record
 	at     []int // the active batch's call of each
+	base   int   // the index in calls of the hooks' k (run)
 	counts ShadowCounts
 	// stopWhy is set when the candidate must stop (its overlay is full).
 	stopWhy string
@@ -626,6 +655,7 @@ func (s *shadowCalls) add(k int, kr *kgo.Record, index uint32) {
 
 // Begin implements CallHooks.
 func (s *shadowCalls) Begin(i int) {
+	i += s.base
 	s.sh.sink.begin(s.sh.run.seed)
 	s.sh.time.observe(s.recs[i].Timestamp, s.c.wall)
 }
@@ -633,6 +663,7 @@ func (s *shadowCalls) Begin(i int) {
 // End implements CallHooks: the record's outcome against the active
 // version's. The batch stops when the shadow must.
 func (s *shadowCalls) End(i int, err error) bool {
+	i += s.base
 	sh := s.sh
 	if serr := sh.state.endCall(err == nil); serr != "" && s.stopWhy == "" {
 		s.stopWhy = fmt.Sprintf("in task %s: %s", s.c.t.id, serr)
