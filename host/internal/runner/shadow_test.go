@@ -104,7 +104,16 @@ func runOnce(t *testing.T, eos bool, n int, cand *candPlugin, lim ShadowLimits) 
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	return f.b.ReadCommitted(t, f.out, 30*time.Second), st, samples
+	// On Kafka the group's offsets can show before the transaction
+	// markers reach every output partition: read until all n are there.
+	var out []*kgo.Record
+	testutil.Eventually(t, 60*time.Second, func() error {
+		if out = f.b.ReadCommitted(t, f.out, 30*time.Second); len(out) < n {
+			return fmt.Errorf("%d outputs committed, want %d", len(out), n)
+		}
+		return nil
+	})
+	return out, st, samples
 }
 
 // A candidate that changes its output for a known tenth of the keys: the
