@@ -378,6 +378,9 @@ type taskShadow struct {
 	windows, strikes int
 	// warm is set once the instance ran its first call.
 	warm bool
+	// results are the candidate's outcomes of records the active version
+	// has not run yet (shadowBefore, shadowAfter).
+	results map[shadowKey]shadowResult
 }
 
 // shadowStrikes is how many commit intervals in a row a candidate may take
@@ -520,18 +523,17 @@ func hashEmit(h *maphash.Hash, output int, key, value []byte, nh int, header fun
 	}
 }
 
-// runShadow runs the first n calls of the batch c just ran on the task's
-// shadow, within its time budget, and compares each record's outcome.
-func (t *task) runShadow(ctx context.Context, c *taskCalls, n int, activeTime time.Duration) {
+// shadowBefore runs the records of the batch c is about to run on the
+// task's shadow, before the active version: so the candidate reads the
+// state as it was before each record (its own writes in its overlay, the
+// active version's of earlier records), the state it would have had. Each
+// record's outcome waits in sh.results until the active version ran it
+// (shadowAfter). It runs within the shadow's time budget.
+func (t *task) shadowBefore(ctx context.Context, c *taskCalls) {
 	sh := t.sh
-	if sh == nil || n == 0 || len(c.active) < n || sh.run.stopped.Load() {
+	if sh == nil || sh.run.stopped.Load() {
 		return
 	}
-	defer func() {
-		for i := range c.active {
-			clear(c.active[i].recs) // the window's records are not kept past the batch
-		}
-	}()
 	run := sh.run
 	lim := run.limits
 	now := time.Now()
@@ -552,17 +554,16 @@ func (t *task) runShadow(ctx context.Context, c *taskCalls, n int, activeTime ti
 		sh.window, sh.active, sh.used = now, 0, 0
 		sh.windows++
 	}
-	sh.active += activeTime
 	if sh.used >= lim.TimeCap {
 		run.stop(fmt.Sprintf("fell behind in task %s: used %s of its %s time budget in a commit interval", t.id, sh.used.Round(time.Millisecond), lim.TimeCap), true)
 		return
 	}
-	// The calls not seen yet (a record fetched again after an abort is
-	// not run twice).
+	// The records not run yet (a record fetched again after an abort, or
+	// one the active version did not reach last time, is not run twice).
 	sc := &sh.sink.calls
 	sc.reset(sh, c)
-	for k := range n {
-		kr, in := c.krs[k], c.ins[k]
+	for k, kr := range c.krs {
+		in := c.ins[k]
 		if kr.Offset <= sh.seen[in] {
 			continue
 		}
@@ -571,6 +572,9 @@ func (t *task) runShadow(ctx context.Context, c *taskCalls, n int, activeTime ti
 	}
 	if len(sc.calls) == 0 {
 		return
+	}
+	if len(sh.results) > 4*maxCalls {
+		clear(sh.results) // outcomes of records the active version never ran (a rewind)
 	}
 	done := 0
 	if !sh.warm {
@@ -592,7 +596,6 @@ func (t *task) runShadow(ctx context.Context, c *taskCalls, n int, activeTime ti
 		done += k
 	}
 	sh.used += time.Since(start)
-	run.count(t.id.String(), sc.counts, t.proc.Stats)
 	switch {
 	case sc.stopWhy != "":
 		run.stop(sc.stopWhy, true)
@@ -601,6 +604,113 @@ func (t *task) runShadow(ctx context.Context, c *taskCalls, n int, activeTime ti
 	case sh.used > lim.TimeCap:
 		run.stop(fmt.Sprintf("ran over its time budget in task %s: %s of %s in a commit interval", t.id, sh.used.Round(time.Millisecond), lim.TimeCap), true)
 	}
+}
+
+// shadowAfter compares the outcome of the first n records of the batch c
+// just ran, the active version's (c.active), with the candidate's
+// (sh.results), and counts them; activeTime is the batch's plugin time.
+func (t *task) shadowAfter(c *taskCalls, n int, activeTime time.Duration) {
+	sh := t.sh
+	if sh == nil {
+		return
+	}
+	defer func() {
+		for i := range c.active {
+			clear(c.active[i].recs) // the window's records are not kept past the batch
+		}
+	}()
+	sh.active += activeTime
+	run := sh.run
+	if run.stopped.Load() || len(c.active) < n {
+		return
+	}
+	var counts ShadowCounts
+	for k := range n {
+		kr := c.krs[k]
+		key := shadowKey{c.ins[k], kr.Offset}
+		res, ok := sh.results[key]
+		if !ok {
+			continue // not run by the candidate (it started after this record)
+		}
+		delete(sh.results, key)
+		a := &c.active[k]
+		counts.Records++
+		switch {
+		case res.err != nil:
+			counts.Failures++
+			sh.sample(t, kr, a, res)
+		case a.failed == nil && a.digest == res.digest:
+			counts.Matches++
+		default:
+			counts.Differences++
+			sh.sample(t, kr, a, res)
+		}
+	}
+	run.count(t.id.String(), counts, t.proc.Stats)
+}
+
+// shadowKey names a record of a task: its input and offset.
+type shadowKey struct {
+	in     int
+	offset int64
+}
+
+// shadowResult is the candidate's outcome of a record: the digest of its
+// emits, its failure, and for a sample, how many it emitted and the first
+// ones (kept only while the run takes samples).
+type shadowResult struct {
+	digest uint64
+	err    error
+	n      int
+	kept   []ShadowEmit
+}
+
+// sample keeps kr as a sample of the run, with both sides, unless it has
+// enough.
+func (sh *taskShadow) sample(t *task, kr *kgo.Record, a *activeEmits, res shadowResult) {
+	run := sh.run
+	if run.full() {
+		run.mu.Lock()
+		run.taken++
+		run.mu.Unlock()
+		return
+	}
+	cut := run.limits.SampleBytes
+	smp := ShadowSample{Task: t.id.String(), Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset,
+		Key: clip(kr.Key, cut)}
+	smp.Active.Count = a.n
+	if a.failed != nil {
+		smp.Active.Error = a.failed.Error()
+	} else {
+		for j, rec := range a.recs {
+			if j == maxSampleEmits {
+				break
+			}
+			e := ShadowEmit{Output: t.proc.spec.Outputs[a.outs[j]], Key: clip(rec.Key, cut), Value: clip(rec.Value, cut),
+				KeyLen: len(rec.Key), ValueLen: len(rec.Value)}
+			for _, h := range rec.Headers {
+				if h.Key != HeaderVersion {
+					if e.Headers == nil {
+						e.Headers = map[string][]byte{}
+					}
+					e.Headers[h.Key] = clip(h.Value, cut)
+				}
+			}
+			smp.Active.Emits = append(smp.Active.Emits, e)
+		}
+	}
+	if res.err != nil {
+		smp.Candidate.Error = res.err.Error()
+	}
+	smp.Candidate.Emits, smp.Candidate.Count = res.kept, res.n
+	run.sample(smp)
+}
+
+// full reports whether the run has all the samples it keeps.
+func (s *shadowRun) full() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.samples) >= s.limits.Samples
 }
 
 // run runs calls [from, to) on the candidate's instance, asked to yield at
@@ -627,20 +737,19 @@ func (s *shadowCalls) run(ctx context.Context, from, to int, yieldAt time.Time) 
 // record's emits (shadowSink) are compared with the active version's at
 // its end, and its overlay writes kept or dropped with it.
 type shadowCalls struct {
-	sh     *taskShadow
-	c      *taskCalls
-	calls  []Call
-	recs   []abi.Record
-	at     []int // the active batch's call of each
-	base   int   // the index in calls of the hooks' k (run)
-	counts ShadowCounts
+	sh    *taskShadow
+	c     *taskCalls
+	calls []Call
+	recs  []abi.Record
+	at    []int // the active batch's call of each
+	base  int   // the index in calls of the hooks' k (run)
 	// stopWhy is set when the candidate must stop (its overlay is full).
 	stopWhy string
 }
 
 func (s *shadowCalls) reset(sh *taskShadow, c *taskCalls) {
 	s.sh, s.c = sh, c
-	s.calls, s.at, s.counts, s.stopWhy = s.calls[:0], s.at[:0], ShadowCounts{}, ""
+	s.calls, s.at, s.stopWhy = s.calls[:0], s.at[:0], ""
 }
 
 func (s *shadowCalls) add(k int, kr *kgo.Record, index uint32) {
@@ -660,8 +769,8 @@ func (s *shadowCalls) Begin(i int) {
 	s.sh.time.observe(s.recs[i].Timestamp, s.c.wall)
 }
 
-// End implements CallHooks: the record's outcome against the active
-// version's. The batch stops when the shadow must.
+// End implements CallHooks: the record's outcome waits for the active
+// version's (shadowAfter). The batch stops when the shadow must.
 func (s *shadowCalls) End(i int, err error) bool {
 	i += s.base
 	sh := s.sh
@@ -671,66 +780,17 @@ func (s *shadowCalls) End(i int, err error) bool {
 	if err == nil && sh.sink.err != nil {
 		err = sh.sink.err
 	}
-	a := &s.c.active[s.at[i]]
-	s.counts.Records++
-	switch {
-	case err != nil:
-		s.counts.Failures++
-		s.sampleOf(i, a, err)
-	case a.failed == nil && a.digest == sh.sink.h.Sum64():
-		s.counts.Matches++
-	default:
-		s.counts.Differences++
-		s.sampleOf(i, a, nil)
+	k := s.at[i]
+	res := shadowResult{digest: sh.sink.h.Sum64(), err: err, n: sh.sink.n}
+	if !sh.run.full() {
+		res.kept = sh.sink.kept
+		sh.sink.kept = nil // the result owns them now
 	}
+	if sh.results == nil {
+		sh.results = map[shadowKey]shadowResult{}
+	}
+	sh.results[shadowKey{s.c.ins[k], s.c.krs[k].Offset}] = res
 	return s.stopWhy != ""
-}
-
-// sampleOf keeps record i as a sample, unless the run has enough.
-func (s *shadowCalls) sampleOf(i int, a *activeEmits, err error) {
-	run := s.sh.run
-	run.mu.Lock()
-	full := len(run.samples) >= run.limits.Samples
-	run.mu.Unlock()
-	if full {
-		run.mu.Lock()
-		run.taken++
-		run.mu.Unlock()
-		return
-	}
-	t := s.c.t
-	kr := s.c.krs[s.at[i]]
-	cut := run.limits.SampleBytes
-	smp := ShadowSample{Task: t.id.String(), Topic: kr.Topic, Partition: kr.Partition, Offset: kr.Offset,
-		Key: clip(kr.Key, cut)}
-	smp.Active.Count = a.n
-	if a.failed != nil {
-		smp.Active.Error = a.failed.Error()
-	} else {
-		for j, rec := range a.recs {
-			if j == maxSampleEmits {
-				break
-			}
-			e := ShadowEmit{Output: t.proc.spec.Outputs[a.outs[j]], Key: clip(rec.Key, cut), Value: clip(rec.Value, cut),
-				KeyLen: len(rec.Key), ValueLen: len(rec.Value)}
-			for _, h := range rec.Headers {
-				if h.Key != HeaderVersion {
-					if e.Headers == nil {
-						e.Headers = map[string][]byte{}
-					}
-					e.Headers[h.Key] = clip(h.Value, cut)
-				}
-			}
-			smp.Active.Emits = append(smp.Active.Emits, e)
-		}
-	}
-	if err != nil {
-		smp.Candidate.Error = err.Error()
-	}
-	smp.Candidate.Emits = s.sh.sink.kept
-	smp.Candidate.Count = s.sh.sink.n
-	s.sh.sink.kept = nil // the sample owns them now
-	run.sample(smp)
 }
 
 func clip(b []byte, n int) []byte {

@@ -436,9 +436,12 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 		if len(c.calls) == 0 {
 			return done, nil
 		}
+		if sh != nil && t.sh == sh {
+			t.shadowBefore(ctx, c)
+		}
 		n := c.run(ctx, deadline)
 		if sh != nil && t.sh == sh {
-			t.runShadow(ctx, c, n, c.took)
+			t.shadowAfter(c, n, c.took)
 		}
 		for k := len(c.calls) - 1; k >= n; k-- {
 			in := c.ins[k] // not run: back to its input, in order
