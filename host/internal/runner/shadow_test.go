@@ -124,7 +124,9 @@ func testShadowFindsKnownDifferences(t *testing.T, eos bool) {
 	const n = 2000
 	diff := keysWhere(n, func(i int) bool { return i%10 == 3 })
 	base, _, _ := runOnce(t, eos, n, nil, ShadowLimits{})
-	out, st, samples := runOnce(t, eos, n, &candPlugin{diff: diff}, ShadowLimits{Samples: 1000})
+	// A time budget no loaded machine reaches: exact counts are tested
+	// here, the budget in TestShadowHostileCandidatesStopOnlyThemselves.
+	out, st, samples := runOnce(t, eos, n, &candPlugin{diff: diff}, ShadowLimits{Samples: 1000, TimeCap: 10 * time.Second})
 	if !st.Running || st.Stopped != "" {
 		t.Fatalf("shadow stopped: %q", st.Stopped)
 	}
@@ -159,7 +161,7 @@ func testShadowFindsKnownDifferences(t *testing.T, eos bool) {
 func testShadowFailingCandidate(t *testing.T, eos bool) {
 	const n = 2000
 	fail := keysWhere(n, func(i int) bool { return i%100 == 7 })
-	out, st, _ := runOnce(t, eos, n, &candPlugin{fail: fail}, ShadowLimits{})
+	out, st, _ := runOnce(t, eos, n, &candPlugin{fail: fail}, ShadowLimits{TimeCap: 10 * time.Second})
 	if len(out) != n {
 		t.Fatalf("%d outputs, want %d", len(out), n)
 	}
@@ -332,5 +334,105 @@ func TestShadowStateOverlay(t *testing.T) {
 	}
 	if why := o.endCall(true); !strings.Contains(why, "overlay passed") {
 		t.Fatalf("endCall after a refused write: %q", why)
+	}
+}
+
+// countPlugin counts its records per key in store 0 and emits each count:
+// the candidate's writes go to its overlay (Env.Overlay), the active
+// version's to the task's state.
+type countPlugin struct{ bump string }
+
+func (countPlugin) Close(context.Context) error { return nil }
+
+func (p countPlugin) Instantiate(_ context.Context, _ TaskID, env Env) (Processor, error) {
+	var st StateView = env.State
+	if env.Overlay != nil {
+		st = env.Overlay
+	}
+	return &countInstance{p: p, st: st, sink: env.Sink}, nil
+}
+
+type countInstance struct {
+	p    countPlugin
+	st   StateView
+	sink Sink
+}
+
+func (i *countInstance) Process(_ context.Context, rec *abi.Record) error {
+	v, _, err := i.st.Get(0, rec.Key)
+	if err != nil {
+		return err
+	}
+	n, _ := strconv.Atoi(string(v))
+	n++
+	if string(rec.Key) == i.p.bump {
+		n += 1000 // the candidate's change: this key's count runs ahead, from its first record on
+	}
+	if err := i.st.Put(0, rec.Key, []byte(strconv.Itoa(n))); err != nil {
+		return err
+	}
+	return i.sink.Emit(0, &abi.Record{Key: rec.Key, Value: []byte(strconv.Itoa(n)), Partition: abi.AnyPartition})
+}
+
+func (i *countInstance) Close(context.Context) error { return nil }
+
+// A stateful candidate reads through to the active state as it was before
+// each record: the same counter as a shadow matches on every record; one
+// that changes one key's count differs on exactly that key's records; and
+// neither touches the active counts.
+func TestShadowStatefulCandidate(t *testing.T) {
+	const n, keys = 2000, 40
+	for _, c := range []struct {
+		bump string
+		diff int64
+	}{{"", 0}, {"k7", n / keys}} {
+		f := newFixture(t, true, 4)
+		db, err := state.Open(t.TempDir(), state.Options{Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		clog := f.b.Name(t, "clog")
+		f.b.CreateTopic(t, clog, 4, nil)
+		var recs []*kgo.Record
+		for i := range n {
+			recs = append(recs, &kgo.Record{Topic: f.in, Key: []byte("k" + strconv.Itoa(i%keys)), Value: []byte("x")})
+		}
+		f.b.Produce(t, recs...)
+		r := f.runnerWith(t, countPlugin{}, Fail, func(o *Options) {
+			o.State = db
+			o.Processors[0].Stores = []string{"counts"}
+			o.Processors[0].Changelogs = []string{clog}
+		})
+		if err := r.StartShadow("upper", "v2", countPlugin{bump: c.bump}, ShadowLimits{TimeCap: 10 * time.Second}, nil); err != nil {
+			t.Fatal(err)
+		}
+		stop := start(t, r)
+		f.waitCommitted(t, f.endOffsets(t, f.in))
+		st, _ := r.ShadowStatus("upper")
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		want := ShadowCounts{Records: n, Matches: n - c.diff, Differences: c.diff}
+		if st.Total != want {
+			t.Fatalf("candidate bumping %q: shadow counts %+v, want %+v (stopped %q)", c.bump, st.Total, want, st.Stopped)
+		}
+		var out []*kgo.Record
+		testutil.Eventually(t, 60*time.Second, func() error {
+			if out = f.b.ReadCommitted(t, f.out, 30*time.Second); len(out) < n {
+				return fmt.Errorf("%d outputs, want %d", len(out), n)
+			}
+			return nil
+		})
+		last := map[string]int{}
+		for _, o := range out {
+			v, _ := strconv.Atoi(string(o.Value))
+			last[string(o.Key)] = max(last[string(o.Key)], v)
+		}
+		for k, v := range last {
+			if v != n/keys {
+				t.Fatalf("active count of %s is %d, want %d: the shadow touched the active state", k, v, n/keys)
+			}
+		}
 	}
 }
