@@ -67,9 +67,9 @@ func BenchmarkShadow(b *testing.B) {
 		for _, m := range modes {
 			r, st := runShadowed(b, br, counter, m.wasm, in, n)
 			res[m.name].add(r)
-			b.Logf("%s: %.0f records/s, cpu %.1f us/record, commit p50 %v p99 %v max %v; shadow %+v running=%v %s",
-				m.name, r.rate(), float64(r.cpu.Nanoseconds())/1000/float64(r.records), r.quantile(0.5), r.quantile(0.99), r.quantile(1),
-				st.Total, st.Running, st.Stopped)
+			b.Logf("%s: %.0f records/s, cpu %.1f us/record, %d commit points (one every %v), commit p50 %v p99 %v max %v; shadow %+v running=%v %s",
+				m.name, r.rate(), float64(r.cpu.Nanoseconds())/1000/float64(r.records), r.commits, r.elapsed/time.Duration(max(r.commits, 1)),
+				r.quantile(0.5), r.quantile(0.99), r.quantile(1), st.Total, st.Running, st.Stopped)
 		}
 	}
 	b.StopTimer()
@@ -80,6 +80,7 @@ func BenchmarkShadow(b *testing.B) {
 		b.ReportMetric(float64(r.cpu.Nanoseconds())/1000/float64(r.records), name+"-cpu-us/record")
 		b.ReportMetric(float64(r.quantile(0.99).Microseconds())/1000, name+"-commit-p99-ms")
 		b.ReportMetric(float64(r.quantile(1).Microseconds())/1000, name+"-commit-max-ms")
+		b.ReportMetric(float64((r.elapsed / time.Duration(max(r.commits, 1))).Microseconds())/1000, name+"-commit-every-ms")
 		if name != "none" {
 			b.ReportMetric(r.rate()/base.rate(), name+"/none-throughput")
 			b.ReportMetric(float64(r.cpu)/float64(base.cpu), name+"/none-cpu")
@@ -139,6 +140,7 @@ func runShadowed(b *testing.B, br *testbroker.Broker, plugin string, candidate [
 	r := &throughputResult{records: n, elapsed: time.Since(start), cpu: testutil.ProcessCPU() - cpu0}
 	lat, count, _ := h.runnerOf("count").CommitLatencies()
 	r.commitLatency, r.latencyDropped = lat, count-len(lat)
+	r.commits = h.runnerOf("count").Stats("count").Commits.Load()
 	st, _ := h.runnerOf("count").ShadowStatus("count")
 	cancel()
 	if err := <-done; err != nil {

@@ -2,8 +2,6 @@ package follower
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -45,7 +43,7 @@ type shadows struct {
 
 type shadowWant struct {
 	sh   control.Shadow
-	load control.Load
+	cand runner.Plugin // compiled; nil if it does not run here
 }
 
 // SetShadowHost makes h the process's shadow host and applies the shadow
@@ -57,7 +55,7 @@ func (f *Follower) SetShadowHost(ctx context.Context, h ShadowHost) {
 	f.sh.want = nil
 	f.sh.mu.Unlock()
 	for _, w := range want {
-		f.onShadow(ctx, w.sh, w.load, nil)
+		f.apply(ctx, h, w.sh, w.cand, false)
 	}
 }
 
@@ -74,7 +72,9 @@ func (f *Follower) Shadows() []ShadowRun {
 
 // onShadow applies one shadow record: it compiles the candidate on the
 // processor's shadow runtime (off the record path) and starts it, or
-// stops the shadow running.
+// stops the shadow running. Before the host is set (Load), the compiled
+// candidate waits for it, so a starting process runs its shadow from its
+// first record.
 func (f *Follower) onShadow(ctx context.Context, sh control.Shadow, load control.Load, err error) {
 	if err != nil {
 		f.log.Error("unreadable shadow record in the control topic; no shadow runs", "processor", sh.Processor, "err", err)
@@ -88,65 +88,49 @@ func (f *Follower) onShadow(ctx context.Context, sh control.Shadow, load control
 	if p == nil {
 		return
 	}
+	var cand runner.Plugin
+	if err == nil && sh.Running && load != nil {
+		if cand, err = f.compileShadow(ctx, p, sh, load); err != nil {
+			f.log.Error("shadow version from the control topic does not run here; no shadow runs", "processor", sh.Processor,
+				"version", plugin.VersionID(sh.Version), "err", err)
+		}
+	}
 	f.sh.mu.Lock()
 	host := f.sh.host
 	if host == nil {
 		if f.sh.want == nil {
 			f.sh.want = map[string]shadowWant{}
 		}
-		f.sh.want[sh.Processor] = shadowWant{sh, load}
+		if w, ok := f.sh.want[sh.Processor]; ok && w.cand != nil {
+			_ = w.cand.Close(ctx)
+		}
+		f.sh.want[sh.Processor] = shadowWant{sh: sh, cand: cand}
 		f.sh.mu.Unlock()
 		return
 	}
 	prev, had := f.sh.runs[sh.Processor]
 	delete(f.sh.runs, sh.Processor)
 	f.sh.mu.Unlock()
-	if had && prev.Offset != sh.Offset {
+	f.apply(ctx, host, sh, cand, had && prev.Offset != sh.Offset)
+}
+
+// apply starts cand (nil: none) as sh's shadow on host, first stopping
+// the shadow running there when stopPrev.
+func (f *Follower) apply(ctx context.Context, host ShadowHost, sh control.Shadow, cand runner.Plugin, stopPrev bool) {
+	if stopPrev {
 		reason := sh.Reason
 		if reason == "" {
 			reason = "stopped in the control topic"
 		}
 		host.StopShadow(sh.Processor, reason)
 	}
-	if err != nil || !sh.Running || load == nil {
+	if cand == nil {
 		return
 	}
 	id := plugin.VersionID(sh.Version)
-	fail := func(err error) {
+	if err := host.StartShadow(sh.Processor, id, cand, f.cfg.ShadowLimits, f.shadowStopped); err != nil {
+		_ = cand.Close(ctx)
 		f.log.Error("shadow version from the control topic does not run here; no shadow runs", "processor", sh.Processor, "version", id, "err", err)
-	}
-	if err := f.cfg.Limits.CheckSizeOf(sh.Size); err != nil {
-		fail(err)
-		return
-	}
-	lctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
-	wasm, err := load(lctx)
-	cancel()
-	if err == nil {
-		err = f.cfg.Limits.CheckSize(wasm)
-	}
-	if err != nil {
-		fail(err)
-		return
-	}
-	sp, err := f.shadowRuntime(ctx, p)
-	if err != nil {
-		fail(err)
-		return
-	}
-	mod, err := sp.Compile(ctx, wasm)
-	if err != nil {
-		fail(err)
-		return
-	}
-	lim := f.cfg.ShadowLimits
-	if err := host.StartShadow(sh.Processor, id, sp.Factory(mod, id), lim, f.shadowStopped); err != nil {
-		_ = mod.Close(ctx)
-		if errors.Is(err, runner.ErrShadowRunning) {
-			fail(fmt.Errorf("%w (a stop did not take effect)", err))
-		} else {
-			fail(err)
-		}
 		return
 	}
 	f.sh.mu.Lock()
@@ -156,6 +140,32 @@ func (f *Follower) onShadow(ctx context.Context, sh control.Shadow, load control
 	f.sh.runs[sh.Processor] = ShadowRun{Processor: sh.Processor, Version: id, Offset: sh.Offset}
 	f.sh.mu.Unlock()
 	f.log.Info("shadow run from the control topic started", "processor", sh.Processor, "version", id, "by", sh.By, "reason", sh.Reason)
+}
+
+// compileShadow reads and compiles sh's candidate for p on its shadow
+// runtime.
+func (f *Follower) compileShadow(ctx context.Context, p *plugin.Processor, sh control.Shadow, load control.Load) (runner.Plugin, error) {
+	if err := f.cfg.Limits.CheckSizeOf(sh.Size); err != nil {
+		return nil, err
+	}
+	lctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	wasm, err := load(lctx)
+	cancel()
+	if err == nil {
+		err = f.cfg.Limits.CheckSize(wasm)
+	}
+	if err != nil {
+		return nil, err
+	}
+	sp, err := f.shadowRuntime(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	mod, err := sp.Compile(ctx, wasm)
+	if err != nil {
+		return nil, err
+	}
+	return sp.Factory(mod, plugin.VersionID(sh.Version)), nil
 }
 
 // shadowStopped is told of a shadow that stopped itself in this process
