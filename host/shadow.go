@@ -12,6 +12,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/control"
 	ideploy "github.com/wasmstream/wasmstream/host/internal/deploy"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
+	"github.com/wasmstream/wasmstream/host/internal/shadow"
 )
 
 // A shadow run (`wasmstream deploy --shadow`) runs a candidate version of a
@@ -22,22 +23,111 @@ import (
 // <app_id>-<processor>-shadow, which `wasmstream shadow status` and
 // `deploy --shadow-first` read.
 
-// ShadowStatus is a shadow run: its counts (per task and in total), and
-// why it stopped ("" while it runs).
-type ShadowStatus = runner.ShadowStatus
+// ShadowCounts are a shadow run's compared records: each record both
+// versions ran counts once, as a match (the candidate emitted what the
+// active version did: output, key, value, headers but the version
+// header), a difference, or a failure of the candidate.
+type ShadowCounts struct {
+	Records     int64 `json:"records"`
+	Matches     int64 `json:"matches"`
+	Differences int64 `json:"differences"`
+	Failures    int64 `json:"failures"`
+}
 
-// ShadowCounts are a shadow run's compared records.
-type ShadowCounts = runner.ShadowCounts
+// MatchRate is Matches over Records (1 with no record).
+func (c ShadowCounts) MatchRate() float64 { return c.in().MatchRate() }
+
+// DiffRatio is Differences over Records.
+func (c ShadowCounts) DiffRatio() float64 { return c.in().DiffRatio() }
+
+// FailureRatio is Failures over Records.
+func (c ShadowCounts) FailureRatio() float64 { return c.in().FailureRatio() }
+
+func (c ShadowCounts) in() shadow.Counts { return shadow.Counts(c) }
+
+// ShadowEmit is one emit of a sample. Key and Value are cut to 1 KiB;
+// KeyLen and ValueLen are their full lengths; Headers are the record's
+// but the version header.
+type ShadowEmit struct {
+	Output   string            `json:"output"`
+	Key      []byte            `json:"key"`
+	Value    []byte            `json:"value"`
+	KeyLen   int               `json:"key_len"`
+	ValueLen int               `json:"value_len"`
+	Headers  map[string][]byte `json:"headers,omitempty"`
+}
+
+// ShadowSide is one version's result for a sample's record: its first
+// emits (Count is how many it made), or its failure.
+type ShadowSide struct {
+	Emits []ShadowEmit `json:"emits,omitempty"`
+	Count int          `json:"count"`
+	Error string       `json:"error,omitempty"`
+}
 
 // ShadowSample is a record the candidate and the active version did not
-// agree on.
-type ShadowSample = runner.ShadowSample
+// agree on: its task and input (topic, partition, offset, key) and each
+// side's result.
+type ShadowSample struct {
+	Task      string     `json:"task"`
+	Topic     string     `json:"topic"`
+	Partition int32      `json:"partition"`
+	Offset    int64      `json:"offset"`
+	Key       []byte     `json:"key"`
+	Active    ShadowSide `json:"active"`
+	Candidate ShadowSide `json:"candidate"`
+}
 
-// ShadowSide is one version's result for a sample's record.
-type ShadowSide = runner.ShadowSide
+// ShadowStatus is a shadow run summed over the processes that report it:
+// its candidate (Version), when it started, whether every process still
+// runs it or why one stopped it, its counts in total and by task, and how
+// many samples were taken.
+type ShadowStatus struct {
+	Processor string                  `json:"processor"`
+	Version   string                  `json:"version"`
+	Started   time.Time               `json:"started"`
+	Running   bool                    `json:"running"`
+	Stopped   string                  `json:"stopped,omitempty"`
+	Total     ShadowCounts            `json:"total"`
+	Tasks     map[string]ShadowCounts `json:"tasks"`
+	Samples   int                     `json:"samples"`
+}
 
-// ShadowResult is a shadow run as the processes reported it.
-type ShadowResult = ideploy.ShadowResult
+// ShadowResult is a processor's shadow run as the processes reported it
+// to its diff topic: Run is the control topic offset that started it,
+// Processes how many reported, Samples the first differing records.
+type ShadowResult struct {
+	Processor string         `json:"processor"`
+	Run       int64          `json:"run"`
+	Version   string         `json:"version"`
+	Topic     string         `json:"topic"`
+	Status    ShadowStatus   `json:"status"`
+	Processes int            `json:"processes"`
+	Samples   []ShadowSample `json:"samples"`
+}
+
+func shadowResult(r ideploy.ShadowResult) ShadowResult {
+	out := ShadowResult{Processor: r.Processor, Run: r.Run, Version: r.Version, Topic: r.Topic, Processes: r.Members,
+		Samples: make([]ShadowSample, 0, len(r.Samples))}
+	st := r.Status
+	out.Status = ShadowStatus{Processor: st.Processor, Version: st.Version, Started: st.Started, Running: st.Running,
+		Stopped: st.Stopped, Total: ShadowCounts(st.Total), Tasks: make(map[string]ShadowCounts, len(st.Tasks)), Samples: st.Samples}
+	for id, c := range st.Tasks {
+		out.Status.Tasks[id] = ShadowCounts(c)
+	}
+	side := func(s shadow.Side) ShadowSide {
+		o := ShadowSide{Count: s.Count, Error: s.Error}
+		for _, e := range s.Emits {
+			o.Emits = append(o.Emits, ShadowEmit{Output: e.Output, Key: e.Key, Value: e.Value, KeyLen: e.KeyLen, ValueLen: e.ValueLen, Headers: e.Headers})
+		}
+		return o
+	}
+	for _, s := range r.Samples {
+		out.Samples = append(out.Samples, ShadowSample{Task: s.Task, Topic: s.Topic, Partition: s.Partition, Offset: s.Offset,
+			Key: s.Key, Active: side(s.Active), Candidate: side(s.Candidate)})
+	}
+	return out
+}
 
 // ErrShadowRefused is returned (wrapped) by DeployShadowFirst when the
 // candidate failed its shadow run.
@@ -45,12 +135,6 @@ var ErrShadowRefused = ideploy.ErrShadowRefused
 
 // ErrNoShadow is returned (wrapped) by StopShadow when none runs.
 var ErrNoShadow = control.ErrNoShadow
-
-// ShadowVerdict is "" if a shadow run lets its candidate go live under
-// these limits, else why not (runner.ShadowVerdict).
-func ShadowVerdict(st ShadowStatus, maxFailureRatio, maxDiffRatio float64) string {
-	return runner.ShadowVerdict(st, maxFailureRatio, maxDiffRatio)
-}
 
 // DeployShadow publishes wasm as processor's shadow: every process runs it
 // beside the active version until StopShadow. It checks wasm as Deploy
@@ -81,7 +165,8 @@ func Shadow(ctx context.Context, cfg *Config, processor string, maxSamples int, 
 	if err != nil {
 		return ShadowResult{}, err
 	}
-	return ideploy.Shadow(ctx, app, processor, -1, maxSamples)
+	r, err := ideploy.Shadow(ctx, app, processor, -1, maxSamples)
+	return shadowResult(r), err
 }
 
 // DeployShadowFirst is Deploy behind a shadow run of d (`deploy
@@ -100,7 +185,12 @@ func DeployShadowFirst(ctx context.Context, cfg *Config, processor string, wasm 
 	c := cfg.Clone()
 	c.ApplyDefaults()
 	ratio, _ := c.Swap.MaxFailureRatio.Get()
-	r, sr, err := ideploy.ShadowFirst(ctx, app, processor, wasm, label, d, ratio, maxDiffRatio, progress)
+	var prog func(ideploy.ShadowResult)
+	if progress != nil {
+		prog = func(r ideploy.ShadowResult) { progress(shadowResult(r)) }
+	}
+	r, isr, err := ideploy.ShadowFirst(ctx, app, processor, wasm, label, d, ratio, maxDiffRatio, prog)
+	sr := shadowResult(isr)
 	return DeployResult{Processor: r.Processor, Active: versionInfo(r.Active), Previous: versionInfo(r.Previous),
 		Initial: versionInfo(r.Initial), Topic: r.Topic, Offset: r.Offset}, sr, err
 }

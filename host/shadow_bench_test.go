@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/host/internal/shadow"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 	"github.com/wasmstream/wasmstream/internal/testutil"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
@@ -80,7 +81,7 @@ func BenchmarkShadow(b *testing.B) {
 		b.ReportMetric(float64(r.cpu.Nanoseconds())/1000/float64(r.records), name+"-cpu-us/record")
 		b.ReportMetric(float64(r.quantile(0.99).Microseconds())/1000, name+"-commit-p99-ms")
 		b.ReportMetric(float64(r.quantile(1).Microseconds())/1000, name+"-commit-max-ms")
-		b.ReportMetric(float64((r.elapsed / time.Duration(max(r.commits, 1))).Microseconds())/1000, name+"-commit-every-ms")
+		b.ReportMetric(float64((r.elapsed/time.Duration(max(r.commits, 1))).Microseconds())/1000, name+"-commit-every-ms")
 		if name != "none" {
 			b.ReportMetric(r.rate()/base.rate(), name+"/none-throughput")
 			b.ReportMetric(float64(r.cpu)/float64(base.cpu), name+"/none-cpu")
@@ -92,7 +93,7 @@ func BenchmarkShadow(b *testing.B) {
 // runShadowed runs the counter over in's n records in a new app, with
 // candidate as its shadow (none when nil), and returns the run's figures
 // and the shadow's status at its end.
-func runShadowed(b *testing.B, br *testbroker.Broker, plugin string, candidate []byte, in string, n int64) (*throughputResult, ShadowStatus) {
+func runShadowed(b *testing.B, br *testbroker.Broker, plugin string, candidate []byte, in string, n int64) (*throughputResult, shadow.Status) {
 	b.StopTimer()
 	defer b.StartTimer()
 	log := testbroker.Logger(b, slog.LevelWarn)

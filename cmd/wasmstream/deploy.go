@@ -234,7 +234,7 @@ func (e *env) deployShadowFirst(ctx context.Context, cfg *host.Config, processor
 	progress := func(r host.ShadowResult) {
 		c := r.Status.Total
 		fmt.Fprintf(e.stderr, "  shadow: %d processes, %d records: %d match, %d differ, %d failed\n",
-			r.Members, c.Records, c.Matches, c.Differences, c.Failures)
+			r.Processes, c.Records, c.Matches, c.Differences, c.Failures)
 	}
 	res, sr, err := host.DeployShadowFirst(ctx, cfg, processor, wasm, label, d, maxDiff, progress, log)
 	switch {
@@ -333,12 +333,7 @@ func (e *env) shadow(ctx context.Context, args []string) int {
 	if asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(struct {
-			Run     int64               `json:"run"`
-			Members int                 `json:"processes"`
-			Status  host.ShadowStatus   `json:"status"`
-			Samples []host.ShadowSample `json:"samples"`
-		}{r.Run, r.Members, r.Status, r.Samples})
+		_ = enc.Encode(r)
 		return exitOK
 	}
 	st := r.Status
@@ -352,7 +347,7 @@ func (e *env) shadow(ctx context.Context, args []string) int {
 	c := st.Total
 	fmt.Fprintf(e.stdout, "shadow of %s: version %s (run %d), %s\n", processor, r.Version, r.Run, state)
 	fmt.Fprintf(e.stdout, "%d processes, %d records: %d match (%.2f%%), %d differ (%.2f%%), %d failed (%.2f%%)\n",
-		r.Members, c.Records, c.Matches, 100*c.MatchRate(), c.Differences, 100*c.DiffRatio(), c.Failures, 100*c.FailureRatio())
+		r.Processes, c.Records, c.Matches, 100*c.MatchRate(), c.Differences, 100*c.DiffRatio(), c.Failures, 100*c.FailureRatio())
 	ids := slices.Sorted(maps.Keys(st.Tasks))
 	for _, id := range ids {
 		tc := st.Tasks[id]

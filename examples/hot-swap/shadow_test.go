@@ -82,7 +82,7 @@ func TestShadowAndShadowFirstOnTwoProcesses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return sr.Members == 2 && sr.Status.Total.Records >= 1200
+		return sr.Processes == 2 && sr.Status.Total.Records >= 1200
 	})
 	c := sr.Status.Total
 	if !sr.Status.Running || c.Failures == 0 || c.Matches+c.Differences+c.Failures != c.Records {

@@ -15,7 +15,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/control"
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/plugin"
-	"github.com/wasmstream/wasmstream/host/internal/runner"
+	"github.com/wasmstream/wasmstream/host/internal/shadow"
 )
 
 // ShadowReportRecord is what a process writes to a processor's diff topic
@@ -23,10 +23,10 @@ import (
 // with its latest status, "sample/<run>/<member>/<seq>" with a sample.
 // Run is the offset of the shadow record that started the run.
 type ShadowReportRecord struct {
-	Run    int64                `json:"run"`
-	Member string               `json:"member"`
-	Status *runner.ShadowStatus `json:"status,omitempty"`
-	Sample *runner.ShadowSample `json:"sample,omitempty"`
+	Run    int64          `json:"run"`
+	Member string         `json:"member"`
+	Status *shadow.Status `json:"status,omitempty"`
+	Sample *shadow.Sample `json:"sample,omitempty"`
 }
 
 // ShadowStatusKey and ShadowSampleKey are the diff topic's record keys.
@@ -69,9 +69,9 @@ type ShadowResult struct {
 	Topic     string // the diff topic
 	// Status sums the processes' latest statuses: Running only if every
 	// process still runs it; Stopped is one process's reason.
-	Status  runner.ShadowStatus
+	Status  shadow.Status
 	Members int // processes that reported
-	Samples []runner.ShadowSample
+	Samples []shadow.Sample
 }
 
 // StartShadow checks wasm as Deploy does (it compiles and instantiates as
@@ -169,7 +169,7 @@ func Shadow(ctx context.Context, app App, processor string, run int64, maxSample
 	if err != nil {
 		return res, err
 	}
-	statuses := map[string]runner.ShadowStatus{}
+	statuses := map[string]shadow.Status{}
 	for _, r := range recs {
 		var rr ShadowReportRecord
 		if json.Unmarshal(r.Value, &rr) != nil || rr.Run != res.Run {
@@ -183,8 +183,8 @@ func Shadow(ctx context.Context, app App, processor string, run int64, maxSample
 		}
 	}
 	res.Members = len(statuses)
-	res.Status = runner.ShadowStatus{Processor: processor, Version: res.Version, Running: len(statuses) > 0,
-		Tasks: map[string]runner.ShadowCounts{}}
+	res.Status = shadow.Status{Processor: processor, Version: res.Version, Running: len(statuses) > 0,
+		Tasks: map[string]shadow.Counts{}}
 	if sh.Offset == res.Run && !sh.Running && sh.Reason != "" {
 		res.Status.Running, res.Status.Stopped = false, sh.Reason
 	}
@@ -257,7 +257,7 @@ func readAll(ctx context.Context, kafka kclient.Config, topic string) ([]*kgo.Re
 
 // ShadowFirst is `deploy --shadow-first`: it runs wasm as processor's
 // shadow for d, then deploys it only if the shadow ran and its verdict
-// (runner.ShadowVerdict with maxFailureRatio, and maxDiffRatio when >= 0)
+// (shadow.Verdict with maxFailureRatio, and maxDiffRatio when >= 0)
 // passes; else it refuses it with the reason. The shadow is stopped
 // either way. progress, if set, is told of the run as it goes.
 func ShadowFirst(ctx context.Context, app App, processor string, wasm []byte, label string, d time.Duration,
@@ -299,7 +299,7 @@ func ShadowFirst(ctx context.Context, app App, processor string, wasm []byte, la
 			break
 		}
 	}
-	why := runner.ShadowVerdict(sr.Status, maxFailureRatio, maxDiffRatio)
+	why := shadow.Verdict(sr.Status, maxFailureRatio, maxDiffRatio)
 	if why != "" {
 		stop("refused: " + why)
 		return res, sr, &markedError{fmt.Sprintf("processor %q: %s refused after its shadow run: %s; nothing of it was committed",
