@@ -71,6 +71,18 @@ func (e *env) deploy(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	processor, file := fs.Arg(0), fs.Arg(1)
+	shadow, _ := fs.GetBool("shadow")
+	first, _ := fs.GetDuration("shadow-first")
+	noFirst, _ := fs.GetBool("no-shadow-first")
+	maxDiff, _ := fs.GetFloat64("max-diff-ratio")
+	switch {
+	case shadow && (fs.Changed("shadow-first") || noFirst):
+		fmt.Fprintln(e.stderr, "wasmstream deploy: --shadow runs a shadow and deploys nothing: it does not go with --shadow-first or --no-shadow-first")
+		return exitUsage
+	case noFirst && fs.Changed("shadow-first"), first < 0, fs.Changed("max-diff-ratio") && (maxDiff < 0 || maxDiff > 1):
+		fmt.Fprintln(e.stderr, "wasmstream deploy: --shadow-first takes a positive duration, not with --no-shadow-first; --max-diff-ratio is between 0 and 1")
+		return exitUsage
+	}
 	label, _ := fs.GetString("label")
 	if !fs.Changed("label") {
 		label = strings.TrimSuffix(filepath.Base(file), ".wasm")
@@ -85,20 +97,10 @@ func (e *env) deploy(ctx context.Context, args []string) int {
 		return exitError
 	}
 	log := e.logger(commandLogLevel(fs, cfg))
-	shadow, _ := fs.GetBool("shadow")
-	first, _ := fs.GetDuration("shadow-first")
-	noFirst, _ := fs.GetBool("no-shadow-first")
-	maxDiff, _ := fs.GetFloat64("max-diff-ratio")
 	if !fs.Changed("shadow-first") && !noFirst {
 		first = cfg.Swap.ShadowFirst
 	}
 	switch {
-	case shadow && (fs.Changed("shadow-first") || noFirst):
-		fmt.Fprintln(e.stderr, "wasmstream deploy: --shadow runs a shadow and deploys nothing: it does not go with --shadow-first or --no-shadow-first")
-		return exitUsage
-	case noFirst && fs.Changed("shadow-first"), first < 0, fs.Changed("max-diff-ratio") && (maxDiff < 0 || maxDiff > 1):
-		fmt.Fprintln(e.stderr, "wasmstream deploy: --shadow-first takes a positive duration, not with --no-shadow-first; --max-diff-ratio is between 0 and 1")
-		return exitUsage
 	case shadow:
 		run, err := host.DeployShadow(ctx, cfg, processor, wasm, label, log)
 		if err != nil {
