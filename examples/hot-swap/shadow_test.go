@@ -5,16 +5,12 @@ import (
 	"errors"
 	"log/slog"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/wasmstream/wasmstream/host"
-	"github.com/wasmstream/wasmstream/internal/configload"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
-	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
 // The README's shadow section, in one test process: two processes of the
@@ -30,43 +26,11 @@ func TestShadowAndShadowFirstOnTwoProcesses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	copyFile(t, wasmbuild.Build(t, "./examples/hot-swap/v1"), filepath.Join(dir, "v1.wasm"))
-	copyFile(t, "pipeline.yaml", filepath.Join(dir, "pipeline.yaml"))
-	read := func(pkg string) []byte {
-		b, err := os.ReadFile(wasmbuild.Build(t, pkg))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	v2, v3 := read("./examples/hot-swap/v2"), read("./examples/hot-swap/v3")
-	appID, in, out := b.Name(t, "hot-swap"), b.Name(t, "names"), b.Name(t, "greetings")
-	cacheDir := filepath.Join(dir, "cache")
-	load := func() *host.Config {
-		cfg, err := configload.Load(filepath.Join(dir, "pipeline.yaml"), []string{"WASMSTREAM_KAFKA__BROKERS=" + strings.Join(b.Addrs(), ",")}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.AppID = appID
-		cfg.Processors[0].Inputs = []string{in}
-		cfg.Processors[0].Outputs = map[string]host.OutputConfig{"greetings": {Topic: out}}
-		cfg.Runtime.CacheDir = cacheDir
-		return cfg
-	}
+	v2, v3 := readWasm(t, "./examples/hot-swap/v2"), readWasm(t, "./examples/hot-swap/v3")
+	load, in, out := exampleApp(t, b, dir)
 	cfg := load()
-	hosts := []*host.Host{start(t, load(), log), start(t, load(), log)}
-	f := feed(t, b.Addrs(), in)
+	hosts, f := twoProcesses(t, b, load, in, log)
 	defer f.stop()
-	waitFor(t, "the two processes to share the 4 partitions", func() bool {
-		n := 0
-		for _, h := range hosts {
-			if len(h.Versions()[0].Tasks) == 0 {
-				return false
-			}
-			n += len(h.Versions()[0].Tasks)
-		}
-		return n == 4
-	})
 	v1ID := hosts[0].Versions()[0].Active.ID
 	f.greeted(t, b, out, v1ID)
 

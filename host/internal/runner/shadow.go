@@ -625,17 +625,8 @@ func (sh *taskShadow) sample(t *task, kr *kgo.Record, a *activeEmits, res shadow
 			if j == maxSampleEmits {
 				break
 			}
-			e := ShadowEmit{Output: t.proc.spec.Outputs[a.outs[j]], Key: clip(rec.Key, cut), Value: clip(rec.Value, cut),
-				KeyLen: len(rec.Key), ValueLen: len(rec.Value)}
-			for _, h := range rec.Headers {
-				if h.Key != HeaderVersion {
-					if e.Headers == nil {
-						e.Headers = map[string][]byte{}
-					}
-					e.Headers[h.Key] = clip(h.Value, cut)
-				}
-			}
-			smp.Active.Emits = append(smp.Active.Emits, e)
+			smp.Active.Emits = append(smp.Active.Emits, sampleEmit(t.proc.spec.Outputs[a.outs[j]], rec.Key, rec.Value, cut,
+				len(rec.Headers), func(i int) (string, []byte) { return rec.Headers[i].Key, rec.Headers[i].Value }))
 		}
 	}
 	if res.err != nil {
@@ -732,6 +723,24 @@ func (s *shadowCalls) End(i int, err error) bool {
 	return s.stopWhy != ""
 }
 
+// sampleEmit is an emit as a sample keeps it: its key, value and headers
+// (but the version header) cut to cut bytes, and their full lengths.
+func sampleEmit(output string, key, value []byte, cut, nh int, header func(int) (string, []byte)) ShadowEmit {
+	e := ShadowEmit{Output: output, Key: clip(key, cut), Value: clip(value, cut), KeyLen: len(key), ValueLen: len(value)}
+	for j := range nh {
+		k, v := header(j)
+		if k == HeaderVersion {
+			continue
+		}
+		if e.Headers == nil {
+			e.Headers = map[string][]byte{}
+		}
+		e.Headers[k] = clip(v, cut)
+	}
+	return e
+}
+
+// clip returns a copy of b's first n bytes at most.
 func clip(b []byte, n int) []byte {
 	if len(b) > n {
 		b = b[:n]
@@ -768,18 +777,8 @@ func (s *shadowSink) Emit(output int, rec *abi.Record) error {
 	})
 	s.n++
 	if len(s.kept) < maxSampleEmits {
-		cut := s.sh.run.limits.SampleBytes
-		e := ShadowEmit{Output: outs[output], Key: clip(rec.Key, cut), Value: clip(rec.Value, cut),
-			KeyLen: len(rec.Key), ValueLen: len(rec.Value)}
-		for _, h := range rec.Headers {
-			if h.Key != HeaderVersion {
-				if e.Headers == nil {
-					e.Headers = map[string][]byte{}
-				}
-				e.Headers[h.Key] = clip(h.Value, cut)
-			}
-		}
-		s.kept = append(s.kept, e)
+		s.kept = append(s.kept, sampleEmit(outs[output], rec.Key, rec.Value, s.sh.run.limits.SampleBytes,
+			len(rec.Headers), func(i int) (string, []byte) { return rec.Headers[i].Key, rec.Headers[i].Value }))
 	}
 	return nil
 }
