@@ -137,6 +137,14 @@ type ProcessorConfig struct {
 	// to the config file's directory.
 	// Required.
 	Plugin string `koanf:"plugin"`
+	// Shadow is the path of a .wasm module every process of the app runs
+	// as the processor's shadow from its start: the config's form of
+	// `wasmstream deploy --shadow` (README, "Shadow runs"). Its emits are
+	// compared with the plugin's and dropped, its state writes kept in an
+	// overlay; nothing of it is committed. A shadow the control topic
+	// names (deploy --shadow, or a shadow-first deploy) takes its place;
+	// remove it from the config to end it. Default "" (none).
+	Shadow string `koanf:"shadow"`
 	// Inputs are the topics the processor reads. At least one; a topic may
 	// be the input of one processor only. "<processor>.<output>" names the
 	// repartition output of another processor of the app (see

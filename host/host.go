@@ -240,6 +240,11 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	if err != nil {
 		return nil, err
 	}
+	for i := range cfg.Processors {
+		if pc := &cfg.Processors[i]; pc.Shadow != "" {
+			h.configShadow(ctx, pc)
+		}
+	}
 	enums, err := toRunnerEnums(cfg)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -193,6 +194,22 @@ func DeployShadowFirst(ctx context.Context, cfg *Config, processor string, wasm 
 	sr := shadowResult(isr)
 	return DeployResult{Processor: r.Processor, Active: versionInfo(r.Active), Previous: versionInfo(r.Previous),
 		Initial: versionInfo(r.Initial), Topic: r.Topic, Offset: r.Offset}, sr, err
+}
+
+// configShadow starts pc's processors[].shadow once the runners run. A
+// module that cannot be read or does not run is logged and skipped: a
+// shadow never keeps the active path from starting.
+func (h *Host) configShadow(ctx context.Context, pc *ProcessorConfig) {
+	wasm, err := os.ReadFile(pc.Shadow)
+	if err == nil {
+		err = h.limits.CheckSize(wasm)
+	}
+	if err == nil {
+		err = h.follower.ConfigShadow(ctx, pc.Name, wasm)
+	}
+	if err != nil {
+		h.log.Error("processors[].shadow does not run; the processor runs without it", "processor", pc.Name, "shadow", pc.Shadow, "err", err)
+	}
 }
 
 // shadowHost starts and stops the control topic's shadows on the runner

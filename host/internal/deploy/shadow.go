@@ -156,18 +156,28 @@ func Shadow(ctx context.Context, app App, processor string, run int64, maxSample
 	}
 	pub.Close()
 	sh, _ := st.Shadow(processor)
-	if run < 0 {
-		if sh.Offset < 0 {
-			return res, fmt.Errorf("processor %q: no shadow run in control topic %s", processor, control.TopicName(app.AppID))
-		}
-		res.Run = sh.Offset
-	}
-	if sh.Offset >= 0 {
-		res.Version = plugin.VersionID(sh.Version)
-	}
 	recs, err := readAll(ctx, app.Kafka, res.Topic)
 	if err != nil {
 		return res, err
+	}
+	reported := map[int64]bool{}
+	for _, r := range recs {
+		var rr ShadowReportRecord
+		if json.Unmarshal(r.Value, &rr) == nil && rr.Status != nil {
+			reported[rr.Run] = true
+		}
+	}
+	if run < 0 {
+		// The control topic's running shadow, else the config's
+		// (processors[].shadow, reported as run -1) if a process reports
+		// one, else the control topic's last.
+		res.Run = sh.Offset
+		if !sh.Running && reported[-1] {
+			res.Run = -1
+		}
+	}
+	if sh.Offset >= 0 && sh.Offset == res.Run {
+		res.Version = plugin.VersionID(sh.Version)
 	}
 	statuses := map[string]shadow.Status{}
 	for _, r := range recs {
@@ -183,12 +193,18 @@ func Shadow(ctx context.Context, app App, processor string, run int64, maxSample
 		}
 	}
 	res.Members = len(statuses)
+	if res.Run < 0 && res.Members == 0 {
+		return res, fmt.Errorf("processor %q: no shadow run in control topic %s, and no process reports one from its config (processors[].shadow)", processor, control.TopicName(app.AppID))
+	}
 	res.Status = shadow.Status{Processor: processor, Version: res.Version, Running: len(statuses) > 0,
 		Tasks: map[string]shadow.Counts{}}
 	if sh.Offset == res.Run && !sh.Running && sh.Reason != "" {
 		res.Status.Running, res.Status.Stopped = false, sh.Reason
 	}
 	for _, s := range statuses {
+		if res.Version == "" {
+			res.Version, res.Status.Version = s.Version, s.Version
+		}
 		res.Status.Total = res.Status.Total.Add(s.Total)
 		res.Status.Samples += s.Samples
 		for id, c := range s.Tasks {

@@ -2,6 +2,7 @@ package follower
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -57,6 +58,44 @@ func (f *Follower) SetShadowHost(ctx context.Context, h ShadowHost) {
 	for _, w := range want {
 		f.apply(ctx, h, w.sh, w.cand, false)
 	}
+}
+
+// ConfigShadow runs wasm as processor's shadow from the start, as the
+// config's processors[].shadow asks, unless the control topic named a
+// shadow of it at Load (which takes its place). Its run is -1 in the
+// reports. Call it after Load and before SetShadowHost; an error (the
+// module does not run) leaves the process without it.
+func (f *Follower) ConfigShadow(ctx context.Context, processor string, wasm []byte) error {
+	f.sh.mu.Lock()
+	_, named := f.sh.want[processor]
+	f.sh.mu.Unlock()
+	if named {
+		f.log.Warn("the control topic names a shadow of the processor: it runs instead of the config's", "processor", processor)
+		return nil
+	}
+	sh := control.Shadow{Format: control.Format, Processor: processor, Running: true,
+		Version: control.NewVersion(wasm, "config-shadow"), Reason: "processors[].shadow", Offset: -1}
+	loaded := func(context.Context) ([]byte, error) { return wasm, nil }
+	var p *plugin.Processor
+	for _, q := range f.cfg.Processors {
+		if q.Spec.Name == processor {
+			p = q
+		}
+	}
+	if p == nil {
+		return fmt.Errorf("shadow: no processor %q", processor)
+	}
+	cand, err := f.compileShadow(ctx, p, sh, loaded)
+	if err != nil {
+		return err
+	}
+	f.sh.mu.Lock()
+	defer f.sh.mu.Unlock()
+	if f.sh.want == nil {
+		f.sh.want = map[string]shadowWant{}
+	}
+	f.sh.want[processor] = shadowWant{sh: sh, cand: cand}
+	return nil
 }
 
 // Shadows returns the shadow runs this process started that run still.
