@@ -137,6 +137,14 @@ type ProcessorConfig struct {
 	// to the config file's directory.
 	// Required.
 	Plugin string `koanf:"plugin"`
+	// Shadow is the path of a .wasm module every process of the app runs
+	// as the processor's shadow from its start: the config's form of
+	// `wasmstream deploy --shadow` (README, "Shadow runs"). Its emits are
+	// compared with the plugin's and dropped, its state writes kept in an
+	// overlay; nothing of it is committed. A shadow the control topic
+	// names (deploy --shadow, or a shadow-first deploy) takes its place;
+	// remove it from the config to end it. Default "" (none).
+	Shadow string `koanf:"shadow"`
 	// Inputs are the topics the processor reads. At least one; a topic may
 	// be the input of one processor only. "<processor>.<output>" names the
 	// repartition output of another processor of the app (see
@@ -480,6 +488,15 @@ type SwapConfig struct {
 	// MinRecords is how many records a task must have processed with the
 	// new version before its failure ratio counts. Default 1.
 	MinRecords int `koanf:"min_records"`
+	// ShadowFirst, when set, makes every `wasmstream deploy` of the app
+	// shadow-first: the candidate runs as a shadow beside the active
+	// version for this long, in every process, and goes live only if its
+	// failure ratio stayed under max_failure_ratio (and its difference
+	// ratio under --max-diff-ratio, when given); otherwise it is refused
+	// and nothing of it was committed. `deploy --no-shadow-first` skips it
+	// for one deploy. Default 0s: deploys go live at once, under the
+	// canary.
+	ShadowFirst time.Duration `koanf:"shadow_first"`
 }
 
 // AdminConfig is the admin HTTP endpoint.

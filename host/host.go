@@ -230,19 +230,25 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	h.vers = runner.NewVersions()
 	h.pauses = runner.NewPauses()
 	h.follower, err = follower.Load(ctx, follower.Config{
-		Pauses:     h.pauses,
-		OnMember:   h.onMember,
-		AppID:      cfg.AppID,
-		Kafka:      h.kafka,
-		Processors: h.procs,
-		Limits:     h.limits,
-		Versions:   h.vers,
-		Canary:     cfg.Swap.canary(),
-		Logger:     h.log,
-		Timeout:    brokerTimeout,
+		Pauses:       h.pauses,
+		OnMember:     h.onMember,
+		AppID:        cfg.AppID,
+		Kafka:        h.kafka,
+		Processors:   h.procs,
+		Limits:       h.limits,
+		Versions:     h.vers,
+		Canary:       cfg.Swap.canary(),
+		ShadowLimits: runner.ShadowLimits{TimeCap: cfg.Kafka.CommitInterval / 2},
+		Logger:       h.log,
+		Timeout:      brokerTimeout,
 	})
 	if err != nil {
 		return nil, err
+	}
+	for i := range cfg.Processors {
+		if pc := &cfg.Processors[i]; pc.Shadow != "" {
+			h.configShadow(ctx, pc)
+		}
 	}
 	enums, err := toRunnerEnums(cfg)
 	if err != nil {
@@ -472,12 +478,20 @@ func (h *Host) Run(ctx context.Context) error {
 	followed := make(chan struct{})
 	go func() {
 		defer close(followed)
+		// The shadows the control topic named at Load start now that
+		// the runners exist (compiled here, off the record path).
+		h.follower.SetShadowHost(fctx, shadowHost{h})
 		h.follower.Run(fctx)
 	}()
 	purged := make(chan struct{})
 	go func() {
 		defer close(purged)
 		h.purgeRepartitions(fctx)
+	}()
+	reported := make(chan struct{})
+	go func() {
+		defer close(reported)
+		h.reportShadows(fctx)
 	}()
 	advertised := make(chan struct{})
 	go func() {
@@ -490,6 +504,7 @@ func (h *Host) Run(ctx context.Context) error {
 		stopFollow()
 		<-followed
 		<-purged
+		<-reported
 		<-advertised
 	}()
 	tctx, stopTables := context.WithCancel(ctx)

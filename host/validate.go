@@ -99,6 +99,9 @@ func (c *Config) Validate() error {
 	if c.Swap.MinRecords < 0 {
 		bad("swap.min_records", "must be positive")
 	}
+	if c.Swap.ShadowFirst < 0 {
+		bad("swap.shadow_first", "must not be negative")
+	}
 	if c.Runtime.MaxModuleSize < 1024 {
 		bad("runtime.max_module_size", "%d bytes is too small", c.Runtime.MaxModuleSize)
 	}

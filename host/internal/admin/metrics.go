@@ -48,6 +48,8 @@ const (
 	mSlowStarts    = "wasmstream_plugin_slow_starts_total"
 	mRollbacks     = "wasmstream_plugin_rollbacks_total"
 	mRefusals      = "wasmstream_plugin_refusals_total"
+	mShadowRecords = "wasmstream_shadow_records_total"
+	mShadowStops   = "wasmstream_shadow_stops_total"
 	mHeld          = "wasmstream_plugin_versions_held"
 	mPaused        = "wasmstream_processor_paused"
 	mModules       = "wasmstream_plugin_modules"
@@ -103,6 +105,8 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 	slowStarts := counter(mSlowStarts, "Plugin instances whose start (init) took over half its budget; under a canary, the version is rolled back.")
 	rollbacks := counter(mRollbacks, "Automatic rollbacks of a plugin version that failed its canary.")
 	refusals := counter(mRefusals, "Plugin versions from the control topic this process refused to run; it kept the running one.")
+	shadowRecords := counter(mShadowRecords, "Records a shadow run compared, by result: match (the candidate emitted what the active version did), difference, failure (of the candidate).")
+	shadowStops := counter(mShadowStops, "Shadow runs that stopped themselves (fell behind, over their share of time or state, failing, or not starting).")
 	// Tasks per version rather than one series per task: as many series
 	// as versions running (one, two during a swap), not as partitions,
 	// and none that come and go with every rebalance. /v1/processors
@@ -149,6 +153,13 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 			slowStarts.add(l, float64(lc.SlowStarts))
 			rollbacks.add(l, float64(lc.Rollbacks))
 			refusals.add(l, float64(lc.Refusals))
+			for _, r := range []struct {
+				result string
+				n      int64
+			}{{"match", lc.ShadowMatches}, {"difference", lc.ShadowDifferences}, {"failure", lc.ShadowFailures}} {
+				shadowRecords.add([]Label{{"processor", p.Name}, {"result", r.result}}, float64(r.n))
+			}
+			shadowStops.add(l, float64(lc.ShadowStops))
 			addTaskCounts(tasks, p.Name, activeVersion(procs, p.Name), lc.Tasks)
 			held.add(l, float64(lc.Held))
 			modules.add(l, float64(lc.Modules))
@@ -248,7 +259,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 	}
 
 	fams := []family{*in, *out, *skipped, *dead, *failures, *failedTasks, *commits, *aborts, *heldBytes, *instanceBytes, *budgetCommits, *latency, *commitSecs,
-		*info, *tasks, *swaps, *swapFailures, *slowStarts, *rollbacks, *refusals, *held, *modules, *instances, *memory, *snapshots, *stateTasks, *stateIters,
+		*info, *tasks, *swaps, *swapFailures, *slowStarts, *rollbacks, *refusals, *shadowRecords, *shadowStops, *held, *modules, *instances, *memory, *snapshots, *stateTasks, *stateIters,
 		*restoring, *restored, *target, *pos, *rate, *wipes, *done,
 		*lag, *standbyLag, *firings, *commitCalls, *timersDropped, *marksDropped, *pending, *streamLag, *stateFailures, *stateFailed, *paused}
 	seen := map[string]bool{}

@@ -183,6 +183,18 @@ wasmstream_plugin_rollbacks_total{processor="idle"} 0
 # TYPE wasmstream_plugin_refusals_total counter
 wasmstream_plugin_refusals_total{processor="p"} 3
 wasmstream_plugin_refusals_total{processor="idle"} 0
+# HELP wasmstream_shadow_records_total Records a shadow run compared, by result: match (the candidate emitted what the active version did), difference, failure (of the candidate).
+# TYPE wasmstream_shadow_records_total counter
+wasmstream_shadow_records_total{processor="p",result="match"} 0
+wasmstream_shadow_records_total{processor="p",result="difference"} 0
+wasmstream_shadow_records_total{processor="p",result="failure"} 0
+wasmstream_shadow_records_total{processor="idle",result="match"} 0
+wasmstream_shadow_records_total{processor="idle",result="difference"} 0
+wasmstream_shadow_records_total{processor="idle",result="failure"} 0
+# HELP wasmstream_shadow_stops_total Shadow runs that stopped themselves (fell behind, over their share of time or state, failing, or not starting).
+# TYPE wasmstream_shadow_stops_total counter
+wasmstream_shadow_stops_total{processor="p"} 0
+wasmstream_shadow_stops_total{processor="idle"} 0
 # HELP wasmstream_plugin_versions_held Plugin versions the processor holds compiled: the active one, the one a rollback returns to, a proposal not yet taken in, and any a task still runs.
 # TYPE wasmstream_plugin_versions_held gauge
 wasmstream_plugin_versions_held{processor="p"} 2

@@ -190,6 +190,11 @@ type Lifecycle struct {
 	SlowStarts int64
 	Rollbacks  int64 // automatic rollbacks of a version that failed its canary
 	Refusals   int64 // versions from the control topic this process refused to run
+	// ShadowMatches, ShadowDifferences and ShadowFailures are the records
+	// shadow runs compared in this process (the candidate emitted the
+	// same, something else, or failed); ShadowStops the shadows that
+	// stopped themselves.
+	ShadowMatches, ShadowDifferences, ShadowFailures, ShadowStops int64
 	// Held is how many versions the processor holds compiled (package
 	// versions: active, back, pending, and those tasks still run); Modules
 	// and Instances are its runtime's open modules and plugin instances,

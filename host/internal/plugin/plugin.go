@@ -329,6 +329,17 @@ func (s taskState) Scan(store int, start, end []byte) (engine.Iterator, error) {
 	return it, nil
 }
 
+// overlayState adapts a shadow's state overlay to the engine's State.
+type overlayState struct{ runner.StateView }
+
+func (s overlayState) Scan(store int, start, end []byte) (engine.Iterator, error) {
+	it, err := s.StateView.Scan(store, start, end)
+	if err != nil {
+		return nil, err
+	}
+	return it, nil
+}
+
 // factory makes one engine instance per task of one plugin version.
 type factory struct {
 	module  *engine.Module
@@ -349,6 +360,9 @@ func (f *factory) Instantiate(ctx context.Context, task runner.TaskID, env runne
 	b.Sink = env.Sink
 	if env.State != nil {
 		b.State = taskState{env.State}
+	}
+	if env.Overlay != nil {
+		b.State = overlayState{env.Overlay} // a shadow's (runner.Env.Overlay)
 	}
 	if f.taskTables > 0 {
 		if env.State == nil {

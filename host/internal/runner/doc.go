@@ -42,6 +42,9 @@
 //	timekeeper.go  a task's time: stream and wall clocks, timers, marks (I10)
 //	timers.go      timer checks and the commit point's calls
 //	swap.go        versions, the canary and rollBack (I8)
+//	shadow.go      shadow runs: a candidate beside the active version in
+//	               every task, its time budget, the comparison (I11)
+//	shadowstate.go a shadow's state overlay over the task's stores
 //	pause.go       processors paused by the operator: the registry, and
 //	               their inputs paused at a commit point
 //	serving.go     the tasks whose state interactive queries may read

@@ -86,6 +86,10 @@ type Env struct {
 	// is the task's time store when the spec says TimeStore: not the
 	// plugin's (Plugin implementations bind only the user's stores).
 	State *state.Task
+	// Overlay, if set, is what the instance's state calls go to instead
+	// of State: a shadow's overlay over it (shadow.go). State still serves
+	// the task tables, which are read-only.
+	Overlay StateView
 	// Time serves the time imports (ABI.md section 8) during the
 	// instance's calls: the task's clocks, timers and commit marks.
 	Time Time
@@ -431,6 +435,11 @@ type procState struct {
 	// (pause.go): written by the loop under Runner.mu at a commit point,
 	// read by the loop and by Paused.
 	paused atomic.Bool
+
+	// shadow is the processor's latest shadow run (shadow.go); nil if it
+	// never had one. Set by StartShadow on any goroutine; its tasks read
+	// it at each batch.
+	shadow atomic.Pointer[shadowRun]
 
 	// held is, for a co-partitioned processor, the partitions of each input
 	// this member is assigned (copartition.go). Loop and callbacks, under

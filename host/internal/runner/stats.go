@@ -60,6 +60,14 @@ type Stats struct {
 	Swaps         atomic.Int64 // tasks switched to a new plugin version
 	SwapFailures  atomic.Int64 // tasks whose new version did not instantiate (they kept the old)
 	Rollbacks     atomic.Int64 // automatic rollbacks of a version that failed its canary
+	// ShadowMatches, ShadowDifferences and ShadowFailures count the
+	// records a shadow run compared (shadow.go): the candidate emitted
+	// the same as the active version, something else, or failed.
+	// ShadowStops counts the shadows that stopped themselves.
+	ShadowMatches     atomic.Int64
+	ShadowDifferences atomic.Int64
+	ShadowFailures    atomic.Int64
+	ShadowStops       atomic.Int64
 	// SlowStarts counts plugin instances whose start (init) took over
 	// half its budget (swap.go, startedSlowly).
 	SlowStarts atomic.Int64

@@ -75,6 +75,9 @@ type task struct {
 	// canaryIn and canaryFailed count the records the current version
 	// processed, and failed, since the task switched to it.
 	canaryIn, canaryFailed int64
+	// sh is the task's part of its processor's shadow run (shadow.go);
+	// nil when none runs.
+	sh *taskShadow
 	// recordCost is a moving average of the plugin time one record costs
 	// the task, its timer firings and commit calls included (a record
 	// that sets a timer pays for its firing): the cheapest tasks of a
@@ -193,6 +196,7 @@ func (t *task) close(ctx context.Context) {
 	}
 	t.discardPrepared(ctx)
 	t.closePrev(ctx)
+	t.closeShadow(ctx)
 	t.proc.setTaskVersion(t.r.vers, t.id, nil)
 	t.proc.mu.Lock()
 	for _, topic := range t.topics {
@@ -353,8 +357,10 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 	pos := make([]int, len(batch))
 	take := func(in int) { pos[in]++; batch[in] = orig[in][pos[in]:] }
 	c := &t.calls
+	sh := t.shadowFor(ctx)
 	for {
 		c.reset(t)
+		c.shadow = sh
 		for len(c.calls) < maxCalls {
 			in := nextInput(batch)
 			if in < 0 {
@@ -432,7 +438,13 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 		if len(c.calls) == 0 {
 			return done, nil
 		}
+		if sh != nil && t.sh == sh {
+			t.shadowBefore(ctx, c)
+		}
 		n := c.run(ctx, deadline)
+		if sh != nil && t.sh == sh {
+			t.shadowAfter(c, n, c.took)
+		}
 		for k := len(c.calls) - 1; k >= n; k-- {
 			in := c.ins[k] // not run: back to its input, in order
 			pos[in]--

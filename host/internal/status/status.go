@@ -338,9 +338,14 @@ func lifecycle(st *runner.Stats, v versions.Snapshot) *admin.Lifecycle {
 		SwapFailures: st.SwapFailures.Load(),
 		SlowStarts:   st.SlowStarts.Load(),
 		Rollbacks:    st.Rollbacks.Load(),
-		Refusals:     v.Refusals,
-		Held:         v.Held,
-		Tasks:        make([]admin.TaskVersion, 0, len(v.Tasks)),
+
+		ShadowMatches:     st.ShadowMatches.Load(),
+		ShadowDifferences: st.ShadowDifferences.Load(),
+		ShadowFailures:    st.ShadowFailures.Load(),
+		ShadowStops:       st.ShadowStops.Load(),
+		Refusals:          v.Refusals,
+		Held:              v.Held,
+		Tasks:             make([]admin.TaskVersion, 0, len(v.Tasks)),
 	}
 	for task, id := range v.Tasks {
 		lc.Tasks = append(lc.Tasks, admin.TaskVersion{Task: task, Version: id})
