@@ -44,7 +44,7 @@ func TestShadowEndpoint(t *testing.T) {
 	src.set(func(f *fakeSource) {
 		f.shadows = map[string]shadow.Status{"counts": {Processor: "counts", Version: "v2", Started: started, Running: false,
 			Stopped: "operator", Total: shadow.Counts{Records: 10, Matches: 7, Differences: 2, Failures: 1},
-			Tasks:   map[string]shadow.Counts{"counts/words/0": {Records: 10, Matches: 7, Differences: 2, Failures: 1}}, Samples: 160}}
+			Tasks: map[string]shadow.Counts{"counts/words/0": {Records: 10, Matches: 7, Differences: 2, Failures: 1}}, Samples: 160}}
 		f.samples = map[string][]shadow.Sample{"counts": samples}
 	})
 	s := start(t, src)
