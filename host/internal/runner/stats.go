@@ -53,7 +53,10 @@ type Stats struct {
 	RefusalAborts atomic.Int64
 	Swaps         atomic.Int64 // tasks switched to a new plugin version
 	SwapFailures  atomic.Int64 // tasks whose new version did not instantiate (they kept the old)
-	Rollbacks     atomic.Int64 // automatic rollbacks of a version that failed its canary
+	Rollbacks     atomic.Int64 // automatic rollbacks of a version that failed its canary or its migration
+	// Migrations counts the tasks whose state a new version migrated
+	// (ABI.md section 12); MigrationFailures the migrations that failed.
+	Migrations, MigrationFailures atomic.Int64
 	// SlowStarts counts plugin instances whose start (init) took over
 	// half its budget (swap.go, startedSlowly).
 	SlowStarts atomic.Int64
