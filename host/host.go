@@ -597,21 +597,23 @@ func (h *Host) Stats(processor string) (ProcessorStats, bool) {
 		return ProcessorStats{}, false
 	}
 	return ProcessorStats{
-		RecordsIn:     st.RecordsIn.Load(),
-		RecordsOut:    st.RecordsOut.Load(),
-		Skipped:       st.Skipped.Load(),
-		DeadLettered:  st.DeadLettered.Load(),
-		FailedTasks:   st.FailedTasks.Load(),
-		StoppedTasks:  st.StoppedTasks.Load(),
-		Commits:       st.Commits.Load(),
-		Aborts:        st.Aborts.Load(),
-		RefusalAborts: st.RefusalAborts.Load(),
-		Swaps:         st.Swaps.Load(),
-		SwapFailures:  st.SwapFailures.Load(),
-		Rollbacks:     st.Rollbacks.Load(),
-		Failures:      st.Failures(),
-		HeldBytes:     st.HeldBytes.Load(),
-		BudgetCommits: st.BudgetCommits.Load(),
+		RecordsIn:         st.RecordsIn.Load(),
+		RecordsOut:        st.RecordsOut.Load(),
+		Skipped:           st.Skipped.Load(),
+		DeadLettered:      st.DeadLettered.Load(),
+		FailedTasks:       st.FailedTasks.Load(),
+		StoppedTasks:      st.StoppedTasks.Load(),
+		Commits:           st.Commits.Load(),
+		Aborts:            st.Aborts.Load(),
+		RefusalAborts:     st.RefusalAborts.Load(),
+		Swaps:             st.Swaps.Load(),
+		SwapFailures:      st.SwapFailures.Load(),
+		Rollbacks:         st.Rollbacks.Load(),
+		Migrations:        st.Migrations.Load(),
+		MigrationFailures: st.MigrationFailures.Load(),
+		Failures:          st.Failures(),
+		HeldBytes:         st.HeldBytes.Load(),
+		BudgetCommits:     st.BudgetCommits.Load(),
 	}, true
 }
 

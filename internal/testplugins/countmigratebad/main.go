@@ -1,0 +1,48 @@
+// Command countmigratebad is countmigrate whose migration fails after
+// writing half the store in the new layout (or, with the processor config
+// {"fail":"trap"}, panics; {"fail":"loop"} runs until the host's time
+// limit; {"fail":"bloat"} writes until a state limit stops it): the
+// host must discard those writes and roll the swap back.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+
+	"github.com/wasmstream/wasmstream/internal/testplugins/countlib"
+	"github.com/wasmstream/wasmstream/sdk"
+	"github.com/wasmstream/wasmstream/sdk/migrate"
+)
+
+var counts = sdk.Store("counts")
+
+func init() {
+	sdk.Handle(countlib.CountBinary)
+	migrate.Handle(func(from string) error {
+		var cfg struct{ Fail string }
+		if err := json.Unmarshal(sdk.Config(), &cfg); err != nil {
+			return err
+		}
+		switch cfg.Fail {
+		case "trap":
+			panic("countmigratebad: asked to trap")
+		case "loop":
+			for {
+				_, _, _ = counts.Get([]byte("k0"))
+			}
+		case "bloat":
+			v := make([]byte, 64<<10)
+			for i := 0; ; i++ {
+				if err := counts.Put([]byte{'b', byte(i), byte(i >> 8), byte(i >> 16)}, v); err != nil {
+					return err
+				}
+			}
+		}
+		if err := countlib.MigrateJSON(from); err != nil {
+			return err
+		}
+		return errors.New("countmigratebad: the migration fails after writing the new layout")
+	})
+}
+
+func main() {}
