@@ -40,6 +40,7 @@
 //	timekeeper.go  a task's time: stream and wall clocks, timers, marks (I10)
 //	timers.go      timer checks and the commit point's calls
 //	swap.go        versions, the canary and rollBack (I8)
+//	migrate.go     state migration between versions: the state's version, settleVersion
 //	pause.go       processors paused by the operator: the registry, and
 //	               their inputs paused at a commit point
 //	serving.go     the tasks whose state interactive queries may read
