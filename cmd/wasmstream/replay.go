@@ -61,8 +61,13 @@ versions behaved identically (same emits, or both failed, on every record),
 1 they differ, 2 a usage error, 3 the replay failed (as diff(1) and cmp(1),
 a script can tell "differ" from "failed").
 
-A plugin that uses timers or the commit hook, and a processor with tables,
-are refused. With runtime.trusted_keys, the modules must be signed.`
+Timers fire after each record as the ABI defines them over the records'
+time (event-time ones by the stream time, processing-time ones by the
+largest record timestamp so far: replay has no real time); a firing's
+lines follow its record's and carry "timer": {kind, time, key}. A plugin
+that marks keys for the commit hook (commit_mark), and a processor with
+tables, are refused: replay has no commit points. With
+runtime.trusted_keys, the modules must be signed.`
 
 func (e *env) replay(ctx context.Context, args []string) int {
 	var pluginFile, version, out, against, stateFrom string
@@ -178,6 +183,9 @@ func (e *env) replay(ctx context.Context, args []string) int {
 		return fail
 	}
 	msg := fmt.Sprintf("replayed %s over %d task(s): %d records in, %d emitted, %d failed", opts.Processor, res.Tasks, res.Records, res.Emitted, res.Failed)
+	if res.Fired > 0 {
+		msg += fmt.Sprintf(", %d timers fired", res.Fired)
+	}
 	if out == "-" {
 		fmt.Fprintln(e.stderr, msg)
 	} else {
