@@ -152,3 +152,28 @@ func TestMigrateFailureRollsBack(t *testing.T) {
 		})
 	}
 }
+
+// A first version that exports a migration, on fresh state, never
+// migrates: there is no other version's layout to migrate from (it
+// records its own). A restart with the same version does not migrate
+// either.
+func TestMigrateNotOnFreshState(t *testing.T) {
+	p := newPipelineOn(t, testbroker.New(t), wasmbuild.Build(t, "./internal/testplugins/countmigrate"), OnErrorSkip)
+	p.cfg.Processors[0].Stores = []string{"counts"}
+	p.cfg.State.Dir = t.TempDir()
+	var id string
+	for round := range 2 {
+		h, stop := p.run(t)
+		id = h.Versions()[0].Active.ID
+		produceIDs(t, p, 60*round, 60*(round+1))
+		p.waitProcessed(t)
+		st, _ := h.Stats("proc")
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if st.Migrations != 0 || st.MigrationFailures != 0 || st.Skipped != 0 {
+			t.Fatalf("round %d: %d migrations, %d failed, %d skipped; want none", round, st.Migrations, st.MigrationFailures, st.Skipped)
+		}
+	}
+	checkCounts(t, p.b.ReadCommitted(t, p.out, 30*time.Second), 120, map[string]int{id: 0})
+}
