@@ -133,7 +133,7 @@ staticcheck:
 chaos:
 	$(GO) test -count=1 -timeout 20m -v ./internal/chaos/
 
-# The disk-filling scenario of issue 29 item 2 on a real 400 MB tmpfs
+# The disk-filling scenario (a plugin filling its disk) on a real 400 MB tmpfs
 # (host/smalldisk_test.go, build tag smalldisk, which `make test` never
 # sets). Run as root: it mounts the tmpfs, runs the tests, and unmounts it
 # whatever they do. Against real Kafka set WASMSTREAM_TEST_BROKERS.
@@ -167,7 +167,8 @@ demo-plugins:
 docs:
 	$(GO) generate ./host/
 
-# The container image: a static binary on a distroless base, non-root
+# The container image: a static binary on an empty (scratch) base with CA
+# certificates, non-root
 # (Dockerfile). Needs docker; IMAGE names the result.
 IMAGE ?= wasmstream:$(VERSION)
 docker:
@@ -308,7 +309,7 @@ bench-kstreams: build plugins rust-plugins c-plugins
 #   make soak                                    the default: a new distinct build every 2 minutes
 #   make soak SOAK_ARGS='-duration 20m -first-deploy 2m -warmup 3m -builds alternate'
 .PHONY: soak
-# Failover with and without standby replicas (issue 25.2): three processes,
+# Failover with and without standby replicas: three processes,
 # 1 GiB of state, one SIGKILLed under load, on a broker of its own
 # (scripts/failover.sh; FAILOVER_ARGS go to internal/failover).
 .PHONY: bench-failover

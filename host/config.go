@@ -30,8 +30,8 @@ type Config struct {
 	AppID string `koanf:"app_id"`
 
 	// Guarantee is "exactly_once" (default) or "at_least_once", for every
-	// processor of the app (they share one consumer group and one
-	// producer). exactly_once: a commit point is one Kafka transaction
+	// processor of the app (they share one consumer group; with
+	// kafka.members: shared also one producer and its transactions). exactly_once: a commit point is one Kafka transaction
 	// holding the outputs, changelog records, dead letters and input
 	// offsets; local state is applied only if it commits. at_least_once:
 	// outputs and changelogs are acknowledged, state applied, then offsets
@@ -229,8 +229,9 @@ type ProcessorConfig struct {
 	// Config is handed to the plugin as JSON (the ABI's config import);
 	// a processor without config gets {}.
 	Config map[string]any `koanf:"config"`
-	// OnError is what a failed record (trap, timeout, memory limit, ABI
-	// misuse, or the plugin's own rejection) does: "fail" stops the task
+	// OnError is what a failed record (any failure kind: a trap, a
+	// timeout, a limit, ABI misuse, a refused write, the plugin's own
+	// rejection; docs/design.md section 7) does: "fail" stops the task
 	// at that record and keeps its offset; "skip" logs and counts it and
 	// moves on; "dead_letter" writes the original record with error headers
 	// to <app_id>-<name>-dlq and moves on. Default "fail".

@@ -76,6 +76,7 @@ func (c *Config) ApplyDefaults() {
 
 	orDefault(&c.State.Dir, DefaultStateDir)
 	orDefault(&c.State.SyncInterval, state.DefaultSyncInterval)
+	orDefault(&c.State.WriteTimeout, state.DefaultWriteTimeout)
 
 	orDefault(&c.Log.Level, LevelInfo)
 	orDefault(&c.Log.Format, LogText)

@@ -272,8 +272,8 @@ func TestDeploySkipsConfigPluginThatCannotRun(t *testing.T) {
 // A manifest written straight to the control topic by another tool, whose
 // module chunks were never written, is refused by every process. It must
 // not take rollback away: the next deploy reports the version before it as
-// the one it replaced, and a rollback passes over it with a note (issue 11:
-// "a bad version blocks rollback").
+// the one it replaced, and a rollback passes over it with a note (it used to be
+// that a bad version blocked rollback).
 func TestRollbackSkipsVersionNoProcessCouldRun(t *testing.T) {
 	p := newPipeline(t, engineTestdata("passthrough"), OnErrorFail)
 	ctx, log := depCtx(t), testLogger(t)

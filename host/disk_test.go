@@ -178,7 +178,7 @@ func (p *diskPair) healthyKeepsCommitting() {
 	}
 }
 
-// A full disk under one processor's store (issue 29, item 2): the disk
+// A full disk under one processor's store: the disk
 // refuses every write of the processor "filler" (ENOSPC through Pebble's
 // errorfs). Its database fails: /readyz says so, naming the processor, the
 // directory and the cause, the failure is counted in

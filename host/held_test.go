@@ -13,7 +13,7 @@ import (
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 )
 
-// Issue 27's window-staging plugin through the whole host
+// The window-staging plugin through the whole host
 // (host/internal/engine/testdata/stager.wasm: 15 state values of 990,000
 // bytes per record, 14.85 MB, inside every per-record limit), 20 records
 // available at once, a commit interval (4 s) the run never reaches. The

@@ -86,7 +86,7 @@ type Host struct {
 // processor or for all of them. Each member has its own client, producer
 // and transactional id, so its commit points wait for no other member's
 // processing: a plugin that keeps timing out delays only the member that
-// runs it (issue #11's time isolation across processors).
+// runs it (I9 across processors).
 type member struct {
 	// opts builds the member's runner: the first in New, and a new one (a
 	// new client and producer, the same counters) each time Run replaces
@@ -314,6 +314,9 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		// One pool for the process: every member's runners, and the ones
 		// that replace them, share runtime.memory_budget.
 		Memory: account.NewPool(int64(cfg.Runtime.MemoryBudget)),
+		// One CPU share for the process: heavy guest work of all members
+		// together holds at most GOMAXPROCS-1 cores (runner/cpushare.go).
+		CPU: runner.NewCPUShare(runner.DefaultCPUSlots()),
 	}
 	if d := o.driven; d != nil {
 		base.Clock, base.ManualCommits = d.Clock, true

@@ -697,7 +697,7 @@ func TestNewAppliesDefaultsAndValidates(t *testing.T) {
 
 // A process started while its brokers are down waits for them (retrying
 // with backoff up to kafka.connect_timeout) and starts when they come up,
-// instead of exiting at once (issue 11: 72 exits in a 14 s outage under a
+// instead of exiting at once (once: 72 exits in a 14 s outage under a
 // supervisor). The broker here is kfake on both test brokers: the test
 // needs one that is absent first and then appears on a known port.
 func TestStartupWaitsForBrokers(t *testing.T) {
@@ -751,7 +751,7 @@ func TestStartupWaitsForBrokers(t *testing.T) {
 
 // An emit the output topic would refuse (over its max.message.bytes, or
 // without a key for a compacted topic) fails that record through on_error
-// instead of failing the produce: issue 11's poison pill, where one such
+// instead of failing the produce: once a poison pill, where one such
 // emit aborted five transactions and made the runner exit whatever
 // on_error said. The host learns each output's limits at startup.
 func TestEmitTheOutputWouldRefuseFailsOnlyItsRecord(t *testing.T) {
@@ -798,7 +798,7 @@ func TestEmitTheOutputWouldRefuseFailsOnlyItsRecord(t *testing.T) {
 // A runner whose producer is fenced (here: another producer takes its
 // transactional id, as the broker does to a process paused past the
 // transaction timeout) is replaced by a new one that rejoins the group and
-// carries on, instead of the process exiting (issue 11: a SIGSTOPped
+// carries on, instead of the process exiting (before: a SIGSTOPped
 // process exited 1 on resume with PRODUCER_FENCED). Every input is
 // processed exactly once in committed output, before and after.
 func TestFencedRunnerRejoins(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
-// Timer work and page faults beside a healthy processor (issue 29 item 6):
+// Timer work and page faults beside a healthy processor:
 // a processing-time timer flood (engine/testdata/timerflood.wat: 5,000
 // timers due at once per record, on 8 partitions) and an instance burst
 // (memburst.wat: 32 tasks, each instance touching its whole 64 MiB when

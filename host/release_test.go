@@ -23,7 +23,7 @@ import (
 	"github.com/wasmstream/wasmstream/internal/wasmvariant"
 )
 
-// The release tests (RATIONALE.md, "Versions held"). Each drives, many
+// The release tests (RATIONALE.md, "Hot swap: versions held"). Each drives, many
 // times over in one running host with records flowing, one path that makes
 // and drops version-scoped resources: a deploy of a new build, a task
 // revoked and assigned again, a runner replaced after its producer was

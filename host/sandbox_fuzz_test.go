@@ -15,7 +15,7 @@ import (
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 )
 
-// The sandbox fuzzer (issue 29.7): a plugin that runs whatever ABI calls a
+// The sandbox fuzzer: a plugin that runs whatever ABI calls a
 // program of bytes asks for (host/testdata/fuzzop/fuzzop.c: emits, state
 // writes, deletes and reads, scans left open, timers of every kind set and
 // cancelled from records and from callbacks, commit marks, logs, memory

@@ -17,7 +17,7 @@ import (
 	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
-// The sandbox through the whole host (issue 11): one hostile module
+// The sandbox through the whole host: one hostile module
 // (host/internal/engine/testdata/hostile.wasm, an attack per record key:
 // tables, deep and fat recursion, emit and state floods, an emit its
 // output cannot take, log and stdout floods, a loop over table.fill) runs
@@ -137,7 +137,7 @@ func vmRSS(t *testing.T) int64 {
 	return 0
 }
 
-// A processor whose records keep timing out delays only itself (issue 11:
+// A processor whose records keep timing out delays only itself (I9:
 // the healthy processor never stalls past a commit interval). The spinning
 // processor's four records take its record timeout (3s) each, one after
 // another; meanwhile the healthy processor's input gets a record every
@@ -198,8 +198,8 @@ func TestSlowProcessorDoesNotStallItsNeighbour(t *testing.T) {
 	}
 }
 
-// A plugin that floods time (issue 11's promise for the time imports of
-// issue 13; engine/testdata/timebomb.wat): every record sets 1,000
+// A plugin that floods time (I9 for the time imports of ABI.md section 8;
+// engine/testdata/timebomb.wat): every record sets 1,000
 // processing-time timers that are all due at once and marks 1,000 keys for
 // commit calls, and both callbacks spin until their timeout. Its member keeps committing, one slow callback per commit
 // point (checks and commit calls stop at the commit deadline; the rest wait
@@ -303,7 +303,7 @@ func produceSteadily(t *testing.T, b *testbroker.Broker, topic string, n int) in
 }
 
 // A plugin writing state values near and over what its changelog takes in
-// one record (issue 27: 1,048,000-byte values, under the ABI's 1 MiB, were
+// one record (1,048,000-byte values, under the ABI's 1 MiB, were once
 // a poison pill: the changelog produce failed at every commit point, 30
 // aborts and 6 restarts in 40 s, on_error never applied). With Kafka's
 // defaults the changelog takes an entry (key and value) of 999,915 bytes:
@@ -366,7 +366,7 @@ func TestStateWritesTheChangelogRefuses(t *testing.T) {
 	}
 }
 
-// A processor that takes all the CPU it can (issue 27 items 2 and 7): on
+// A processor that takes all the CPU it can (I9): on
 // 8 partitions every record spins until its record timeout, so the
 // spinning tasks occupy as many threads as the runner runs at once,
 // beside a healthy passthrough processor in the same process. While the
@@ -462,7 +462,7 @@ func testSpinningNeighbour(t *testing.T, members Members) {
 // Every hostile module of the engine's suite at once, each as a processor
 // of its own with small limits (16 MiB of memory, 4 MiB of state and 1 MiB
 // of emits per record, a 5 MiB window, a 500 ms record timeout), beside a
-// healthy passthrough processor (issue 29 item 3): each attack is stopped
+// healthy passthrough processor (the task's account): each attack is stopped
 // with its kind (limit_exceeded where the host refused a call with
 // ELIMIT or ETOOLARGE, timeout, memory_limit, stack_limit), no record of
 // the healthy processor fails (the process's budget is shared: a charge it

@@ -20,7 +20,7 @@ import (
 	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
-// The disk-filling scenario of issue 29 item 2 on a real small file system
+// The disk-filling scenario on a real small file system
 // (not a fault-injecting VFS): `make check-small-disk` mounts a 400 MB
 // tmpfs, runs these tests with WASMSTREAM_SMALL_DISK naming it, and
 // unmounts it. They are built only with the tag smalldisk, which `make
@@ -128,7 +128,7 @@ func TestSmallDiskBudgetBelowFreeSpace(t *testing.T) {
 
 // A budget larger than the disk (the default 1 GiB per task, on 400 MB):
 // the file system really fills (ENOSPC from the kernel). What the host
-// must do (issue 29 item 2): the filler's database fails loudly (readyz,
+// must do (docs/operations.md, a full disk): the filler's database fails loudly (readyz,
 // the metric, a reason naming the processor, its directory and the
 // cause), it skips no record, the healthy processor stops only if it could
 // not write either, the host stops when asked, and once space is freed a
@@ -188,7 +188,23 @@ func TestSmallDiskFills(t *testing.T) {
 	t.Logf("the host stopped %.2fs after its context ended; Close: %v", time.Since(stopStart).Seconds(), err)
 	t.Logf("filler directory %.1f MB", float64(duBytes(p.cfg.ProcessorStateDir("filler")))/1e6)
 
-	// Space freed, a new host on the same directory.
+	h, finish := restartFreed(t, p, ballast)
+	p.produce(p.hin, 20)
+	testutil.Eventually(t, 180*time.Second, p.caughtUp(p.fin))
+	testutil.Eventually(t, 60*time.Second, p.caughtUp(p.hin))
+	if st, _ := h.Stats("filler"); st.Skipped != 0 {
+		t.Errorf("the filler skipped %d records after the restart", st.Skipped)
+	}
+	finish()
+	t.Logf("after the restart: filler directory %.1f MB, free %d MB", float64(duBytes(p.cfg.ProcessorStateDir("filler")))/1e6, freeBytes(t, dir)>>20)
+	storeIsExactlyChangelog(t, p, "filler", "counts", n*4)
+}
+
+// restartFreed frees the space ballast took and starts a new host on p's
+// state directory (its admin endpoint off); finish stops it, checking Run's
+// and Close's errors.
+func restartFreed(t *testing.T, p *diskPair, ballast string) (h *Host, finish func()) {
+	t.Helper()
 	if err := os.Remove(ballast); err != nil {
 		t.Fatal(err)
 	}
@@ -201,21 +217,15 @@ func TestSmallDiskFills(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.Run(ctx) }()
-	p.produce(p.hin, 20)
-	testutil.Eventually(t, 180*time.Second, p.caughtUp(p.fin))
-	testutil.Eventually(t, 60*time.Second, p.caughtUp(p.hin))
-	if st, _ := h.Stats("filler"); st.Skipped != 0 {
-		t.Errorf("the filler skipped %d records after the restart", st.Skipped)
+	return h, func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		if err := h.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run: %v", err)
-	}
-	if err := h.Close(); err != nil {
-		t.Errorf("Close: %v", err)
-	}
-	t.Logf("after the restart: filler directory %.1f MB, free %d MB", float64(duBytes(p.cfg.ProcessorStateDir("filler")))/1e6, freeBytes(t, dir)>>20)
-	storeIsExactlyChangelog(t, p, "filler", "counts", n*4)
 }
 
 // writeBallast writes a file of n bytes (really allocated: tmpfs has no
@@ -312,27 +322,10 @@ func TestSmallDiskFilledByAnotherProcess(t *testing.T) {
 	err := p.stop()
 	t.Logf("the host stopped %.2fs after its context ended; Close: %v", time.Since(stopStart).Seconds(), err)
 
-	if err := os.Remove(ballast); err != nil {
-		t.Fatal(err)
-	}
-	cfg := *p.cfg
-	cfg.Admin.Listen = ""
-	h, err := New(context.Background(), &cfg, WithLogger(testLogger(t)))
-	if err != nil {
-		t.Fatalf("a new host on the directory, space freed: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
+	_, finish := restartFreed(t, p, ballast)
 	testutil.Eventually(t, 180*time.Second, p.caughtUp(p.fin))
 	testutil.Eventually(t, 60*time.Second, p.caughtUp(p.hin))
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run: %v", err)
-	}
-	if err := h.Close(); err != nil {
-		t.Errorf("Close: %v", err)
-	}
+	finish()
 	storeIsExactlyChangelog(t, p, "filler", "counts", 120*4)
 }
 

@@ -30,7 +30,7 @@ func (h *Host) standbyLags() map[runner.TaskID]runner.StandbyLag {
 	return out
 }
 
-// Standby replicas (issue 25.1), under both guarantees and both group
+// Standby replicas, under both guarantees and both group
 // protocols: two processes of one app, state.standby_replicas: 1. Each
 // keeps a warm copy of the other's tasks, caught up while records flow.
 // When one process leaves, the other takes its tasks over and restores

@@ -131,7 +131,7 @@ func BenchmarkSwapStall(b *testing.B) {
 
 // BenchmarkRollback measures how long a rollback through the control topic
 // (wasmstream rollback) takes, from the publish until every task runs the
-// previous version, in its two cases (RATIONALE.md, "Versions held"): to
+// previous version, in its two cases (RATIONALE.md, "Hot swap: versions held"): to
 // the version before the active one, which the process holds compiled
 // (held), and to one before that, released long ago, which it reads again
 // from the control topic and compiles (compiled), without and with the

@@ -17,7 +17,7 @@ import (
 	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
-// BenchmarkThroughput compares exactly_once with at_least_once (issue #5) in
+// BenchmarkThroughput compares exactly_once with at_least_once in
 // the same run: the stateful counter plugin (store "counts", one output
 // record per input) over 200,000 pre-produced records of about 100 bytes
 // with 4,000 keys on 4 partitions, default commit interval (100 ms) and

@@ -52,7 +52,7 @@ func (p *pipeline) waitWindows(t *testing.T, n int) []windowResult {
 	}
 }
 
-// The windowed count through the whole host (issue 13), as shipped in
+// The windowed count through the whole host, as shipped in
 // plugins/windowcount: tumbling one-second windows with emit final. A
 // window is emitted once, when a later record moves the stream time past
 // its end, with its final count; its pending close (a timer) and the
@@ -139,7 +139,7 @@ func equalWindows(got, want []windowResult) bool {
 	return true
 }
 
-// A quiet partition still fires (issue 13): plugins/alert reports a key
+// A quiet partition still fires: plugins/alert reports a key
 // that had no record for its timeout of wall-clock time through a
 // processing-time timer, with no record arriving after the key's last.
 func TestAlertOnAQuietPartition(t *testing.T) {
@@ -164,7 +164,7 @@ func TestAlertOnAQuietPartition(t *testing.T) {
 	})
 }
 
-// State expiry through the host (issue 13, abi/ABI.md section 8.7), with
+// State expiry through the host (abi/ABI.md section 8.7), with
 // plugins/wordcount and a TTL of 1s of event time on its store: a word not
 // seen for 1s of stream time is gone (its count starts again at 1), its
 // deletion is a tombstone in the store's changelog, and a new process

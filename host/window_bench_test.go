@@ -15,15 +15,15 @@ import (
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
-// BenchmarkWindowCount is issue #13's performance item: the cost of a
+// BenchmarkWindowCount measures the cost of a
 // windowed count, whose timers go through the host (set, kept with the
 // task's state, fired), next to the plain stateful count, in the same run
 // and on the same input. The target is a windowed count with emit final at
 // no more than 1.5x the plain count's CPU per input record.
 //
 // Configurations, each under exactly_once with the default commit
-// interval (100 ms) and commit_records 10,000 (the default until the
-// figures of issue #13 were taken; set here so they stay comparable):
+// interval (100 ms) and commit_records 10,000 (the default when the
+// first figures were taken; set here so they stay comparable):
 //
 //   - plain: internal/testplugins/counter. Per record one Get and one Put of
 //     the key's count in store "counts" and one output record: the same

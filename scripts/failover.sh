@@ -29,14 +29,6 @@ CPORT="${WASMSTREAM_FAILOVER_KAFKA_CONTROLLER_PORT:-19493}"
 SPORT="${WASMSTREAM_FAILOVER_KAFKA_SASL_PORT:-19494}"
 KHOME="${WASMSTREAM_FAILOVER_KAFKA_HOME:-$REPO/.cache/failover/kafka}"
 
-# kafka runs scripts/kafka.sh for this broker; the variables are set for it
-# alone (wasmstream reads WASMSTREAM_* from its environment as config).
-kafka() {
-	WASMSTREAM_KAFKA_PORT=$PORT WASMSTREAM_KAFKA_CONTROLLER_PORT=$CPORT WASMSTREAM_KAFKA_SASL_PORT=$SPORT \
-		WASMSTREAM_KAFKA_HOME=$KHOME \
-		scripts/kafka.sh "$@"
-}
-
 die() {
 	echo "failover.sh: $*" >&2
 	exit 1
@@ -46,21 +38,11 @@ for f in bin/failover bin/wasmstream bin/plugins/failover.wasm; do
 	[[ -e $f ]] || die "$f is missing: run make bench-failover, which builds it"
 done
 
-if [[ ! -f $KHOME/libs/.pom.sha256 && -f $REPO/.cache/kafka/libs/.pom.sha256 ]]; then
-	mkdir -p "$KHOME"
-	cp -r "$REPO/.cache/kafka/libs" "$KHOME/libs"
-fi
-
-stop_broker() {
-	kafka stop || echo "failover.sh: could not stop the broker at 127.0.0.1:$PORT (data and pid file in $KHOME)" >&2
-}
-trap stop_broker EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
 rm -rf .cache/failover/run
 mkdir -p .cache/failover/run
-kafka start
+# shellcheck source=scripts/ownbroker.sh
+source scripts/ownbroker.sh
+own_broker failover.sh "$PORT" "$CPORT" "$SPORT" "$KHOME"
 
 status=0
 bin/failover -brokers "127.0.0.1:$PORT" -work .cache/failover/run "$@" || status=$?

@@ -47,7 +47,7 @@ func runCapped(t *testing.T, args ...string) testutil.ChildResult {
 	return testutil.Child(t, "cli", 3<<30, 3*time.Minute, cliArgsEnv+"="+string(b))
 }
 
-// The compile bomb of issue 27: 99,990 functions (the plugin's three and
+// A compile bomb: 99,990 functions (the plugin's three and
 // 99,987 more), each with 49,990 i64 locals and an empty body, 800 KB and
 // inside every shape limit. wazero's decoder alone would take 40 GB.
 var bombShape = wasmgen.Shape{Funcs: 99987, Locals: 49990, Plugin: true}

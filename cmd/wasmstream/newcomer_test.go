@@ -18,12 +18,12 @@ import (
 )
 
 // maxVelocityLines bounds the processor code of the velocity processor in
-// every SDK (issue 26: "under about 40 lines"): its lines that are neither
+// every SDK (the aim: "under about 40 lines"): its lines that are neither
 // blank nor comments, without the test and the imports. (Go's error
 // returns take it to 41: Rust 28, C 39, TypeScript 27.)
 const maxVelocityLines = 41
 
-// TestNewcomerPath is issue 26's newcomer, in every language, with only
+// TestNewcomerPath is a newcomer's first hour, in every language, with only
 // the installed binary in an empty directory outside the repository:
 // init; the velocity processor ("per card, count payments in the last
 // 60 s of event time; alert above 3; pass every payment on") written with

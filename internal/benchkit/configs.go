@@ -78,11 +78,11 @@ type Feature struct {
 	Path string
 }
 
-// Features of issue 22 that the host is getting; the configurations that
+// Features the host may lack (an older build under test); the configurations that
 // use them run once `wasmstream validate` accepts their config.
 var (
-	featureLatestPerKey = Feature{What: "the output option emit: latest_per_key (issue 22)", Path: "processors[1].outputs[counts]"}
-	featureStoreCache   = Feature{What: "a store's record cache, stores: [{name, cache}] (issue 22)", Path: "processors[1].stores[0]"}
+	featureLatestPerKey = Feature{What: "the output option emit: latest_per_key", Path: "processors[1].outputs[counts]"}
+	featureStoreCache   = Feature{What: "a store's record cache, stores: [{name, cache}]", Path: "processors[1].stores[0]"}
 )
 
 // generalTemplate is the general word count (split -> repartition topic

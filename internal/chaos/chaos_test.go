@@ -45,7 +45,7 @@ func TestCrashSIGKILL(t *testing.T) {
 }
 
 // TestCrashSIGKILLWithStandbys is TestCrashSIGKILL with
-// state.standby_replicas: 1 (issue 25.1): every process also keeps warm
+// state.standby_replicas: 1: every process also keeps warm
 // copies of other processes' tasks and catches them up while the kills
 // move tasks around, so a moved task often starts on a copy. The output
 // must still be exactly once, and checkLocalStores holds every store of

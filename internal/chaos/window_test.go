@@ -48,7 +48,7 @@ func windowEventTime(rng *rand.Rand) int64 {
 	}
 }
 
-// TestWindowsExactlyOnceSIGKILL (issue 13): windows results exactly once.
+// TestWindowsExactlyOnceSIGKILL: windows results exactly once.
 // Three processes of one exactly_once app run plugins/windowcount (1 s
 // tumbling windows, 500 ms grace, emit final) while input with event
 // timestamps near the wall clock, some out of order and some late, is

@@ -119,7 +119,7 @@ func load(path string, environ []string, fs *pflag.FlagSet, validate func(*host.
 		envMap[key] = val
 		fromCommandLine[key] = true
 	}
-	tree, err := envTree(envMap, k.Raw()) // lists by index: configenv.go
+	tree, err := envTree(envMap, k.Raw()) // lists by index: env.go
 	if err != nil {
 		return nil, err
 	}

@@ -161,8 +161,8 @@ func TestLoadMissingFile(t *testing.T) {
 }
 
 // A duration or size written as 0 is an error naming the field, not a
-// silent default, and a duration without a unit is not nanoseconds (issue
-// 11: "memory: 0 and record_timeout: 0 are silently replaced by defaults;
+// silent default, and a duration without a unit is not nanoseconds (once,
+// "memory: 0 and record_timeout: 0 are silently replaced by defaults;
 // record_timeout: 5 passes as 5 ns"). canary_window: 0s keeps its meaning
 // (TestLoadZeroesThatMeanSomething).
 func TestLoadRefusesZeroAndUnitlessQuantities(t *testing.T) {

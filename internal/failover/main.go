@@ -1,6 +1,6 @@
 // Command failover measures how long a stateful app takes to process again
 // after one of its processes is SIGKILLed, with and without standby
-// replicas (issue 25.2). Run it through `make bench-failover`, which starts
+// replicas. Run it through `make bench-failover`, which starts
 // a Kafka broker of its own (scripts/failover.sh).
 //
 // For each state.standby_replicas setting given: a fresh app of three

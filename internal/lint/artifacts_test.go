@@ -45,6 +45,22 @@ func moduleRoot(t *testing.T) string {
 	return filepath.Dir(strings.TrimSpace(string(out)))
 }
 
+// trackedFiles are the files git tracks under root, module-relative.
+func trackedFiles(t *testing.T, root string) []string {
+	t.Helper()
+	cmd := exec.Command("git", "ls-files", "-z")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git ls-files in %s: %v (this test needs a git checkout)", root, err)
+	}
+	files := strings.Split(strings.TrimRight(string(out), "\x00"), "\x00")
+	if len(files) < 100 {
+		t.Fatalf("git ls-files listed %d files in %s; want the whole repository", len(files), root)
+	}
+	return files
+}
+
 func isFixture(rel string) bool {
 	for _, f := range fixtures {
 		if ok, _ := filepath.Match(f.glob, rel); ok {
@@ -58,17 +74,7 @@ func isFixture(rel string) bool {
 // oversized file that is not a fixture checked against its sources.
 func TestNoTrackedBuildOutputs(t *testing.T) {
 	root := moduleRoot(t)
-	cmd := exec.Command("git", "ls-files", "-z")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("git ls-files in %s: %v (this test needs a git checkout)", root, err)
-	}
-	files := strings.Split(strings.TrimRight(string(out), "\x00"), "\x00")
-	if len(files) < 100 {
-		t.Fatalf("git ls-files listed %d files in %s; want the whole repository", len(files), root)
-	}
-	for _, rel := range files {
+	for _, rel := range trackedFiles(t, root) {
 		if isFixture(rel) {
 			continue
 		}

@@ -117,7 +117,7 @@ type Bounds struct {
 }
 
 // DefaultBounds are the soak's: a process that kept every replaced
-// version (issue 30's 35-minute soak before the fix: 4.3 MiB of live heap
+// version (a 35-minute soak before versions were released: 4.3 MiB of live heap
 // and 9.3 MiB of RSS per swap, 2.1 MiB of heap per minute) is far above
 // each; a flat one is well below, whatever a busy shared machine adds.
 var DefaultBounds = Bounds{

@@ -33,15 +33,6 @@ CPORT="${WASMSTREAM_BENCH_KAFKA_CONTROLLER_PORT:-19193}"
 SPORT="${WASMSTREAM_BENCH_KAFKA_SASL_PORT:-19194}"
 KHOME="${WASMSTREAM_BENCH_KAFKA_HOME:-$REPO/.cache/bench/kafka}"
 
-# kafka runs scripts/kafka.sh for the benchmark's broker. The variables are
-# set for it alone: wasmstream reads WASMSTREAM_* from its environment as
-# config, so they must not reach the harness and its processes.
-kafka() {
-	WASMSTREAM_KAFKA_PORT=$PORT WASMSTREAM_KAFKA_CONTROLLER_PORT=$CPORT WASMSTREAM_KAFKA_SASL_PORT=$SPORT \
-		WASMSTREAM_KAFKA_HOME=$KHOME \
-		scripts/kafka.sh "$@"
-}
-
 die() {
 	echo "kstreams.sh: $*" >&2
 	exit 1
@@ -51,21 +42,9 @@ for f in bin/benchkit bin/wasmstream bin/plugins/wordcount.wasm bin/plugins/rust
 	[[ -e $f ]] || die "$f is missing: run make bench-kstreams, which builds it"
 done
 
-# The broker jars: reuse those scripts/kafka.sh resolved for the test suite
-# (same pom, same checksum) rather than asking Maven again.
-if [[ ! -f $KHOME/libs/.pom.sha256 && -f $REPO/.cache/kafka/libs/.pom.sha256 ]]; then
-	mkdir -p "$KHOME"
-	cp -r "$REPO/.cache/kafka/libs" "$KHOME/libs"
-fi
-
-stop_broker() {
-	kafka stop || echo "kstreams.sh: could not stop the broker at 127.0.0.1:$PORT (data and pid file in $KHOME)" >&2
-}
-trap stop_broker EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-kafka start
+# shellcheck source=scripts/ownbroker.sh
+source scripts/ownbroker.sh
+own_broker kstreams.sh "$PORT" "$CPORT" "$SPORT" "$KHOME"
 
 args=()
 if [[ ${QUICK:-} == 1 ]]; then

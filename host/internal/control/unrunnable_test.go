@@ -13,8 +13,7 @@ import (
 // TestUnrunnableVersionsNeverRollbackTargets: a manifest written straight to
 // the topic by another tool, naming chunks that are not there, is refused by
 // every process; it must not then become the "previous" version of the next
-// deploy nor a rollback target, or one bad record takes rollback away
-// (issue 11: "a bad version blocks rollback").
+// deploy nor a rollback target, or one bad record takes rollback away.
 func TestUnrunnableVersionsNeverRollbackTargets(t *testing.T) {
 	b := testbroker.New(t)
 	cfg := newTopic(t, b)

@@ -210,7 +210,7 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// TestCompileBombRefused: issue 27's compile bomb (99,990 functions of
+// TestCompileBombRefused: a compile bomb (99,990 functions of
 // 49,990 i64 locals and an empty body, 800 KB, inside every shape limit;
 // 6.1 GB and 18-26 s before the compile budget, killed by a 6 GiB cap) is
 // refused by Compile and Inspect before wazero sees it, in a child under a

@@ -158,8 +158,8 @@ type Runtime struct {
 // not yet released (a closed Module is released when its last Instance
 // closes), and Instances not yet closed (a discarded one, waiting to be
 // revived, counts). A process that swaps versions without a leak comes
-// back to the same counts after every swap (RATIONALE.md, "Versions
-// held"). MemoryBytes is what the instances' linear memories hold, in
+// back to the same counts after every swap (RATIONALE.md, "Hot swap:
+// versions held"). MemoryBytes is what the instances' linear memories hold, in
 // bytes (capacity, in the Go heap): the plugins' own memory, which grows
 // with what each instance has done and starts small again in a new one.
 // SnapshotBytes is what the instances' snapshots hold (the memory their

@@ -38,7 +38,7 @@ func processAfterTraps(t *testing.T, i *Instance, sink *sinkCapture, n int) time
 }
 
 // After a trap the next record does not wait for a new instance's init
-// (issue 29 item 5): the replacement is restored from the snapshot of the
+// (RATIONALE.md, "A trapped instance is replaced from a snapshot"): the replacement is restored from the snapshot of the
 // first instance's init. With an init of about a second and every other
 // record trapping, a record after a trap takes a small fraction of the
 // init; the same instance without its snapshot (the fallback for a module

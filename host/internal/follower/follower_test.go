@@ -150,7 +150,7 @@ func TestMain(m *testing.M) {
 }
 
 // TestCompileBombRefused: a process following the control topic refuses
-// a deployed compile bomb (issue 27's: 99,990 functions of 49,990 locals in
+// a deployed compile bomb (99,990 functions of 49,990 locals in
 // 800 KB, which wazero's decoder alone would expand to 40 GB) by its
 // compile budget, records the refusal with the reason and keeps running
 // its version. The follower runs in a child under a 3 GB address-space

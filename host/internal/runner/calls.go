@@ -102,6 +102,9 @@ func (c *taskCalls) run(ctx context.Context, yieldAt time.Time) int {
 		charged := each + t.triggerTime/time.Duration(n)
 		t.triggerTime = 0
 		t.recordCost = (3*t.recordCost + charged) / 4
+		if t.recordCost > heavyCost {
+			t.proc.heavy.Store(true)
+		}
 	}
 	t.lastProcessed = end
 	return n

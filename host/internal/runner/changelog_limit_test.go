@@ -16,8 +16,7 @@ import (
 	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
-// A state write the changelog would refuse fails its record (issue 27
-// item 4): the store refuses an entry over what its changelog takes in one
+// A state write the changelog would refuse fails its record: the store refuses an entry over what its changelog takes in one
 // record (setEntryLimits), at the write, so it never reaches a transaction.
 
 // putPlugin writes each record's value under its key into store 0, then

@@ -28,6 +28,8 @@
 //	               End's watchdog, callbacks queued while End runs (I2)
 //	alo.go         at_least_once's strategy: flush, then state, then
 //	               offsets (I1); a rollback's rewind
+//	cpushare.go    the process's slots for heavy guest work (I9): at most
+//	               GOMAXPROCS-1 cores, granted to runners in turn
 //	limits.go      the one check of an emit: what its output topic accepts
 //	               (read from the broker), and the producer's batch size
 //	               per topic

@@ -20,7 +20,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/state"
 )
 
-// stager is issue 27's window-staging plugin, written in Go: every record
+// stager is the window-staging plugin, written in Go: every record
 // puts puts values of size bytes under keys of its own (the offset and
 // the put's index, so the window's pending writes really hold them all),
 // each under the per-record limits (1 MiB per value, 16 MiB per record),
@@ -116,7 +116,7 @@ func liveHeap() int64 {
 // runner's own. Stated here; measured at 35-55 MiB.
 const heldFixedOverhead = 96 << 20
 
-// The window-staging plugin of issue 27 (15 values of 990,000 bytes per
+// The window-staging plugin (15 values of 990,000 bytes per
 // record, each record under the per-record limits) with every record
 // available at once and a commit interval that never comes: without a
 // bound per window, one commit window would stage all of them (the issue

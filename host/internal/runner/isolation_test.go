@@ -15,9 +15,9 @@ import (
 	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
-// A slow plugin costs its own task only (I9; issue 11: "30 slow records in
+// A slow plugin costs its own task only (I9; once, 30 slow records in
 // one poll took 34 s, longer than the transaction timeout: the producer was
-// fenced and the healthy processor stalled the whole time"). Here one poll
+// fenced and the healthy processor stalled the whole time). Here one poll
 // holds 30 records of 200 ms each (6 s of plugin time) for a slow
 // processor, with a 3 s transaction timeout, next to a healthy processor.
 // Commit points must come on schedule: the healthy processor's records are
@@ -112,7 +112,7 @@ func (i *slowTimerInstance) OnTimer(ctx context.Context, trig *abi.Trigger) erro
 	return i.timeInstance.OnTimer(ctx, trig)
 }
 
-// Timer work is charged to its task like records (issue 29 item 6): the
+// Timer work is charged to its task like records: the
 // processing slots of a poll go to the cheapest tasks first, and a task
 // whose records are cheap but whose every record's timer firing is slow
 // is not cheap. Both partitions get the same records, each setting an

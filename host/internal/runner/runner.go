@@ -322,6 +322,10 @@ type Options struct {
 	// their next pass (refusal.go); a host that replaces a runner passes
 	// the same set on. Default: a set of the runner's own.
 	Refused *Refused
+	// CPU is the process's share of slots for heavy guest work
+	// (cpushare.go), shared by every runner of the process. Default: a
+	// share of the runner's own with DefaultCPUSlots.
+	CPU *CPUShare
 	// Clock is the wall clock of what the plugins see (ABI.md section 8):
 	// the wall time of their calls, processing-time timers and wall-clock
 	// store expiry. Default time.Now; a test driver (host/testdriver)
@@ -375,7 +379,12 @@ type Runner struct {
 	// with a client of its own).
 	lims    limits
 	refused *Refused
-	prober  prober
+	cpu     *CPUShare
+	// cpuTicket is the runner's request for a slot of cpu not granted
+	// yet, kept across polls so the runner keeps its place (cpushare.go);
+	// loop only.
+	cpuTicket *ticket
+	prober    prober
 
 	// serving is the tasks as interactive queries see them (serving.go).
 	serving servingOf
@@ -392,7 +401,10 @@ type procState struct {
 	spec       ProcessorSpec
 	inputIndex map[string]uint32
 	Stats      *Stats
-	stalls     stallSamples
+	// heavy is set once a task of the processor was measured heavy
+	// (heavyTask): its tasks not measured yet count as heavy too.
+	heavy  atomic.Bool
+	stalls stallSamples
 	// gaps are the same measure across commit points without a swap:
 	// the pause every commit point makes, the baseline of stalls.
 	gaps stallSamples
@@ -475,6 +487,10 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 	topics, err := r.addProcessors()
 	if err != nil {
 		return nil, err
+	}
+	r.cpu = opts.CPU
+	if r.cpu == nil {
+		r.cpu = NewCPUShare(DefaultCPUSlots())
 	}
 	r.refused = opts.Refused
 	if r.refused == nil {
@@ -754,6 +770,10 @@ const DefaultMaxPoll = 1000
 // was processed and leaves the group. A nil return means a clean stop.
 func (r *Runner) Run(ctx context.Context) (err error) {
 	defer func() {
+		if r.cpuTicket != nil {
+			r.cpu.cancel(r.cpuTicket)
+			r.cpuTicket = nil
+		}
 		cerr := r.shutdown()
 		if err == nil {
 			err = cerr
@@ -955,6 +975,12 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 			batch = append(batch, t)
 		}
 	}
+	if r.cpuTicket != nil && !slices.ContainsFunc(batch, heavyTask) {
+		// Its heavy work is gone (processed, revoked, paused): a slot
+		// granted to the ticket later would be held by nobody.
+		r.cpu.cancel(r.cpuTicket)
+		r.cpuTicket = nil
+	}
 	if len(batch) == 0 {
 		return nil
 	}
@@ -979,12 +1005,16 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 	var wg sync.WaitGroup
 	for i, t := range batch {
 		sem <- struct{}{}
-		if i >= cap(sem) && !time.Now().Before(deadline) {
+		heavy := heavyTask(t)
+		if (i >= cap(sem) && !time.Now().Before(deadline)) || (heavy && !r.takeCPU(deadline)) {
 			// The first slots' worth of tasks always start, so every
 			// poll moves; past the deadline, a task that had to wait for
 			// a slot would hold the commit point for a record or more
 			// (with 8 spinning tasks on 2 slots, four record timeouts per
 			// poll, starving every other processor of a shared member).
+			// A heavy task that got no slot of the process's CPU share
+			// by the deadline waits for the next poll, its runner's
+			// ticket kept (the heavy tasks come last: slotOrder).
 			<-sem
 			for _, left := range batch[i:] {
 				left.proc.Stats.Deferred.Add(1)
@@ -993,7 +1023,13 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 		}
 		wg.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
+			defer func() {
+				if heavy {
+					r.cpu.release()
+				}
+				<-sem
+				wg.Done()
+			}()
 			processed[i], errs[i] = t.processBatch(ctx, deadline)
 		}()
 	}
@@ -1014,6 +1050,58 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 	}
 	return errors.Join(errs...)
 }
+
+// takeCPU waits until the runner's ticket for a slot of the CPU share is
+// granted (true; the caller releases the slot) or until deadline (false;
+// the ticket is kept for the next poll). Heavy tasks beyond the slots of
+// the share that a single runner could use wait here, too.
+func (r *Runner) takeCPU(deadline time.Time) bool {
+	if r.cpuTicket == nil {
+		r.cpuTicket = r.cpu.request()
+	}
+	// A granted ticket is taken even past the deadline (a select with
+	// both ready would choose at random, and leave the slot idle a poll).
+	select {
+	case <-r.cpuTicket.granted:
+		r.cpuTicket = nil
+		return true
+	default:
+	}
+	wait := time.NewTimer(time.Until(deadline))
+	defer wait.Stop()
+	select {
+	case <-r.cpuTicket.granted:
+		r.cpuTicket = nil
+		return true
+	case <-wait.C:
+		return false
+	}
+}
+
+// heavyTask says whether t's batch needs a slot of the CPU share: its
+// records cost more than heavyCost of plugin time, or it has none
+// measured yet and another task of its processor was measured heavy. A
+// new task of a processor not known heavy runs without a slot: at most
+// one record of a spinning processor per runner slot, once per runner,
+// where counting every new task as heavy made the first batches of a
+// cheap processor's tasks (after every rebalance) wait for the slot one
+// after another.
+func heavyTask(t *task) bool {
+	if t.recordCost <= 0 {
+		return t.proc.heavy.Load()
+	}
+	return t.recordCost > heavyCost
+}
+
+// heavyCost is the plugin time per record above which a task's batches
+// run under the CPU share: a passthrough or a counter costs microseconds,
+// a spinning record its record_timeout. The cost is wall time averaged
+// over a batch (calls.go), so a cheap task's single-record batch that the
+// OS or the GC held up for a few milliseconds raises it; at 5 ms that
+// takes a stall of about 20 ms, rare enough that a cheap task is hardly
+// ever made to wait for a slot (with 1 ms, one BenchmarkThroughput run
+// of 5 lost half its rate so).
+const heavyCost = 5 * time.Millisecond
 
 // slotOrder orders the tasks of a poll for the processing slots: by cost
 // class (a factor of two of recordCost, so the healthy tasks, microseconds

@@ -18,7 +18,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/state"
 )
 
-// Standby replicas (Options.StandbyReplicas, issue 25.1): a member keeps
+// Standby replicas (Options.StandbyReplicas): a member keeps
 // warm copies of stateful tasks other members run, so that when one of
 // those tasks moves here its restore reads only the changelog's tail.
 //

@@ -366,7 +366,7 @@ func (p *blockingStartPlugin) Instantiate(ctx context.Context, id TaskID, env En
 
 // A runner that stops while a task's plugin starts (in the assignment
 // callback) ends that start: Run returns long before the start would have
-// (issue 29: SIGTERM waited 8.6 s for a running init).
+// (before: SIGTERM waited 8.6 s for a running init).
 func TestStopDoesNotWaitForAStart(t *testing.T) {
 	f := newFixture(t, true, 1)
 	f.produceInputs(t, 0, 10)

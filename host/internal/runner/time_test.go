@@ -75,7 +75,7 @@ func (i *timeInstance) OnCommit(_ context.Context, trig *abi.Trigger) error {
 
 func (i *timeInstance) Close(context.Context) error { return nil }
 
-// timeFixture is a fixture whose processor has a store and a time store,
+// timeRunner starts a runner whose processor has a store and a time store,
 // on a state database that outlives its runners.
 func (f *fixture) timeRunner(t *testing.T, p Plugin, dir string, onError ErrorPolicy) (*Runner, *state.DB) {
 	db, err := state.Open(dir, state.Options{Logger: testLogger(t)})

@@ -93,7 +93,7 @@ func (t *Task) estimateDisk() error {
 	return nil
 }
 
-// diskRecordEnded moves the record's bytes to the window (ok) or drops them.
+// recordEnded moves the record's bytes to the window (ok) or drops them.
 func (d *diskBudget) recordEnded(ok bool) {
 	if ok {
 		d.staged += d.record

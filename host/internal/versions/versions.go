@@ -22,9 +22,7 @@
 // as no task runs it any more, and the registry keeps nothing of it but
 // its Info among the recently released. So a process that has taken in a
 // thousand versions holds two or three, and a rollback to an older one
-// compiles it again (RATIONALE.md, "Versions held"). Issue 24's shadow
-// candidate is meant to be a fourth role, held and released the same way
-// (proc.roles lists the roles).
+// compiles it again (RATIONALE.md, "Hot swap: versions held"; proc.roles lists the roles).
 package versions
 
 import (

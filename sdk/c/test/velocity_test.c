@@ -1,5 +1,5 @@
 /*
- * velocity_test.c: the processor of issue 26's newcomer path, written with
+ * velocity_test.c: the card-velocity processor of the newcomer's path, written with
  * the C SDK's time helpers: per card (the record key), count the payments
  * in the last 60 s of event time, alert above 3, and pass every payment
  * on. The same processor as the Go SDK's sdk/internal/velocity and the

@@ -1,4 +1,4 @@
-//! The processor of issue 26's newcomer path, written with the Rust SDK's
+//! The card-velocity processor of the newcomer's path, written with the Rust SDK's
 //! time helpers: per card (the record key), count the payments in the last
 //! 60 s of event time, alert above 3, and pass every payment on. The same
 //! processor as the Go SDK's sdk/internal/velocity and the C SDK's

@@ -1,4 +1,4 @@
-// The processor of issue 26's newcomer path, written with the TypeScript
+// The card-velocity processor of the newcomer's path, written with the TypeScript
 // SDK's time helpers: per card (the record key), count the payments in the
 // last 60 s of event time, alert above 3, and pass every payment on. (A
 // payment counts the card's payments in the 60 s before it; one that comes

@@ -1,4 +1,4 @@
-;; diskfill: fills the disk (issue 29 item 2, host/smalldisk_test.go). Each
+;; diskfill: fills the disk (host/smalldisk_test.go, host/disk_test.go). Each
 ;; record puts its value four times in store 0, under the record's key
 ;; followed by one byte 0..3: a test that gives it random values writes
 ;; four times their size of incompressible state per record. A put the host

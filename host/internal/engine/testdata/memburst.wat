@@ -1,4 +1,4 @@
-;; memburst: an instance that touches its whole memory (issue 29 item 6).
+;; memburst: an instance that touches its whole memory (host/neighbour_test.go).
 ;; It declares 64 MiB (1024 pages, the default limits.memory) and every
 ;; record writes a non-zero byte into each of its 4 KiB pages, so that every
 ;; page is faulted in and dirtied: 32 tasks of it receiving a record at

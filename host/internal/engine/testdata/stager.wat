@@ -1,4 +1,4 @@
-;; stager: issue 27's window-staging plugin. Every record puts 15 values of
+;; stager: the window-staging plugin (host/held_test.go). Every record puts 15 values of
 ;; 990,000 bytes (zeros) into store 0, each under a key of its own (the
 ;; record's offset and the put's index), 14.85 MB per record: inside every
 ;; per-record limit (1 MiB per value, 16 MiB per record), so only a bound

@@ -1,4 +1,4 @@
-;; timerflood: a processing-time timer flood (issue 29 item 6). Every
+;; timerflood: a processing-time timer flood (host/neighbour_test.go). Every
 ;; record sets 5,000 processing-time timers due at once (time 0, keys the
 ;; 4-byte counter round * 5000 + i); each firing returns at once. Results of
 ;; timer_set are ignored: past limits.timers the host refuses with ELIMIT.

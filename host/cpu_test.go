@@ -1,0 +1,211 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/internal/testbroker"
+	"github.com/wasmstream/wasmstream/internal/testutil"
+)
+
+// CPU isolation between processors (I9): a
+// processor whose records spin for their whole record_timeout on 8
+// partitions, each its own group member (kafka.members: per_processor),
+// next to a healthy passthrough with steady input. The healthy
+// processor's commit latency (produce acknowledged → the group's committed
+// offset past the record) is measured alone first, then beside the
+// spinning one, in the same test; its p99 beside the spinner must stay
+// within maxLatencyRatio of the baseline. Without a CPU share the spinning
+// guests hold both cores of a 2-core machine (compiled guest code keeps
+// its OS thread until it passes through Go) and the p99 grew 6.6 times
+// with kfake, 2.3 times with Kafka; with it, 0.6-1.5 times (runner/cpushare.go).
+func TestSpinningNeighbourKeepsCommitLatency(t *testing.T) {
+	b := testbroker.New(t)
+	sin, sout, gin, gout := b.Name(t, "spin-in"), b.Name(t, "spin-out"), b.Name(t, "steady-in"), b.Name(t, "steady-out")
+	const spinParts, spinsPerPart = 8, 8
+	b.CreateTopic(t, sin, spinParts, nil)
+	b.CreateTopic(t, sout, 1, nil)
+	b.CreateTopic(t, gin, 2, nil)
+	b.CreateTopic(t, gout, 2, nil)
+	cfg := &Config{
+		AppID: b.Name(t, "app"),
+		Kafka: KafkaConfig{Brokers: b.Addrs(), CommitInterval: 100 * time.Millisecond, SessionTimeout: 10 * time.Second,
+			Members: MembersPerProcessor},
+		Processors: []ProcessorConfig{
+			{Name: "spin", Plugin: engineTestdata("loop"), Inputs: []string{sin}, Outputs: map[string]OutputConfig{"out": {Topic: sout}},
+				OnError: OnErrorSkip, Limits: Limits{RecordTimeout: time.Second}},
+			{Name: "steady", Plugin: engineTestdata("passthrough"), Inputs: []string{gin}, Outputs: map[string]OutputConfig{"out": {Topic: gout}},
+				OnError: OnErrorFail},
+		},
+		Runtime: RuntimeConfig{CacheDir: testCache()},
+	}
+	p := &pipeline{b: b, in: gin, out: gout, cfg: cfg}
+	h, stop := p.run(t)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	for part := range int32(2) {
+		b.ProduceTo(t, part, &kgo.Record{Topic: gin, Key: []byte("warm"), Value: []byte("v")})
+	}
+	p.waitProcessed(t)
+
+	m := &latencyMeter{t: t, b: b, group: cfg.AppID, topic: gin}
+	alone := m.measure(steadyRecords, nil)
+	skipped := func() int64 {
+		st, _ := h.Stats("spin")
+		return st.Skipped
+	}
+	var spins []*kgo.Record
+	for part := range int32(spinParts) {
+		for i := range spinsPerPart {
+			spins = append(spins, &kgo.Record{Topic: sin, Partition: part, Key: []byte("spin"), Value: []byte(strconv.Itoa(i))})
+		}
+	}
+	beside := m.measure(steadyRecords, func() {
+		for part := range int32(spinParts) {
+			b.ProduceTo(t, part, spins[int(part)*spinsPerPart:int(part+1)*spinsPerPart]...)
+		}
+		// The spinning is under way: its first records timed out.
+		testutil.Eventually(t, 60*time.Second, func() error {
+			if n := skipped(); n < 2 {
+				return fmt.Errorf("the spinning processor skipped %d records", n)
+			}
+			return nil
+		})
+	})
+	n := skipped()
+	a99, b99 := percentile(alone, 0.99), percentile(beside, 0.99)
+	t.Logf("healthy commit latency, %d records each: alone p50 %v p99 %v max %v; beside the spinner p50 %v p99 %v max %v (p99 ratio %.2f); the spinner skipped %d of %d records meanwhile",
+		len(alone), percentile(alone, 0.5), a99, slices.Max(alone), percentile(beside, 0.5), b99, slices.Max(beside),
+		float64(b99)/float64(a99), n, spinParts*spinsPerPart)
+	if n >= spinParts*spinsPerPart {
+		t.Errorf("the spinning processor ran out of records (%d skipped) before the measurement ended: it measured nothing", n)
+	}
+	if float64(b99) > maxLatencyRatio*float64(a99) {
+		t.Errorf("the healthy processor's commit-latency p99 beside the spinning one is %v, %.2f times its p99 alone (%v); at most %.2f allowed",
+			b99, float64(b99)/float64(a99), a99, maxLatencyRatio)
+	}
+	if steady, _ := h.Stats("steady"); steady.Aborts != 0 {
+		t.Errorf("the healthy processor aborted %d transactions", steady.Aborts)
+	}
+}
+
+// steadyRecords is how many records a latency measurement produces, one
+// every steadyEvery: 250 gives a p99 of the third worst.
+const (
+	steadyRecords = 250
+	steadyEvery   = 20 * time.Millisecond
+)
+
+// maxLatencyRatio bounds the healthy processor's commit-latency p99 beside
+// the spinning processor, as a multiple of its p99 alone (110-150 ms with
+// a 100 ms commit interval on an idle machine). With the CPU share the
+// ratio was 0.6-1.5 at a load average of 7-9 on 2 cores, kfake and Kafka,
+// and up to 2.0 at 17, where the baseline itself moved from 340 to 560
+// ms between runs; without the share, 6.6 with kfake (2.3 with Kafka,
+// whose broker then shares the one free core, so there the test guards
+// against worse than that).
+const maxLatencyRatio = 2.5
+
+// latencyMeter measures commit latencies of records produced to topic:
+// from the produce's acknowledgement to the first time the group's
+// committed offset of the record's partition is past it (the offsets are
+// read every 5 ms, so a latency is late by at most that).
+type latencyMeter struct {
+	t            *testing.T
+	b            *testbroker.Broker
+	group, topic string
+}
+
+// measure produces n records, one every steadyEvery, after start (if
+// set) returned, and returns each one's commit latency.
+func (m *latencyMeter) measure(n int, start func()) []time.Duration {
+	t := m.t
+	if start != nil {
+		start()
+	}
+	type sent struct {
+		part   int32
+		offset int64
+		acked  time.Time
+	}
+	var mu sync.Mutex
+	var pending []sent
+	var lat []time.Duration
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	adm := m.b.Admin(t)
+	watched := make(chan error, 1)
+	produced := make(chan struct{})
+	go func() {
+		for {
+			committed, err := adm.FetchOffsets(ctx, m.group)
+			now := time.Now()
+			if err != nil && !errors.Is(err, kerr.GroupIDNotFound) && !kerr.IsRetriable(err) {
+				watched <- fmt.Errorf("fetch offsets: %w", err)
+				return
+			}
+			mu.Lock()
+			left := pending[:0]
+			for _, s := range pending {
+				if c, ok := committed.Lookup(m.topic, s.part); ok && c.At > s.offset {
+					lat = append(lat, now.Sub(s.acked))
+				} else {
+					left = append(left, s)
+				}
+			}
+			pending = left
+			mu.Unlock()
+			select {
+			case <-produced:
+				if len(left) == 0 {
+					watched <- nil
+					return
+				}
+			default:
+			}
+			select {
+			case <-ctx.Done():
+				watched <- fmt.Errorf("%d records not committed: %w", len(left), ctx.Err())
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	cl := m.b.Client(t)
+	tick := time.NewTicker(steadyEvery)
+	defer tick.Stop()
+	for i := range n {
+		<-tick.C
+		r := &kgo.Record{Topic: m.topic, Partition: int32(i % 2), Key: []byte("k" + strconv.Itoa(i)), Value: []byte("v")}
+		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("produce: %v", err)
+				return
+			}
+			acked := time.Now()
+			mu.Lock()
+			pending = append(pending, sent{r.Partition, r.Offset, acked})
+			mu.Unlock()
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	close(produced)
+	if err := <-watched; err != nil {
+		t.Fatal(err)
+	}
+	return lat
+}
