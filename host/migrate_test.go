@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/wasmstream/wasmstream/host/internal/runner"
 	"github.com/wasmstream/wasmstream/internal/testbroker"
 	"github.com/wasmstream/wasmstream/internal/testutil"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
@@ -23,6 +24,9 @@ func jsonCounterPipeline(t *testing.T) *pipeline {
 	p := newPipelineOn(t, testbroker.New(t), wasmbuild.Build(t, "./internal/testplugins/countjson"), OnErrorSkip)
 	p.cfg.Processors[0].Stores = []string{"counts"}
 	p.cfg.State.Dir = t.TempDir()
+	// Under the race detector on a loaded machine, compiling a Go SDK
+	// plugin at deploy took over the default minute.
+	p.cfg.Runtime.CompileTimeout = 5 * time.Minute
 	return p
 }
 
@@ -176,4 +180,46 @@ func TestMigrateNotOnFreshState(t *testing.T) {
 		}
 	}
 	checkCounts(t, p.b.ReadCommitted(t, p.out, 30*time.Second), 120, map[string]int{id: 0})
+}
+
+// A migration that succeeds at the swap point, of a version whose canary
+// then fails (a tenth of its records fail) under exactly_once: the window
+// that holds the migration aborts, and with it the migration's writes and
+// the record of the new version; the old version goes on with its JSON
+// counts (it would refuse binary ones: none is skipped), and every input
+// comes out once, counted on without a gap.
+func TestMigrateAbortedWithCanary(t *testing.T) {
+	p := jsonCounterPipeline(t)
+	p.cfg.Processors[0].Config = map[string]any{"fail": "records"}
+	p.cfg.Swap = SwapConfig{CanaryWindow: Set(30 * time.Second), MaxFailureRatio: Set(0.01), MinRecords: 1}
+	h, stop := p.run(t)
+	old := h.Versions()[0].Active.ID
+	f := feed(t, p, 30, 10*time.Millisecond)
+	waitRecordsIn(t, h, 90)
+	bad := deploy(t, p, wasmbuild.Build(t, "./internal/testplugins/countmigratebad"), "bad")
+	testutil.Eventually(t, 60*time.Second, func() error {
+		if st, _ := h.Stats("proc"); st.Rollbacks == 0 {
+			return fmt.Errorf("no rollback yet: %+v", h.Versions())
+		}
+		return nil
+	})
+	waitVersion(t, h, old)
+	st, _ := h.Stats("proc")
+	waitRecordsIn(t, h, st.RecordsIn+150)
+	n := f.end()
+	p.waitProcessed(t)
+	st, _ = h.Stats("proc")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if st.Migrations == 0 {
+		t.Fatalf("no migration ran: the test did not reach the aborted migration (stats %+v)", st)
+	}
+	out := p.b.ReadCommitted(t, p.out, 30*time.Second)
+	checkCounts(t, out, n, map[string]int{old: 0, bad: 0})
+	for _, o := range out {
+		if headerOf(o, runner.HeaderVersion) == bad {
+			t.Fatalf("output %s of the rolled-back version was committed", o.Value)
+		}
+	}
 }

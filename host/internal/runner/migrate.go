@@ -205,15 +205,14 @@ func (t *task) migrateAtSwitch(ctx context.Context, p *prepared) bool {
 	if err != nil || !found || from == p.ver.ID {
 		return true // settled when it runs (a store error then stops the runner)
 	}
-	if err := t.r.cp.opened(); err != nil {
-		return true // the next poll's open fails the same way, and stops the runner
-	}
 	cur := t.ver
 	t.ver = p.ver // the call and its record are the new version's
 	err = t.migrate(ctx, m, from)
 	t.ver = cur
 	if err == nil {
-		t.r.cp.processed(1) // a window to commit, even if no record comes
+		// The writes wait, staged, for the new version's first window
+		// and commit with its records (or its commit point's calls): a
+		// canary that aborts that window takes the migration back too.
 		t.tk.settled = p.ver.Version
 		return true
 	}

@@ -1,29 +1,44 @@
 // Command countmigratebad is countmigrate whose migration fails after
-// writing half the store in the new layout (or, with the processor config
-// {"fail":"trap"}, panics; {"fail":"loop"} runs until the host's time
-// limit; {"fail":"bloat"} writes until a state limit stops it): the
-// host must discard those writes and roll the swap back.
+// writing the new layout (or, with the processor config {"fail":"trap"},
+// panics; {"fail":"loop"} runs until the host's time limit;
+// {"fail":"bloat"} writes until a state limit stops it): the host must
+// discard those writes and roll the swap back. With {"fail":"records"}
+// the migration succeeds but the records of keys ending in 7 fail, for a
+// canary to roll back the window that holds the migration.
 package main
 
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/wasmstream/wasmstream/internal/testplugins/countlib"
 	"github.com/wasmstream/wasmstream/sdk"
 	"github.com/wasmstream/wasmstream/sdk/migrate"
 )
 
-var counts = sdk.Store("counts")
+var (
+	counts = sdk.Store("counts")
+	fail   string
+)
 
 func init() {
-	sdk.Handle(countlib.CountBinary)
-	migrate.Handle(func(from string) error {
+	sdk.OnInit(func() error {
 		var cfg struct{ Fail string }
 		if err := json.Unmarshal(sdk.Config(), &cfg); err != nil {
 			return err
 		}
-		switch cfg.Fail {
+		fail = cfg.Fail
+		return nil
+	})
+	sdk.Handle(func(r *sdk.Record) error {
+		if fail == "records" && strings.HasSuffix(string(r.Key), "7") {
+			return errors.New("countmigratebad: asked to fail keys ending in 7")
+		}
+		return countlib.CountBinary(r)
+	})
+	migrate.Handle(func(from string) error {
+		switch fail {
 		case "trap":
 			panic("countmigratebad: asked to trap")
 		case "loop":
@@ -37,6 +52,8 @@ func init() {
 					return err
 				}
 			}
+		case "records":
+			return countlib.MigrateJSON(from)
 		}
 		if err := countlib.MigrateJSON(from); err != nil {
 			return err
