@@ -87,7 +87,13 @@ func (t *task) settleVersion(ctx context.Context) (bool, error) {
 		k.settled = t.ver.Version
 		return true, nil
 	}
-	return t.failed == nil, nil
+	if t.tk.settled == t.ver.Version {
+		return true, nil
+	}
+	// Moved back twice, and the version moved to fails its migration too.
+	t.stop(fmt.Errorf("version %s: its state could not be migrated, nor that of the versions rolled back to", t.ver.ID))
+	t.r.cl.PauseFetchPartitions(t.partitions())
+	return false, nil
 }
 
 // recordVersion records the running version as the stores' own, a host
