@@ -183,11 +183,15 @@ func TestMigrateNotOnFreshState(t *testing.T) {
 }
 
 // A migration that succeeds at the swap point, of a version whose canary
-// then fails (a tenth of its records fail) under exactly_once: the window
-// that holds the migration aborts, and with it the migration's writes and
-// the record of the new version; the old version goes on with its JSON
-// counts (it would refuse binary ones: none is skipped), and every input
-// comes out once, counted on without a gap.
+// then fails (a third of its records fail, in every task) under
+// exactly_once: the window that holds the migration aborts, and with it
+// the migration's writes and the record of the new version; the old
+// version goes on with its JSON counts (it would refuse binary ones and
+// skip the record), and every input comes out once, counted on without a
+// gap. (A task whose first window of the new version failed nothing would
+// commit its migration, and the version rolled back to would find the new
+// layout: ABI.md section 12 says so, and why to keep the previous version
+// able to read it.)
 func TestMigrateAbortedWithCanary(t *testing.T) {
 	p := jsonCounterPipeline(t)
 	p.cfg.Processors[0].Config = map[string]any{"fail": "records"}

@@ -3,13 +3,15 @@
 // panics; {"fail":"loop"} runs until the host's time limit;
 // {"fail":"bloat"} writes until a state limit stops it): the host must
 // discard those writes and roll the swap back. With {"fail":"records"}
-// the migration succeeds but the records of keys ending in 7 fail, for a
-// canary to roll back the window that holds the migration.
+// the migration succeeds but a third of the records fail (input ids
+// "id<n>" with n divisible by 3, spread over every key and partition),
+// for a canary to roll back the window that holds the migration.
 package main
 
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/wasmstream/wasmstream/internal/testplugins/countlib"
@@ -32,8 +34,8 @@ func init() {
 		return nil
 	})
 	sdk.Handle(func(r *sdk.Record) error {
-		if fail == "records" && strings.HasSuffix(string(r.Key), "7") {
-			return errors.New("countmigratebad: asked to fail keys ending in 7")
+		if n, err := strconv.Atoi(strings.TrimPrefix(string(r.Value), "id")); fail == "records" && err == nil && n%3 == 0 {
+			return errors.New("countmigratebad: asked to fail every third id")
 		}
 		return countlib.CountBinary(r)
 	})
