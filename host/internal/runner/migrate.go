@@ -2,9 +2,11 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/state"
 	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
 
@@ -79,6 +81,11 @@ func (t *task) settleVersion(ctx context.Context) (bool, error) {
 			continue
 		}
 		if err := t.migrate(ctx, m, from); err != nil {
+			if errors.Is(err, state.ErrWriteFailed) {
+				// Not the migration's failure: the store cannot be
+				// written (task.onFailure). The runner stops.
+				return false, fmt.Errorf("task %s: migrating from version %s: %w", t.id, from, err)
+			}
 			if !t.migrationFailed(ctx, from, err) {
 				return false, nil
 			}
@@ -224,6 +231,14 @@ func (t *task) migrateAtSwitch(ctx context.Context, p *prepared) bool {
 	}
 	ps := t.proc
 	_ = p.inst.Close(ctx)
+	if errors.Is(err, state.ErrWriteFailed) {
+		// The store's failure, not the version's: no rollback. The task
+		// keeps its version; its next write fails the same way and stops
+		// the runner (task.onFailure), and the switch is tried again by
+		// the runner that follows.
+		t.r.log.Error("state migration could not write the task's store; the task keeps its version", "task", t.id.String(), "err", err)
+		return false
+	}
 	ps.Stats.MigrationFailures.Add(1)
 	ps.Stats.SwapFailures.Add(1)
 	reason := fmt.Sprintf("its migration of task %s's state from version %s failed: %v", t.id, from, err)
