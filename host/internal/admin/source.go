@@ -185,8 +185,12 @@ type Lifecycle struct {
 	// SlowStarts counts plugin instances whose start (init) took over
 	// half its budget.
 	SlowStarts int64
-	Rollbacks  int64 // automatic rollbacks of a version that failed its canary
-	Refusals   int64 // versions from the control topic this process refused to run
+	Rollbacks  int64 // automatic rollbacks of a version that failed its canary or its migration
+	// Migrations counts tasks whose state a new version migrated
+	// (abi/ABI.md section 12); MigrationFailures the migrations that
+	// failed (each rolled its version back).
+	Migrations, MigrationFailures int64
+	Refusals                      int64 // versions from the control topic this process refused to run
 	// Held is how many versions the processor holds compiled (package
 	// versions: active, back, pending, and those tasks still run); Modules
 	// and Instances are its runtime's open modules and plugin instances,

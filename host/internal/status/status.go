@@ -333,13 +333,15 @@ func (h *Running) restoreProgress() []restore.Progress {
 
 func lifecycle(st *runner.Stats, v versions.Snapshot) *admin.Lifecycle {
 	lc := &admin.Lifecycle{
-		Swaps:        st.Swaps.Load(),
-		SwapFailures: st.SwapFailures.Load(),
-		SlowStarts:   st.SlowStarts.Load(),
-		Rollbacks:    st.Rollbacks.Load(),
-		Refusals:     v.Refusals,
-		Held:         v.Held,
-		Tasks:        make([]admin.TaskVersion, 0, len(v.Tasks)),
+		Swaps:             st.Swaps.Load(),
+		SwapFailures:      st.SwapFailures.Load(),
+		SlowStarts:        st.SlowStarts.Load(),
+		Rollbacks:         st.Rollbacks.Load(),
+		Migrations:        st.Migrations.Load(),
+		MigrationFailures: st.MigrationFailures.Load(),
+		Refusals:          v.Refusals,
+		Held:              v.Held,
+		Tasks:             make([]admin.TaskVersion, 0, len(v.Tasks)),
 	}
 	for task, id := range v.Tasks {
 		lc.Tasks = append(lc.Tasks, admin.TaskVersion{Task: task, Version: id})
