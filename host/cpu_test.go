@@ -92,9 +92,13 @@ func TestSpinningNeighbourKeepsCommitLatency(t *testing.T) {
 	if n >= spinParts*spinsPerPart {
 		t.Errorf("the spinning processor ran out of records (%d skipped) before the measurement ended: it measured nothing", n)
 	}
-	if float64(b99) > maxLatencyRatio*float64(a99) {
+	bound := maxLatencyRatio
+	if testutil.Race {
+		bound = maxLatencyRatioRace
+	}
+	if float64(b99) > bound*float64(a99) {
 		t.Errorf("the healthy processor's commit-latency p99 beside the spinning one is %v, %.2f times its p99 alone (%v); at most %.2f allowed",
-			b99, float64(b99)/float64(a99), a99, maxLatencyRatio)
+			b99, float64(b99)/float64(a99), a99, bound)
 	}
 	if steady, _ := h.Stats("steady"); steady.Aborts != 0 {
 		t.Errorf("the healthy processor aborted %d transactions", steady.Aborts)
@@ -117,6 +121,13 @@ const (
 // whose broker then shares the one free core, so there the test guards
 // against worse than that).
 const maxLatencyRatio = 2.5
+
+// maxLatencyRatioRace is maxLatencyRatio under the race detector, which
+// makes the healthy processor's Go code (fetch, produce, commit) several
+// times slower and leaves the guests' compiled code as it is: 2.88 was
+// seen there with the CPU share, at a load average of 7 on 2 cores. It
+// still fails the 6.6 of no share at all.
+const maxLatencyRatioRace = 4.0
 
 // latencyMeter measures commit latencies of records produced to topic:
 // from the produce's acknowledgement to the first time the group's
