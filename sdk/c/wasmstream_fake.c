@@ -511,14 +511,14 @@ int ws_fake_process(ws_fake *h, const uint8_t *rec, size_t len) {
     return st;
 }
 
-/* The SDK's wasmstream_migrate body, when the test links
- * wasmstream_migrate.c (weak: a test without it has no migration). */
+/* The processor's wasmstream_migrate body, defined by WS_MIGRATE (weak: a
+ * processor without it has no migration). */
 __attribute__((weak)) int32_t ws_sdk_migrate(uint32_t len);
 
 int ws_fake_migrate(ws_fake *h, const char *from) {
     step(h);
     if (!ws_sdk_migrate) {
-        fprintf(stderr, "wasmstream_fake: ws_fake_migrate: the test does not link wasmstream_migrate.c\n");
+        fprintf(stderr, "wasmstream_fake: ws_fake_migrate: the processor has no WS_MIGRATE\n");
         abort();
     }
     size_t len = strlen(from);

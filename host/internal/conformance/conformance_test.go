@@ -27,7 +27,7 @@ var guests = []guest{
 	{"go", func(t testing.TB) string { return wasmbuild.Build(t, "./host/internal/conformance/guest/go") }},
 	{"rust", func(t testing.TB) string { return polybuild.Rust(t, "host/internal/conformance/guest/rust") }},
 	{"c", func(t testing.TB) string {
-		return polybuild.C(t, "host/internal/conformance/guest/c/conformance.c", "sdk/c/wasmstream_time.c", "sdk/c/wasmstream_migrate.c")
+		return polybuild.C(t, "host/internal/conformance/guest/c/conformance.c", "sdk/c/wasmstream_time.c")
 	}},
 	{"ts", func(t testing.TB) string { return polybuild.TS(t, "host/internal/conformance/guest/ts/conformance.ts") }},
 }

@@ -31,11 +31,10 @@ func TestCSDKNative(t *testing.T) {
 	}
 }
 
-// TestCSDKMigrateNative runs the C SDK's state migration
-// (sdk/c/wasmstream_migrate.c) against the fake host, natively (under
-// AddressSanitizer and UBSan).
+// TestCSDKMigrateNative runs the C SDK's state migration (WS_MIGRATE)
+// against the fake host, natively (under AddressSanitizer and UBSan).
 func TestCSDKMigrateNative(t *testing.T) {
-	bin := polybuild.CNative(t, "sdk/c/test/migrate_test.c", "sdk/c/wasmstream_migrate.c", "sdk/c/wasmstream_time.c")
+	bin := polybuild.CNative(t, "sdk/c/test/migrate_test.c", "sdk/c/wasmstream_time.c")
 	if out, err := exec.Command(bin).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", bin, err, out)
 	}

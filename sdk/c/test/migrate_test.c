@@ -1,11 +1,11 @@
 /*
- * migrate_test.c: the C SDK's state migration (wasmstream_migrate.h,
- * abi/ABI.md section 12) against the fake host: a migration that rewrites
+ * migrate_test.c: the C SDK's state migration (WS_MIGRATE of
+ * wasmstream.h, abi/ABI.md section 12) against the fake host: a migration that rewrites
  * JSON counts ({"n":5}) as 8 bytes big-endian, and a failing one whose
  * writes are dropped and whose emit and timer_set get EPHASE. The Go SDK's
  * sdk/migrate test, in C.
  *
- *     cc -I.. migrate_test.c ../wasmstream_migrate.c ../wasmstream_time.c ../wasmstream.c ../wasmstream_fake.c
+ *     cc -I.. migrate_test.c ../wasmstream_time.c ../wasmstream.c ../wasmstream_fake.c
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +13,6 @@
 
 #include "check.h"
 #include "wasmstream_fake.h"
-#include "wasmstream_migrate.h"
 #include "wasmstream_time.h"
 
 static ws_output out = WS_OUTPUT("out");
@@ -60,7 +59,8 @@ static int forbidden(void) {
     return ws_fail("the migration fails");
 }
 
-int ws_migrate(ws_bytes from) { return failing ? forbidden() : convert(from); }
+static int migrate(ws_bytes from) { return failing ? forbidden() : convert(from); }
+WS_MIGRATE(migrate);
 
 int main(void) {
     const char *outs[] = {"out"}, *stores[] = {"counts"};

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "wasmstream_migrate.h"
 #include "wasmstream_time.h"
 
 WS_DECLARE_OUTPUT(out, "out");
@@ -40,7 +39,7 @@ static const char *get(ws_store *s, const void *key, size_t kl, char *m, size_t 
 }
 
 /* The migration script (README.md, "Migration"). */
-int ws_migrate(ws_bytes from) {
+static int migrate_from(ws_bytes from) {
     ws_out o = {ws_str("lost"), WS_NULL, NULL, 0, 0};
     const char *emitted = okres(ws_emit(&out, &o));
     int32_t t = ws_timer_set(WS_EVENT_TIME, 1, "k", 1);
@@ -56,6 +55,7 @@ int ws_migrate(ws_bytes from) {
     if (strcmp(f, "fail") == 0) return ws_fail("conformance: migration refused");
     return WS_OK;
 }
+WS_MIGRATE(migrate_from);
 
 static int32_t note(const char *step, const char *text) {
     ws_out o = {ws_str(step), ws_str(text), NULL, 0, 0};
