@@ -137,6 +137,14 @@ type ProcessorConfig struct {
 	// to the config file's directory.
 	// Required.
 	Plugin string `koanf:"plugin"`
+	// Shadow is the path of a .wasm module every process of the app runs
+	// as the processor's shadow from its start: the config's form of
+	// `wasmstream deploy --shadow` (README, "Shadow runs"). Its emits are
+	// compared with the plugin's and dropped, its state writes kept in an
+	// overlay; nothing of it is committed. A shadow the control topic
+	// names (deploy --shadow, or a shadow-first deploy) takes its place;
+	// remove it from the config to end it. Default "" (none).
+	Shadow string `koanf:"shadow"`
 	// Inputs are the topics the processor reads. At least one; a topic may
 	// be the input of one processor only. "<processor>.<output>" names the
 	// repartition output of another processor of the app (see
@@ -289,7 +297,9 @@ type StoreExpiry struct {
 
 // Limits bound one plugin instance.
 type Limits struct {
-	// Memory is the most linear memory one instance may have. Default 64MiB.
+	// Memory is the most linear memory one instance may have; every
+	// instance's memory is also charged to its task's account, within
+	// runtime.memory_budget (abi/ABI.md section 7). Default 64MiB.
 	Memory ByteSize `koanf:"memory"`
 	// RecordTimeout is the most wall time one record may take in the
 	// plugin; a record over it is interrupted and fails. Default 1s.
@@ -447,11 +457,17 @@ type RuntimeConfig struct {
 	// ModuleLimits bound the shape of modules (see ModuleLimits).
 	ModuleLimits ModuleLimits `koanf:"module_limits"`
 	// MemoryBudget bounds what the host holds for all plugins of the
-	// process together, every task's limits.window_bytes account summed
-	// (abi/ABI.md section 7): past half of it, the tasks holding more than
-	// the average commit at once; a call that would pass it returns
-	// ELIMIT and its record fails. At least twice the largest
-	// limits.window_bytes. Default 1GiB.
+	// process together, every task's account summed (abi/ABI.md section
+	// 7): its instances' linear memory, its windows' staged bytes and its
+	// input. The instances may take all of it but twice the largest
+	// limits.window_bytes: past that, memory.grow returns -1 (and past
+	// what the other tasks' shares leave, only a task within its share
+	// grows). Past half of what the instances leave, the tasks holding
+	// more than the average commit at once; a call that would pass it
+	// returns ELIMIT and its record fails. At least the largest
+	// limits.memory plus twice the largest limits.window_bytes; the host
+	// warns at start when every input partition's instance at
+	// limits.memory would not fit. Default 1GiB.
 	MemoryBudget ByteSize `koanf:"memory_budget"`
 }
 
@@ -472,6 +488,15 @@ type SwapConfig struct {
 	// MinRecords is how many records a task must have processed with the
 	// new version before its failure ratio counts. Default 1.
 	MinRecords int `koanf:"min_records"`
+	// ShadowFirst, when set, makes every `wasmstream deploy` of the app
+	// shadow-first: the candidate runs as a shadow beside the active
+	// version for this long, in every process, and goes live only if its
+	// failure ratio stayed under max_failure_ratio (and its difference
+	// ratio under --max-diff-ratio, when given); otherwise it is refused
+	// and nothing of it was committed. `deploy --no-shadow-first` skips it
+	// for one deploy. Default 0s: deploys go live at once, under the
+	// canary.
+	ShadowFirst time.Duration `koanf:"shadow_first"`
 }
 
 // AdminConfig is the admin HTTP endpoint.

@@ -297,8 +297,37 @@ func TestValidateHeldBudgets(t *testing.T) {
 		t.Errorf("a process budget below one task's cap: %v", err)
 	}
 	cfg.Runtime.MemoryBudget = 2 << 30
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "runtime.memory_budget") || !strings.Contains(err.Error(), "limits.memory (32MiB)") {
+		t.Errorf("a budget of twice the window, no room for an instance: %v", err)
+	}
+	cfg.Runtime.MemoryBudget = 2<<30 + 32<<20
 	if err := cfg.Validate(); err != nil {
-		t.Errorf("a budget of twice the window: %v", err)
+		t.Errorf("a budget of twice the window and one instance's memory: %v", err)
+	}
+}
+
+// The instances' share of runtime.memory_budget: all of it but twice the
+// largest window; start-up warns when the tasks of every input partition
+// could not all grow to limits.memory in it, naming the figures.
+func TestInstanceMemoryWarning(t *testing.T) {
+	cfg := goodConfig()
+	cfg.Processors[0].Limits.Memory = 64 << 20
+	cfg.ApplyDefaults()
+	if got, want := cfg.instanceRoom(), int64(1<<30-128<<20); got != want {
+		t.Fatalf("instance room %d, want %d (1 GiB less twice the 64 MiB window)", got, want)
+	}
+	in := cfg.Processors[0].Inputs[0]
+	if w := cfg.instanceMemoryWarning(map[string]int32{in: 14}); w != "" {
+		t.Errorf("14 tasks of 64 MiB fit in 896 MiB, but: %s", w)
+	}
+	w := cfg.instanceMemoryWarning(map[string]int32{in: 32})
+	for _, s := range []string{"up to 32 tasks", "2GiB", "896MiB", "memory.grow returns -1", "raise runtime.memory_budget"} {
+		if !strings.Contains(w, s) {
+			t.Errorf("32 tasks of 64 MiB: the warning does not say %q: %s", s, w)
+		}
+	}
+	if w := cfg.instanceMemoryWarning(map[string]int32{}); w != "" {
+		t.Errorf("no partitions known: %s", w)
 	}
 }
 

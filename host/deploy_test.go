@@ -7,7 +7,9 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -330,5 +332,51 @@ func TestRollbackSkipsVersionNoProcessCouldRun(t *testing.T) {
 	}
 	if e := depEnd(t, p); e != end {
 		t.Fatalf("the refused rollback wrote %d records", e-end)
+	}
+}
+
+// processors[].shadow, the config's form of deploy --shadow: every
+// process runs it from its start beside the plugin, on an embedded broker
+// too (no control topic record is needed); nothing of it reaches the
+// output, and a module that does not run is skipped, the processor running
+// without it.
+func TestConfigShadow(t *testing.T) {
+	p := newPipeline(t, wasmbuild.Build(t, "./internal/testplugins/counter"), OnErrorFail)
+	p.cfg.Processors[0].Stores = []string{"counts"}
+	p.cfg.State.Dir = t.TempDir()
+	p.cfg.Processors[0].Shadow = wasmbuild.Build(t, "./internal/testplugins/counter")
+	h, stop := p.run(t)
+	keys := make([]string, 300)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i%30)
+	}
+	p.produce(t, keys...)
+	p.waitProcessed(t)
+	st, ok := h.runnerOf("proc").ShadowStatus("proc")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !ok || !st.Running || st.Total.Records == 0 || st.Total.Matches != st.Total.Records || !strings.HasPrefix(st.Version, "config-shadow@") {
+		t.Fatalf("config shadow: ok=%v %+v", ok, st)
+	}
+	for _, r := range p.b.ReadCommitted(t, p.out, 30*time.Second) {
+		for _, hd := range r.Headers {
+			if hd.Key == "wasmstream-version" && strings.HasPrefix(string(hd.Value), "config-shadow@") {
+				t.Fatalf("an output of the shadow: %q", r.Value)
+			}
+		}
+	}
+
+	// A shadow that does not run: logged, and the processor runs.
+	p2 := newPipeline(t, wasmbuild.Build(t, "./internal/testplugins/counter"), OnErrorFail)
+	p2.cfg.Processors[0].Stores = []string{"counts"}
+	p2.cfg.State.Dir = t.TempDir()
+	p2.cfg.Processors[0].Shadow = filepath.Join(t.TempDir(), "missing.wasm")
+	h2, stop2 := p2.run(t)
+	p2.produce(t, "a", "b")
+	p2.waitProcessed(t)
+	_, ok = h2.runnerOf("proc").ShadowStatus("proc")
+	if err := stop2(); err != nil || ok {
+		t.Fatalf("a missing shadow: Run %v, a shadow ran %v", err, ok)
 	}
 }

@@ -67,6 +67,9 @@ type Host struct {
 	// members are this process's consumer group members: one per
 	// processor (kafka.members: per_processor) or one for all (shared).
 	members []*member
+	// memory is the process's account pool (runtime.memory_budget): every
+	// member's runners, and the ones that replace them, share it.
+	memory *account.Pool
 	// memberOf indexes members by processor name.
 	memberOf map[string]*member
 	restarts atomic.Int64 // runners replaced after an error, all members
@@ -163,6 +166,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		return nil, err
 	}
 	h := &Host{cfg: cfg, log: o.logger, firstBackoff: restartFirstBackoff}
+	h.memory = h.memoryPool()
 	if o.restartBackoff > 0 {
 		h.firstBackoff = o.restartBackoff
 	}
@@ -185,6 +189,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	if h.limits, err = cfg.pluginLimits(); err != nil {
 		return nil, err
 	}
+	h.limits.Snapshots = h.memory // the inits' snapshots are in the account too
 	if err := h.loadPlugins(ctx); err != nil {
 		return nil, err
 	}
@@ -225,19 +230,25 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 	h.vers = runner.NewVersions()
 	h.pauses = runner.NewPauses()
 	h.follower, err = follower.Load(ctx, follower.Config{
-		Pauses:     h.pauses,
-		OnMember:   h.onMember,
-		AppID:      cfg.AppID,
-		Kafka:      h.kafka,
-		Processors: h.procs,
-		Limits:     h.limits,
-		Versions:   h.vers,
-		Canary:     cfg.Swap.canary(),
-		Logger:     h.log,
-		Timeout:    brokerTimeout,
+		Pauses:       h.pauses,
+		OnMember:     h.onMember,
+		AppID:        cfg.AppID,
+		Kafka:        h.kafka,
+		Processors:   h.procs,
+		Limits:       h.limits,
+		Versions:     h.vers,
+		Canary:       cfg.Swap.canary(),
+		ShadowLimits: runner.ShadowLimits{TimeCap: cfg.Kafka.CommitInterval / 2},
+		Logger:       h.log,
+		Timeout:      brokerTimeout,
 	})
 	if err != nil {
 		return nil, err
+	}
+	for i := range cfg.Processors {
+		if pc := &cfg.Processors[i]; pc.Shadow != "" {
+			h.configShadow(ctx, pc)
+		}
 	}
 	enums, err := toRunnerEnums(cfg)
 	if err != nil {
@@ -311,9 +322,7 @@ func New(ctx context.Context, cfg *Config, opts ...Option) (_ *Host, err error) 
 		StandbyInterval:        o.standbyInterval,
 		Stats:                  stats,
 		Limits:                 runner.BrokerLimits(h.kafka),
-		// One pool for the process: every member's runners, and the ones
-		// that replace them, share runtime.memory_budget.
-		Memory: account.NewPool(int64(cfg.Runtime.MemoryBudget)),
+		Memory:                 h.memory,
 		// One CPU share for the process: heavy guest work of all members
 		// together holds at most GOMAXPROCS-1 cores (runner/cpushare.go).
 		CPU: runner.NewCPUShare(runner.DefaultCPUSlots()),
@@ -469,12 +478,20 @@ func (h *Host) Run(ctx context.Context) error {
 	followed := make(chan struct{})
 	go func() {
 		defer close(followed)
+		// The shadows the control topic named at Load start now that
+		// the runners exist (compiled here, off the record path).
+		h.follower.SetShadowHost(fctx, shadowHost{h})
 		h.follower.Run(fctx)
 	}()
 	purged := make(chan struct{})
 	go func() {
 		defer close(purged)
 		h.purgeRepartitions(fctx)
+	}()
+	reported := make(chan struct{})
+	go func() {
+		defer close(reported)
+		h.reportShadows(fctx)
 	}()
 	advertised := make(chan struct{})
 	go func() {
@@ -487,6 +504,7 @@ func (h *Host) Run(ctx context.Context) error {
 		stopFollow()
 		<-followed
 		<-purged
+		<-reported
 		<-advertised
 	}()
 	tctx, stopTables := context.WithCancel(ctx)
@@ -612,11 +630,12 @@ func (h *Host) Stats(processor string) (ProcessorStats, bool) {
 		Swaps:             st.Swaps.Load(),
 		SwapFailures:      st.SwapFailures.Load(),
 		Rollbacks:         st.Rollbacks.Load(),
-		Migrations:        st.Migrations.Load(),
-		MigrationFailures: st.MigrationFailures.Load(),
 		Failures:          st.Failures(),
 		HeldBytes:         st.HeldBytes.Load(),
+		InstanceBytes:     st.InstanceBytes.Load(),
 		BudgetCommits:     st.BudgetCommits.Load(),
+		Migrations:        st.Migrations.Load(),
+		MigrationFailures: st.MigrationFailures.Load(),
 	}, true
 }
 
@@ -803,7 +822,41 @@ func (h *Host) ensureTopics(ctx context.Context, create bool) error {
 	if err != nil {
 		return err
 	}
+	h.warnInstanceMemory(ctx, adm)
 	return nil
+}
+
+// memoryPool is the process's account pool: runtime.memory_budget, of
+// which the instances' linear memory may take all but twice the largest
+// limits.window_bytes (Config.instanceRoom).
+func (h *Host) memoryPool() *account.Pool {
+	p := account.NewPool(int64(h.cfg.Runtime.MemoryBudget))
+	p.SetInstanceRoom(h.cfg.instanceRoom())
+	return p
+}
+
+// warnInstanceMemory logs, once at start, when the tasks this process may
+// be assigned (every input partition) could not all grow their instances
+// to limits.memory within runtime.memory_budget (Config.instanceMemoryWarning).
+// A topic it cannot describe is left out: the warning is advice.
+func (h *Host) warnInstanceMemory(ctx context.Context, adm *kadm.Client) {
+	var inputs []string
+	for i := range h.cfg.Processors {
+		inputs = append(inputs, h.cfg.runnerInputs(&h.cfg.Processors[i])...)
+	}
+	details, err := adm.ListTopics(ctx, inputs...)
+	if err != nil {
+		return
+	}
+	parts := map[string]int32{}
+	for topic, d := range details {
+		if d.Err == nil {
+			parts[topic] = int32(len(d.Partitions))
+		}
+	}
+	if w := h.cfg.instanceMemoryWarning(parts); w != "" {
+		h.log.Warn(w)
+	}
 }
 
 // Validate checks a config's plugins without Kafka: each compiles, speaks a

@@ -14,7 +14,7 @@ import (
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
-// State migration between versions (abi/ABI.md section 12), with the
+// State migration between versions (abi/ABI.md section 13), with the
 // countjson / countmigrate pair: the first stores each count as JSON, the
 // second in a binary layout, refusing a JSON count it finds (on_error:
 // skip counts it), and migrates JSON to binary.
@@ -190,7 +190,7 @@ func TestMigrateNotOnFreshState(t *testing.T) {
 // skip the record), and every input comes out once, counted on without a
 // gap. (A task whose first window of the new version failed nothing would
 // commit its migration, and the version rolled back to would find the new
-// layout: ABI.md section 12 says so, and why to keep the previous version
+// layout: ABI.md section 13 says so, and why to keep the previous version
 // able to read it.)
 func TestMigrateAbortedWithCanary(t *testing.T) {
 	p := jsonCounterPipeline(t)

@@ -45,6 +45,9 @@ func (c *Config) pathFields() []pathField {
 	}
 	for i := range c.Processors {
 		f = append(f, pathField{key: fmt.Sprintf("processors.%d.plugin", i), p: &c.Processors[i].Plugin})
+		if c.Processors[i].Shadow != "" {
+			f = append(f, pathField{key: fmt.Sprintf("processors.%d.shadow", i), p: &c.Processors[i].Shadow})
+		}
 	}
 	for i := range c.Runtime.TrustedKeys {
 		f = append(f, pathField{key: fmt.Sprintf("runtime.trusted_keys.%d", i), p: &c.Runtime.TrustedKeys[i], list: "runtime.trusted_keys"})

@@ -125,6 +125,19 @@ func expectBack(t *testing.T, h *Host, base footprint, rounds int) {
 			time.Sleep(200 * time.Millisecond) // a garbage collection per check is enough
 			return fmt.Errorf("after %d rounds: %w (base: %s)", rounds, err, base)
 		}
+		// Every instance's linear memory is in its task's account, and
+		// every snapshot of an init in the pool's, and none that was
+		// dropped still is (RATIONALE.md, "Instances' linear memory is in
+		// the account too").
+		var linear int64
+		for _, p := range h.procs {
+			c := p.RT.Counts()
+			linear += c.MemoryBytes + c.SnapshotBytes
+		}
+		if acct := h.memory.Memory(); acct != linear {
+			time.Sleep(200 * time.Millisecond)
+			return fmt.Errorf("after %d rounds: the accounts hold %d bytes of instances' memory and snapshots, the runtimes %d", rounds, acct, linear)
+		}
 		return nil
 	})
 	t.Logf("after round 2: %s", base)

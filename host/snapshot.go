@@ -13,7 +13,7 @@ import (
 // host (or a module, or a state directory) for the caller to keep.
 
 // ProcessorStats are one processor's counters in this process since New.
-// They only grow, except StoppedTasks and HeldBytes, gauges.
+// They only grow, except StoppedTasks, HeldBytes and InstanceBytes, gauges.
 type ProcessorStats struct {
 	RecordsIn    int64 // records handed to the plugin
 	RecordsOut   int64 // records emitted by records that succeeded
@@ -30,7 +30,7 @@ type ProcessorStats struct {
 	SwapFailures  int64 // tasks whose new version did not start (they kept the old one)
 	Rollbacks     int64 // automatic rollbacks of a version that failed its canary or its state migration
 	// Migrations counts the tasks whose state a new version migrated
-	// (abi/ABI.md section 12); MigrationFailures the migrations that
+	// (abi/ABI.md section 13); MigrationFailures the migrations that
 	// failed (each rolled the version back).
 	Migrations        int64
 	MigrationFailures int64
@@ -43,7 +43,10 @@ type ProcessorStats struct {
 	// its tasks' accounts, abi/ABI.md section 7); BudgetCommits counts the
 	// commit points it brought forward (limits.window_bytes,
 	// runtime.memory_budget).
-	HeldBytes     int64
+	HeldBytes int64
+	// InstanceBytes is the linear memory of the processor's plugin
+	// instances now, charged to the same accounts and budget.
+	InstanceBytes int64
 	BudgetCommits int64
 }
 

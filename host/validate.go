@@ -99,6 +99,9 @@ func (c *Config) Validate() error {
 	if c.Swap.MinRecords < 0 {
 		bad("swap.min_records", "must be positive")
 	}
+	if c.Swap.ShadowFirst < 0 {
+		bad("swap.shadow_first", "must not be negative")
+	}
 	if c.Runtime.MaxModuleSize < 1024 {
 		bad("runtime.max_module_size", "%d bytes is too small", c.Runtime.MaxModuleSize)
 	}
@@ -277,8 +280,64 @@ func (c *Config) Validate() error {
 				p.Limits.RecordTimeout, c.Kafka.CommitInterval, c.Kafka.TransactionTimeout)
 		}
 	}
+	if mem, win := c.instanceNeeds(); c.Runtime.MemoryBudget >= 2*win && c.Runtime.MemoryBudget < mem+2*win {
+		// The instances' room is the budget less twice the largest window
+		// (instanceRoom): one instance at its limits.memory must fit in it.
+		bad("runtime.memory_budget", "%s is below the largest limits.memory (%s) plus twice the largest limits.window_bytes (%s): one task's instance could not grow to its limit beside a full window",
+			c.Runtime.MemoryBudget, mem, win)
+	}
 	c.validateRepartition(bad)
 	return errors.Join(errs...)
+}
+
+// instanceNeeds is the largest limits.memory and limits.window_bytes of
+// the processors.
+func (c *Config) instanceNeeds() (mem, win ByteSize) {
+	for _, p := range c.Processors {
+		mem, win = max(mem, p.Limits.Memory), max(win, p.Limits.WindowBytes)
+	}
+	return mem, win
+}
+
+// instanceRoom is what the instances' linear memory may take of
+// runtime.memory_budget (account.Pool.SetInstanceRoom): all of it but
+// twice the largest limits.window_bytes, so that however much memory the
+// instances hold, a task's window can still reach its cap.
+func (c *Config) instanceRoom() int64 {
+	_, win := c.instanceNeeds()
+	return int64(c.Runtime.MemoryBudget) - 2*int64(win)
+}
+
+// instanceMemoryWarning is what start-up says when the tasks the
+// processors may run here (one per input partition, the most a process
+// can be assigned: partitions maps each input topic to its count) could
+// not all grow their instances to limits.memory within the instances'
+// room: "" when they can. Not an error: a plugin rarely grows to its
+// limit, and the account refuses what does not fit (RATIONALE.md,
+// "Instances' linear memory is in the account too").
+func (c *Config) instanceMemoryWarning(partitions map[string]int32) string {
+	var worst int64
+	tasks := 0
+	for i := range c.Processors {
+		pc := &c.Processors[i]
+		n, ins := 0, c.runnerInputs(pc)
+		for _, in := range ins {
+			if len(ins) > 1 && len(c.taskStores(pc)) > 0 {
+				n = max(n, int(partitions[in])) // co-partitioned: a task reads every input
+			} else {
+				n += int(partitions[in])
+			}
+		}
+		tasks += n
+		worst += int64(n) * int64(pc.Limits.Memory)
+	}
+	room := c.instanceRoom()
+	if tasks == 0 || room <= 0 || worst <= room {
+		return ""
+	}
+	return fmt.Sprintf("runtime.memory_budget: up to %d tasks here whose instances may grow to %s together (tasks x limits.memory), past the %s the budget leaves them (%s less twice the largest limits.window_bytes): "+
+		"once the instances hold that, a memory.grow returns -1 (records of a plugin that then traps fail with memory_limit), and past half of it only a task within its share (%s) grows; raise runtime.memory_budget or lower limits.memory, or run more processes",
+		tasks, ByteSize(worst), ByteSize(room), c.Runtime.MemoryBudget, ByteSize(room/2/int64(tasks)))
 }
 
 // ValidateKafka checks only what a tool that talks to the config's Kafka

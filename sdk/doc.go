@@ -77,7 +77,7 @@
 // migrate.Handle(func(from string) error) runs once per task, before the
 // version's first record, with the store API available and the old
 // version's ID; its writes commit with the swap, and a failure rolls the
-// version back (abi/ABI.md section 12). sdktest.Host.Migrate runs it in a
+// version back (abi/ABI.md section 13). sdktest.Host.Migrate runs it in a
 // test. Only a plugin that imports sdk/migrate carries the export.
 //
 // # Cheap processors

@@ -92,6 +92,13 @@ func doMainIO(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return e.deploy(ctx, args[1:])
 	case "rollback":
 		return e.rollback(ctx, args[1:])
+	case "shadow":
+		if len(args) < 2 || args[1] != "status" && args[1] != "stop" {
+			if helpHere("shadow") {
+				return exitOK
+			}
+		}
+		return e.shadow(ctx, args[1:])
 	case "query":
 		return e.query(ctx, args[1:])
 	case "pause":

@@ -109,6 +109,14 @@ func TestDeployUsageErrors(t *testing.T) {
 		{"rollback", "-c", "p.yaml"},
 		{"rollback", "-c", "p.yaml", "a", "b"},
 		{"rollback", "proc"},
+		{"deploy", "-c", "p.yaml", "proc", "x.wasm", "--shadow", "--shadow-first", "1s"},
+		{"deploy", "-c", "p.yaml", "proc", "x.wasm", "--shadow", "--no-shadow-first"},
+		{"deploy", "-c", "p.yaml", "proc", "x.wasm", "--shadow-first", "1s", "--no-shadow-first"},
+		{"deploy", "-c", "p.yaml", "proc", "x.wasm", "--shadow-first", "1s", "--max-diff-ratio", "2"},
+		{"shadow"},
+		{"shadow", "status"},
+		{"shadow", "stop", "-c", "p.yaml"},
+		{"shadow", "start", "-c", "p.yaml", "proc"},
 	} {
 		if code, out, errs := runCLI(t, args...); code != exitUsage || out != "" || errs == "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want a usage error", args, code, out, errs)
@@ -170,5 +178,38 @@ func TestPauseAndResumeCommands(t *testing.T) {
 		if code, out, errs := runCLI(t, args...); code != exitUsage || out != "" || errs == "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want a usage error", args, code, out, errs)
 		}
+	}
+}
+
+// deploy --shadow publishes a shadow and deploys nothing; shadow status
+// reads it (no process runs here: no one reports it); shadow stop ends it
+// once; --shadow-first with no process to run it refuses the candidate for
+// comparing no record, and publishes no version.
+func TestShadowCommands(t *testing.T) {
+	b := testbroker.New(t)
+	cfg, appID := deployConfig(t, b)
+	code, out, errs := runCLI(t, "deploy", "-c", cfg, "proc", testdata("trap"), "--shadow")
+	if code != exitOK || !strings.Contains(out, "shadow of proc started from") {
+		t.Fatalf("deploy --shadow: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	code, out, errs = runCLI(t, "shadow", "status", "-c", cfg, "proc")
+	if code != exitOK || !strings.Contains(out, "shadow of proc: version trap@"+shortHash(t, testdata("trap"))) ||
+		!strings.Contains(out, "no process reports it") || !strings.Contains(out, "0 processes, 0 records") {
+		t.Fatalf("shadow status: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if code, out, errs = runCLI(t, "shadow", "stop", "-c", cfg, "proc"); code != exitOK || !strings.Contains(out, "stopped the shadow of proc") {
+		t.Fatalf("shadow stop: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if code, _, errs = runCLI(t, "shadow", "stop", "-c", cfg, "proc"); code != exitError || !strings.Contains(errs, "no shadow of the processor runs") {
+		t.Fatalf("second shadow stop: exit %d, stderr %q", code, errs)
+	}
+	code, out, errs = runCLI(t, "deploy", "-c", cfg, "proc", testdata("trap"), "--shadow-first", "1s")
+	if code != exitError || !strings.Contains(errs, "refused after its shadow run: its shadow run compared no record") ||
+		!strings.Contains(errs, "nothing of it was committed") {
+		t.Fatalf("deploy --shadow-first with no process: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	// Nothing was deployed: the control topic has no version of proc.
+	if code, _, errs = runCLI(t, "rollback", "-c", cfg, "proc"); code != exitError || !strings.Contains(errs, "nothing deployed") {
+		t.Fatalf("rollback after a refused shadow-first: exit %d, stderr %q (app %s)", code, errs, appID)
 	}
 }

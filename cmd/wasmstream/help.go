@@ -228,6 +228,18 @@ error naming its partitions.
 		examples: []string{
 			"wasmstream deploy -c pipeline.yaml mask-pii mask-v2.wasm",
 			"wasmstream deploy -c pipeline.yaml mask-pii build/mask.wasm --label v2.1",
+			"wasmstream deploy -c pipeline.yaml mask-pii mask-v3.wasm --shadow",
+			"wasmstream deploy -c pipeline.yaml mask-pii mask-v3.wasm --shadow-first 10m --max-diff-ratio 0.001",
+		},
+	},
+	{
+		name:    "shadow",
+		summary: "report or stop a shadow run (deploy --shadow)",
+		usage:   "wasmstream shadow status|stop -c pipeline.yaml PROCESSOR [--samples N] [--json]",
+		details: strings.TrimSpace(strings.TrimPrefix(shadowUsage, strings.SplitN(shadowUsage, "\n", 2)[0])),
+		examples: []string{
+			"wasmstream shadow status -c pipeline.yaml mask-pii",
+			"wasmstream shadow stop -c pipeline.yaml mask-pii",
 		},
 	},
 	{

@@ -42,49 +42,14 @@ func TestDeployAndRollBackOnTwoProcesses(t *testing.T) {
 
 	// The README's build: v1.wasm next to pipeline.yaml, v2.wasm to deploy.
 	dir := t.TempDir()
-	copyFile(t, wasmbuild.Build(t, "./examples/hot-swap/v1"), filepath.Join(dir, "v1.wasm"))
-	copyFile(t, "pipeline.yaml", filepath.Join(dir, "pipeline.yaml"))
-	v2, err := os.ReadFile(wasmbuild.Build(t, "./examples/hot-swap/v2"))
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	// Both processes load the example's config, pointed at the test broker
-	// by the environment; on a shared real broker, the app and its topics
-	// get names of this run's own.
-	appID, in, out := b.Name(t, "hot-swap"), b.Name(t, "names"), b.Name(t, "greetings")
-	cacheDir := filepath.Join(dir, "cache")
-	load := func() *host.Config {
-		cfg, err := configload.Load(filepath.Join(dir, "pipeline.yaml"), []string{"WASMSTREAM_KAFKA__BROKERS=" + strings.Join(b.Addrs(), ",")}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.AppID = appID
-		cfg.Processors[0].Inputs = []string{in}
-		cfg.Processors[0].Outputs = map[string]host.OutputConfig{"greetings": {Topic: out}}
-		cfg.Runtime.CacheDir = cacheDir
-		return cfg
-	}
+	v2 := readWasm(t, "./examples/hot-swap/v2")
+	load, in, out := exampleApp(t, b, dir)
 	cfg := load()
 	if cfg.Guarantee != host.ExactlyOnce || cfg.Kafka.TopicPartitions != 4 {
 		t.Fatalf("the example should run exactly_once on 4 partitions: %s, %d", cfg.Guarantee, cfg.Kafka.TopicPartitions)
 	}
-	hosts := []*host.Host{start(t, load(), log), start(t, load(), log)}
-
-	f := feed(t, b.Addrs(), in)
+	hosts, f := twoProcesses(t, b, load, in, log)
 	defer f.stop()
-	// Both processes own tasks before anything is deployed.
-	waitFor(t, "the two processes to share the 4 partitions", func() bool {
-		n := 0
-		for _, h := range hosts {
-			tasks := len(h.Versions()[0].Tasks)
-			if tasks == 0 {
-				return false
-			}
-			n += tasks
-		}
-		return n == 4
-	})
 	v1ID := hosts[0].Versions()[0].Active.ID
 	if !strings.HasPrefix(v1ID, "config@") {
 		t.Fatalf("the processes start with %s, want the config file's plugin", v1ID)
@@ -192,6 +157,56 @@ func TestDeployAndRollBackOnTwoProcesses(t *testing.T) {
 		}
 	}
 	t.Logf("%d names greeted once each; every partition went %s -> %s -> %s", len(inputs), v1ID, v2ID, v1ID)
+}
+
+// exampleApp writes the README's build next to pipeline.yaml in dir
+// (v1.wasm, the config's plugin) and returns what loads the example's
+// config, pointed at the test broker by the environment; on a shared real
+// broker, the app and its topics get names of this run's own.
+func exampleApp(t *testing.T, b *testbroker.Broker, dir string) (load func() *host.Config, in, out string) {
+	copyFile(t, wasmbuild.Build(t, "./examples/hot-swap/v1"), filepath.Join(dir, "v1.wasm"))
+	copyFile(t, "pipeline.yaml", filepath.Join(dir, "pipeline.yaml"))
+	appID, in, out := b.Name(t, "hot-swap"), b.Name(t, "names"), b.Name(t, "greetings")
+	cacheDir := filepath.Join(dir, "cache")
+	return func() *host.Config {
+		cfg, err := configload.Load(filepath.Join(dir, "pipeline.yaml"), []string{"WASMSTREAM_KAFKA__BROKERS=" + strings.Join(b.Addrs(), ",")}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.AppID = appID
+		cfg.Processors[0].Inputs = []string{in}
+		cfg.Processors[0].Outputs = map[string]host.OutputConfig{"greetings": {Topic: out}}
+		cfg.Runtime.CacheDir = cacheDir
+		return cfg
+	}, in, out
+}
+
+// readWasm builds the plugin of pkg and returns its bytes.
+func readWasm(t *testing.T, pkg string) []byte {
+	b, err := os.ReadFile(wasmbuild.Build(t, pkg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// twoProcesses starts two processes of the app, names flowing in, and
+// waits until both own tasks.
+func twoProcesses(t *testing.T, b *testbroker.Broker, load func() *host.Config, in string, log *slog.Logger) ([]*host.Host, *feeder) {
+	hosts := []*host.Host{start(t, load(), log), start(t, load(), log)}
+	f := feed(t, b.Addrs(), in)
+	waitFor(t, "the two processes to share the 4 partitions", func() bool {
+		n := 0
+		for _, h := range hosts {
+			tasks := len(h.Versions()[0].Tasks)
+			if tasks == 0 {
+				return false
+			}
+			n += tasks
+		}
+		return n == 4
+	})
+	return hosts, f
 }
 
 // replayV2 replays v2 over the names so far and checks it greets every

@@ -54,6 +54,8 @@ var boundaries = []boundary{
 		why: "replay runs a plugin over records it is given: the host reads them from Kafka, and its state is in memory"},
 	{pkg: "host/internal/reset", forbid: []string{pebble, wazero, "host/..."}, closure: true,
 		why: "reset knows the app as topic and group names; the host package makes them from the config"},
+	{pkg: "host/internal/shadow", forbid: []string{franz, pebble, wazero, "host/..."}, closure: true,
+		why: "a shadow run's report is a leaf: the runner fills it in, the deployer reads it from the diff topic"},
 	{pkg: "host/internal/deploy", forbid: []string{pebble, wazero, "host/internal/engine", "host/internal/state", "host/internal/runner"},
 		why: "a deploy publishes to the control topic; it compiles through package plugin and never runs a task"},
 	{pkg: "host/internal/topictool", forbid: []string{pebble, wazero, "host/internal/engine", "host/internal/state", "host/internal/runner", "host/internal/plugin"}, closure: true,
@@ -131,6 +133,9 @@ var thinFace = []string{
 	// deploy
 	"Deploy", "Rollback", "DeployResult", "RollbackResult", "SkippedVersion", "ErrAlreadyActive",
 	"Pause", "Resume", "PauseResult", "ErrSamePause",
+	// shadow runs (deploy --shadow, --shadow-first; wasmstream shadow): their report, field by field
+	"DeployShadow", "StopShadow", "Shadow", "DeployShadowFirst", "ErrShadowRefused", "ErrNoShadow",
+	"ShadowResult", "ShadowStatus", "ShadowCounts", "ShadowSample", "ShadowSide", "ShadowEmit",
 	// interactive queries: the CLI's client
 	"Query", "QueryResult",
 	// reset (wasmstream reset)

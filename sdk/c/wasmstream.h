@@ -237,7 +237,7 @@ void ws_encode(uint8_t *dst, int64_t ts, int64_t offset, int32_t partition, uint
 int ws_process(const ws_record *r);
 int ws_init(void); /* optional (a weak default returns WS_OK) */
 
-/* State migration between versions (abi/ABI.md section 12), optional:
+/* State migration between versions (abi/ABI.md section 13), optional:
  *
  *     static int migrate_counts(ws_bytes from) { ... }   // from: the old version's ID
  *     WS_MIGRATE(migrate_counts);

@@ -2,7 +2,7 @@
 
 package migrate
 
-// The optional export (abi/ABI.md section 12). It is in this package, not
+// The optional export (abi/ABI.md section 13). It is in this package, not
 // in package sdk, so that only plugins that import it carry it.
 
 // exportMigrate is abi.ExportMigrate.

@@ -1,5 +1,5 @@
 // Package migrate lets a Go plugin migrate its state when it replaces
-// another version of itself (abi/ABI.md section 12): the host calls the
+// another version of itself (abi/ABI.md section 13): the host calls the
 // registered function once per task, before this version's first call on
 // the task's stores, when they were last written by another version.
 //

@@ -10,7 +10,7 @@ import (
 
 // Migrate runs the plugin's migration (package sdk/migrate) as the host
 // does when the task's stores were last written by version from (abi/ABI.md
-// section 12): its state writes are committed if it succeeds and
+// section 13): its state writes are committed if it succeeds and
 // discarded if it fails (Result.Err says why). It may not emit or set
 // timers (EPHASE). A plugin that does not link sdk/migrate fails the test.
 func (h *Host) Migrate(from string) Result {

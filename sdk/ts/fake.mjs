@@ -521,7 +521,7 @@ export class FakeHost {
   /**
    * Runs the plugin's wasmstream_migrate (migrate-exports.ts) as the host
    * does when the task's stores were last written by version from
-   * (abi/ABI.md section 12): its state writes stand if it succeeds and are
+   * (abi/ABI.md section 13): its state writes stand if it succeeds and are
    * dropped if it fails. Returns {status, error, all}.
    */
   migrate(from) {

@@ -1,4 +1,4 @@
-// The state-migration export of the ABI (abi/ABI.md section 12). A plugin
+// The state-migration export of the ABI (abi/ABI.md section 13). A plugin
 // that migrates its state re-exports it from its entry file and registers
 // its function with onMigrate:
 //

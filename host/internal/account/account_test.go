@@ -264,3 +264,145 @@ func TestInputIsGrantedBelowHalfThePool(t *testing.T) {
 	}
 	b.Close()
 }
+
+// Instances' memory is charged to the task's account and the pool apart
+// from the window, within the instances' room: past it a charge is
+// refused (nothing charged); it counts against the budget the windows
+// share, and a commit point does not release it.
+func TestInstanceMemoryInTheBudget(t *testing.T) {
+	p := NewPool(16 * Grant)
+	p.SetInstanceRoom(12 * Grant)
+	var gauge atomic.Int64
+	a := p.Open(2*Grant, nil)
+	a.SetMemoryGauge(&gauge)
+	if err := a.ChargeMemory(10 * Grant); err != nil {
+		t.Fatal(err)
+	}
+	if p.Memory() != 10*Grant || p.Used() != 10*Grant || a.Memory() != 10*Grant || gauge.Load() != 10*Grant {
+		t.Fatalf("pool memory %d used %d, account %d, gauge %d", p.Memory(), p.Used(), a.Memory(), gauge.Load())
+	}
+	err := a.ChargeMemory(3 * Grant)
+	var le *LimitError
+	if !errors.As(err, &le) || !le.Instances || le.Limit != 12*Grant || p.Memory() != 10*Grant {
+		t.Fatalf("past the instances' room: %v (pool memory %d)", err, p.Memory())
+	}
+	// The windows take the rest of the budget, and no more.
+	if err := a.Charge(4 * Grant); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Charge(3 * Grant); !errors.Is(err, ErrLimit) {
+		t.Fatalf("a window charge past the budget the instances share: %v", err)
+	}
+	// Input takes at most half of what the instances leave.
+	if a.SetInput(2 * Grant) {
+		t.Fatalf("input granted past half of what the instances leave (used %d)", p.Used())
+	}
+	a.WindowEnded(0)
+	if p.Memory() != 10*Grant || p.Used() != 10*Grant {
+		t.Fatalf("a commit point released instance memory: memory %d used %d", p.Memory(), p.Used())
+	}
+	if err := a.ChargeMemory(2 * Grant); err != nil {
+		t.Fatalf("up to the room: %v", err)
+	}
+	// An instance outlives its task's account: it releases after Close.
+	a.Close()
+	a.ReleaseMemory(12 * Grant)
+	if p.Memory() != 0 || p.Used() != 0 || gauge.Load() != 0 || a.Memory() != 0 {
+		t.Fatalf("after release: pool memory %d used %d gauge %d", p.Memory(), p.Used(), gauge.Load())
+	}
+	if p.Peak() != 14*Grant {
+		t.Fatalf("peak %d, want 14 grants: the instances' and the windows' bytes together", p.Peak())
+	}
+}
+
+// Past what the other tasks' shares leave of the room, only a task
+// within its share grows: a plugin whose many tasks each grow to their
+// limit cannot take the room a neighbour's instance needs to start.
+func TestInstanceMemoryShare(t *testing.T) {
+	const room = 64 * Grant
+	p := NewPool(2 * room)
+	p.SetInstanceRoom(room)
+	var greedy []*Account
+	for range 7 {
+		greedy = append(greedy, p.Open(Grant, nil))
+	}
+	neighbour := p.Open(Grant, nil)
+	// 8 accounts: a share is room/16; the greedy ones grow to what the
+	// others' shares leave, room - 7 x room/16.
+	for {
+		grew := false
+		for _, a := range greedy {
+			if a.ChargeMemory(Grant) == nil {
+				grew = true
+			}
+		}
+		if !grew {
+			break
+		}
+	}
+	share := int64(room / 16)
+	if p.Memory() > room-7*share || p.Memory() < room-7*share-7*Grant {
+		t.Fatalf("the greedy tasks hold %d, want about %d (the room less the others' shares)", p.Memory(), room-7*share)
+	}
+	var le *LimitError
+	if err := greedy[0].ChargeMemory(Grant); !errors.As(err, &le) || !le.Share {
+		t.Fatalf("a greedy task past its share: %v", err)
+	}
+	if err := neighbour.ChargeMemory(share); err != nil {
+		t.Fatalf("the neighbour could not take its share: %v", err)
+	}
+	// Alone, a task may take the whole room.
+	q := NewPool(2 * room)
+	q.SetInstanceRoom(room)
+	if err := q.Open(Grant, nil).ChargeMemory(room); err != nil {
+		t.Fatalf("a lone task: %v", err)
+	}
+}
+
+// What no task holds alone (an init's snapshot) is charged to the pool,
+// within the instances' room, without a share.
+func TestPoolMemory(t *testing.T) {
+	p := NewPool(16 * Grant)
+	p.SetInstanceRoom(8 * Grant)
+	for range 4 {
+		p.Open(Grant, nil) // shares of a sixteenth of the room
+	}
+	if err := p.ChargeMemory(6 * Grant); err != nil {
+		t.Fatalf("no share applies to the pool's own charge: %v", err)
+	}
+	if err := p.ChargeMemory(3 * Grant); !errors.Is(err, ErrLimit) {
+		t.Fatalf("past the room: %v", err)
+	}
+	p.ReleaseMemory(6 * Grant)
+	if p.Memory() != 0 || p.Used() != 0 {
+		t.Fatalf("memory %d used %d after release", p.Memory(), p.Used())
+	}
+}
+
+// Instances grow and are freed on many goroutines at once: the pool never
+// passes its budget and ends at zero.
+func TestInstanceMemoryConcurrent(t *testing.T) {
+	p := NewPool(64 * Grant)
+	p.SetInstanceRoom(64 * Grant)
+	var wg sync.WaitGroup
+	for range 8 {
+		a := p.Open(Grant, nil)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 1000 {
+				if a.ChargeMemory(3*Grant) == nil {
+					if u := p.Used(); u > 64*Grant {
+						t.Errorf("used %d past the budget", u)
+					}
+					a.ReleaseMemory(3 * Grant)
+				}
+			}
+			a.Close()
+		}()
+	}
+	wg.Wait()
+	if p.Used() != 0 || p.Memory() != 0 || p.Peak() > 64*Grant {
+		t.Fatalf("used %d memory %d peak %d", p.Used(), p.Memory(), p.Peak())
+	}
+}

@@ -304,6 +304,12 @@ type countersDoc struct {
 	SwapFailures int64            `json:"swap_failures"`
 	Rollbacks    int64            `json:"rollbacks"`
 	Refusals     int64            `json:"refusals"`
+	// The records shadow runs compared, and the shadows that stopped
+	// themselves (host/internal/runner/shadow.go).
+	ShadowMatches     int64 `json:"shadow_matches"`
+	ShadowDifferences int64 `json:"shadow_differences"`
+	ShadowFailures    int64 `json:"shadow_failures"`
+	ShadowStops       int64 `json:"shadow_stops"`
 }
 
 func (s *Server) processors(w http.ResponseWriter, _ *http.Request) {
@@ -346,6 +352,11 @@ func (s *Server) processors(w http.ResponseWriter, _ *http.Request) {
 				SwapFailures: lc.SwapFailures,
 				Rollbacks:    lc.Rollbacks,
 				Refusals:     lc.Refusals,
+
+				ShadowMatches:     lc.ShadowMatches,
+				ShadowDifferences: lc.ShadowDifferences,
+				ShadowFailures:    lc.ShadowFailures,
+				ShadowStops:       lc.ShadowStops,
 			},
 			ActiveVersion: versionDoc{ID: p.Plugin.Version, SHA256: p.Plugin.SHA256, Label: p.Plugin.Label},
 			Tasks:         make([]taskDoc, 0, len(lc.Tasks)),

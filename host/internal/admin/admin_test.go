@@ -430,6 +430,7 @@ func TestProcessors(t *testing.T) {
 			"failed_tasks": 0.0, "commits": 7.0, "aborts": 1.0,
 			"failures": map[string]any{"trap": 1.0, "timeout": 1.0},
 			"swaps":    0.0, "swap_failures": 0.0, "rollbacks": 0.0, "refusals": 0.0,
+			"shadow_matches": 0.0, "shadow_differences": 0.0, "shadow_failures": 0.0, "shadow_stops": 0.0,
 		},
 		// No versions known: the active one is the plugin's hash alone.
 		"active_version": map[string]any{"id": "", "sha256": "ab12", "label": ""},

@@ -50,6 +50,8 @@ const (
 	mMigrations    = "wasmstream_state_migrations_total"
 	mMigrationFail = "wasmstream_state_migration_failures_total"
 	mRefusals      = "wasmstream_plugin_refusals_total"
+	mShadowRecords = "wasmstream_shadow_records_total"
+	mShadowStops   = "wasmstream_shadow_stops_total"
 	mHeld          = "wasmstream_plugin_versions_held"
 	mPaused        = "wasmstream_processor_paused"
 	mModules       = "wasmstream_plugin_modules"
@@ -72,6 +74,7 @@ const (
 	mTimersDropped = "wasmstream_timers_dropped_total"
 	mMarksDropped  = "wasmstream_commit_marks_dropped_total"
 	mHeldBytes     = "wasmstream_plugin_held_bytes"
+	mInstanceBytes = "wasmstream_plugin_instance_bytes"
 	mBudgetCommits = "wasmstream_budget_commits_total"
 	mTimersPending = "wasmstream_timers_pending"
 	mStreamLag     = "wasmstream_stream_time_lag_seconds"
@@ -95,6 +98,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 	commits := counter(mCommits, "Commit points that committed the processor's input offsets.")
 	aborts := counter(mAborts, "Transactions aborted (exactly_once); their work is done again.")
 	heldBytes := gauge(mHeldBytes, "Bytes the host holds for the processor's plugins in this process (staged emits and state writes, timers, commit marks, input records not processed yet), by its tasks' accounts.")
+	instanceBytes := gauge(mInstanceBytes, "Bytes of linear memory the processor's plugin instances in this process hold, charged to its tasks' accounts within runtime.memory_budget.")
 	budgetCommits := counter(mBudgetCommits, "Commit points brought forward because a task held its window's budget of bytes (limits.window_bytes) or more than its share of runtime.memory_budget.")
 	latency := &family{name: mLatency, typ: "histogram",
 		help: "Time in the plugin per record, in seconds (a bucket's bound is exclusive, at nanosecond precision)."}
@@ -105,6 +109,8 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 	migrations := counter(mMigrations, "Tasks whose state a new plugin version migrated (wasmstream_migrate).")
 	migrationFailures := counter(mMigrationFail, "State migrations that failed; each rolled its plugin version back.")
 	refusals := counter(mRefusals, "Plugin versions from the control topic this process refused to run; it kept the running one.")
+	shadowRecords := counter(mShadowRecords, "Records a shadow run compared, by result: match (the candidate emitted what the active version did), difference, failure (of the candidate).")
+	shadowStops := counter(mShadowStops, "Shadow runs that stopped themselves (fell behind, over their share of time or state, failing, or not starting).")
 	// Tasks per version rather than one series per task: as many series
 	// as versions running (one, two during a swap), not as partitions,
 	// and none that come and go with every rebalance. /v1/processors
@@ -134,6 +140,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 		commits.add(l, float64(p.Commits))
 		aborts.add(l, float64(p.Aborts))
 		heldBytes.add(l, float64(p.HeldBytes))
+		instanceBytes.add(l, float64(p.InstanceBytes))
 		budgetCommits.add(l, float64(p.BudgetCommits))
 		kinds := make([]string, 0, len(p.Failures))
 		for k := range p.Failures {
@@ -152,6 +159,13 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 			migrations.add(l, float64(lc.Migrations))
 			migrationFailures.add(l, float64(lc.MigrationFailures))
 			refusals.add(l, float64(lc.Refusals))
+			for _, r := range []struct {
+				result string
+				n      int64
+			}{{"match", lc.ShadowMatches}, {"difference", lc.ShadowDifferences}, {"failure", lc.ShadowFailures}} {
+				shadowRecords.add([]Label{{"processor", p.Name}, {"result", r.result}}, float64(r.n))
+			}
+			shadowStops.add(l, float64(lc.ShadowStops))
 			addTaskCounts(tasks, p.Name, activeVersion(procs, p.Name), lc.Tasks)
 			held.add(l, float64(lc.Held))
 			modules.add(l, float64(lc.Modules))
@@ -250,8 +264,8 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 		}
 	}
 
-	fams := []family{*in, *out, *skipped, *dead, *failures, *failedTasks, *commits, *aborts, *heldBytes, *budgetCommits, *latency, *commitSecs,
-		*info, *tasks, *swaps, *swapFailures, *slowStarts, *rollbacks, *migrations, *migrationFailures, *refusals, *held, *modules, *instances, *memory, *snapshots, *stateTasks, *stateIters,
+	fams := []family{*in, *out, *skipped, *dead, *failures, *failedTasks, *commits, *aborts, *heldBytes, *instanceBytes, *budgetCommits, *latency, *commitSecs,
+		*info, *tasks, *swaps, *swapFailures, *slowStarts, *rollbacks, *migrations, *migrationFailures, *refusals, *shadowRecords, *shadowStops, *held, *modules, *instances, *memory, *snapshots, *stateTasks, *stateIters,
 		*restoring, *restored, *target, *pos, *rate, *wipes, *done,
 		*lag, *standbyLag, *firings, *commitCalls, *timersDropped, *marksDropped, *pending, *streamLag, *stateFailures, *stateFailed, *paused}
 	seen := map[string]bool{}

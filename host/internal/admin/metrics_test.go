@@ -70,6 +70,9 @@ wasmstream_transaction_aborts_total{processor="p"} 0
 # HELP wasmstream_plugin_held_bytes Bytes the host holds for the processor's plugins in this process (staged emits and state writes, timers, commit marks, input records not processed yet), by its tasks' accounts.
 # TYPE wasmstream_plugin_held_bytes gauge
 wasmstream_plugin_held_bytes{processor="p"} 0
+# HELP wasmstream_plugin_instance_bytes Bytes of linear memory the processor's plugin instances in this process hold, charged to its tasks' accounts within runtime.memory_budget.
+# TYPE wasmstream_plugin_instance_bytes gauge
+wasmstream_plugin_instance_bytes{processor="p"} 0
 # HELP wasmstream_budget_commits_total Commit points brought forward because a task held its window's budget of bytes (limits.window_bytes) or more than its share of runtime.memory_budget.
 # TYPE wasmstream_budget_commits_total counter
 wasmstream_budget_commits_total{processor="p"} 0
@@ -188,6 +191,18 @@ wasmstream_state_migration_failures_total{processor="idle"} 0
 # TYPE wasmstream_plugin_refusals_total counter
 wasmstream_plugin_refusals_total{processor="p"} 3
 wasmstream_plugin_refusals_total{processor="idle"} 0
+# HELP wasmstream_shadow_records_total Records a shadow run compared, by result: match (the candidate emitted what the active version did), difference, failure (of the candidate).
+# TYPE wasmstream_shadow_records_total counter
+wasmstream_shadow_records_total{processor="p",result="match"} 0
+wasmstream_shadow_records_total{processor="p",result="difference"} 0
+wasmstream_shadow_records_total{processor="p",result="failure"} 0
+wasmstream_shadow_records_total{processor="idle",result="match"} 0
+wasmstream_shadow_records_total{processor="idle",result="difference"} 0
+wasmstream_shadow_records_total{processor="idle",result="failure"} 0
+# HELP wasmstream_shadow_stops_total Shadow runs that stopped themselves (fell behind, over their share of time or state, failing, or not starting).
+# TYPE wasmstream_shadow_stops_total counter
+wasmstream_shadow_stops_total{processor="p"} 0
+wasmstream_shadow_stops_total{processor="idle"} 0
 # HELP wasmstream_plugin_versions_held Plugin versions the processor holds compiled: the active one, the one a rollback returns to, a proposal not yet taken in, and any a task still runs.
 # TYPE wasmstream_plugin_versions_held gauge
 wasmstream_plugin_versions_held{processor="p"} 2

@@ -113,6 +113,9 @@ type ProcessorMetrics struct {
 	// HeldBytes is what the host holds for the processor's plugins now
 	// (a gauge); BudgetCommits the commit points brought forward by it.
 	HeldBytes, BudgetCommits int64
+	// InstanceBytes is the linear memory of the processor's plugin
+	// instances now (a gauge), in the same accounts.
+	InstanceBytes int64
 	// Time (abi/ABI.md section 8): timer firings, commit-point calls, and
 	// timers and marks dropped because the running version lacks the
 	// callback.
@@ -186,11 +189,16 @@ type Lifecycle struct {
 	// half its budget.
 	SlowStarts int64
 	Rollbacks  int64 // automatic rollbacks of a version that failed its canary or its migration
+	Refusals   int64 // versions from the control topic this process refused to run
 	// Migrations counts tasks whose state a new version migrated
-	// (abi/ABI.md section 12); MigrationFailures the migrations that
+	// (abi/ABI.md section 13); MigrationFailures the migrations that
 	// failed (each rolled its version back).
 	Migrations, MigrationFailures int64
-	Refusals                      int64 // versions from the control topic this process refused to run
+	// ShadowMatches, ShadowDifferences and ShadowFailures are the records
+	// shadow runs compared in this process (the candidate emitted the
+	// same, something else, or failed); ShadowStops the shadows that
+	// stopped themselves.
+	ShadowMatches, ShadowDifferences, ShadowFailures, ShadowStops int64
 	// Held is how many versions the processor holds compiled (package
 	// versions: active, back, pending, and those tasks still run); Modules
 	// and Instances are its runtime's open modules and plugin instances,

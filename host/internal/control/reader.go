@@ -172,6 +172,10 @@ type Handlers struct {
 	// tombstone (Gone), or, with only Member set, the error of a record
 	// that does not decode.
 	Member func(Member, error)
+	// Shadow is told of every shadow record (shadow.go): the shadow, the
+	// loader of its version when it runs, or, with only Processor and
+	// Offset set, the error of a record that does not decode.
+	Shadow func(Shadow, Load, error)
 }
 
 // FollowAll is Follow with a callback for each kind of record.
@@ -287,6 +291,7 @@ type store struct {
 	refs      map[string]bool      // hashes some manifest references (active or history)
 	pauses    map[string]Pause     // latest decodable pause record per processor (pause.go)
 	members   map[string]Member    // latest member record per member (member.go)
+	shadows   map[string]Shadow    // latest decodable shadow record per processor (shadow.go)
 	// on, while FollowAll runs, is told of every pause and member record
 	// applied.
 	on Handlers
@@ -340,6 +345,7 @@ func newStore(topic string) store {
 		refs:      map[string]bool{},
 		pauses:    map[string]Pause{},
 		members:   map[string]Member{},
+		shadows:   map[string]Shadow{},
 	}
 }
 
@@ -362,6 +368,13 @@ func (s *store) apply(rec *kgo.Record) (m Manifest, load Load, ok bool, err erro
 		p, err := s.applyPause(name, rec)
 		if s.on.Pause != nil {
 			s.on.Pause(p, err)
+		}
+		return Manifest{}, nil, false, nil
+	}
+	if name, isShadow := shadowName(key); isShadow {
+		sh, load, err := s.applyShadow(name, rec)
+		if s.on.Shadow != nil {
+			s.on.Shadow(sh, load, err)
 		}
 		return Manifest{}, nil, false, nil
 	}
@@ -433,6 +446,12 @@ func (s *store) reference() {
 		for _, v := range m.History {
 			s.refs[v.Hash] = true
 			versions[v.Hash] = v
+		}
+	}
+	for _, sh := range s.shadows {
+		if sh.Running {
+			s.refs[sh.Hash] = true
+			versions[sh.Hash] = sh.Version
 		}
 	}
 	for h, cs := range s.chunks {
@@ -560,6 +579,7 @@ func (s *store) snapshot() *State {
 		loads:     map[Version]Load{},
 		pauses:    maps.Clone(s.pauses),
 		members:   maps.Clone(s.members),
+		shadows:   maps.Clone(s.shadows),
 	}
 	for k, v := range s.manifests {
 		st.manifests[k] = v
@@ -572,6 +592,11 @@ func (s *store) snapshot() *State {
 			if _, ok := st.loads[v]; !ok {
 				st.loads[v] = s.loader(v)
 			}
+		}
+	}
+	for _, sh := range s.shadows {
+		if _, ok := st.loads[sh.Version]; sh.Running && !ok {
+			st.loads[sh.Version] = s.loader(sh.Version)
 		}
 	}
 	return st
@@ -648,6 +673,7 @@ type State struct {
 	loads     map[Version]Load // every version a manifest references
 	pauses    map[string]Pause
 	members   map[string]Member
+	shadows   map[string]Shadow
 }
 
 // Processors returns the processors that have a manifest record (decodable

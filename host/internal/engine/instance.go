@@ -99,6 +99,16 @@ type Binding struct {
 	// LogAttrs are added to the plugin's log lines after the processor
 	// name (the host adds its task and plugin version).
 	LogAttrs []slog.Attr
+	// Memory, if set, is charged the instance's linear memory as it is
+	// made and grown, and released when the instance is dropped (a
+	// discard after a trap, Close): the task's account. A growth it
+	// refuses makes memory.grow return -1, as at Options.MemoryLimit.
+	Memory MemoryAccount
+	// StartLater: when Memory refuses the instance's initial memory,
+	// Instantiate returns the instance unstarted (the next record starts
+	// it, or fails with MemoryLimit if Memory still refuses) instead of
+	// failing with ErrMemoryBudget.
+	StartLater bool
 }
 
 // defaultInputSize is the input buffer the host asks for at start, in bytes
@@ -246,6 +256,14 @@ func (m *Module) Instantiate(ctx context.Context, b Binding) (*Instance, error) 
 		return nil, fmt.Errorf("engine: instantiate %q: %w", m.name, err)
 	}
 	if err := i.start(ctx); err != nil {
+		if b.StartLater && errors.Is(err, ErrMemoryBudget) && ctx.Err() == nil {
+			// The process holds its budget: the task starts without a
+			// live instance and the next record starts one (revive), or
+			// fails if the budget still refuses it. A task that could
+			// not start would hold its partition and process nothing.
+			i.log.Warn("the plugin instance does not fit the process's memory budget now; it starts with the next record", "err", err)
+			return i, nil
+		}
 		_ = i.Close(ctx)
 		return nil, err
 	}
@@ -377,7 +395,9 @@ func (i *Instance) Name() string { return i.b.Name }
 // with the arguments and results in i.stack. intr reports that the
 // watchdog interrupted it.
 func (i *Instance) call(fn api.Function, due int64) (intr bool, err error) {
-	i.cur.lm.growFailed = false
+	if lm := i.cur.lm; lm.growFailed {
+		lm.growFailed, lm.refused = false, nil
+	}
 	// Store the deadline, then read closing; Runtime.Close does the
 	// opposite, so either this call sees closing or Close sees the call.
 	i.deadline.Store(max(due, 1))
@@ -485,6 +505,9 @@ func (i *Instance) trapped(ctx context.Context, fn string, err error, intr bool,
 		return i.recordErr(InstanceLost, fn+": interrupted: the runtime is closing", ErrClosed)
 	}
 	kind, msg := i.classify(err, intr, limit)
+	if kind == MemoryLimit && i.cur.lm.refused != nil {
+		err = errors.Join(err, i.cur.lm.refused) // errors.Is(err, ErrMemoryBudget)
+	}
 	i.discard(ctx)
 	return i.recordErr(kind, fn+": "+msg, err)
 }
@@ -509,6 +532,8 @@ func (i *Instance) classify(err error, intr bool, limit time.Duration) (FailureK
 		return Timeout, fmt.Sprintf("interrupted after running longer than %v", limit)
 	case int32(l.stack.Get()) < 0:
 		return StackLimit, fmt.Sprintf("call stack over the limit of %d bytes (calls too deep): %s", i.rt.opts.StackLimit, msg)
+	case l.lm.growFailed && l.lm.refused != nil:
+		return MemoryLimit, fmt.Sprintf("memory.grow refused at %d KiB: %s: %s", l.mem.Size()>>10, l.lm.refused, msg)
 	case l.lm.growFailed:
 		return MemoryLimit, fmt.Sprintf("memory.grow refused at %d KiB (limit %d KiB): %s",
 			l.mem.Size()>>10, i.rt.limitBytes>>10, msg)
@@ -543,12 +568,19 @@ func (i *Instance) revive(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
+		if errors.Is(err, ErrMemoryBudget) {
+			// The snapshot is sound: the budget is full for now.
+			return i.recordErr(MemoryLimit, "no instance to run the record: "+firstLine(err.Error(), 400), err)
+		}
 		// The next start takes a new snapshot.
 		i.log.Warn("restoring the plugin instance from its snapshot failed; starting it again", "err", err)
 		i.m.dropSnapshot(i.snap)
 		i.snap = nil
 	}
 	if err := i.start(ctx); err != nil {
+		if errors.Is(err, ErrMemoryBudget) {
+			return i.recordErr(MemoryLimit, "no instance to run the record: "+firstLine(err.Error(), 400), err)
+		}
 		return i.recordErr(InstanceLost, "re-instantiation failed: "+firstLine(err.Error(), 400), err)
 	}
 	return nil
@@ -581,6 +613,10 @@ func (i *Instance) start(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("engine: instantiate %q: its start stopped before init ended (%w): %w", m.name, ErrClosed, context.Cause(ctx))
 		}
+		if l.lm.refused != nil {
+			// The init failed after a memory.grow the budget refused.
+			return fmt.Errorf("%w (%w)", err, l.lm.refused)
+		}
 		return err
 	}
 	if i.snap == nil {
@@ -600,10 +636,15 @@ func (i *Instance) instantiate(ctx context.Context, st *sandboxState) (*live, er
 		i.deadline.Store(0)
 		return nil, fmt.Errorf("engine: instantiate %q: %w", m.name, ErrClosed)
 	}
-	lm := newLinearMemory(i.rt.limitBytes, &i.rt.linear)
+	lm := newLinearMemory(i.rt.limitBytes, &i.rt.linear, i.b.Memory)
+	if err := lm.reserve(uint64(m.info.MemoryMinPages) * PageSize); err != nil {
+		i.deadline.Store(0)
+		return nil, fmt.Errorf("engine: instantiate %q: %w", m.name, err)
+	}
 	mod, err := i.rt.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, lm), m.compiled, sandboxConfig(i.stdout, i.stderr, st))
 	i.deadline.Store(0)
 	if err != nil {
+		lm.Free() // wazero may not have: the charge goes back
 		return nil, m.err(InstantiateFailed, firstLine(err.Error(), 400), err)
 	}
 	l := &live{

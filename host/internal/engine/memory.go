@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -21,6 +23,14 @@ type linearMemory struct {
 	buf        []byte
 	limit      uint64 // bytes
 	growFailed bool   // a grow past limit was refused since the last reset
+	// acct is the task's account the memory is charged to (nil: none);
+	// charged is what it was charged: the buffer's capacity, or, before
+	// the first allocation, what reserve charged for it. refused is the
+	// account's refusal of a grow since the last reset (growFailed is
+	// then set too).
+	acct    MemoryAccount
+	charged uint64
+	refused error
 	// total is the runtime's count of the bytes its linear memories hold
 	// (Counts.MemoryBytes): buf's capacity is added and taken off as it
 	// changes.
@@ -83,14 +93,63 @@ func (l *linearMemory) publish() {
 	l.size.Store(uint64(len(l.buf)))
 }
 
-func newLinearMemory(limit uint64, total *atomic.Int64) *linearMemory {
-	return &linearMemory{limit: limit, total: total}
+// MemoryAccount is what an instance's linear memory is charged to: the
+// task's account of what the host holds for its plugin, within the
+// process's budget (host/internal/account; the engine knows it only by
+// these two methods). Both may be called from any goroutine, ReleaseMemory
+// after the task has ended.
+type MemoryAccount interface {
+	// ChargeMemory takes n more bytes for the instance's memory, or
+	// refuses them (an error that says which budget): nothing is charged
+	// then, and the memory does not grow.
+	ChargeMemory(n int64) error
+	// ReleaseMemory gives back n bytes charged before.
+	ReleaseMemory(n int64)
+}
+
+// ErrMemoryBudget is matched by an instance that could not start, or a
+// record that failed, because the account its memory is charged to
+// refused the memory (Binding.Memory).
+var ErrMemoryBudget = errors.New("engine: the process's memory budget refused the instance's memory")
+
+func newLinearMemory(limit uint64, total *atomic.Int64, acct MemoryAccount) *linearMemory {
+	return &linearMemory{limit: limit, total: total, acct: acct}
+}
+
+// reserve charges n bytes, the memory the module declares at least, before
+// it is instantiated: wazero's first Reallocate must not fail (it cannot
+// take a refusal there), so what it asks for is charged first. Nothing is
+// charged on error.
+func (l *linearMemory) reserve(n uint64) error {
+	if l.acct == nil || n <= l.charged {
+		return nil
+	}
+	if err := l.acct.ChargeMemory(int64(n - l.charged)); err != nil {
+		return fmt.Errorf("%w: its %d KiB of initial memory: %w", ErrMemoryBudget, n>>10, err)
+	}
+	l.charged = n
+	return nil
+}
+
+// charge makes the account's charge for the memory capacity bytes, or
+// returns the account's refusal (nothing charged).
+func (l *linearMemory) charge(capacity uint64) error {
+	if l.acct == nil || capacity <= l.charged {
+		return nil
+	}
+	if err := l.acct.ChargeMemory(int64(capacity - l.charged)); err != nil {
+		return err
+	}
+	l.charged = capacity
+	return nil
 }
 
 // Allocate implements experimental.MemoryAllocator; one linearMemory backs
-// exactly one memory.
-func (l *linearMemory) Allocate(capacity, _ uint64) experimental.LinearMemory {
-	l.setBuf(make([]byte, 0, min(capacity, l.limit)))
+// exactly one memory. Its buffer starts empty: Reallocate, which wazero
+// calls next with the module's minimum, makes it (within what reserve
+// charged).
+func (l *linearMemory) Allocate(_, _ uint64) experimental.LinearMemory {
+	l.setBuf([]byte{}) // not nil: wazero reads a nil buffer as a refused grow
 	return l
 }
 
@@ -103,8 +162,11 @@ func (l *linearMemory) setBuf(b []byte) {
 }
 
 // Reallocate grows the memory to size bytes, or returns nil (memory.grow
-// yields -1) when size is over the cap. Bytes past the old length are zero:
-// the memory never shrinks and capacity beyond the length is never written.
+// yields -1) when size is over the cap or the account refuses the growth.
+// Bytes past the old length are zero: the memory never shrinks and
+// capacity beyond the length is never written. The capacity made ahead
+// (twice the old, up to the cap) is charged to the account as it is
+// made; when the account refuses it, only size is asked for.
 func (l *linearMemory) Reallocate(size uint64) []byte {
 	if size > l.limit {
 		l.growFailed = true
@@ -115,7 +177,15 @@ func (l *linearMemory) Reallocate(size uint64) []byte {
 		l.publish()
 		return l.buf
 	}
-	grown := make([]byte, size, min(max(size, 2*uint64(cap(l.buf))), l.limit))
+	capacity := min(max(size, 2*uint64(cap(l.buf))), l.limit)
+	if l.charge(capacity) != nil {
+		capacity = size
+		if err := l.charge(capacity); err != nil {
+			l.growFailed, l.refused = true, fmt.Errorf("%w: %w", ErrMemoryBudget, err)
+			return nil
+		}
+	}
+	grown := make([]byte, size, capacity)
 	l.moving.Lock()
 	copy(grown, l.buf)
 	l.setBuf(grown)
@@ -123,10 +193,16 @@ func (l *linearMemory) Reallocate(size uint64) []byte {
 	return l.buf
 }
 
-// Free drops the buffer; wazero calls it when the module is closed, which
-// the engine only does when no call is running.
+// Free drops the buffer and releases its charge; wazero calls it when the
+// module is closed, which the engine only does when no call is running,
+// and the engine when an instantiation failed (wazero may not have).
+// Calling it again does nothing.
 func (l *linearMemory) Free() {
 	l.moving.Lock()
 	l.setBuf(nil)
 	l.moving.Unlock()
+	if l.acct != nil && l.charged > 0 {
+		l.acct.ReleaseMemory(int64(l.charged))
+	}
+	l.charged = 0
 }

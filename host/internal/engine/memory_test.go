@@ -14,7 +14,7 @@ import (
 func TestGrowKeepsTheWatchdogsStores(t *testing.T) {
 	const page = 64 << 10
 	var total atomic.Int64
-	lm := newLinearMemory(512*page, &total)
+	lm := newLinearMemory(512*page, &total, nil)
 	if lm.Reallocate(page) == nil {
 		t.Fatal("the first page was refused")
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/wasmstream/wasmstream/abi"
 )
 
-// Migrate runs the plugin's wasmstream_migrate (abi/ABI.md section 12):
+// Migrate runs the plugin's wasmstream_migrate (abi/ABI.md section 13):
 // the task's stores were last written by the version named from, and this
 // instance's version is about to make its first call on them. from is
 // written into the plugin's input buffer as a record is; the call may

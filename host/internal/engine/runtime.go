@@ -7,7 +7,9 @@
 //
 // # Limits (docs/design.md, I6 and I7)
 //
-// Memory is capped per instance (Options.MemoryLimit), and so are tables
+// Memory is capped per instance (Options.MemoryLimit) and charged, as it
+// grows, to the account the binding names (Binding.Memory: the task's, in
+// the process's budget; memory.go), and so are tables
 // (ModuleLimits.MaxTableEntries), the call stack (Options.StackLimit) and
 // what one record makes the host stage (Options.Record); log lines are
 // rate-limited (Options.Log); modules are refused by shape, and by a
@@ -115,6 +117,12 @@ type Options struct {
 	Record RecordLimits
 	// Log rate-limits each instance's log lines and stdout/stderr.
 	Log LogLimits
+	// Snapshots, if set, is charged the memory each snapshot of an init
+	// holds (snapshot.go) while an instance holds it: the process's
+	// account. When it refuses, the instance keeps no snapshot and its
+	// replacements run init again, as for a module that cannot be
+	// snapshotted.
+	Snapshots MemoryAccount
 }
 
 // Runtime owns one wazero runtime (compiler backend where supported), the

@@ -81,6 +81,11 @@ func (m *Module) takeSnapshot(l *live) *snapshot {
 			return o
 		}
 	}
+	if acct := m.rt.opts.Snapshots; acct != nil {
+		if err := acct.ChargeMemory(int64(len(mem))); err != nil {
+			return nil // replacements run init again
+		}
+	}
 	s.mem = bytes.Clone(mem)
 	s.refs = 1
 	m.snaps = append(m.snaps, s)
@@ -102,6 +107,9 @@ func (m *Module) dropSnapshot(s *snapshot) {
 	m.snaps = slices.DeleteFunc(m.snaps, func(o *snapshot) bool { return o == s })
 	m.snapBytes.Add(-int64(len(s.mem)))
 	m.rt.snapshots.Add(-int64(len(s.mem)))
+	if acct := m.rt.opts.Snapshots; acct != nil {
+		acct.ReleaseMemory(int64(len(s.mem)))
+	}
 }
 
 // SnapshotBytes is the memory the module's snapshots hold (each shared
@@ -119,7 +127,7 @@ func (i *Instance) restore(ctx context.Context) error {
 	}
 	fail := func(msg string) error {
 		i.discard(ctx)
-		return i.m.err(InstantiateFailed, "restoring the instance after its init: "+msg, nil)
+		return i.m.err(InstantiateFailed, "restoring the instance after its init: "+msg, l.lm.refused)
 	}
 	if size := uint64(l.mem.Size()); size < uint64(len(s.mem)) {
 		if _, ok := l.mem.Grow(uint32((uint64(len(s.mem)) - size) / PageSize)); !ok {

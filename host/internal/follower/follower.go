@@ -43,7 +43,10 @@ type Config struct {
 	// Canary is the watch a newly deployed version is under (a rollback
 	// goes back to a version that ran before and is not watched).
 	Canary versions.Canary
-	Logger *slog.Logger
+	// ShadowLimits bound the shadow runs the control topic starts
+	// (SetShadowHost); TimeCap also bounds a shadow's record timeout.
+	ShadowLimits runner.ShadowLimits
+	Logger       *slog.Logger
 	// Timeout bounds each exchange with the brokers (first contact,
 	// publishing a rollback).
 	Timeout time.Duration
@@ -59,6 +62,8 @@ type Follower struct {
 
 	pubMu     sync.Mutex
 	publisher *control.Publisher // made on the first automatic rollback
+
+	sh shadows // shadow runs (shadow.go)
 }
 
 // Load makes sure the control topic exists, reads it to its end and
@@ -99,6 +104,9 @@ func Load(ctx context.Context, cfg Config) (*Follower, error) {
 		p.Module = nil
 		for _, r := range refused {
 			f.refuse(p.Spec.Name, r.v, r.err)
+		}
+		if sh, load := st.Shadow(p.Spec.Name); sh.Running {
+			f.onShadow(ctx, sh, load, nil) // started once the host is set (SetShadowHost)
 		}
 		if paused, rec := st.Paused(p.Spec.Name); paused && cfg.Pauses != nil {
 			cfg.Pauses.Set(p.Spec.Name, true)
@@ -165,6 +173,7 @@ func (f *Follower) Run(ctx context.Context) {
 			Manifest: func(m control.Manifest, load control.Load, err error) { f.onManifest(ctx, m, load, err) },
 			Pause:    f.onPause,
 			Member:   f.cfg.OnMember,
+			Shadow:   func(sh control.Shadow, load control.Load, err error) { f.onShadow(ctx, sh, load, err) },
 		})
 		if ctx.Err() != nil {
 			return
@@ -321,4 +330,5 @@ func (f *Follower) Close() {
 		f.publisher = nil
 	}
 	f.pubMu.Unlock()
+	f.closeShadows(context.Background())
 }

@@ -68,6 +68,9 @@ type Limits struct {
 	// not signed by one of its keys (abi/ABI.md section 11) before
 	// anything else reads it. Nil: modules need no signature.
 	Trust *signature.Trust
+	// Snapshots, if set, is charged the snapshots of the plugins' inits
+	// (engine.Options.Snapshots): the process's account pool.
+	Snapshots engine.MemoryAccount
 }
 
 // CheckSize refuses a module over the size limit: the one check every
@@ -178,6 +181,7 @@ func New(ctx context.Context, spec Spec, lim Limits, log *slog.Logger) (*Process
 		Module:         lim.Module,
 		Record:         spec.Record,
 		Log:            spec.Log,
+		Snapshots:      lim.Snapshots,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("wasm runtime: %w", err)
@@ -325,6 +329,17 @@ func (s taskState) Scan(store int, start, end []byte) (engine.Iterator, error) {
 	return it, nil
 }
 
+// overlayState adapts a shadow's state overlay to the engine's State.
+type overlayState struct{ runner.StateView }
+
+func (s overlayState) Scan(store int, start, end []byte) (engine.Iterator, error) {
+	it, err := s.StateView.Scan(store, start, end)
+	if err != nil {
+		return nil, err
+	}
+	return it, nil
+}
+
 // factory makes one engine instance per task of one plugin version.
 type factory struct {
 	module  *engine.Module
@@ -346,6 +361,9 @@ func (f *factory) Instantiate(ctx context.Context, task runner.TaskID, env runne
 	if env.State != nil {
 		b.State = taskState{env.State}
 	}
+	if env.Overlay != nil {
+		b.State = overlayState{env.Overlay} // a shadow's (runner.Env.Overlay)
+	}
 	if f.taskTables > 0 {
 		if env.State == nil {
 			return nil, fmt.Errorf("task %s: the processor has task tables but the task has no state", task)
@@ -356,6 +374,10 @@ func (f *factory) Instantiate(ctx context.Context, task runner.TaskID, env runne
 	if env.Time != nil {
 		b.Time = taskTime{env.Time}
 	}
+	if env.Memory != nil {
+		b.Memory = env.Memory // the task's account: its instances' memory is charged to it
+	}
+	b.StartLater = !env.Ahead
 	inst, err := f.module.Instantiate(ctx, b)
 	if err != nil {
 		return nil, err

@@ -35,6 +35,12 @@ type taskCalls struct {
 	start time.Time      // when the batch began
 	inst  Processor      // the instance the batch runs on
 	batch BatchProcessor // inst as a BatchProcessor, or nil
+	// shadow is the task's shadow for this batch (nil: none): End keeps
+	// each call's emits in active for it to compare (shadow.go). took is
+	// the batch's time.
+	shadow *taskShadow
+	active []activeEmits
+	took   time.Duration
 }
 
 // stopReason is why a batch ended before its last call.
@@ -90,6 +96,7 @@ func (c *taskCalls) run(ctx context.Context, yieldAt time.Time) int {
 		n = c.oneByOne(ctx, yieldAt)
 	}
 	end := time.Now()
+	c.took = end.Sub(c.start)
 	t.proc.Stats.RecordsIn.Add(int64(c.begun))
 	if n > 0 {
 		// Per record, the batch's time averaged over its records: the
@@ -146,6 +153,9 @@ func (c *taskCalls) End(k int, err error) bool {
 	key := recordOrigin(t.proc.spec.Name, kr)
 	if refused := t.failRefusedCall(key, err != nil); refused != nil {
 		err = refused // the broker refused what it produced on a former pass
+	}
+	if c.shadow != nil {
+		c.captureActive(k, err)
 	}
 	t.endCall(err == nil, key)
 	// Only the plugin's records judge its version's canary (a refusal is

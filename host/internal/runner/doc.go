@@ -43,6 +43,9 @@
 //	timers.go      timer checks and the commit point's calls
 //	swap.go        versions, the canary and rollBack (I8)
 //	migrate.go     state migration between versions: the state's version, settleVersion
+//	shadow.go      shadow runs: a candidate beside the active version in
+//	               every task, its time budget, the comparison (I11)
+//	shadowstate.go a shadow's state overlay over the task's stores
 //	pause.go       processors paused by the operator: the registry, and
 //	               their inputs paused at a commit point
 //	serving.go     the tasks whose state interactive queries may read

@@ -10,7 +10,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
 
-// State migration between versions (ABI.md section 12). A task's time
+// State migration between versions (ABI.md section 13). A task's time
 // store records which version's layout its stores hold (timeKeyVersion):
 // the version that last ran on them, or that migrated them. Before a
 // version makes its first call on a task's stores, the task settles
@@ -259,7 +259,7 @@ func (t *task) migrateAtSwitch(ctx context.Context, p *prepared) bool {
 	// hold nothing in their windows but their migrations (no record ran
 	// since the commit point): they drop them and go back at once, their
 	// stores as committed. (A task that switched at an earlier commit
-	// point keeps its committed migration; ABI.md section 12.)
+	// point keeps its committed migration; ABI.md section 13.)
 	for _, o := range t.r.tasks {
 		if o.proc != ps || o.ver.Version != p.ver.Version || back == nil {
 			continue

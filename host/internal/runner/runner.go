@@ -86,9 +86,24 @@ type Env struct {
 	// is the task's time store when the spec says TimeStore: not the
 	// plugin's (Plugin implementations bind only the user's stores).
 	State *state.Task
+	// Overlay, if set, is what the instance's state calls go to instead
+	// of State: a shadow's overlay over it (shadow.go). State still serves
+	// the task tables, which are read-only.
+	Overlay StateView
 	// Time serves the time imports (ABI.md section 8) during the
 	// instance's calls: the task's clocks, timers and commit marks.
 	Time Time
+	// Memory is the task's account, charged the linear memory of every
+	// instance made for the task (its current one, a newer version's
+	// made in the background, the previous version's kept for a canary)
+	// until the instance closes; nil charges nothing.
+	Memory *account.Account
+	// Ahead is set for an instance made ahead of its use (a new version's,
+	// for a switch): when Memory cannot take its initial memory,
+	// Instantiate fails. Otherwise (a task's start) the instance is
+	// returned unstarted and each record tries to start it, failing
+	// (FailureMemoryLimit) while the budget has no room.
+	Ahead bool
 }
 
 // Time is a task's clocks, timers and commit marks as the instance's calls
@@ -126,7 +141,7 @@ type TimeProcessor interface {
 }
 
 // Migrator is a Processor whose module may migrate a task's state from
-// the layout of another version (ABI.md section 12). A migration fails
+// the layout of another version (ABI.md section 13). A migration fails
 // like a record (a *KindError); the task stages its state writes around
 // it and keeps them only when it succeeds.
 type Migrator interface {
@@ -432,6 +447,11 @@ type procState struct {
 	// (pause.go): written by the loop under Runner.mu at a commit point,
 	// read by the loop and by Paused.
 	paused atomic.Bool
+
+	// shadow is the processor's latest shadow run (shadow.go); nil if it
+	// never had one. Set by StartShadow on any goroutine; its tasks read
+	// it at each batch.
+	shadow atomic.Pointer[shadowRun]
 
 	// held is, for a co-partitioned processor, the partitions of each input
 	// this member is assigned (copartition.go). Loop and callbacks, under

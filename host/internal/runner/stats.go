@@ -39,6 +39,12 @@ type Stats struct {
 	// accounts were granted them (host/internal/account: each task's
 	// rounded up to 256 KiB).
 	HeldBytes atomic.Int64
+	// InstanceBytes is a gauge: the linear memory of the processor's
+	// plugin instances in this process (its tasks' current instances,
+	// and the ones made ahead for a switch or kept for a canary), as
+	// charged to their accounts (host/internal/account, ChargeMemory):
+	// within runtime.memory_budget with HeldBytes.
+	InstanceBytes atomic.Int64
 	// BudgetCommits counts the commit points brought forward because a
 	// task of the processor held its window's budget of bytes
 	// (limits.window_bytes) or more than its share of the process's
@@ -55,8 +61,16 @@ type Stats struct {
 	SwapFailures  atomic.Int64 // tasks whose new version did not instantiate (they kept the old)
 	Rollbacks     atomic.Int64 // automatic rollbacks of a version that failed its canary or its migration
 	// Migrations counts the tasks whose state a new version migrated
-	// (ABI.md section 12); MigrationFailures the migrations that failed.
+	// (ABI.md section 13); MigrationFailures the migrations that failed.
 	Migrations, MigrationFailures atomic.Int64
+	// ShadowMatches, ShadowDifferences and ShadowFailures count the
+	// records a shadow run compared (shadow.go): the candidate emitted
+	// the same as the active version, something else, or failed.
+	// ShadowStops counts the shadows that stopped themselves.
+	ShadowMatches     atomic.Int64
+	ShadowDifferences atomic.Int64
+	ShadowFailures    atomic.Int64
+	ShadowStops       atomic.Int64
 	// SlowStarts counts plugin instances whose start (init) took over
 	// half its budget (swap.go, startedSlowly).
 	SlowStarts atomic.Int64

@@ -180,7 +180,9 @@ func (t *task) closePrev(ctx context.Context) {
 func (r *Runner) prepare(t *task, v *version) *prepared {
 	p := &prepared{ver: v, done: make(chan struct{})}
 	go func() {
-		p.inst, p.err = v.Plugin.Instantiate(context.Background(), t.id, t.env())
+		env := t.env()
+		env.Ahead = true // a switch waits for an instance that started
+		p.inst, p.err = v.Plugin.Instantiate(context.Background(), t.id, env)
 		if p.err == nil {
 			p.slow = r.startedSlowly(t.proc, t.id, v.ID, p.inst)
 		}

@@ -58,7 +58,8 @@ type task struct {
 	// acct is the task's account of what the host holds for its plugin
 	// (host/internal/account): charged by Emit, the state's writes and
 	// the time keeper's marks, released by the commit point (commitpoint.go)
-	// and close.
+	// and close; and charged its instances' linear memory by the engine
+	// (Env.Memory), released as they close.
 	acct    *account.Account
 	origins origins // the origins of produced records (refusal.go)
 
@@ -74,6 +75,9 @@ type task struct {
 	// canaryIn and canaryFailed count the records the current version
 	// processed, and failed, since the task switched to it.
 	canaryIn, canaryFailed int64
+	// sh is the task's part of its processor's shadow run (shadow.go);
+	// nil when none runs.
+	sh *taskShadow
 	// recordCost is a moving average of the plugin time one record costs
 	// the task, its timer firings and commit calls included (a record
 	// that sets a timer pays for its firing): the cheapest tasks of a
@@ -112,6 +116,7 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 		window = DefaultWindowBytes
 	}
 	t.acct = r.opts.Memory.Open(window, &ps.Stats.HeldBytes)
+	t.acct.SetMemoryGauge(&ps.Stats.InstanceBytes)
 	if slices.Contains(ps.spec.Latest, true) {
 		t.latest = make([]keymap.Window[*kgo.Record], len(ps.spec.Outputs))
 	}
@@ -173,7 +178,7 @@ func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, e
 }
 
 // env is what the task gives an instance of its processor.
-func (t *task) env() Env { return Env{Sink: t, State: t.st, Time: t.tk} }
+func (t *task) env() Env { return Env{Sink: t, State: t.st, Time: t.tk, Memory: t.acct} }
 
 // close ends the task: its restore is stopped, staged state that was not
 // applied is dropped (never written), the plugin instance is closed.
@@ -191,6 +196,7 @@ func (t *task) close(ctx context.Context) {
 	}
 	t.discardPrepared(ctx)
 	t.closePrev(ctx)
+	t.closeShadow(ctx)
 	t.proc.setTaskVersion(t.r.vers, t.id, nil)
 	t.proc.mu.Lock()
 	for _, topic := range t.topics {
@@ -363,8 +369,10 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 	pos := make([]int, len(batch))
 	take := func(in int) { pos[in]++; batch[in] = orig[in][pos[in]:] }
 	c := &t.calls
+	sh := t.shadowFor(ctx)
 	for {
 		c.reset(t)
+		c.shadow = sh
 		for len(c.calls) < maxCalls {
 			in := nextInput(batch)
 			if in < 0 {
@@ -442,7 +450,13 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 		if len(c.calls) == 0 {
 			return done, nil
 		}
+		if sh != nil && t.sh == sh {
+			t.shadowBefore(ctx, c)
+		}
 		n := c.run(ctx, deadline)
+		if sh != nil && t.sh == sh {
+			t.shadowAfter(c, n, c.took)
+		}
 		for k := len(c.calls) - 1; k >= n; k-- {
 			in := c.ins[k] // not run: back to its input, in order
 			pos[in]--

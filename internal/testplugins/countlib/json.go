@@ -9,7 +9,7 @@ import (
 	"github.com/wasmstream/wasmstream/sdk"
 )
 
-// The state-migration pair (abi/ABI.md section 12): countjson keeps each
+// The state-migration pair (abi/ABI.md section 13): countjson keeps each
 // count as JSON, {"n":5}; countmigrate keeps it in Count's binary layout
 // (8 bytes, big-endian) and migrates the JSON layout to it. Both emit what
 // Count emits, so the counts must continue across the swap exactly.

@@ -1,6 +1,6 @@
 /*
  * migrate_test.c: the C SDK's state migration (WS_MIGRATE of
- * wasmstream.h, abi/ABI.md section 12) against the fake host: a migration that rewrites
+ * wasmstream.h, abi/ABI.md section 13) against the fake host: a migration that rewrites
  * JSON counts ({"n":5}) as 8 bytes big-endian, and a failing one whose
  * writes are dropped and whose emit and timer_set get EPHASE. The Go SDK's
  * sdk/migrate test, in C.

@@ -217,7 +217,7 @@ pub fn on_commit<F: Fn(&Commit<'_>) -> Result<()>>(len: u32, f: F) -> i32 {
     run_commit(unsafe { core::slice::from_raw_parts(ptr, n) }, f)
 }
 
-/// The body of wasmstream_migrate (abi/ABI.md section 12): the ID of the
+/// The body of wasmstream_migrate (abi/ABI.md section 13): the ID of the
 /// version to migrate from is the `len` bytes of the input buffer.
 #[doc(hidden)]
 pub fn migrate<F: Fn(&str) -> Result<()>>(len: u32, f: F) -> i32 {

@@ -723,7 +723,7 @@ macro_rules! processor {
     };
 }
 
-/// Exports the processor's state migration (abi/ABI.md section 12):
+/// Exports the processor's state migration (abi/ABI.md section 13):
 /// `f: fn(&str) -> Result<()>` runs once per task, before this version's
 /// first call on the task's stores, when they were last written by
 /// another version, whose ID (`"<label>@<hash prefix>"`) it gets. It may
@@ -743,7 +743,7 @@ macro_rules! processor {
 #[macro_export]
 macro_rules! migrate {
     ($f:path) => {
-        /// abi/ABI.md section 12: the state migration.
+        /// abi/ABI.md section 13: the state migration.
         #[cfg(target_arch = "wasm32")]
         #[no_mangle]
         pub extern "C" fn wasmstream_migrate(len: u32) -> i32 {

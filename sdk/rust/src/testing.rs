@@ -866,7 +866,7 @@ impl<F: Fn(&Record<'_>) -> Result<()>> Host<F> {
 
     /// Runs the state migration `f` (`migrate!(f)`) as the host does when
     /// the task's stores were last written by version `from` (abi/ABI.md
-    /// section 12): its state writes stay if it succeeds and are dropped
+    /// section 13): its state writes stay if it succeeds and are dropped
     /// if it fails; emits and timers get EPHASE.
     pub fn migrate(&mut self, from: &str, f: fn(&str) -> Result<()>) -> Outcome {
         self.ensure_started();

@@ -1,4 +1,4 @@
-//! State migration (abi/ABI.md section 12) against the fake host: a version
+//! State migration (abi/ABI.md section 13) against the fake host: a version
 //! that stored counts as JSON text, `{"n":5}`, and one that migrates them
 //! to 8 bytes big-endian; the Go SDK's sdk/migrate test, in Rust.
 

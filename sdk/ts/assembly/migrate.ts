@@ -1,4 +1,4 @@
-// State migration between versions (abi/ABI.md section 12). A plugin that
+// State migration between versions (abi/ABI.md section 13). A plugin that
 // migrates registers its function with onMigrate at its top level and
 // re-exports the export from its entry file:
 //

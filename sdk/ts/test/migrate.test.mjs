@@ -1,4 +1,4 @@
-// State migration (abi/ABI.md section 12) with the SDK against the fake
+// State migration (abi/ABI.md section 13) with the SDK against the fake
 // host: the Go SDK's sdk/migrate tests, ported. The processor is migrate.ts.
 
 import { test } from "node:test";

@@ -1,4 +1,4 @@
-// A processor with a state migration (abi/ABI.md section 12), for
+// A processor with a state migration (abi/ABI.md section 13), for
 // migrate.test.mjs: counts stored as JSON text, {"n":5}, become 8 bytes
 // big-endian. A version ID starting "v1@" migrates; "bad@..." writes a key,
 // checks that emit and setTimer are refused (EPHASE) and fails; any other
