@@ -176,6 +176,30 @@ func (t *task) migrationFailed(ctx context.Context, from string, err error) bool
 	return false
 }
 
+// shadowMigrate runs a shadow candidate's migration (ABI.md section 13)
+// for t, into the shadow's overlay, before its first record: the stores'
+// recorded version is another one, and the candidate exports the
+// migration. So a migrating candidate is judged on the layout it would
+// have; the active stores are untouched. A failure (or an overlay past its
+// bound) is the error; the shadow then stops.
+func (t *task) shadowMigrate(ctx context.Context) error {
+	sh := t.sh
+	m, ok := sh.inst.(Migrator)
+	if !ok || !m.Migrates() || t.st == nil || t.tk.st == nil || t.restoring != nil {
+		return nil
+	}
+	from, found, err := t.tk.readStateVersion()
+	if err != nil || !found || from == sh.run.version {
+		return err
+	}
+	sh.sink.begin(sh.run.seed)
+	err = m.Migrate(ctx, from)
+	if serr := sh.state.endCall(err == nil); serr != "" && err == nil {
+		err = errors.New(serr)
+	}
+	return err
+}
+
 // moveTo makes t run back (an instance kept for a rollback, or a new
 // one), at once.
 func (t *task) moveTo(ctx context.Context, back *versions.Version[Plugin]) error {

@@ -298,7 +298,10 @@ func (s *shadowRun) sample(smp ShadowSample) {
 type taskShadow struct {
 	run   *shadowRun
 	inst  Processor
-	ready chan struct{} // closed once inst (or err) is set
+	// migrated is set once the candidate's state migration, if any, ran
+	// into the overlay (migrate.go, shadowMigrate).
+	migrated bool
+	ready    chan struct{} // closed once inst (or err) is set
 	err   error
 	state *shadowState
 	time  shadowTime
@@ -372,6 +375,14 @@ func (t *task) shadowFor(ctx context.Context) *taskShadow {
 		run.stop(fmt.Sprintf("its instance does not start in task %s: %v", t.id, t.sh.err), true)
 		t.closeShadow(ctx)
 		return nil
+	}
+	if !t.sh.migrated {
+		t.sh.migrated = true
+		if err := t.shadowMigrate(ctx); err != nil {
+			run.stop(fmt.Sprintf("its state migration failed in task %s: %v", t.id, err), true)
+			t.closeShadow(ctx)
+			return nil
+		}
 	}
 	return t.sh
 }
