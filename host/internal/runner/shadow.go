@@ -296,16 +296,16 @@ func (s *shadowRun) sample(smp ShadowSample) {
 // its state overlay and time, and the comparison of each record. Used by
 // the task's goroutine, or the loop between polls.
 type taskShadow struct {
-	run   *shadowRun
-	inst  Processor
+	run  *shadowRun
+	inst Processor
 	// migrated is set once the candidate's state migration, if any, ran
 	// into the overlay (migrate.go, shadowMigrate).
 	migrated bool
 	ready    chan struct{} // closed once inst (or err) is set
-	err   error
-	state *shadowState
-	time  shadowTime
-	sink  shadowSink
+	err      error
+	state    *shadowState
+	time     shadowTime
+	sink     shadowSink
 	// seen[i] is the offset after the last record of input i the
 	// candidate ran: records fetched again after an abort or a rewind are
 	// not run twice.
