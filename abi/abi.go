@@ -43,7 +43,19 @@ const (
 	// ExportInit is init() -> status i32, called once per instance after
 	// _initialize and before the first record. Optional.
 	ExportInit = "wasmstream_init"
+	// ExportMigrate is migrate(len u32) -> status i32: optional. The host
+	// calls it once per task before the version's first call when the
+	// task's stores were last written by another version; the input
+	// buffer holds that version's ID (len bytes, UTF-8). The plugin may
+	// read and write its stores as in process (no emits, no timers). A
+	// status other than StatusOK, a trap, a timeout or a limit fails the
+	// migration: its writes are discarded and the swap is rolled back.
+	ExportMigrate = "wasmstream_migrate"
 )
+
+// MaxMigrateFrom is the longest version ID the host hands to
+// ExportMigrate, in bytes (a version's label is shorter).
+const MaxMigrateFrom = 1 << 10
 
 // Imports the host provides in ImportModule. Every pointer and length is a
 // u32 into the calling plugin's memory and is bounds-checked by the host. A

@@ -49,7 +49,8 @@ type ReplayOptions struct {
 // ReplayResult is what Replay did.
 type ReplayResult struct {
 	Tasks                    int // partitions replayed
-	Records, Emitted, Failed int
+	Records, Emitted, Failed int // Failed: records and timer firings
+	Fired                    int // timer firings
 }
 
 // ReplayState is where a replayed task's state starts.
@@ -77,8 +78,9 @@ const replayStateMax = 1 << 30
 // stored; each task's state is in memory, starting empty or from the
 // app's local state (opts.State). The same range, module, config and
 // starting state give byte-identical output (RATIONALE.md, "Replay").
-// It refuses a plugin that uses timers or the commit hook, and a
-// processor with tables.
+// Timers fire after each record over the records' time (abi/ABI.md
+// section 8.1); it refuses a plugin that marks keys for the commit hook,
+// and a processor with tables.
 func Replay(ctx context.Context, cfg *Config, opts ReplayOptions, w io.Writer, log *slog.Logger) (ReplayResult, error) {
 	var res ReplayResult
 	rs, err := openReplay(ctx, cfg, opts, log)
@@ -95,6 +97,7 @@ func Replay(ctx context.Context, cfg *Config, opts ReplayOptions, w io.Writer, l
 		c, err := replay.Task(ctx, rs.p, mod, recs, start, w)
 		res.Tasks++
 		res.Records, res.Emitted, res.Failed = res.Records+c.Records, res.Emitted+c.Emitted, res.Failed+c.Failed
+		res.Fired += c.Fired
 		return err
 	})
 	return res, err

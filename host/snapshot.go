@@ -28,7 +28,12 @@ type ProcessorStats struct {
 	RefusalAborts int64
 	Swaps         int64 // tasks switched to a new plugin version
 	SwapFailures  int64 // tasks whose new version did not start (they kept the old one)
-	Rollbacks     int64 // automatic rollbacks of a version that failed its canary
+	Rollbacks     int64 // automatic rollbacks of a version that failed its canary or its state migration
+	// Migrations counts the tasks whose state a new version migrated
+	// (abi/ABI.md section 13); MigrationFailures the migrations that
+	// failed (each rolled the version back).
+	Migrations        int64
+	MigrationFailures int64
 	// Failures counts failed records by kind: trap, timeout,
 	// memory_limit, abi_misuse, plugin_failed, host_failed, instance_lost,
 	// stack_limit, limit_exceeded.

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,11 +40,15 @@ func counterPipelineOn(t *testing.T, b *testbroker.Broker) *pipeline {
 type feeder struct {
 	stop chan struct{}
 	done chan struct{}
+	once sync.Once
 	n    int
 }
 
 func feed(t *testing.T, p *pipeline, batch int, every time.Duration) *feeder {
 	f := &feeder{stop: make(chan struct{}), done: make(chan struct{})}
+	// A test that fails before it ends the feed must not leave it
+	// producing (its t.Fatal after the test would panic).
+	t.Cleanup(func() { f.end() })
 	go func() {
 		defer close(f.done)
 		for {
@@ -66,7 +71,7 @@ func feed(t *testing.T, p *pipeline, batch int, every time.Duration) *feeder {
 
 // end stops producing and returns how many ids were produced.
 func (f *feeder) end() int {
-	close(f.stop)
+	f.once.Do(func() { close(f.stop) })
 	<-f.done
 	return f.n
 }

@@ -70,6 +70,16 @@
 // builds tumbling, hopping and session windows on them (abi/ABI.md section
 // 8). Only a plugin that imports sdk/timer carries its exports.
 //
+// # State migration
+//
+// Package sdk/migrate lets a version rewrite the stores another version
+// wrote (JSON to binary, a renamed key) when it replaces it:
+// migrate.Handle(func(from string) error) runs once per task, before the
+// version's first record, with the store API available and the old
+// version's ID; its writes commit with the swap, and a failure rolls the
+// version back (abi/ABI.md section 13). sdktest.Host.Migrate runs it in a
+// test. Only a plugin that imports sdk/migrate carries the export.
+//
 // # Cheap processors
 //
 // Go compiled to Wasm is slow compute: every call, memory access and

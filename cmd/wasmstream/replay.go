@@ -22,7 +22,8 @@ const (
 	exitDiffFailed = 3 // the replay failed
 )
 
-const replayDetails = `Runs a version of PROCESSOR's plugin (--plugin FILE, default the config's)
+const replayDetails = `Runs a version of PROCESSOR's plugin (--plugin FILE or --version LABEL,
+default the config's)
 over a range of the processor's input and writes what it emits to --out, one
 JSON line per emitted record ({"in": {topic, partition, offset}, "output",
 "topic", "key", "value" (base64), "headers", "timestamp", "partition"}) or
@@ -41,6 +42,11 @@ instead: a copy, in memory, of the task's stores in the state directory
 stopped on this machine (a running process holds the directory, and replay
 refuses then), and the directory must exist.
 
+--version LABEL runs a version published on the app's control topic instead
+of the config's plugin (a label, LABEL@HASH, or a hash prefix of 6+ hex
+digits; the active version or one in its history), as --diff-against
+resolves one; --plugin FILE runs a module file.
+
 --diff-against LABEL|FILE runs a second version over the same records, each
 task of each version from the same starting state, and compares them record
 by record as a shadow run does: the emits' output, key, value and headers
@@ -55,17 +61,23 @@ versions behaved identically (same emits, or both failed, on every record),
 1 they differ, 2 a usage error, 3 the replay failed (as diff(1) and cmp(1),
 a script can tell "differ" from "failed").
 
-A plugin that uses timers or the commit hook, and a processor with tables,
-are refused. With runtime.trusted_keys, the modules must be signed.`
+Timers fire after each record as the ABI defines them over the records'
+time (event-time ones by the stream time, processing-time ones by the
+largest record timestamp so far: replay has no real time); a firing's
+lines follow its record's and carry "timer": {kind, time, key}. A plugin
+that marks keys for the commit hook (commit_mark), and a processor with
+tables, are refused: replay has no commit points. With
+runtime.trusted_keys, the modules must be signed.`
 
 func (e *env) replay(ctx context.Context, args []string) int {
-	var pluginFile, out, against, stateFrom string
+	var pluginFile, version, out, against, stateFrom string
 	var samples int
 	var from, to int64
 	var fromTime, toTime string
 	var parts []int32
 	fs, path, code := e.configFlags("replay", args, false, func(fs *pflag.FlagSet) {
 		fs.StringVar(&pluginFile, "plugin", "", "the module to run (default: the config's plugin of PROCESSOR)")
+		fs.StringVar(&version, "version", "", "run this version of the app's control topic instead: a LABEL, LABEL@HASH or hash prefix")
 		fs.Int64Var(&from, "from", 0, "the first offset to read in every input partition")
 		fs.Int64Var(&to, "to", -1, "the offset to stop before in every input partition (default: the last stable offset)")
 		fs.StringVar(&fromTime, "from-time", "", "also start at the first record at or after this time (RFC 3339)")
@@ -84,7 +96,11 @@ func (e *env) replay(ctx context.Context, args []string) int {
 		fail = exitDiffFailed
 	}
 	if fs.NArg() != 1 || out == "" {
-		fmt.Fprintln(e.stderr, "usage: wasmstream replay -c pipeline.yaml PROCESSOR [--plugin FILE] [--from N] [--to N] [--partitions 0,1] [--state empty|current] [--diff-against LABEL|FILE] --out FILE|-")
+		fmt.Fprintln(e.stderr, "usage: wasmstream replay -c pipeline.yaml PROCESSOR [--plugin FILE|--version LABEL] [--from N] [--to N] [--partitions 0,1] [--state empty|current] [--diff-against LABEL|FILE] --out FILE|-")
+		return exitUsage
+	}
+	if pluginFile != "" && version != "" {
+		fmt.Fprintln(e.stderr, "wasmstream replay: --plugin and --version name the module to run: give one")
 		return exitUsage
 	}
 	if stateFrom != string(host.ReplayStateEmpty) && stateFrom != string(host.ReplayStateCurrent) {
@@ -127,6 +143,15 @@ func (e *env) replay(ctx context.Context, args []string) int {
 		opts.Plugin = wasm
 	}
 	log := e.logger(commandLogLevel(fs, cfg))
+	if version != "" {
+		wasm, v, err := host.VersionModule(ctx, cfg, opts.Processor, version, log)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "wasmstream replay: --version %s: %v\n", version, err)
+			return fail
+		}
+		opts.Plugin = wasm
+		log.Info("replaying a version of the control topic", "processor", opts.Processor, "version", v.ID)
+	}
 	var againstWasm []byte
 	againstName := against
 	if against != "" {
@@ -158,6 +183,9 @@ func (e *env) replay(ctx context.Context, args []string) int {
 		return fail
 	}
 	msg := fmt.Sprintf("replayed %s over %d task(s): %d records in, %d emitted, %d failed", opts.Processor, res.Tasks, res.Records, res.Emitted, res.Failed)
+	if res.Fired > 0 {
+		msg += fmt.Sprintf(", %d timers fired", res.Fired)
+	}
 	if out == "-" {
 		fmt.Fprintln(e.stderr, msg)
 	} else {

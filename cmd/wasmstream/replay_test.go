@@ -136,6 +136,27 @@ func TestReplayDiffCommand(t *testing.T) {
 	if code, stdout, errs := runCLI(t, "replay", "-c", conf, "proc", "--plugin", variant, "--diff-against", "v2", "--out", "-"); code != exitOK || !strings.Contains(errs, "60 matching, 0 differing") || !strings.Contains(stdout, `"samples": []`) {
 		t.Fatalf("the variant against itself by label: exit %d, %q, %q", code, stdout, errs)
 	}
+	// --version runs a deployed version by its label: the same bytes out
+	// as --plugin with its file, and identical to it in a diff.
+	byFile, byLabel := filepath.Join(dir, "file.jsonl"), filepath.Join(dir, "label.jsonl")
+	if code, _, errs := runCLI(t, "replay", "-c", conf, "proc", "--plugin", variant, "--out", byFile); code != exitOK {
+		t.Fatalf("replay --plugin: exit %d, %q", code, errs)
+	}
+	if code, _, errs := runCLI(t, "replay", "-c", conf, "proc", "--version", "v2", "--out", byLabel); code != exitOK {
+		t.Fatalf("replay --version v2: exit %d, %q", code, errs)
+	}
+	if a, b := readFileT(t, byFile), readFileT(t, byLabel); len(a) == 0 || !bytes.Equal(a, b) {
+		t.Fatalf("replay --version v2 wrote %d bytes, --plugin with its file %d: want the same", len(b), len(a))
+	}
+	if code, _, errs := runCLI(t, "replay", "-c", conf, "proc", "--version", "v2", "--diff-against", variant, "--out", "-"); code != exitOK || !strings.Contains(errs, "60 matching, 0 differing") {
+		t.Fatalf("--version v2 against its file: exit %d, %q", code, errs)
+	}
+	if code, _, errs := runCLI(t, "replay", "-c", conf, "proc", "--version", "v3", "--out", out); code != exitError || !strings.Contains(errs, `no version "v3"`) {
+		t.Fatalf("--version of an unknown label: exit %d, %q", code, errs)
+	}
+	if code, _, errs := runCLI(t, "replay", "-c", conf, "proc", "--version", "v2", "--plugin", variant, "--out", out); code != exitUsage || !strings.Contains(errs, "give one") {
+		t.Fatalf("--version with --plugin: exit %d, %q; want a usage error", code, errs)
+	}
 	if code, _, errs := runCLI(t, "replay", "-c", conf, "proc", "--diff-against", "config", "--out", out); code != exitOK {
 		t.Fatalf("the config's plugin against label config: exit %d, %q", code, errs)
 	}
@@ -154,4 +175,13 @@ func TestReplayDiffCommand(t *testing.T) {
 			t.Errorf("%v: exit %d, %q; want a usage error", args, code, errs)
 		}
 	}
+}
+
+func readFileT(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

@@ -703,6 +703,15 @@ void ws_sdk_set_timestamp(int64_t ts) { cur_ts = ts; }
 
 const uint8_t *ws_sdk_input_bytes(uint32_t len) { return len <= in_cap ? in_buf : NULL; }
 
+/* The body of wasmstream_migrate (WS_MIGRATE): the old version's ID is the
+ * len bytes of the input buffer. */
+int32_t ws_sdk_run_migrate(uint32_t len, int (*fn)(ws_bytes from)) {
+    const uint8_t *buf = ws_sdk_input_bytes(len);
+    if (!buf) return ws_fail("sdk: migrate: version ID length beyond the input buffer");
+    ws_bytes from = {buf, (int32_t)len};
+    return fn(from);
+}
+
 __attribute__((weak)) int ws_init(void) { return WS_OK; }
 
 void ws_sdk_reset(void) {

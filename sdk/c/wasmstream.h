@@ -237,6 +237,34 @@ void ws_encode(uint8_t *dst, int64_t ts, int64_t offset, int32_t partition, uint
 int ws_process(const ws_record *r);
 int ws_init(void); /* optional (a weak default returns WS_OK) */
 
+/* State migration between versions (abi/ABI.md section 13), optional:
+ *
+ *     static int migrate_counts(ws_bytes from) { ... }   // from: the old version's ID
+ *     WS_MIGRATE(migrate_counts);
+ *
+ * at file scope in the processor makes it export wasmstream_migrate: the
+ * host calls the function once per task, before this version's first
+ * record, when another version wrote the task's stores. It may use every
+ * store (ws_get, ws_put, ws_delete, ws_scan_*) as ws_process may, but not
+ * emit or set timers (-WS_EPHASE). It returns WS_OK, or fails like a
+ * record (ws_fail): nothing it wrote stays, and the host rolls the
+ * processor back to the version before. A processor without WS_MIGRATE
+ * has no migration: its stores pass to the next version as they are. */
+#define WS_MAX_MIGRATE_FROM 1024 /* abi.MaxMigrateFrom */
+int32_t ws_sdk_run_migrate(uint32_t len, int (*fn)(ws_bytes from));
+int32_t ws_sdk_migrate(uint32_t len); /* defined by WS_MIGRATE; the fake host calls it */
+#ifdef __wasm__
+#define WS_MIGRATE_EXPORT_                                                                                  \
+    __attribute__((export_name("wasmstream_migrate"))) int32_t ws_export_migrate(uint32_t len);             \
+    int32_t ws_export_migrate(uint32_t len) { return ws_sdk_migrate(len); }
+#else
+#define WS_MIGRATE_EXPORT_
+#endif
+#define WS_MIGRATE(fn)                                                              \
+    int32_t ws_sdk_migrate(uint32_t len) { return ws_sdk_run_migrate(len, (fn)); } \
+    WS_MIGRATE_EXPORT_                                                              \
+    typedef int ws_migrate_declared_ /* so that WS_MIGRATE(f); ends with a semicolon */
+
 /* The host functions (module "wasmstream"); raw access for code that tests
  * the ABI itself. Natively they are the fake host's. */
 #ifdef __wasm__

@@ -63,7 +63,7 @@ typedef struct {
     char *err; /* NULL if it succeeded */
 } callback;
 
-enum { IDLE, INIT, RECORD, TIMER, COMMIT };
+enum { IDLE, INIT, RECORD, TIMER, COMMIT, MIGRATE }; /* MIGRATE: state only */
 
 /* A pending timer's or a marked key's copy, or a store's: what a failed
  * call puts back. */
@@ -511,6 +511,32 @@ int ws_fake_process(ws_fake *h, const uint8_t *rec, size_t len) {
     return st;
 }
 
+/* The processor's wasmstream_migrate body, defined by WS_MIGRATE (weak: a
+ * processor without it has no migration). */
+__attribute__((weak)) int32_t ws_sdk_migrate(uint32_t len);
+
+int ws_fake_migrate(ws_fake *h, const char *from) {
+    step(h);
+    if (!ws_sdk_migrate) {
+        fprintf(stderr, "wasmstream_fake: ws_fake_migrate: the processor has no WS_MIGRATE\n");
+        abort();
+    }
+    size_t len = strlen(from);
+    uint8_t *buf = ws_sdk_input((uint32_t)len);
+    if (!buf) {
+        fprintf(stderr, "wasmstream_fake: the SDK refused a %zu-byte input buffer\n", len);
+        abort();
+    }
+    memcpy(buf, from, len);
+    staged s = snapshot(h);
+    begin(h, MIGRATE);
+    int st = end(h, ws_sdk_migrate((uint32_t)len), 0);
+    settle(h, s, st == WS_OK);
+    memcpy(h->rec_err, h->err, sizeof h->err);
+    if (st != WS_OK) fail_step(h, "");
+    return st;
+}
+
 int ws_fake_process_kv(ws_fake *h, ws_bytes key, ws_bytes value, int64_t timestamp) {
     ws_out o = {key, value, NULL, 0, 0};
     size_t n = ws_encoded_size(&o);
@@ -700,7 +726,7 @@ static int32_t add_emit(ws_fake *h, const void *rec, size_t len) {
 
 int32_t ws_host_emit(const void *rec, uint32_t len) {
     ws_fake *h = cur();
-    if (!in_call(h)) return -WS_EPHASE;
+    if (!in_call(h) || h->phase == MIGRATE) return -WS_EPHASE;
     return add_emit(h, rec, len);
 }
 
@@ -846,7 +872,7 @@ int32_t ws_host_scan_close(uint32_t id) {
 /* ---- time (abi/ABI.md section 8) ---- */
 
 static int32_t timer_args(const ws_fake *h, uint32_t kind, int64_t ts, uint32_t kl) {
-    if (!in_call(h)) return -WS_EPHASE;
+    if (!in_call(h) || h->phase == MIGRATE) return -WS_EPHASE;
     if ((kind != EVENT_TIME && kind != PROCESSING_TIME) || ts < 0) return -WS_EINVAL;
     if (kl > WS_MAX_KEY_SIZE) return -WS_ETOOLARGE;
     return 0;

@@ -64,6 +64,11 @@ int ws_fake_start(ws_fake *h);
 int ws_fake_process(ws_fake *h, const uint8_t *rec, size_t len);
 /* Processes a record with this key and value, no headers. */
 int ws_fake_process_kv(ws_fake *h, ws_bytes key, ws_bytes value, int64_t timestamp);
+/* Runs the processor's migration (WS_MIGRATE)
+ * from version from, as the host does (abi/ABI.md section 13): its state
+ * writes are kept if it returns WS_OK and dropped otherwise
+ * (ws_fake_failed says why). */
+int ws_fake_migrate(ws_fake *h, const char *from);
 
 /* The last record's (or init's) error text, "" if it succeeded. */
 const char *ws_fake_error(const ws_fake *h);

@@ -167,6 +167,9 @@ const (
 	phaseProcess
 	phaseTimer  // wasmstream_on_timer
 	phaseCommit // wasmstream_on_commit
+	// phaseMigrate is wasmstream_migrate: state only (emit and timers get
+	// EPHASE).
+	phaseMigrate
 )
 
 // Host is a fake wasmstream host running one plugin instance.
@@ -476,6 +479,9 @@ func (h *calls) failRecord(call string, e abi.Errno) {
 func (h *calls) Emit(raw []byte) int32 {
 	if r := h.check(abi.ImportEmit, true); r != 0 {
 		return r
+	}
+	if h.phase == phaseMigrate {
+		return abi.ErrnoPhase.Result()
 	}
 	if len(raw) > abi.MaxRecordSize {
 		return abi.ErrnoTooLarge.Result()

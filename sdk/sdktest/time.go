@@ -403,6 +403,9 @@ func (h *calls) TimerSet(kind uint32, ts int64, key []byte) int32 {
 	if r := h.check(abi.ImportTimerSet, true); r != 0 {
 		return r
 	}
+	if h.phase == phaseMigrate {
+		return abi.ErrnoPhase.Result()
+	}
 	if e := abi.CheckTimer(abi.TimerKind(kind), ts, len(key)); e != 0 {
 		return e.Result()
 	}
@@ -423,6 +426,9 @@ func (h *calls) TimerSet(kind uint32, ts int64, key []byte) int32 {
 func (h *calls) TimerCancel(kind uint32, ts int64, key []byte) int32 {
 	if r := h.check(abi.ImportTimerCancel, true); r != 0 {
 		return r
+	}
+	if h.phase == phaseMigrate {
+		return abi.ErrnoPhase.Result()
 	}
 	if e := abi.CheckTimer(abi.TimerKind(kind), ts, len(key)); e != 0 {
 		return e.Result()
@@ -468,7 +474,7 @@ func (h *calls) CommitMark(key []byte) int32 {
 	if r := h.check(abi.ImportCommitMark, true); r != 0 {
 		return r
 	}
-	if h.phase == phaseCommit {
+	if h.phase == phaseCommit || h.phase == phaseMigrate {
 		return abi.ErrnoPhase.Result()
 	}
 	if len(key) > abi.MaxTimerKeySize {

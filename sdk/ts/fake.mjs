@@ -324,6 +324,7 @@ class Store {
 class Misuse extends Error {}
 
 const PHASE_IDLE = 0, PHASE_INIT = 1, PHASE_PROCESS = 2, PHASE_TIMER = 3, PHASE_COMMIT = 4;
+const PHASE_MIGRATE = 5; // wasmstream_migrate: state only (emit and timers get EPHASE)
 
 /** Timer identity: kind, time, key (any bytes, as a latin1 string). */
 function timerId(kind, ts, key) {
@@ -515,6 +516,33 @@ export class FakeHost {
     if (err !== null && this.misuse) this.inst = null;
     const emitted = this.endCall(err === null);
     return { status: err === null ? 0 : st || 1, error: err, emitted };
+  }
+
+  /**
+   * Runs the plugin's wasmstream_migrate (migrate-exports.ts) as the host
+   * does when the task's stores were last written by version from
+   * (abi/ABI.md section 13): its state writes stand if it succeeds and are
+   * dropped if it fails. Returns {status, error, all}.
+   */
+  migrate(from) {
+    this.usable();
+    if (typeof this.inst.exports.wasmstream_migrate !== "function") {
+      throw new Error("fake host: migrate: the plugin does not export wasmstream_migrate (re-export migrate-exports)");
+    }
+    const raw = new TextEncoder().encode(from);
+    const res = new Result();
+    const r = this.runCall(PHASE_MIGRATE, 0, () => {
+      if (!this.ensureInput(raw.length)) {
+        this.callFail = `fake host: wasmstream_input(${raw.length}) returned 0`;
+        return 1;
+      }
+      this.mem().set(raw, this.inBuf);
+      return this.inst.exports.wasmstream_migrate(raw.length);
+    });
+    res.status = r.status;
+    res.error = r.error;
+    res.all = r.emitted;
+    return res;
   }
 
   /** Processes one record ({key, value, headers, timestamp, offset, partition, input}); the due event-time timers fire after it. */
@@ -923,6 +951,7 @@ export class FakeHost {
       emit(ptr, len) {
         const r = h.check("emit", true);
         if (r) return r;
+        if (h.phase === PHASE_MIGRATE) return -Errno.PHASE;
         const raw = h.read(ptr, len);
         if (raw === null) return -Errno.FAULT;
         if (raw.length > Limits.maxRecordSize) return -Errno.TOOLARGE;
@@ -1093,6 +1122,7 @@ export class FakeHost {
   timerChange(call, kind, ts, kp, kl, set) {
     const r = this.check(call, true);
     if (r) return r;
+    if (this.phase === PHASE_MIGRATE) return -Errno.PHASE;
     // abi.CheckTimer's order: kind, ts, key size; then the pointer.
     if ((kind !== EVENT_TIME && kind !== PROCESSING_TIME) || ts < 0n) return -Errno.INVAL;
     if (kl >>> 0 > Limits.maxTimerKeySize) return -Errno.TOOLARGE;

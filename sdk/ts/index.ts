@@ -14,6 +14,7 @@ export { Output, ANY_PARTITION } from "./assembly/output";
 export { Store, Iterator } from "./assembly/store";
 export { config, configString, Level, log, logDebug, logInfo, logWarn, logError } from "./assembly/config";
 export { handle, onInit } from "./assembly/dispatch";
+export { onMigrate } from "./assembly/migrate";
 export {
   EVENT_TIME, PROCESSING_TIME, COMMIT, setTimer, cancelTimer, streamTime, wallTime, mark,
   Firing, Commit, onTimer, onCommit, kindName,

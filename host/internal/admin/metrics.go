@@ -47,6 +47,8 @@ const (
 	mSwapFailures  = "wasmstream_plugin_swap_failures_total"
 	mSlowStarts    = "wasmstream_plugin_slow_starts_total"
 	mRollbacks     = "wasmstream_plugin_rollbacks_total"
+	mMigrations    = "wasmstream_state_migrations_total"
+	mMigrationFail = "wasmstream_state_migration_failures_total"
 	mRefusals      = "wasmstream_plugin_refusals_total"
 	mShadowRecords = "wasmstream_shadow_records_total"
 	mShadowStops   = "wasmstream_shadow_stops_total"
@@ -103,7 +105,9 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 	swaps := counter(mSwaps, "Tasks switched to a new plugin version.")
 	swapFailures := counter(mSwapFailures, "Tasks whose new plugin version did not start; they kept the running one.")
 	slowStarts := counter(mSlowStarts, "Plugin instances whose start (init) took over half its budget; under a canary, the version is rolled back.")
-	rollbacks := counter(mRollbacks, "Automatic rollbacks of a plugin version that failed its canary.")
+	rollbacks := counter(mRollbacks, "Automatic rollbacks of a plugin version that failed its canary or its state migration.")
+	migrations := counter(mMigrations, "Tasks whose state a new plugin version migrated (wasmstream_migrate).")
+	migrationFailures := counter(mMigrationFail, "State migrations that failed; each rolled its plugin version back.")
 	refusals := counter(mRefusals, "Plugin versions from the control topic this process refused to run; it kept the running one.")
 	shadowRecords := counter(mShadowRecords, "Records a shadow run compared, by result: match (the candidate emitted what the active version did), difference, failure (of the candidate).")
 	shadowStops := counter(mShadowStops, "Shadow runs that stopped themselves (fell behind, over their share of time or state, failing, or not starting).")
@@ -152,6 +156,8 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 			swapFailures.add(l, float64(lc.SwapFailures))
 			slowStarts.add(l, float64(lc.SlowStarts))
 			rollbacks.add(l, float64(lc.Rollbacks))
+			migrations.add(l, float64(lc.Migrations))
+			migrationFailures.add(l, float64(lc.MigrationFailures))
 			refusals.add(l, float64(lc.Refusals))
 			for _, r := range []struct {
 				result string
@@ -259,7 +265,7 @@ func buildFamilies(snap Snapshot, procs []ProcessorInfo, bad func(name, reason s
 	}
 
 	fams := []family{*in, *out, *skipped, *dead, *failures, *failedTasks, *commits, *aborts, *heldBytes, *instanceBytes, *budgetCommits, *latency, *commitSecs,
-		*info, *tasks, *swaps, *swapFailures, *slowStarts, *rollbacks, *refusals, *shadowRecords, *shadowStops, *held, *modules, *instances, *memory, *snapshots, *stateTasks, *stateIters,
+		*info, *tasks, *swaps, *swapFailures, *slowStarts, *rollbacks, *migrations, *migrationFailures, *refusals, *shadowRecords, *shadowStops, *held, *modules, *instances, *memory, *snapshots, *stateTasks, *stateIters,
 		*restoring, *restored, *target, *pos, *rate, *wipes, *done,
 		*lag, *standbyLag, *firings, *commitCalls, *timersDropped, *marksDropped, *pending, *streamLag, *stateFailures, *stateFailed, *paused}
 	seen := map[string]bool{}

@@ -119,7 +119,7 @@ func TestWriteTextExactVersions(t *testing.T) {
 		Processors: []ProcessorMetrics{{
 			Name: "p",
 			Lifecycle: &Lifecycle{
-				Swaps: 5, SwapFailures: 1, Rollbacks: 2, Refusals: 3, Held: 2, Modules: 2, Instances: 4, MemoryBytes: 1 << 20,
+				Swaps: 5, SwapFailures: 1, Rollbacks: 2, Migrations: 3, MigrationFailures: 1, Refusals: 3, Held: 2, Modules: 2, Instances: 4, MemoryBytes: 1 << 20,
 				Tasks: []TaskVersion{
 					{Task: "p/in/0", Version: "v2@bbbbbbbbbbbb"},
 					{Task: "p/in/1", Version: "config@aaaaaaaaaaaa"},
@@ -175,10 +175,18 @@ wasmstream_plugin_swap_failures_total{processor="idle"} 0
 # TYPE wasmstream_plugin_slow_starts_total counter
 wasmstream_plugin_slow_starts_total{processor="p"} 0
 wasmstream_plugin_slow_starts_total{processor="idle"} 0
-# HELP wasmstream_plugin_rollbacks_total Automatic rollbacks of a plugin version that failed its canary.
+# HELP wasmstream_plugin_rollbacks_total Automatic rollbacks of a plugin version that failed its canary or its state migration.
 # TYPE wasmstream_plugin_rollbacks_total counter
 wasmstream_plugin_rollbacks_total{processor="p"} 2
 wasmstream_plugin_rollbacks_total{processor="idle"} 0
+# HELP wasmstream_state_migrations_total Tasks whose state a new plugin version migrated (wasmstream_migrate).
+# TYPE wasmstream_state_migrations_total counter
+wasmstream_state_migrations_total{processor="p"} 3
+wasmstream_state_migrations_total{processor="idle"} 0
+# HELP wasmstream_state_migration_failures_total State migrations that failed; each rolled its plugin version back.
+# TYPE wasmstream_state_migration_failures_total counter
+wasmstream_state_migration_failures_total{processor="p"} 1
+wasmstream_state_migration_failures_total{processor="idle"} 0
 # HELP wasmstream_plugin_refusals_total Plugin versions from the control topic this process refused to run; it kept the running one.
 # TYPE wasmstream_plugin_refusals_total counter
 wasmstream_plugin_refusals_total{processor="p"} 3

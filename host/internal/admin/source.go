@@ -195,8 +195,12 @@ type Lifecycle struct {
 	// SlowStarts counts plugin instances whose start (init) took over
 	// half its budget.
 	SlowStarts int64
-	Rollbacks  int64 // automatic rollbacks of a version that failed its canary
+	Rollbacks  int64 // automatic rollbacks of a version that failed its canary or its migration
 	Refusals   int64 // versions from the control topic this process refused to run
+	// Migrations counts tasks whose state a new version migrated
+	// (abi/ABI.md section 13); MigrationFailures the migrations that
+	// failed (each rolled its version back).
+	Migrations, MigrationFailures int64
 	// ShadowMatches, ShadowDifferences and ShadowFailures are the records
 	// shadow runs compared in this process (the candidate emitted the
 	// same, something else, or failed); ShadowStops the shadows that

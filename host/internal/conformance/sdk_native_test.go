@@ -31,6 +31,15 @@ func TestCSDKNative(t *testing.T) {
 	}
 }
 
+// TestCSDKMigrateNative runs the C SDK's state migration (WS_MIGRATE)
+// against the fake host, natively (under AddressSanitizer and UBSan).
+func TestCSDKMigrateNative(t *testing.T) {
+	bin := polybuild.CNative(t, "sdk/c/test/migrate_test.c", "sdk/c/wasmstream_time.c")
+	if out, err := exec.Command(bin).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", bin, err, out)
+	}
+}
+
 // TestCSDKTimeNative runs the C SDK's time tests natively (under
 // AddressSanitizer and UBSan): timers, clocks, commit marks, callbacks,
 // store expiry and the window and join helpers against the fake host, and

@@ -149,11 +149,12 @@ func ret(s []uint64, v int32) { s[0] = api.EncodeI32(v) }
 type phase uint8
 
 const (
-	phaseNone   phase = iota // no call (or no instance): every import fails with EPHASE
-	phaseInit                // start, _initialize, wasmstream_init, wasmstream_input
-	phaseRecord              // wasmstream_process
-	phaseTimer               // wasmstream_on_timer
-	phaseCommit              // wasmstream_on_commit
+	phaseNone    phase = iota // no call (or no instance): every import fails with EPHASE
+	phaseInit                 // start, _initialize, wasmstream_init, wasmstream_input
+	phaseRecord               // wasmstream_process
+	phaseTimer                // wasmstream_on_timer
+	phaseCommit               // wasmstream_on_commit
+	phaseMigrate              // wasmstream_migrate: state only (no emits, no timers)
 )
 
 // inCall reports a call about a record or a trigger: the phases in which
@@ -206,6 +207,9 @@ func (i *Instance) inRecord() int32 {
 func (i *Instance) emit(ptr, n uint32) int32 {
 	if e := i.inRecord(); e != 0 {
 		return e
+	}
+	if i.phase == phaseMigrate {
+		return abi.ErrnoPhase.Result() // a migration has no input to answer
 	}
 	if n > abi.MaxRecordSize {
 		return abi.ErrnoTooLarge.Result()

@@ -197,6 +197,7 @@ type live struct {
 	input    api.Function
 	onTimer  api.Function // nil unless exported
 	onCommit api.Function // nil unless exported
+	migrate  api.Function // nil unless exported
 	batch    api.Function // wasmstream_batch; nil unless the module speaks version 2
 	inPtr    uint32       // input buffer, from wasmstream_input
 	inCap    uint32
@@ -334,6 +335,8 @@ func (i *Instance) run(ctx context.Context, p phase, n int, due int64) error {
 		fn, name = l.onTimer, abi.ExportOnTimer
 	case phaseCommit:
 		fn, name = l.onCommit, abi.ExportOnCommit
+	case phaseMigrate:
+		fn, name = l.migrate, abi.ExportMigrate
 	}
 	i.beginCall(p)
 	i.stack[0] = uint64(n)
@@ -652,6 +655,7 @@ func (i *Instance) instantiate(ctx context.Context, st *sandboxState) (*live, er
 		input:    mod.ExportedFunction(abi.ExportInput),
 		onTimer:  mod.ExportedFunction(abi.ExportOnTimer),
 		onCommit: mod.ExportedFunction(abi.ExportOnCommit),
+		migrate:  mod.ExportedFunction(abi.ExportMigrate),
 	}
 	if m.info.Batch {
 		l.batch = mod.ExportedFunction(abi.ExportBatch)

@@ -56,6 +56,9 @@ type Info struct {
 	// OnCommit).
 	HasOnTimer  bool
 	HasOnCommit bool
+	// HasMigrate tells whether the module exports wasmstream_migrate, the
+	// state migration from another version (Instance.Migrate).
+	HasMigrate bool
 	// Batch tells that the host speaks version 2 with the module: it
 	// exports wasmstream_batch and takes many calls at once
 	// (Instance.ProcessBatch; abi/ABI.md section 10).
@@ -156,6 +159,7 @@ const (
 	sigOnTimer    = "(i32) -> i32"
 	sigOnCommit   = "(i32) -> i32"
 	sigBatch      = "(i32) -> i32"
+	sigMigrate    = "(i32) -> i32"
 )
 
 // Compile validates wasm against the ABI, instruments it and compiles it.
@@ -500,6 +504,7 @@ func validate(name string, c wazero.CompiledModule, ins *instrumented, wasm []by
 		{abi.ExportInit, sigInit, false, &info.HasInit},
 		{abi.ExportOnTimer, sigOnTimer, false, &info.HasOnTimer},
 		{abi.ExportOnCommit, sigOnCommit, false, &info.HasOnCommit},
+		{abi.ExportMigrate, sigMigrate, false, &info.HasMigrate},
 	} {
 		d, ok := funcs[e.name]
 		if !ok {

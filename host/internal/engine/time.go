@@ -131,7 +131,7 @@ func encodeTrigger(buf []byte, trig *abi.Trigger, stream, wall int64) {
 // ABI's order (phase, abi.CheckTimer, bounds) and returns the key, or the
 // errno to return.
 func (i *Instance) timerArgs(fn string, kind uint32, ts int64, keyPtr, keyLen uint32) ([]byte, int32) {
-	if !i.phase.inCall() {
+	if !i.phase.inCall() || i.phase == phaseMigrate {
 		return nil, abi.ErrnoPhase.Result()
 	}
 	if e := abi.CheckTimer(abi.TimerKind(kind), ts, int(keyLen)); e != 0 {

@@ -383,7 +383,7 @@ func (f *factory) Instantiate(ctx context.Context, task runner.TaskID, env runne
 		return nil, err
 	}
 	info := f.module.Info()
-	return &instance{Instance: inst, onTimer: info.HasOnTimer, onCommit: info.HasOnCommit}, nil
+	return &instance{Instance: inst, onTimer: info.HasOnTimer, onCommit: info.HasOnCommit, migrate: info.HasMigrate}, nil
 }
 
 // taskTime adapts a task's time to the engine's Time: the runner's limit
@@ -413,6 +413,8 @@ type instance struct {
 	*engine.Instance
 	// onTimer and onCommit say which time callbacks the module exports.
 	onTimer, onCommit bool
+	// migrate says whether it exports wasmstream_migrate.
+	migrate bool
 	// calls and hooks are ProcessBatch's, reused: the runner's calls as
 	// the engine's, and its hooks with failures classified.
 	calls []engine.Call
@@ -459,6 +461,17 @@ func (i *instance) OnTimer(ctx context.Context, trig *abi.Trigger) error {
 // OnCommit implements runner.TimeProcessor.
 func (i *instance) OnCommit(ctx context.Context, trig *abi.Trigger) error {
 	if err := i.Instance.OnCommit(ctx, trig); err != nil {
+		return RecordFailure(err)
+	}
+	return nil
+}
+
+// Migrates implements runner.Migrator.
+func (i *instance) Migrates() bool { return i.migrate }
+
+// Migrate implements runner.Migrator.
+func (i *instance) Migrate(ctx context.Context, from string) error {
+	if err := i.Instance.Migrate(ctx, from); err != nil {
 		return RecordFailure(err)
 	}
 	return nil

@@ -8,6 +8,13 @@
 // (time_now) is the record's timestamp, and WASI's clocks and random
 // source are the engine's deterministic ones (abi/ABI.md section 7).
 //
+// Timers (abi/ABI.md section 8.1): after each record a check fires, in
+// abi.TimerLess order, the event-time timers the stream time reached and
+// the processing-time timers the replay's wall clock reached, the wall
+// clock being the largest record timestamp so far (so both kinds fire by
+// the records' time, deterministically). A replay has no commit points: a
+// module that marks keys for the commit hook is refused.
+//
 // It knows the records it is given, not where they came from: the host
 // reads them from Kafka.
 package replay
@@ -52,6 +59,16 @@ type Line struct {
 	Timestamp *int64   `json:"timestamp,omitempty"` // as emitted
 	Partition *int32   `json:"partition,omitempty"` // as emitted; -1: by key
 	Error     string   `json:"error,omitempty"`
+	// Timer is set on the lines of a timer's firing, which follow the
+	// lines of the record after which it fired (In).
+	Timer *TimerSource `json:"timer,omitempty"`
+}
+
+// TimerSource names the timer a firing's line is about.
+type TimerSource struct {
+	Kind string `json:"kind"` // "event" or "processing"
+	Time int64  `json:"time"`
+	Key  []byte `json:"key"`
 }
 
 // Source names the input record a line is about.
@@ -67,20 +84,19 @@ type Header struct {
 	Value []byte `json:"value"`
 }
 
-// Counts are what a replay did.
+// Counts are what a replay did. Failed counts failed records and failed
+// timer firings; Fired the firings.
 type Counts struct {
-	Records, Emitted, Failed int
+	Records, Emitted, Failed, Fired int
 }
 
-// Check refuses a version replay cannot run faithfully: timers and the
-// commit hook need commit points and stream time across records, which a
-// replay does not have.
+// Check refuses a version replay cannot run faithfully: the commit hook
+// needs commit points, which a replay does not have. (A module that
+// exports wasmstream_on_commit without importing commit_mark, as the Go
+// SDK's sdk/timer does, is never called there and runs.)
 func Check(info engine.Info) error {
-	switch {
-	case info.ImportsTimerSet || info.ImportsTimerCancel || info.HasOnTimer:
-		return errors.New("replay: the plugin uses timers, which replay does not fire")
-	case info.ImportsCommitMark || info.HasOnCommit:
-		return errors.New("replay: the plugin uses the commit-point hook, which replay does not call")
+	if info.ImportsCommitMark {
+		return errors.New("replay: the plugin marks keys for the commit-point hook (commit_mark), which replay does not call: it has no commit points")
 	}
 	return nil
 }
@@ -109,15 +125,22 @@ func Task(ctx context.Context, p *plugin.Processor, mod *engine.Module, records 
 			if err := enc.Encode(Line{In: r.source(), Error: perr.Error()}); err != nil {
 				return c, err
 			}
-			continue
 		}
 		for _, l := range lines {
-			c.Emitted++
+			if l.Timer != nil && l.Output == "" && l.Error == "" {
+				continue // a firing that emitted nothing: no line
+			}
+			if l.Error != "" {
+				c.Failed++
+			} else {
+				c.Emitted++
+			}
 			if err := enc.Encode(l); err != nil {
 				return c, err
 			}
 		}
 	}
+	c.Fired = run.fired
 	return c, nil
 }
 
@@ -148,6 +171,7 @@ type run struct {
 	sink  *sink
 	st    *memState
 	clock *clock
+	fired int // timer firings so far
 }
 
 func newRun(ctx context.Context, p *plugin.Processor, mod *engine.Module, start *State) (*run, error) {
@@ -155,7 +179,7 @@ func newRun(ctx context.Context, p *plugin.Processor, mod *engine.Module, start 
 		return nil, err
 	}
 	r := &run{sink: &sink{names: p.Binding.Outputs, topics: p.Topics}, st: newMemState(len(p.Spec.Stores)),
-		clock: &clock{stream: abi.NoTime}}
+		clock: newClock()}
 	if start != nil {
 		if len(start.Stores) != len(p.Spec.Stores) {
 			return nil, fmt.Errorf("replay: a starting state of %d stores for a processor with %d", len(start.Stores), len(p.Spec.Stores))
@@ -185,35 +209,85 @@ func newRun(ctx context.Context, p *plugin.Processor, mod *engine.Module, start 
 
 func (r *run) close(ctx context.Context) { _ = r.inst.Close(context.WithoutCancel(ctx)) }
 
-// step runs one record and returns its emits (valid until the next step),
-// or its failure, whose state writes are then taken back.
+// step runs one record, then the check after it (the timers it made
+// due), and returns the record's emits and then the firings' (valid until
+// the next step): each firing's lines carry its timer, a failed firing is
+// one line with its error, and a firing that emitted nothing is one line
+// with neither output nor error (Task counts it and writes nothing). A
+// failed record's state writes and timer changes are taken back and its
+// failure returned; the check runs after it all the same, as the host's
+// does.
 func (r *run) step(ctx context.Context, in Input) ([]Line, error) {
 	if in.Timestamp >= 0 { // "no timestamp" does not move stream time (abi/ABI.md section 8.1)
 		r.clock.stream = max(r.clock.stream, in.Timestamp)
+		r.clock.latest = max(r.clock.latest, in.Timestamp)
 	}
 	r.clock.wall = in.Timestamp
-	r.sink.src, r.sink.lines = in.source(), r.sink.lines[:0]
+	r.sink.src, r.sink.lines, r.sink.timer = in.source(), r.sink.lines[:0], nil
 	r.st.begin()
+	r.clock.begin()
 	rec := &abi.Record{Timestamp: in.Timestamp, Offset: in.Offset, Partition: in.Partition, Index: in.Index,
 		Key: in.Key, Value: in.Value, Headers: in.Headers}
-	if err := r.inst.Process(ctx, rec); err != nil {
+	err := r.inst.Process(ctx, rec)
+	if err != nil {
 		r.st.undo()
-		return nil, err
+		r.sink.lines = r.sink.lines[:0]
 	}
-	return r.sink.lines, nil
+	r.clock.end(err == nil)
+	r.check(ctx)
+	return r.sink.lines, err
+}
+
+// check fires the timers due at its start, one call each in
+// abi.TimerLess order; timers the calls set fire at the next check. A
+// fired timer is removed whatever its call does (as under on_error: skip);
+// a failed call's other writes and timer changes are taken back.
+func (r *run) check(ctx context.Context) {
+	c := r.clock
+	c.wall = c.latest
+	for _, id := range c.due() {
+		if ctx.Err() != nil {
+			return
+		}
+		if _, ok := c.pending[id]; !ok {
+			continue // canceled by an earlier firing of this check
+		}
+		r.fired++
+		src := &TimerSource{Kind: id.kind.String(), Time: id.ts, Key: []byte(id.key)}
+		n := len(r.sink.lines)
+		r.sink.timer = src
+		r.st.begin()
+		c.begin()
+		c.stage(id, false)
+		err := r.inst.OnTimer(ctx, &abi.Trigger{Timestamp: id.ts, Kind: id.kind, Key: []byte(id.key)})
+		if err != nil {
+			r.st.undo()
+			r.sink.lines = r.sink.lines[:n]
+		}
+		c.end(err == nil)
+		delete(c.pending, id)
+		switch {
+		case err != nil:
+			r.sink.lines = append(r.sink.lines, Line{In: r.sink.src, Timer: src, Error: err.Error()})
+		case len(r.sink.lines) == n:
+			r.sink.lines = append(r.sink.lines, Line{In: r.sink.src, Timer: src})
+		}
+	}
+	r.sink.timer = nil
 }
 
 // sink collects one record's emits as lines.
 type sink struct {
 	names, topics []string
 	src           Source
+	timer         *TimerSource // the firing in progress; nil for a record
 	lines         []Line
 }
 
 func (s *sink) Emit(output int, rec *abi.Record) error {
 	ts, part := rec.Timestamp, rec.Partition
 	l := Line{In: s.src, Output: s.names[output], Topic: s.topics[output],
-		Key: bytes.Clone(rec.Key), Value: bytes.Clone(rec.Value), Timestamp: &ts, Partition: &part}
+		Key: bytes.Clone(rec.Key), Value: bytes.Clone(rec.Value), Timestamp: &ts, Partition: &part, Timer: s.timer}
 	for _, h := range rec.Headers {
 		l.Headers = append(l.Headers, Header{Key: h.Key, Value: bytes.Clone(h.Value)})
 	}
@@ -222,16 +296,116 @@ func (s *sink) Emit(output int, rec *abi.Record) error {
 }
 
 // clock is a replay's time: the stream time is the largest record
-// timestamp so far, the wall clock the current record's timestamp.
-type clock struct{ stream, wall int64 }
+// timestamp so far; the wall clock a record's call sees is its timestamp,
+// a check's the largest record timestamp so far (latest). It keeps the
+// task's pending timers, in memory, with the current call's changes
+// staged.
+type clock struct {
+	stream, wall, latest int64
+	pending              map[timerID]struct{}
+	// staged are the current call's changes (true: set, false: canceled
+	// or fired); count is the pending timers as the call sees them.
+	staged map[timerID]bool
+	count  int
+}
+
+// timerID is a timer: its kind, time and key.
+type timerID struct {
+	kind abi.TimerKind
+	ts   int64
+	key  string
+}
+
+func newClock() *clock {
+	return &clock{stream: abi.NoTime, latest: abi.NoTime, pending: map[timerID]struct{}{}, staged: map[timerID]bool{}}
+}
+
+func (c *clock) begin() {
+	clear(c.staged)
+	c.count = len(c.pending)
+}
+
+// end keeps (ok) or drops the call's timer changes.
+func (c *clock) end(ok bool) {
+	if ok {
+		for id, set := range c.staged {
+			if set {
+				c.pending[id] = struct{}{}
+			} else {
+				delete(c.pending, id)
+			}
+		}
+	}
+	clear(c.staged)
+	c.count = len(c.pending)
+}
+
+// has reports whether id is pending as the current call sees it.
+func (c *clock) has(id timerID) bool {
+	if set, ok := c.staged[id]; ok {
+		return set
+	}
+	_, ok := c.pending[id]
+	return ok
+}
+
+func (c *clock) stage(id timerID, set bool) {
+	if c.has(id) != set {
+		if set {
+			c.count++
+		} else {
+			c.count--
+		}
+	}
+	c.staged[id] = set
+}
+
+// due is the pending timers a check fires, in firing order: event-time
+// ones the stream time reached, processing-time ones the wall clock did.
+func (c *clock) due() []timerID {
+	var ids []timerID
+	for id := range c.pending {
+		if (id.kind == abi.TimerEventTime && id.ts <= c.stream) || (id.kind == abi.TimerProcessingTime && id.ts <= c.wall) {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, func(a, b timerID) int {
+		switch {
+		case abi.TimerLess(a.kind, a.ts, []byte(a.key), b.kind, b.ts, []byte(b.key)):
+			return -1
+		case abi.TimerLess(b.kind, b.ts, []byte(b.key), a.kind, a.ts, []byte(a.key)):
+			return 1
+		}
+		return 0
+	})
+	return ids
+}
 
 func (c *clock) Now() (int64, int64) { return c.stream, c.wall }
-func (c *clock) SetTimer(abi.TimerKind, int64, []byte) (bool, error) {
-	return false, errors.New("replay: no timers")
+
+// SetTimer stages a timer; past abi.DefaultMaxTimers pending the plugin
+// gets ELIMIT, as from a host with the default limit.
+func (c *clock) SetTimer(kind abi.TimerKind, ts int64, key []byte) (bool, error) {
+	id := timerID{kind, ts, string(key)}
+	if c.has(id) {
+		return false, nil
+	}
+	if c.count >= abi.DefaultMaxTimers {
+		return false, engine.ErrTimerLimit
+	}
+	c.stage(id, true)
+	return true, nil
 }
-func (c *clock) CancelTimer(abi.TimerKind, int64, []byte) (bool, error) {
-	return false, errors.New("replay: no timers")
+
+func (c *clock) CancelTimer(kind abi.TimerKind, ts int64, key []byte) (bool, error) {
+	id := timerID{kind, ts, string(key)}
+	if !c.has(id) {
+		return false, nil
+	}
+	c.stage(id, false)
+	return true, nil
 }
+
 func (c *clock) Mark([]byte, int64) (bool, error) {
 	return false, errors.New("replay: no commit points")
 }

@@ -42,6 +42,7 @@
 //	timekeeper.go  a task's time: stream and wall clocks, timers, marks (I10)
 //	timers.go      timer checks and the commit point's calls
 //	swap.go        versions, the canary and rollBack (I8)
+//	migrate.go     state migration between versions: the state's version, settleVersion
 //	shadow.go      shadow runs: a candidate beside the active version in
 //	               every task, its time budget, the comparison (I11)
 //	shadowstate.go a shadow's state overlay over the task's stores

@@ -140,6 +140,18 @@ type TimeProcessor interface {
 	OnCommit(ctx context.Context, trig *abi.Trigger) error
 }
 
+// Migrator is a Processor whose module may migrate a task's state from
+// the layout of another version (ABI.md section 13). A migration fails
+// like a record (a *KindError); the task stages its state writes around
+// it and keeps them only when it succeeds.
+type Migrator interface {
+	Processor
+	// Migrates reports whether the module exports the migration.
+	Migrates() bool
+	// Migrate migrates the task's stores, last written by version from.
+	Migrate(ctx context.Context, from string) error
+}
+
 // TaskID names a task: a processor and one of its input partitions.
 type TaskID struct {
 	Processor string

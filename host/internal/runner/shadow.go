@@ -296,13 +296,16 @@ func (s *shadowRun) sample(smp ShadowSample) {
 // its state overlay and time, and the comparison of each record. Used by
 // the task's goroutine, or the loop between polls.
 type taskShadow struct {
-	run   *shadowRun
-	inst  Processor
-	ready chan struct{} // closed once inst (or err) is set
-	err   error
-	state *shadowState
-	time  shadowTime
-	sink  shadowSink
+	run  *shadowRun
+	inst Processor
+	// migrated is set once the candidate's state migration, if any, ran
+	// into the overlay (migrate.go, shadowMigrate).
+	migrated bool
+	ready    chan struct{} // closed once inst (or err) is set
+	err      error
+	state    *shadowState
+	time     shadowTime
+	sink     shadowSink
 	// seen[i] is the offset after the last record of input i the
 	// candidate ran: records fetched again after an abort or a rewind are
 	// not run twice.
@@ -372,6 +375,14 @@ func (t *task) shadowFor(ctx context.Context) *taskShadow {
 		run.stop(fmt.Sprintf("its instance does not start in task %s: %v", t.id, t.sh.err), true)
 		t.closeShadow(ctx)
 		return nil
+	}
+	if !t.sh.migrated {
+		t.sh.migrated = true
+		if err := t.shadowMigrate(ctx); err != nil {
+			run.stop(fmt.Sprintf("its state migration failed in task %s: %v", t.id, err), true)
+			t.closeShadow(ctx)
+			return nil
+		}
 	}
 	return t.sh
 }

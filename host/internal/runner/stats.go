@@ -59,7 +59,10 @@ type Stats struct {
 	RefusalAborts atomic.Int64
 	Swaps         atomic.Int64 // tasks switched to a new plugin version
 	SwapFailures  atomic.Int64 // tasks whose new version did not instantiate (they kept the old)
-	Rollbacks     atomic.Int64 // automatic rollbacks of a version that failed its canary
+	Rollbacks     atomic.Int64 // automatic rollbacks of a version that failed its canary or its migration
+	// Migrations counts the tasks whose state a new version migrated
+	// (ABI.md section 13); MigrationFailures the migrations that failed.
+	Migrations, MigrationFailures atomic.Int64
 	// ShadowMatches, ShadowDifferences and ShadowFailures count the
 	// records a shadow run compared (shadow.go): the candidate emitted
 	// the same as the active version, something else, or failed.

@@ -217,6 +217,9 @@ func (t *task) switchTo(ctx context.Context, now time.Time, back *versions.Versi
 		t.r.rollBackSlowStart(t, p.ver)
 		return
 	}
+	if !t.migrateAtSwitch(ctx, p) {
+		return // migrate.go: rolled back, the task keeps its version
+	}
 	old, oldVer := t.inst, t.ver
 	t.inst, t.ver = p.inst, p.ver
 	t.closePrev(ctx)

@@ -354,6 +354,18 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 		t.r.log.Error("task stopped: its stores do not match the config", "task", t.id.String(), "err", err)
 		return 0, nil
 	}
+	// The stores in the layout of the version that runs (migrate.go).
+	if ok, err := t.settleVersion(ctx); err != nil {
+		stopAll()
+		return 0, err
+	} else if !ok {
+		for i, recs := range batch {
+			if len(recs) > 0 {
+				t.win.in(i).failed(recs[0].Offset)
+			}
+		}
+		return 0, nil
+	}
 	// The records go to the plugin in batches of calls (calls.go), built
 	// in the order they run; pos[i] is how many of input i's records the
 	// loop has taken, and batch[i] what is left of them. Records a batch

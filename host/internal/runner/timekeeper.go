@@ -12,6 +12,7 @@ import (
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/keymap"
 	"github.com/wasmstream/wasmstream/host/internal/state"
+	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
 
 // Errors a task's Time returns; the plugin adapter maps them to errnos.
@@ -30,6 +31,9 @@ const (
 	timeKeyStream = 's' // 's': the stream time, 8 bytes big-endian
 	timeKeyTimer  = 't' // 't' kind(1) ts(8, big-endian, >= 0) key
 	timeKeyFormat = 'f' // 'f' store name: "ttl" for a store kept with expiry stamps
+	// 'v': the ID of the version whose layout the task's stores hold (the
+	// last one that ran on them, or that migrated them): migrate.go.
+	timeKeyVersion = 'v'
 )
 
 // expiryBatch is how many entries of a store with an expiry one sweep
@@ -111,6 +115,10 @@ type timekeeper struct {
 	// once checkFormats found them matching their expiry config.
 	stores    []storeInfo
 	formatsOK bool
+	// settled is the version the task's stores are known to be in the
+	// layout of (settleVersion); nil: to be read from the store. An abort
+	// forgets it (the window may have held the migration).
+	settled *versions.Version[Plugin]
 	// sweepAt is when a store with an expiry on the wall clock is next
 	// swept though no record came (ms).
 	sweepAt int64
@@ -202,6 +210,7 @@ func (k *timekeeper) reset() {
 	k.taken, k.left = nil, nil
 	k.firings = 0
 	k.formatsOK = false // a format record of the aborted window is gone
+	k.settled = nil     // so is a migration of the aborted window
 }
 
 // committed starts a new commit window after a commit point committed:

@@ -286,6 +286,11 @@ func (r *Runner) timePoint(ctx context.Context) error {
 		if err := r.cp.opened(); err != nil {
 			return err
 		}
+		if ok, err := t.settleVersion(ctx); err != nil {
+			return err
+		} else if !ok {
+			continue // stopped: its migration failed (migrate.go)
+		}
 		if !b.mayStart() {
 			if r.timeNext == "" {
 				r.timeNext = t.id.String()

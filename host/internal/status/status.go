@@ -335,10 +335,12 @@ func (h *Running) restoreProgress() []restore.Progress {
 
 func lifecycle(st *runner.Stats, v versions.Snapshot) *admin.Lifecycle {
 	lc := &admin.Lifecycle{
-		Swaps:        st.Swaps.Load(),
-		SwapFailures: st.SwapFailures.Load(),
-		SlowStarts:   st.SlowStarts.Load(),
-		Rollbacks:    st.Rollbacks.Load(),
+		Swaps:             st.Swaps.Load(),
+		SwapFailures:      st.SwapFailures.Load(),
+		SlowStarts:        st.SlowStarts.Load(),
+		Rollbacks:         st.Rollbacks.Load(),
+		Migrations:        st.Migrations.Load(),
+		MigrationFailures: st.MigrationFailures.Load(),
 
 		ShadowMatches:     st.ShadowMatches.Load(),
 		ShadowDifferences: st.ShadowDifferences.Load(),

@@ -66,6 +66,16 @@ func RegisterTimeGuest(g TimeGuest) { timeGuest = g }
 // as a Wasm module without the exports).
 func TimeEntry() TimeGuest { return timeGuest }
 
+var migrateGuest func(n uint32) int32
+
+// RegisterMigrateGuest is called by sdk/migrate's native build from its
+// init function: the body of wasmstream_migrate.
+func RegisterMigrateGuest(f func(n uint32) int32) { migrateGuest = f }
+
+// MigrateEntry returns sdk/migrate's entry point; nil if the plugin does
+// not link sdk/migrate.
+func MigrateEntry() func(n uint32) int32 { return migrateGuest }
+
 // SetHost makes h the host of every later SDK call; nil removes it.
 func SetHost(h Host) { host = h }
 

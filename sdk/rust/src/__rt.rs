@@ -217,6 +217,21 @@ pub fn on_commit<F: Fn(&Commit<'_>) -> Result<()>>(len: u32, f: F) -> i32 {
     run_commit(unsafe { core::slice::from_raw_parts(ptr, n) }, f)
 }
 
+/// The body of wasmstream_migrate (abi/ABI.md section 13): the ID of the
+/// version to migrate from is the `len` bytes of the input buffer.
+#[doc(hidden)]
+pub fn migrate<F: Fn(&str) -> Result<()>>(len: u32, f: F) -> i32 {
+    let from = match input_bytes(len).map(core::str::from_utf8) {
+        Some(Ok(s)) => s,
+        Some(Err(_)) => return fail("sdk: migrate: the version ID is not UTF-8"),
+        None => return fail("sdk: migrate: version ID length beyond the input buffer"),
+    };
+    match f(from) {
+        Ok(()) => abi::STATUS_OK,
+        Err(e) => fail_err(&e),
+    }
+}
+
 /// Runs the commit function on the trigger `src`: the one path of
 /// wasmstream_on_commit and of a batch's commit triggers.
 #[inline]

@@ -723,6 +723,39 @@ macro_rules! processor {
     };
 }
 
+/// Exports the processor's state migration (abi/ABI.md section 13):
+/// `f: fn(&str) -> Result<()>` runs once per task, before this version's
+/// first call on the task's stores, when they were last written by
+/// another version, whose ID (`"<label>@<hash prefix>"`) it gets. It may
+/// use every `Store` (get, put, delete, scan) as a record may, but not
+/// emit or set timers (`Errno::PHASE`). It is bounded like one record; an
+/// error, a panic or a limit fails it: nothing it wrote stays and the host
+/// rolls the processor back to the version before.
+///
+/// ```text
+/// processor!(process);
+/// migrate!(migrate_counts);
+/// ```
+///
+/// Use it once, in the cdylib's root, beside `processor!`. A processor
+/// without it has no migration: its stores pass to the next version as
+/// they are.
+#[macro_export]
+macro_rules! migrate {
+    ($f:path) => {
+        /// abi/ABI.md section 13: the state migration.
+        #[cfg(target_arch = "wasm32")]
+        #[no_mangle]
+        pub extern "C" fn wasmstream_migrate(len: u32) -> i32 {
+            $crate::__rt::migrate(len, $f)
+        }
+
+        #[cfg(not(target_arch = "wasm32"))]
+        #[doc(hidden)]
+        pub static __WASMSTREAM_MIGRATE: fn(&str) -> $crate::Result<()> = $f;
+    };
+}
+
 /// `Some(f)` as the function type `t`, or `None` without `f`: a callback
 /// of `processor!` for wasmstream_batch.
 #[doc(hidden)]

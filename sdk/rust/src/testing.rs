@@ -220,6 +220,8 @@ enum Phase {
     Record,
     Timer,
     Commit,
+    /// wasmstream_migrate: state only (emit and timers get EPHASE).
+    Migrate,
 }
 
 struct Cursor {
@@ -326,7 +328,7 @@ impl Fake {
     }
 
     fn in_call(&self) -> bool {
-        matches!(self.phase, Some(Phase::Record) | Some(Phase::Timer) | Some(Phase::Commit))
+        matches!(self.phase, Some(Phase::Record) | Some(Phase::Timer) | Some(Phase::Commit) | Some(Phase::Migrate))
     }
 
     /// The clock store i's TTL is measured on, now.
@@ -862,6 +864,25 @@ impl<F: Fn(&Record<'_>) -> Result<()>> Host<F> {
         out.callbacks.push(Callback { kind, time: ts, key, error, emitted });
     }
 
+    /// Runs the state migration `f` (`migrate!(f)`) as the host does when
+    /// the task's stores were last written by version `from` (abi/ABI.md
+    /// section 13): its state writes stay if it succeeds and are dropped
+    /// if it fails; emits and timers get EPHASE.
+    pub fn migrate(&mut self, from: &str, f: fn(&str) -> Result<()>) -> Outcome {
+        self.ensure_started();
+        let ptr = crate::__rt::input(from.len() as u32);
+        assert!(!ptr.is_null(), "wasmstream::testing: the SDK refused a {}-byte input buffer", from.len());
+        unsafe { core::ptr::copy_nonoverlapping(from.as_ptr(), ptr, from.len()) };
+        let saved = self.fake.borrow().staged();
+        self.begin(Phase::Migrate);
+        let st = crate::__rt::migrate(from.len() as u32, f);
+        let (error, emitted) = self.end(st);
+        if error.is_some() {
+            self.fake.borrow_mut().restore(saved);
+        }
+        Outcome { status: st, error, emitted, callbacks: Vec::new() }
+    }
+
     /// Runs a commit point: the due timers of both kinds fire (up to the
     /// firings limit of the window), then the commit function runs for
     /// every key marked in the window, in key byte order; then expired
@@ -1122,6 +1143,9 @@ pub(crate) mod fake {
                 if let Some(r) = in_record(f) {
                     return r;
                 }
+                if f.phase == Some(Phase::Migrate) {
+                    return err(Errno::PHASE);
+                }
                 match f.emitted_of(rec) {
                     Ok(e) => {
                         f.emitted.push(e);
@@ -1329,7 +1353,7 @@ pub(crate) mod fake {
 
     /// The checks of timer_set and timer_cancel, in the ABI's order.
     fn timer_args(f: &Fake, kind: u32, ts: i64, key: &[u8]) -> Option<i32> {
-        if !f.in_call() {
+        if !f.in_call() || f.phase == Some(Phase::Migrate) {
             return Some(err(Errno::PHASE));
         }
         abi::check_timer(kind, ts, key.len()).map(err)

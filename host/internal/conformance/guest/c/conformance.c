@@ -38,6 +38,25 @@ static const char *get(ws_store *s, const void *key, size_t kl, char *m, size_t 
     return m;
 }
 
+/* The migration script (README.md, "Migration"). */
+static int migrate_from(ws_bytes from) {
+    ws_out o = {ws_str("lost"), WS_NULL, NULL, 0, 0};
+    const char *emitted = okres(ws_emit(&out, &o));
+    int32_t t = ws_timer_set(WS_EVENT_TIME, 1, "k", 1);
+    const char *timer = t < 0 ? ws_errno_name(t) : "ok";
+    char m[256], f[WS_MAX_MIGRATE_FROM + 1];
+    const char *counter = get(&kv, "counter", 7, m, sizeof m);
+    snprintf(f, sizeof f, "%.*s", (int)ws_len(from), from.ptr ? (const char *)from.ptr : "");
+    const char *pairs[][2] = {{"migrated-from", f}, {"migrate-emit", emitted}, {"migrate-timer", timer}, {"migrate-counter", counter}};
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        int32_t e = ws_put(&kv, pairs[i][0], strlen(pairs[i][0]), pairs[i][1], strlen(pairs[i][1]));
+        if (e < 0) return ws_fail_call("state_put", kv.name, e);
+    }
+    if (strcmp(f, "fail") == 0) return ws_fail("conformance: migration refused");
+    return WS_OK;
+}
+WS_MIGRATE(migrate_from);
+
 static int32_t note(const char *step, const char *text) {
     ws_out o = {ws_str(step), ws_str(text), NULL, 0, 0};
     return ws_emit(&side, &o);

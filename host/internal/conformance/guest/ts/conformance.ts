@@ -4,7 +4,7 @@
 
 import {
   Output, Store, Record, Header, Firing, Commit, Errno, errnoName, handle, onInit, onTimer, onCommit,
-  config, logDebug, logInfo, logWarn, logError, fail, takeError, utf8, str,
+  onMigrate, config, logDebug, logInfo, logWarn, logError, fail, takeError, utf8, str,
   setTimer, cancelTimer, streamTime, wallTime, mark, kindName, EVENT_TIME, PROCESSING_TIME,
   MAX_KEY_SIZE, MAX_VALUE_SIZE, MAX_RECORD_SIZE, MAX_OPEN_CURSORS, MAX_TIMER_KEY_SIZE, Iterator,
 } from "../../../../../sdk/ts";
@@ -14,6 +14,7 @@ import {
 } from "../../../../../sdk/ts/assembly/host";
 export * from "../../../../../sdk/ts/exports";
 export * from "../../../../../sdk/ts/time-exports";
+export * from "../../../../../sdk/ts/migrate-exports";
 
 const out = new Output("out");
 const side = new Output("side");
@@ -24,6 +25,21 @@ onInit(setup);
 handle(process);
 onTimer(fired);
 onCommit(committed);
+onMigrate(migrateFrom);
+
+/** The migration script (README.md, "Migration"). */
+function migrateFrom(from: string): void {
+  out.emit(b("lost"), null);
+  const emitted = res();
+  setTimer(EVENT_TIME, 1, b("k"));
+  const timer = res();
+  const counter = get(kv, b("counter"));
+  kv.put(b("migrated-from"), b(from));
+  kv.put(b("migrate-emit"), b(emitted));
+  kv.put(b("migrate-timer"), b(timer));
+  kv.put(b("migrate-counter"), b(counter));
+  if (from == "fail") fail("conformance: migration refused");
+}
 
 /** The result of the SDK call just made, in the script's words: ok or the errno's name. */
 function res(): string {

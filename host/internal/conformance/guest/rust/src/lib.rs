@@ -51,6 +51,22 @@ fn get(s: &Store, key: &[u8]) -> String {
     }
 }
 
+wasmstream::migrate!(migrate_from);
+
+/// The migration script (README.md, "Migration").
+fn migrate_from(from: &str) -> Result<()> {
+    let emitted = res(&OUT.emit(&Out::new(Some(b"lost"), None)));
+    let timer = res(&timer::set(timer::EVENT_TIME, 1, b"k"));
+    let counter = get(&KV, b"counter");
+    for (k, v) in [("migrated-from", from), ("migrate-emit", &emitted), ("migrate-timer", &timer), ("migrate-counter", &counter)] {
+        KV.put(k.as_bytes(), v.as_bytes())?;
+    }
+    if from == "fail" {
+        return Err(Error::msg("conformance: migration refused"));
+    }
+    Ok(())
+}
+
 fn note(step: &str, text: &str) -> Result<()> {
     SIDE.emit(&Out::new(Some(step.as_bytes()), Some(text.as_bytes())))
 }
