@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/wasmstream/wasmstream/host/internal/control"
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
+	"github.com/wasmstream/wasmstream/host/internal/runner"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 	"github.com/wasmstream/wasmstream/internal/wasmbuild"
 )
 
@@ -346,13 +349,23 @@ func TestConfigShadow(t *testing.T) {
 	p.cfg.State.Dir = t.TempDir()
 	p.cfg.Processors[0].Shadow = wasmbuild.Build(t, "./internal/testplugins/counter")
 	h, stop := p.run(t)
-	keys := make([]string, 300)
-	for i := range keys {
-		keys[i] = "k" + strconv.Itoa(i%30)
-	}
-	p.produce(t, keys...)
-	p.waitProcessed(t)
-	st, ok := h.runnerOf("proc").ShadowStatus("proc")
+	// Its instance starts beside the active path (a slow start, under
+	// -race on a loaded machine, leaves the first records uncompared):
+	// rounds of 30 keys go in until it compared some.
+	var st runner.ShadowStatus
+	var ok bool
+	testutil.Eventually(t, 120*time.Second, func() error {
+		keys := make([]string, 30)
+		for i := range keys {
+			keys[i] = "k" + strconv.Itoa(i)
+		}
+		p.produce(t, keys...)
+		p.waitProcessed(t)
+		if st, ok = h.runnerOf("proc").ShadowStatus("proc"); !ok || st.Total.Records == 0 {
+			return fmt.Errorf("the shadow compared no record: ok=%v %+v", ok, st)
+		}
+		return nil
+	})
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

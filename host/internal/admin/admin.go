@@ -6,6 +6,9 @@
 //	                     else 503 and the reason ("restoring N tasks", the failed database's error)
 //	GET /metrics         Prometheus text format 0.0.4
 //	GET /v1/processors   JSON: each processor, its plugin versions and its counters
+//	GET /v1/processors/{name}/shadow
+//	                     JSON: the processor's latest shadow run here and the differences it kept,
+//	                     without record contents (shadow.go)
 //	GET /debug/...       with Debug only: Go's profiler and a snapshot of what the process holds (debug.go)
 //
 // Every endpoint is read-only (HEAD is served like GET; other methods get
@@ -191,6 +194,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.HandleFunc("GET /metrics", s.metrics)
 	mux.HandleFunc("GET /v1/processors", s.processors)
+	mux.HandleFunc("GET /v1/processors/{name}/shadow", s.shadow)
 	if s.debug {
 		s.registerDebug(mux)
 	}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmstream/wasmstream/host/internal/shadow"
 	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
@@ -31,6 +32,16 @@ type fakeSource struct {
 	procs       []ProcessorInfo
 	snap        Snapshot
 	metricCalls int
+	// shadows are the processors' shadow runs, samples their samples.
+	shadows map[string]shadow.Status
+	samples map[string][]shadow.Sample
+}
+
+func (f *fakeSource) Shadow(processor string) (shadow.Status, []shadow.Sample, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, ok := f.shadows[processor]
+	return st, f.samples[processor], ok
 }
 
 func (f *fakeSource) Health() (bool, string) {

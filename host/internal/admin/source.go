@@ -3,6 +3,8 @@ package admin
 import (
 	"strconv"
 	"time"
+
+	"github.com/wasmstream/wasmstream/host/internal/shadow"
 )
 
 // Source is what the admin endpoint reads: the host implements it, tests
@@ -25,6 +27,11 @@ type Source interface {
 	Processors() []ProcessorInfo
 	// Metrics returns the current numbers.
 	Metrics() Snapshot
+	// Shadow returns processor's latest shadow run in this process
+	// (running or stopped) and the differing records it kept, oldest
+	// first; ok is false if there is no such processor or it has had no
+	// shadow run here.
+	Shadow(processor string) (run shadow.Status, samples []shadow.Sample, ok bool)
 }
 
 // ProcessorInfo describes one processor: what it reads and writes and the

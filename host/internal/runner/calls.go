@@ -105,9 +105,10 @@ func (c *taskCalls) run(ctx context.Context, yieldAt time.Time) int {
 		t.proc.Stats.observeLatencyN(each, n)
 		// The timer work since the last batch is the records' too: a
 		// task whose callbacks are slow runs after the cheap ones,
-		// whether its records or its callbacks take the time.
-		charged := each + t.triggerTime/time.Duration(n)
-		t.triggerTime = 0
+		// whether its records or its callbacks take the time. So is its
+		// shadow candidate's time on them (shadowBefore).
+		charged := each + (t.triggerTime+t.shadowTime)/time.Duration(n)
+		t.triggerTime, t.shadowTime = 0, 0
 		t.recordCost = (3*t.recordCost + charged) / 4
 		if t.recordCost > heavyCost {
 			t.proc.heavy.Store(true)

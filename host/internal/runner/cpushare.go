@@ -7,8 +7,9 @@ import (
 )
 
 // CPUShare is the process's slots for heavy guest work (I9):
-// a task whose records cost more than heavyCost of plugin time (or a new
-// task of a processor with such a task: heavyTask) runs its batch only
+// a task whose records cost more than heavyCost of plugin time (its
+// shadow candidate's included: task.shadowTime), or a new task of a
+// processor with such a task (heavyTask), runs its batch only
 // while it holds a slot, and the process has one fewer slot than
 // GOMAXPROCS (at least one).
 //

@@ -545,7 +545,9 @@ func (t *task) shadowBefore(ctx context.Context, c *taskCalls) {
 		}
 		done += k
 	}
-	sh.used += time.Since(start)
+	took := time.Since(start)
+	sh.used += took
+	t.shadowTime += took // the task's cost too (recordCost, heavyTask)
 	switch {
 	case sc.stopWhy != "":
 		run.stop(sc.stopWhy, true)

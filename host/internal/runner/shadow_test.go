@@ -436,3 +436,47 @@ func TestShadowStatefulCandidate(t *testing.T) {
 		}
 	}
 }
+
+// A cheap active version with a CPU-heavy shadow candidate: the
+// candidate's time is its task's, run under the same slot, so the task
+// counts as heavy (heavyTask) and its batches take a slot of the CPU
+// share. Before, only the active version's time counted and the
+// candidate's work escaped the share.
+func TestShadowTimeMakesTheTaskHeavy(t *testing.T) {
+	const delay = 4 * heavyCost
+	f := newFixture(t, false, 1)
+	r := f.runner(t, &goPlugin{}, Fail)
+	// A share of time and a budget no test machine reaches: the candidate
+	// must run every record, not be stopped for its slowness.
+	lim := ShadowLimits{TimeRatio: 1e6, TimeCap: time.Minute}
+	if err := r.StartShadow("upper", "v2", &candPlugin{delay: delay}, lim, nil); err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, r)
+	defer func() {
+		if err := stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	// In rounds, so the task's cost (a moving average over its batches)
+	// is measured over several batches.
+	const rounds, each = 8, 3
+	for i := range rounds {
+		f.produceInputs(t, i*each, each)
+		f.waitCommitted(t, f.endOffsets(t, f.in))
+	}
+	if st, _ := r.ShadowStatus("upper"); !st.Running || st.Total.Records == 0 {
+		t.Fatalf("the shadow compared no record or stopped: %+v", st)
+	}
+	r.mu.Lock()
+	var cost time.Duration
+	var heavy bool
+	for _, tk := range r.tasks {
+		cost, heavy = tk.recordCost, heavyTask(tk)
+	}
+	r.mu.Unlock()
+	t.Logf("cost per record with a %s shadow candidate: %s", delay, cost)
+	if !heavy {
+		t.Errorf("the task costs %s per record, its shadow candidate %s: not heavy (above %s), so the candidate's work escapes the CPU share", cost, delay, heavyCost)
+	}
+}

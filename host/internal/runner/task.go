@@ -83,9 +83,14 @@ type task struct {
 	// that sets a timer pays for its firing): the cheapest tasks of a
 	// poll are run first (processFetches). triggerTime is the plugin time
 	// of the firings and commit calls since the last batch of records,
-	// which that batch's records are charged (taskCalls.run).
+	// which that batch's records are charged (taskCalls.run). shadowTime
+	// is the same for the task's shadow run (shadow.go): the candidate's
+	// time on the batch's records is the task's too, run on the same
+	// goroutine under the same slot of the CPU share (heavyTask), so a
+	// CPU-heavy candidate makes its task heavy; 0 when no shadow runs.
 	recordCost  time.Duration
 	triggerTime time.Duration
+	shadowTime  time.Duration
 	// lastProcessed is when the last record finished; stallFrom, set at a
 	// switch, is the old version's last record, for SwapStalls.
 	lastProcessed time.Time

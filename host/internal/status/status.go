@@ -16,6 +16,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/plugin"
 	"github.com/wasmstream/wasmstream/host/internal/restore"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
+	"github.com/wasmstream/wasmstream/host/internal/shadow"
 	"github.com/wasmstream/wasmstream/host/internal/versions"
 )
 
@@ -359,4 +360,24 @@ func lifecycle(st *runner.Stats, v versions.Snapshot) *admin.Lifecycle {
 		})
 	}
 	return lc
+}
+
+// Shadow returns processor's latest shadow run from the runner that runs
+// the processor, and the samples it kept.
+func (s *Source) Shadow(processor string) (shadow.Status, []shadow.Sample, bool) {
+	h := s.running.Load()
+	if h == nil {
+		return shadow.Status{}, nil, false
+	}
+	for _, r := range h.Runners {
+		if r.Stats(processor) == nil {
+			continue
+		}
+		st, ok := r.ShadowStatus(processor)
+		if !ok {
+			return shadow.Status{}, nil, false
+		}
+		return st, r.ShadowSamples(processor, 0), true
+	}
+	return shadow.Status{}, nil, false
 }
