@@ -392,3 +392,30 @@ func TestStopDoesNotWaitForAStart(t *testing.T) {
 		t.Fatal("Run waited for the start")
 	}
 }
+
+// A task that starts while its processor's version is under a canary (a
+// partition assigned to this member after the deploy) is watched for the
+// rest of the window; after the window, or for a first version, it is not.
+func TestTaskStartedUnderACanaryIsWatched(t *testing.T) {
+	reg := versions.New[Plugin](nil)
+	reg.Start("p", versions.Info{ID: "v1"}, &goPlugin{})
+	first, since := startVersion(reg.Current("p"), time.Now())
+	if first.canary.Window != 0 || !since.IsZero() {
+		t.Fatalf("a first version is watched: %+v since %v", first.canary, since)
+	}
+	canary := versions.Canary{Window: time.Minute, MaxFailureRatio: 0.01, MinRecords: 1}
+	if err := reg.Propose("p", versions.Info{ID: "v2"}, &goPlugin{}, canary); err != nil {
+		t.Fatal(err)
+	}
+	reg.TakePending("p")
+	c := reg.Current("p")
+	v, since := startVersion(c, c.Since.Add(20*time.Second))
+	if v.Version != c.Active || v.canary != canary || !since.Equal(c.Since) {
+		t.Fatalf("a task started 20s into a 1m canary: version %s, watch %+v since %v; want %s under %+v since %v",
+			v.ID, v.canary, since, c.Active.ID, canary, c.Since)
+	}
+	v, since = startVersion(c, c.Since.Add(2*time.Minute))
+	if v.canary.Window != 0 || !since.IsZero() {
+		t.Fatalf("a task started after the canary window is watched: %+v since %v", v.canary, since)
+	}
+}

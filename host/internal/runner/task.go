@@ -112,9 +112,22 @@ type task struct {
 	waitingInput bool
 }
 
+// startVersion is the version a new task starts with, and the time it
+// counts as swapped to it. A task assigned while its version is under a
+// canary is watched for the rest of the window, as if it had swapped with
+// the others: unwatched, its failures would go through on_error and
+// commit (a partition that moved to this member after a deploy skipped
+// the failures of a version the others then rolled back).
+func startVersion(c versions.Current[Plugin], now time.Time) (*version, time.Time) {
+	if c.Canary.Window > 0 && c.Back != nil && now.Sub(c.Since) < c.Canary.Window {
+		return newVersion(c.Active, c.Canary), c.Since
+	}
+	return newVersion(c.Active, versions.Canary{}), time.Time{}
+}
+
 func newTask(ctx context.Context, r *Runner, ps *procState, id TaskID) (*task, error) {
-	t := &task{id: id, r: r, proc: ps, topics: ps.taskTopics(id.Topic),
-		ver: newVersion(r.vers.Active(ps.spec.Name), versions.Canary{})}
+	t := &task{id: id, r: r, proc: ps, topics: ps.taskTopics(id.Topic)}
+	t.ver, t.swappedAt = startVersion(r.vers.Current(ps.spec.Name), time.Now())
 	t.win = newWindow(len(t.topics), len(ps.spec.Stores))
 	window := ps.spec.WindowBytes
 	if window <= 0 {

@@ -108,6 +108,9 @@ type Current[P any] struct {
 	// for a processor's first version, a rolled-back-to one and a version
 	// taken in without a watch.
 	Canary Canary
+	// Since is when Active was taken in (TakePending) under Canary: a
+	// task that starts later in the window is watched for the rest of it.
+	Since time.Time
 	// Back is what a rollback returns to; nil when there is none.
 	Back *Version[P]
 }
@@ -128,7 +131,8 @@ type Registry[P any] struct {
 type proc[P any] struct {
 	// The roles (see the package comment). active is never nil.
 	active        *Version[P]
-	canary        Canary // active's watch (Current.Canary)
+	canary        Canary    // active's watch (Current.Canary)
+	since         time.Time // when active was taken in under canary (Current.Since)
 	back          *Version[P]
 	pending       *Version[P] // proposed, not yet taken in by the runner
 	pendingCanary Canary
@@ -393,7 +397,7 @@ func (r *Registry[P]) Current(processor string) Current[P] {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if p := r.procs[processor]; p != nil {
-		return Current[P]{Active: p.active, Canary: p.canary, Back: p.back}
+		return Current[P]{Active: p.active, Canary: p.canary, Since: p.since, Back: p.back}
 	}
 	return Current[P]{}
 }
@@ -420,7 +424,7 @@ func (r *Registry[P]) TakePending(processor string) (from, to *Version[P]) {
 		return p.active, nil
 	}
 	from, oldBack := p.active, p.back
-	p.active, p.back, p.canary = next, from, canary
+	p.active, p.back, p.canary, p.since = next, from, canary, time.Now()
 	p.drop(oldBack, &out)
 	return from, next
 }
