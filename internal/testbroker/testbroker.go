@@ -622,6 +622,48 @@ func (b *Broker) DeleteRecords(t testing.TB, topic string, partition int32, befo
 	}
 }
 
+// WaitNoOpenTransaction waits (up to timeout) until no transaction is open
+// on topic: every partition's last stable offset is its end. A consumer
+// group's transactional offsets can be visible before the transaction's
+// markers reach every output partition, and ReadCommitted reads only to
+// the last stable offset, so a test that reads an app's output once its
+// input is committed waits for this first.
+func (b *Broker) WaitNoOpenTransaction(t testing.TB, topic string, timeout time.Duration) {
+	t.Helper()
+	adm := b.admin(t)
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		stable, err := adm.ListCommittedOffsets(ctx, topic)
+		if err == nil {
+			err = stable.Error()
+		}
+		var ends kadm.ListedOffsets
+		if err == nil {
+			ends, err = adm.ListEndOffsets(ctx, topic)
+		}
+		if err == nil {
+			err = ends.Error()
+		}
+		cancel()
+		open := ""
+		if err == nil {
+			ends.Each(func(e kadm.ListedOffset) {
+				if s, ok := stable.Lookup(topic, e.Partition); !ok || s.Offset != e.Offset {
+					open = fmt.Sprintf("partition %d: last stable offset %d, end %d", e.Partition, s.Offset, e.Offset)
+				}
+			})
+		}
+		if err == nil && open == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testbroker: %q still has an open transaction after %v (%s; err %v)", topic, timeout, open, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // ExpireOldSegments makes retention remove everything currently in topic: it
 // sets the topic's retention.ms to 1, waits (up to 60 s) until every partition
 // that held records has its log start at or past the end offset it had when

@@ -77,25 +77,7 @@ func committedRecords(t *testing.T, br *testbroker.Broker, topic string) []strin
 	// reach every output partition, and ReadCommitted reads to the last
 	// stable offset: wait until no transaction is open on the topic (its
 	// last stable offsets are its ends).
-	adm := br.Admin(t)
-	testutil.Eventually(t, time.Minute, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		stable, err := adm.ListCommittedOffsets(ctx, topic)
-		if err != nil {
-			return err
-		}
-		ends, err := adm.ListEndOffsets(ctx, topic)
-		if err != nil {
-			return err
-		}
-		for p, e := range ends[topic] {
-			if s := stable[topic][p]; s.Offset != e.Offset {
-				return fmt.Errorf("%s/%d: last stable offset %d, end %d: a transaction's markers are not written yet", topic, p, s.Offset, e.Offset)
-			}
-		}
-		return nil
-	})
+	br.WaitNoOpenTransaction(t, topic, time.Minute)
 	byPart := map[int32][]string{}
 	var maxPart int32
 	for _, r := range br.ReadCommitted(t, topic, time.Minute) {
