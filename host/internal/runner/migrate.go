@@ -201,7 +201,7 @@ func (t *task) shadowMigrate(ctx context.Context) error {
 }
 
 // moveTo makes t run back (an instance kept for a rollback, or a new
-// one), at once.
+// one), at once: a migration's or a canary's rollback (rollBack).
 func (t *task) moveTo(ctx context.Context, back *versions.Version[Plugin]) error {
 	inst := t.prevInst
 	if t.prevVer != back {

@@ -304,33 +304,20 @@ func (r *Runner) rollBack(ctx context.Context, failed []*task) {
 			}
 			continue
 		}
-		back := newVersion(backV, versions.Canary{})
 		r.log.Warn("new plugin version failed its canary; rolling back", "processor", ps.spec.Name,
-			"from", bad.ID, "to", back.ID, "reason", reason)
+			"from", bad.ID, "to", backV.ID, "reason", reason)
 		ps.Stats.Rollbacks.Add(1)
 		for _, t := range r.tasks {
 			if t.proc != ps || t.ver.Version != bad.Version {
 				continue
 			}
 			t.discardPrepared(ctx)
-			inst := t.prevInst
-			if t.prevVer != backV {
-				t.closePrev(ctx)
-				inst = nil
+			if err := t.moveTo(ctx, backV); err != nil {
+				r.log.Error("previous version does not start for this task; it is stopped", "task", t.id.String(), "err", err)
+				t.stop(fmt.Errorf("rolling back to %s: %w", backV.ID, err))
+				continue
 			}
-			t.prevInst, t.prevVer = nil, nil
-			if inst == nil {
-				var err error
-				if inst, err = back.Plugin.Instantiate(ctx, t.id, t.env()); err != nil {
-					r.log.Error("previous version does not start for this task; it is stopped", "task", t.id.String(), "err", err)
-					t.stop(fmt.Errorf("rolling back to %s: %w", back.ID, err))
-					continue
-				}
-			}
-			_ = t.inst.Close(ctx)
-			t.inst, t.ver = inst, back
 			t.swappedAt = time.Now()
-			t.canaryIn, t.canaryFailed = 0, 0
 			if t.failed != nil {
 				// Stopped by on_error: fail on a record of the bad version:
 				// the previous version gets the record again.
@@ -339,10 +326,9 @@ func (r *Runner) rollBack(ctx context.Context, failed []*task) {
 				ps.Stats.StoppedTasks.Add(-1)
 				r.cl.ResumeFetchPartitions(t.partitions())
 			}
-			ps.setTaskVersion(r.vers, t.id, back)
 		}
 		if r.opts.OnRollback != nil {
-			ev := RollbackEvent{Processor: ps.spec.Name, From: bad.ID, To: back.ID, Reason: reason}
+			ev := RollbackEvent{Processor: ps.spec.Name, From: bad.ID, To: backV.ID, Reason: reason}
 			go r.opts.OnRollback(ev)
 		}
 	}
