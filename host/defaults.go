@@ -45,11 +45,11 @@ const (
 
 	DefaultRepartitionPurgeInterval = 30 * time.Second
 
-	// A poll hands the runner at most 1000 records (runner.DefaultMaxPoll),
-	// so a fetch larger than that only holds more decoded records in
-	// memory. Kafka's 1MiB per partition measured 1.8x the peak RSS of
-	// 256KiB on the word count benchmark at no gain in throughput
-	// (RATIONALE.md, "Kafka I/O").
+	// A poll hands the runner what one fetch brought, and a partition's
+	// records wait decoded in its task's window until their turn, so a
+	// larger fetch only holds more of them in memory. Kafka's 1MiB per
+	// partition measured 1.8x the peak RSS of 256KiB on the word count
+	// benchmark at no gain in throughput (RATIONALE.md, "Kafka I/O").
 	DefaultFetchMaxPartitionBytes = 256 << 10
 	DefaultFetchMaxBytes          = 16 << 20
 )

@@ -45,8 +45,9 @@ type Config struct {
 	// output: "" none, "latest_per_key" (the host keeps the last emit per
 	// key of a commit window and produces those at the commit point).
 	OutputEmit string
-	// StoreCache (wasmstream) is the record cache of the counts store
-	// ("" none, e.g. "10MiB", Kafka Streams' default size).
+	// StoreCache (wasmstream) is wordcount's record cache,
+	// processors[].state_cache ("" the default, 16MiB; e.g. "10MiB",
+	// Kafka Streams' default size).
 	StoreCache string
 	// Requires (wasmstream) are config features the pipeline uses that a
 	// wasmstream binary may not have yet. A binary that refuses the config
@@ -82,7 +83,7 @@ type Feature struct {
 // use them run once `wasmstream validate` accepts their config.
 var (
 	featureLatestPerKey = Feature{What: "the output option emit: latest_per_key", Path: "processors[1].outputs[counts]"}
-	featureStoreCache   = Feature{What: "a store's record cache, stores: [{name, cache}]", Path: "processors[1].stores[0]"}
+	featureStoreCache   = Feature{What: "the record cache size, state_cache", Path: "processors[1].state_cache"}
 )
 
 // generalTemplate is the general word count (split -> repartition topic
@@ -108,8 +109,9 @@ const generalTemplate = "wasmstream-wordcount-general.yaml"
 // latest count per word per commit, as Kafka Streams' record cache emits
 // (the C SDK has no commit marks); "-latest" is wordcount emitting per
 // update with the output's emit: latest_per_key, the host keeping the
-// latest per word per commit; "-latest-cache" adds the counts store's
-// record cache, what Kafka Streams' cache does for both. "floor" and
+// latest per word per commit; "-latest-cache" sizes wordcount's record
+// cache as Kafka Streams' default (10MiB; every other configuration has
+// the host's default, 16MiB). "floor" and
 // "floor-commit" are the I/O floors of the two emit modes (floor.go).
 var configs = []Config{
 	{Name: "wasmstream", System: SystemWasmstream, Pipeline: "wasmstream-wordcount.yaml", Lang: "go",

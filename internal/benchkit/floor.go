@@ -117,8 +117,9 @@ func (o floorOptions) validate() error {
 	return nil
 }
 
-// floorMaxPoll is the records of one poll, as wasmstream's runner and
-// Kafka Streams' max.poll.records (1000 in both).
+// floorMaxPoll is the records of one poll, as Kafka Streams'
+// max.poll.records (1000). The floor is one loop: how a poll spreads over
+// partitions does not change its work.
 const floorMaxPoll = 1000
 
 // runFloor creates the internal topics and runs the loop until ctx ends.

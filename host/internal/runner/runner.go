@@ -300,7 +300,8 @@ type Options struct {
 	// progress bars); it must return quickly.
 	OnRestoreProgress func(restore.Progress)
 	Logger            *slog.Logger
-	// MaxPoll bounds the records of one poll. Default DefaultMaxPoll.
+	// MaxPoll bounds the records of one poll. Default 0: everything the
+	// client has buffered (pollLimit).
 	MaxPoll int
 	// FetchMaxBytes and FetchMaxPartitionBytes bound one fetch response
 	// and its share of one partition, in bytes (0: franz-go's defaults).
@@ -370,6 +371,10 @@ type Runner struct {
 	// cp is the commit point: the open commit window of every task and the
 	// one way to end it (commitpoint.go; the locks: docs/locks.md).
 	cp *commitPoint
+	// pollStats counts the polls that brought records and the input
+	// partitions each brought them for: how many tasks a poll can keep
+	// busy at once (pollLimit).
+	pollStats struct{ polls, partitions atomic.Int64 }
 	// timeNext names the first task the last commit point's calls did not
 	// reach (timers.go: timePoint); "" when it reached every one.
 	timeNext string
@@ -477,9 +482,6 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 	}
 	if opts.Kafka.Logger == nil {
 		opts.Kafka.Logger = opts.Logger
-	}
-	if opts.MaxPoll <= 0 {
-		opts.MaxPoll = DefaultMaxPoll
 	}
 	if opts.MaxRestores <= 0 {
 		opts.MaxRestores = DefaultMaxRestores
@@ -780,10 +782,44 @@ const DefaultMaxRestores = 4
 // point comes forward (abi/ABI.md section 7).
 const DefaultWindowBytes = 64 << 20
 
-// DefaultMaxPoll bounds the records taken in one poll: the work done
-// between two chances to rebalance, since rebalances wait for the poll's
-// records to be processed.
-const DefaultMaxPoll = 1000
+// maxPollWork bounds the work of one poll when the commit point is further
+// away (a long kafka.commit_interval): a rebalance waits until the poll's
+// records are processed (BlockRebalanceOnPoll), and the records a task did
+// not reach by then wait in its window for the next poll, as at a commit
+// point.
+const maxPollWork = 100 * time.Millisecond
+
+// pollLimit is the most records the next poll takes: Options.MaxPoll, or,
+// by default, everything the client has buffered (one fetch response per
+// broker: kafka.fetch_max_bytes, kafka.fetch_max_partition_bytes per
+// partition). A poll takes the buffered records partition by partition,
+// in order, so a cap of 1,000 records (what polls took before) brought
+// nearly every poll one partition's records: a runner's tasks, which run
+// a poll's records in parallel, ran one at a time (1.04 partitions a poll
+// on the benchmark's word count, 4 partitions). What a poll brings is
+// held by the tasks' windows, within their bounds (maxHeld,
+// maxHeldBytes), and its work ends by the commit point or maxPollWork.
+func (r *Runner) pollLimit() int {
+	if r.opts.MaxPoll > 0 {
+		return r.opts.MaxPoll
+	}
+	return -1 // franz-go: no cap
+}
+
+// polled counts a poll with records and the partitions they are of
+// (pollStats).
+func (r *Runner) polled(fetches kgo.Fetches) {
+	parts := int64(0)
+	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+		if len(p.Records) > 0 {
+			parts++
+		}
+	})
+	if parts > 0 {
+		r.pollStats.polls.Add(1)
+		r.pollStats.partitions.Add(parts)
+	}
+}
 
 // Run consumes, processes and commits until ctx is canceled or a fatal
 // error happens. On cancel it finishes the record in flight, commits what
@@ -844,18 +880,20 @@ func (r *Runner) iterate(ctx context.Context) (done bool, err error) {
 	r.applyPauses()
 	r.refill()
 	var fetches kgo.Fetches
+	limit := r.pollLimit()
 	if r.holdsWork() {
 		// Records wait in the tasks' windows: take what the client has
 		// buffered, without waiting for more.
 		r.mu.Unlock()
 		//lint:ignore SA1012 a nil context is franz-go's way to return what is buffered without waiting
-		fetches = r.cl.PollRecords(nil, r.opts.MaxPoll)
+		fetches = r.cl.PollRecords(nil, limit)
 	} else {
 		pollCtx, cancel := r.pollContext(ctx)
 		r.mu.Unlock()
-		fetches = r.cl.PollRecords(pollCtx, r.opts.MaxPoll)
+		fetches = r.cl.PollRecords(pollCtx, limit)
 		cancel()
 	}
+	r.polled(fetches)
 	if fetches.IsClientClosed() {
 		return true, nil
 	}
@@ -1008,7 +1046,7 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 		return err
 	}
 	// Time isolation (I9): the work of one poll ends by the commit point it
-	// is due at, whatever a plugin does. Each task stops at the first record
+	// is due at (or maxPollWork after it began), whatever a plugin does. Each task stops at the first record
 	// boundary past the deadline (the records it did not reach wait in its
 	// window for the next one), and a task that would start past it waits
 	// for the next poll, so a commit point comes at most one record's time
@@ -1018,6 +1056,9 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 	// records; tasks of about the same cost take turns (slotOrder), so the
 	// ones left for the next poll go first then.
 	deadline := r.cp.deadline()
+	if bound := time.Now().Add(maxPollWork); bound.Before(deadline) {
+		deadline = bound
+	}
 	slices.SortStableFunc(batch, slotOrder)
 	errs := make([]error, len(batch))
 	processed := make([]int, len(batch))

@@ -18,8 +18,8 @@ type Stats struct {
 	Skipped      atomic.Int64 // failed records skipped (on_error: skip)
 	DeadLettered atomic.Int64 // failed records sent to the dead-letter topic
 	// Cuts counts the times a task's share of a poll was cut at the commit
-	// deadline: it was slow, and its remaining records waited in its window
-	// for the next one (time isolation).
+	// deadline (or maxPollWork into the poll): its remaining records waited
+	// in its window for the next poll (time isolation).
 	Cuts atomic.Int64
 	// Deferred counts the times a task holding records did not start in a
 	// poll because the slots were taken until the commit deadline: its
