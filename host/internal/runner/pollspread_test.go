@@ -34,3 +34,28 @@ func TestPollsSpreadOverTasks(t *testing.T) {
 		t.Logf("%d polls, %.2f partitions a poll", polls, avg)
 	}
 }
+
+// kafka.commit_records still bounds a window: a poll takes no more than
+// the window has left before it, so a backlog far larger than a window is
+// committed in windows of about that size, not in whole fetches.
+func TestPollsKeepWindowsWithinCommitRecords(t *testing.T) {
+	const n, window = 4000, 100
+	f := newFixture(t, true, 4)
+	f.produceInputs(t, 0, n)
+	r := f.runner(t, &goPlugin{}, Fail)
+	r.opts.CommitRecords = window
+	r.opts.CommitInterval = time.Minute // commit points by records only
+	stop := start(t, r)
+	f.waitCommitted(t, f.endOffsets(t, f.in))
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	checkOnce(t, f, n)
+	// The stop commits what is left: every other commit point came at
+	// commit_records.
+	if commits := r.Stats("upper").Commits.Load(); commits < n/window {
+		t.Fatalf("%d commit points for %d records at commit_records %d: windows grew past it", commits, n, window)
+	} else {
+		t.Logf("%d commit points", commits)
+	}
+}

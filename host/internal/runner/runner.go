@@ -789,10 +789,11 @@ const DefaultWindowBytes = 64 << 20
 // point.
 const maxPollWork = 100 * time.Millisecond
 
-// pollLimit is the most records the next poll takes: Options.MaxPoll, or,
-// by default, everything the client has buffered (one fetch response per
-// broker: kafka.fetch_max_bytes, kafka.fetch_max_partition_bytes per
-// partition). A poll takes the buffered records partition by partition,
+// pollLimit is the most records the next poll takes: what the window has
+// left before kafka.commit_records (a commit point comes as soon as a
+// window processed that many), within Options.MaxPoll if set; otherwise
+// everything the client has buffered (one fetch response per broker:
+// kafka.fetch_max_bytes, kafka.fetch_max_partition_bytes per partition). A poll takes the buffered records partition by partition,
 // in order, so a cap of 1,000 records (what polls took before) brought
 // nearly every poll one partition's records: a runner's tasks, which run
 // a poll's records in parallel, ran one at a time (1.04 partitions a poll
@@ -800,10 +801,14 @@ const maxPollWork = 100 * time.Millisecond
 // held by the tasks' windows, within their bounds (maxHeld,
 // maxHeldBytes), and its work ends by the commit point or maxPollWork.
 func (r *Runner) pollLimit() int {
+	limit := -1 // franz-go: no cap
 	if r.opts.MaxPoll > 0 {
-		return r.opts.MaxPoll
+		limit = r.opts.MaxPoll
 	}
-	return -1 // franz-go: no cap
+	if left := r.opts.CommitRecords - r.cp.sinceCommit; r.opts.CommitRecords > 0 && !r.opts.ManualCommits && (limit < 0 || left < limit) {
+		limit = max(left, 1)
+	}
+	return limit
 }
 
 // polled counts a poll with records and the partitions they are of
