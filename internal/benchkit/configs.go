@@ -107,7 +107,8 @@ const generalTemplate = "wasmstream-wordcount-general.yaml"
 // language (plugins/rust, plugins/c: smaller, faster guests than Go's
 // wasip1 port); "-commit" is the same with wordcount's emit: commit, the
 // latest count per word per commit, as Kafka Streams' record cache emits
-// (the C SDK has no commit marks); "-latest" is wordcount emitting per
+// (plugins/c/wordcount has no commit mode, though the C SDK has commit
+// marks: sdk/c/wasmstream_time.h); "-latest" is wordcount emitting per
 // update with the output's emit: latest_per_key, the host keeping the
 // latest per word per commit; "-latest-cache" sizes wordcount's record
 // cache as Kafka Streams' default (10MiB; every other configuration has
