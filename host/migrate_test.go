@@ -47,20 +47,7 @@ func produceIDs(t *testing.T, p *pipeline, from, to int) {
 // does not migrate again.
 func TestMigrateJSONToBinaryUnderLoad(t *testing.T) {
 	p := jsonCounterPipeline(t)
-	h, stop := p.run(t)
-	old := h.Versions()[0].Active.ID
-	f := feed(t, p, 30, 10*time.Millisecond)
-	waitRecordsIn(t, h, 150)
-	v2 := deploy(t, p, wasmbuild.Build(t, "./internal/testplugins/countmigrate"), "v2")
-	waitVersion(t, h, v2)
-	st, _ := h.Stats("proc")
-	waitRecordsIn(t, h, st.RecordsIn+150)
-	n := f.end()
-	p.waitProcessed(t)
-	st, _ = h.Stats("proc")
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	old, v2, n, st := migrateUnderLoad(t, p)
 	if st.Migrations == 0 || st.MigrationFailures != 0 || st.Skipped != 0 {
 		t.Fatalf("migrations %d, failed %d, skipped records %d: want every task migrated before the new version's first record",
 			st.Migrations, st.MigrationFailures, st.Skipped)
@@ -87,6 +74,28 @@ func TestMigrateJSONToBinaryUnderLoad(t *testing.T) {
 	}
 	checkCounts(t, p.b.ReadCommitted(t, p.out, 30*time.Second), n+60, map[string]int{old: 0, v2: 1})
 	t.Logf("%d inputs; outputs by version %v; %d tasks migrated", n, byVersion, st.Migrations)
+}
+
+// migrateUnderLoad runs p, deploys countmigrate as "v2" while input keeps
+// coming, and stops once v2 processed 150 records and every input was:
+// the old and new version, the inputs produced and the final stats.
+func migrateUnderLoad(t *testing.T, p *pipeline) (old, v2 string, n int, st ProcessorStats) {
+	t.Helper()
+	h, stop := p.run(t)
+	old = h.Versions()[0].Active.ID
+	f := feed(t, p, 30, 10*time.Millisecond)
+	waitRecordsIn(t, h, 150)
+	v2 = deploy(t, p, wasmbuild.Build(t, "./internal/testplugins/countmigrate"), "v2")
+	waitVersion(t, h, v2)
+	st, _ = h.Stats("proc")
+	waitRecordsIn(t, h, st.RecordsIn+150)
+	n = f.end()
+	p.waitProcessed(t)
+	st, _ = h.Stats("proc")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	return old, v2, n, st
 }
 
 // State written by countjson is restored by a process that starts with
@@ -234,20 +243,7 @@ func TestMigrateAbortedWithCanary(t *testing.T) {
 func TestMigrateAtLeastOnce(t *testing.T) {
 	p := jsonCounterPipeline(t)
 	p.cfg.Guarantee = AtLeastOnce
-	h, stop := p.run(t)
-	old := h.Versions()[0].Active.ID
-	f := feed(t, p, 30, 10*time.Millisecond)
-	waitRecordsIn(t, h, 150)
-	v2 := deploy(t, p, wasmbuild.Build(t, "./internal/testplugins/countmigrate"), "v2")
-	waitVersion(t, h, v2)
-	st, _ := h.Stats("proc")
-	waitRecordsIn(t, h, st.RecordsIn+150)
-	n := f.end()
-	p.waitProcessed(t)
-	st, _ = h.Stats("proc")
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	old, v2, n, st := migrateUnderLoad(t, p)
 	if st.Migrations == 0 || st.Skipped != 0 {
 		t.Fatalf("%d migrations, %d skipped records", st.Migrations, st.Skipped)
 	}

@@ -372,8 +372,8 @@ type Runner struct {
 	// one way to end it (commitpoint.go; the locks: docs/locks.md).
 	cp *commitPoint
 	// pollStats counts the polls that brought records and the input
-	// partitions each brought them for: how many tasks a poll can keep
-	// busy at once (pollLimit).
+	// partitions each brought them for (processFetches): how many tasks a
+	// poll can keep busy at once (pollLimit).
 	pollStats struct{ polls, partitions atomic.Int64 }
 	// timeNext names the first task the last commit point's calls did not
 	// reach (timers.go: timePoint); "" when it reached every one.
@@ -789,41 +789,31 @@ const DefaultWindowBytes = 64 << 20
 // point.
 const maxPollWork = 100 * time.Millisecond
 
-// pollLimit is the most records the next poll takes: what the window has
-// left before kafka.commit_records (a commit point comes as soon as a
-// window processed that many), within Options.MaxPoll if set; otherwise
-// everything the client has buffered (one fetch response per broker:
-// kafka.fetch_max_bytes, kafka.fetch_max_partition_bytes per partition). A poll takes the buffered records partition by partition,
-// in order, so a cap of 1,000 records (what polls took before) brought
-// nearly every poll one partition's records: a runner's tasks, which run
-// a poll's records in parallel, ran one at a time (1.04 partitions a poll
-// on the benchmark's word count, 4 partitions). What a poll brings is
-// held by the tasks' windows, within their bounds (maxHeld,
-// maxHeldBytes), and its work ends by the commit point or maxPollWork.
+// pollLimit is the most records the next poll takes: everything the
+// client has buffered (one fetch response per broker: kafka.fetch_max_bytes,
+// kafka.fetch_max_partition_bytes per partition), within Options.MaxPoll
+// if set and within what the window has left before kafka.commit_records
+// (a commit point comes as soon as a window processed that many).
+//
+// A poll takes the buffered records partition by partition, in order, so
+// a cap of 1,000 records (what polls took before) brought nearly every
+// poll one partition's records: a runner's tasks, which run a poll's
+// records in parallel, ran one at a time (1.04 partitions a poll on the
+// benchmark's word count, 4 partitions). What a poll brings is held by the
+// tasks' windows, within their bounds (maxHeld, maxHeldBytes), and its
+// work ends by the commit point or maxPollWork.
 func (r *Runner) pollLimit() int {
 	limit := -1 // franz-go: no cap
 	if r.opts.MaxPoll > 0 {
 		limit = r.opts.MaxPoll
 	}
-	if left := r.opts.CommitRecords - r.cp.sinceCommit; r.opts.CommitRecords > 0 && !r.opts.ManualCommits && (limit < 0 || left < limit) {
-		limit = max(left, 1)
+	if r.opts.CommitRecords > 0 && !r.opts.ManualCommits {
+		left := max(r.opts.CommitRecords-r.cp.sinceCommit, 1)
+		if limit < 0 || left < limit {
+			limit = left
+		}
 	}
 	return limit
-}
-
-// polled counts a poll with records and the partitions they are of
-// (pollStats).
-func (r *Runner) polled(fetches kgo.Fetches) {
-	parts := int64(0)
-	fetches.EachPartition(func(p kgo.FetchTopicPartition) {
-		if len(p.Records) > 0 {
-			parts++
-		}
-	})
-	if parts > 0 {
-		r.pollStats.polls.Add(1)
-		r.pollStats.partitions.Add(parts)
-	}
 }
 
 // Run consumes, processes and commits until ctx is canceled or a fatal
@@ -898,7 +888,6 @@ func (r *Runner) iterate(ctx context.Context) (done bool, err error) {
 		fetches = r.cl.PollRecords(pollCtx, limit)
 		cancel()
 	}
-	r.polled(fetches)
 	if fetches.IsClientClosed() {
 		return true, nil
 	}
@@ -973,6 +962,13 @@ func dropMarkers(recs []*kgo.Record) ([]*kgo.Record, int64) {
 // processFetches hands a poll's records to their tasks, which hold them
 // (window.go), and runs every task that holds records, tasks in parallel.
 func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error {
+	parts := int64(0)
+	defer func() {
+		if parts > 0 {
+			r.pollStats.polls.Add(1)
+			r.pollStats.partitions.Add(parts)
+		}
+	}()
 	fetches.EachPartition(func(ftp kgo.FetchTopicPartition) {
 		var markersEnd int64
 		ftp.Records, markersEnd = dropMarkers(ftp.Records)
@@ -985,6 +981,7 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 			}
 			return
 		}
+		parts++
 		t, err := r.taskFor(ctx, ftp.Topic, ftp.Partition)
 		if err != nil {
 			r.log.Error("task unavailable; its records are not processed", "topic", ftp.Topic, "partition", ftp.Partition, "err", err)
@@ -1051,10 +1048,10 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 		return err
 	}
 	// Time isolation (I9): the work of one poll ends by the commit point it
-	// is due at (or maxPollWork after it began), whatever a plugin does. Each task stops at the first record
-	// boundary past the deadline (the records it did not reach wait in its
-	// window for the next one), and a task that would start past it waits
-	// for the next poll, so a commit point comes at most one record's time
+	// is due at (or maxPollWork after it began), whatever a plugin does.
+	// Each task stops at the first record boundary past the deadline (the
+	// records it did not reach wait in its window for the next one), and a
+	// task that would start past it waits for the next poll, so a commit point comes at most one record's time
 	// (limits.record_timeout) late and a transaction never nears its
 	// timeout. The cheapest tasks take the processing slots first, so a
 	// slow or looping processor delays the others by at most one of its
