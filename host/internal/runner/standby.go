@@ -201,7 +201,10 @@ func (s *standbys) round(ctx context.Context, id TaskID) {
 
 	s.mu.Lock()
 	s.current = nil
-	if err == nil {
+	// activate may have taken the task while the round ran (it deleted
+	// the lag, then canceled and waited for this round, which can still
+	// have ended well): an active task is no standby and has no lag.
+	if err == nil && !s.active[id] && s.handles[id] == h {
 		var behind int64
 		for _, r := range res {
 			behind += max(r.Target-r.Start, 0)
