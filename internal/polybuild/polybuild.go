@@ -138,12 +138,17 @@ func abs(tb testing.TB, p string) string {
 	return filepath.Join(Root(tb), p)
 }
 
-// workDir is a per-user directory under the system temp directory for
-// build outputs, keyed by what is built.
+// workDir is a directory under the checkout's own .cache/polybuild for
+// build outputs, keyed by what is built: it goes with the checkout (under
+// the system temp directory every fresh clone's cargo targets, 300 MiB a
+// crate, stayed behind).
 func workDir(kind, key string) (string, error) {
+	root, err := wasmbuild.ModuleRoot(context.Background())
+	if err != nil {
+		return "", fmt.Errorf("polybuild: %w", err)
+	}
 	sum := sha256.Sum256([]byte(key))
-	dir := filepath.Join(os.TempDir(), "wasmstream-polybuild-"+strconv.Itoa(os.Getuid()),
-		kind+"-"+hex.EncodeToString(sum[:6]))
+	dir := filepath.Join(root, ".cache", "polybuild", kind+"-"+hex.EncodeToString(sum[:6]))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("polybuild: %w", err)
 	}

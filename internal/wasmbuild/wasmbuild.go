@@ -19,7 +19,6 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -65,9 +64,10 @@ func cached(pkg string) (string, error) {
 	return r.path, r.err
 }
 
-// buildCached builds into a per-user directory under the system temp
-// directory, at a path derived from the module root and the package, so
-// the space used is one file per plugin however many test processes run.
+// buildCached builds into the checkout's own .cache/wasmbuild, at a path
+// derived from the package, so the space used is one file per plugin
+// however many test processes run, and it goes with the checkout (under
+// the system temp directory every fresh clone's builds stayed behind).
 // Writers build to a temporary name and rename, so parallel test
 // processes (go test ./... runs packages concurrently) never see a torn
 // file.
@@ -76,11 +76,11 @@ func buildCached(pkg string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Join(os.TempDir(), "wasmstream-wasmbuild-"+strconv.Itoa(os.Getuid()))
+	dir := filepath.Join(root, ".cache", "wasmbuild")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("wasmbuild: %w", err)
 	}
-	sum := sha256.Sum256([]byte(root + "\x00" + pkg))
+	sum := sha256.Sum256([]byte(pkg))
 	out := filepath.Join(dir, Name(pkg)+"-"+hex.EncodeToString(sum[:6])+".wasm")
 	if err := BuildTo(context.Background(), pkg, out); err != nil {
 		return "", err
