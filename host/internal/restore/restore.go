@@ -386,7 +386,14 @@ func (r *Restorer) restoreTo(ctx context.Context, task *state.Task, store int, t
 	err := u.restore(ctx)
 	u.fillProgress(u.pos)
 	if err != nil {
-		u.log.Warn("restore: stopped", "position", u.pos, "checkpoint", u.cp, "target", u.target, "restored", u.res.Restored, "err", err)
+		// Stopped by its caller (a revocation, a standby's task starting
+		// here, shutdown): expected, and said at Info; the caller's error
+		// may be a broker call's, wrapping the cancellation its own way.
+		level := slog.LevelWarn
+		if ctx.Err() != nil {
+			level = slog.LevelInfo
+		}
+		u.log.Log(ctx, level, "restore: stopped", "position", u.pos, "checkpoint", u.cp, "target", u.target, "restored", u.res.Restored, "err", err)
 		return u.res, err
 	}
 	u.res.Done = true
