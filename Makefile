@@ -301,10 +301,10 @@ fuzz:
 # Configurations (internal/benchkit/configs.go, in run order): wasmstream,
 # floor, ks-cache-off, wasmstream-general, -general-rust, -general-c,
 # floor-commit, wasmstream-general-commit, ks-cache-on,
-# wasmstream-general-rust-commit, and -general-latest, -general-rust-latest,
-# -general-rust-latest-cache once the binary's config accepts them. floor and
-# floor-commit are the I/O floor (bin/benchkit floor: the same topology and
-# transactions as a plain franz-go loop).
+# wasmstream-general-rust-commit, -general-c-commit, and -general-latest,
+# -general-rust-latest, -general-rust-latest-cache once the binary's config
+# accepts them. floor and floor-commit are the I/O floor (bin/benchkit floor:
+# the same topology and transactions as a plain franz-go loop).
 .PHONY: bench-kstreams
 bench-kstreams: build plugins rust-plugins c-plugins
 	timeout 900 mvn -q -B -f scripts/bench/kstreams/pom.xml package
