@@ -241,9 +241,16 @@ rust-plugins: toolchains
 	cd plugins/rust && $(RUST_ENV) $(CARGO) build --release --target wasm32-wasi
 	for p in $(POLY_PLUGINS); do cp plugins/rust/target/wasm32-wasi/release/$$p.wasm bin/plugins/rust/ || exit 1; done
 
+# The C plugins that link the SDK's time too (sdk/c/wasmstream_time.c:
+# wordcount's emit: commit uses commit marks); internal/polybuild's
+# CPluginSources links the same (its test reads this line).
+C_TIME_PLUGINS = wordcount
+
 c-plugins: toolchains
 	@mkdir -p bin/plugins/c
-	for p in $(POLY_PLUGINS); do $(WASI_CC) -o bin/plugins/c/$$p.wasm plugins/c/$$p/$$p.c sdk/c/wasmstream.c || exit 1; done
+	for p in $(POLY_PLUGINS); do \
+	  time=; case " $(C_TIME_PLUGINS) " in *" $$p "*) time=sdk/c/wasmstream_time.c;; esac; \
+	  $(WASI_CC) -o bin/plugins/c/$$p.wasm plugins/c/$$p/$$p.c sdk/c/wasmstream.c $$time || exit 1; done
 
 ts-plugins: ts-toolchain
 	@mkdir -p bin/plugins/ts
@@ -294,10 +301,10 @@ fuzz:
 # Configurations (internal/benchkit/configs.go, in run order): wasmstream,
 # floor, ks-cache-off, wasmstream-general, -general-rust, -general-c,
 # floor-commit, wasmstream-general-commit, ks-cache-on,
-# wasmstream-general-rust-commit, and -general-latest, -general-rust-latest,
-# -general-rust-latest-cache once the binary's config accepts them. floor and
-# floor-commit are the I/O floor (bin/benchkit floor: the same topology and
-# transactions as a plain franz-go loop).
+# wasmstream-general-rust-commit, -general-c-commit, and -general-latest,
+# -general-rust-latest, -general-rust-latest-cache once the binary's config
+# accepts them. floor and floor-commit are the I/O floor (bin/benchkit floor:
+# the same topology and transactions as a plain franz-go loop).
 .PHONY: bench-kstreams
 bench-kstreams: build plugins rust-plugins c-plugins
 	timeout 900 mvn -q -B -f scripts/bench/kstreams/pom.xml package

@@ -39,7 +39,7 @@ type Config struct {
 	Lang string
 	// Emit (wasmstream) is wordcount's own "emit" config: "" one record
 	// per update, "commit" the latest count per word per commit window
-	// through commit marks (ABI.md 8.2; Go and Rust SDKs).
+	// through commit marks (ABI.md 8.2; the Go, Rust and C plugins).
 	Emit string
 	// OutputEmit (wasmstream) is the output option "emit" of the counts
 	// output: "" none, "latest_per_key" (the host keeps the last emit per
@@ -107,12 +107,11 @@ const generalTemplate = "wasmstream-wordcount-general.yaml"
 // language (plugins/rust, plugins/c: smaller, faster guests than Go's
 // wasip1 port); "-commit" is the same with wordcount's emit: commit, the
 // latest count per word per commit, as Kafka Streams' record cache emits
-// (plugins/c/wordcount has no commit mode, though the C SDK has commit
-// marks: sdk/c/wasmstream_time.h); "-latest" is wordcount emitting per
-// update with the output's emit: latest_per_key, the host keeping the
-// latest per word per commit; "-latest-cache" sizes wordcount's record
-// cache as Kafka Streams' default (10MiB; every other configuration has
-// the host's default, 16MiB). "floor" and
+// ("-rust-commit" and "-c-commit" in those languages); "-latest" is
+// wordcount emitting per update with the output's emit: latest_per_key,
+// the host keeping the latest per word per commit; "-latest-cache" sizes
+// wordcount's record cache as Kafka Streams' default (10MiB; every other
+// configuration has the host's default, 16MiB). "floor" and
 // "floor-commit" are the I/O floors of the two emit modes (floor.go).
 var configs = []Config{
 	{Name: "wasmstream", System: SystemWasmstream, Pipeline: "wasmstream-wordcount.yaml", Lang: "go",
@@ -127,6 +126,8 @@ var configs = []Config{
 		EmitsPerCommit: true},
 	{Name: "ks-cache-on", System: SystemKafkaStreams, CacheBytes: "default", EmitsPerCommit: true},
 	{Name: "wasmstream-general-rust-commit", System: SystemWasmstream, Pipeline: generalTemplate, Lang: "rust", Emit: "commit",
+		EmitsPerCommit: true},
+	{Name: "wasmstream-general-c-commit", System: SystemWasmstream, Pipeline: generalTemplate, Lang: "c", Emit: "commit",
 		EmitsPerCommit: true},
 	{Name: "wasmstream-general-latest", System: SystemWasmstream, Pipeline: generalTemplate, Lang: "go",
 		OutputEmit: "latest_per_key", Requires: []Feature{featureLatestPerKey}, EmitsPerCommit: true},

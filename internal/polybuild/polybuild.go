@@ -343,10 +343,27 @@ func Plugin(tb testing.TB, lang, name string) string {
 	case "rust":
 		return Rust(tb, "plugins/rust/"+name)
 	case "c":
-		return C(tb, "plugins/c/"+name+"/"+name+".c")
+		return C(tb, CPluginSources(name)...)
 	case "ts":
 		return TS(tb, "plugins/ts/"+name+"/"+name+".ts")
 	}
 	tb.Fatalf("polybuild: no language %q (go, rust, c, ts)", lang)
 	return ""
+}
+
+// cTimePlugins are the C plugins that link the SDK's time
+// (sdk/c/wasmstream_time.c: commit marks, timers and their callbacks), as
+// the Makefile's C_TIME_PLUGINS says for make c-plugins.
+var cTimePlugins = map[string]bool{"wordcount": true}
+
+// CPluginSources are the sources of the bundled C plugin name besides the
+// SDK's wasmstream.c (which C and CNative add), relative to the module
+// root: plugins/c/<name>/<name>.c, and sdk/c/wasmstream_time.c for the
+// plugins that use time.
+func CPluginSources(name string) []string {
+	srcs := []string{"plugins/c/" + name + "/" + name + ".c"}
+	if cTimePlugins[name] {
+		srcs = append(srcs, "sdk/c/wasmstream_time.c")
+	}
+	return srcs
 }

@@ -1,6 +1,10 @@
 package polybuild
 
 import (
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -21,5 +25,28 @@ func TestToolchainsPresent(t *testing.T) {
 	}
 	if err := CheckRust(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The C plugins linked with the SDK's time here are those make c-plugins
+// links it into (the Makefile's C_TIME_PLUGINS): a plugin built one way in
+// the tests and another by make would import what its build lacks.
+func TestCTimePluginsMatchMakefile(t *testing.T) {
+	mk, err := os.ReadFile(filepath.Join(Root(t), "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inMake []string
+	for _, line := range strings.Split(string(mk), "\n") {
+		if v, ok := strings.CutPrefix(line, "C_TIME_PLUGINS ="); ok {
+			inMake = strings.Fields(v)
+		}
+	}
+	slices.Sort(inMake)
+	if here := slices.Sorted(maps.Keys(cTimePlugins)); !slices.Equal(here, inMake) {
+		t.Fatalf("C plugins linked with wasmstream_time.c: %q here, %q in the Makefile's C_TIME_PLUGINS", here, inMake)
+	}
+	if srcs := CPluginSources("wordcount"); len(srcs) != 2 || srcs[1] != "sdk/c/wasmstream_time.c" {
+		t.Fatalf("CPluginSources(wordcount) = %q, want the plugin and sdk/c/wasmstream_time.c", srcs)
 	}
 }
