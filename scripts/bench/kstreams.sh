@@ -38,7 +38,7 @@ die() {
 	exit 1
 }
 
-for f in bin/benchkit bin/wasmstream bin/plugins/wordcount.wasm bin/plugins/rust/split.wasm bin/plugins/c/split.wasm scripts/bench/kstreams/target/wordcount-kstreams.jar; do
+for f in bin/benchkit bin/wasmstream bin/plugins/wordcount.wasm bin/plugins/rust/split.wasm bin/plugins/c/split.wasm bin/plugins/c/wordcount.wasm scripts/bench/kstreams/target/wordcount-kstreams.jar; do
 	[[ -e $f ]] || die "$f is missing: run make bench-kstreams, which builds it"
 done
 
