@@ -273,6 +273,11 @@ func (i *Instance) chargeState(fn string, n uint32) int32 {
 // plugin gets ELIMIT and the record fails (limit exceeded), as at the
 // per-record limits, which the Sink signals the same way for emits.
 func isHeldLimit(err error) bool {
+	if err == nil {
+		// errors.As reflects on its target even for a nil error, and the
+		// target escapes: a commit mark paid both on every call.
+		return false
+	}
 	var e abi.Errno
 	return errors.As(err, &e) && e == abi.ErrnoLimit
 }
