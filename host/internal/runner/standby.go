@@ -198,24 +198,30 @@ func (s *standbys) round(ctx context.Context, id TaskID) {
 
 	res, err := s.restorer.RestoreTask(rctx, h, ps.spec.Changelogs, nil, id.Partition)
 	cancel()
+	s.ended(cur, h, began, res, err)
+	if err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
+		s.r.log.Warn("standby: catching up failed; retrying next round", "task", id.String(), "err", err)
+	}
+}
 
+// ended closes the round cur, of handle h, begun at began: it records the
+// standby's lag if the round ended well and the task is still a standby
+// here, then lets activate, which may be waiting for it, go on.
+func (s *standbys) ended(cur *standbyRound, h *state.Task, began time.Time, res []restore.Result, err error) {
 	s.mu.Lock()
 	s.current = nil
 	// activate may have taken the task while the round ran (it deleted
 	// the lag, then canceled and waited for this round, which can still
 	// have ended well): an active task is no standby and has no lag.
-	if err == nil && !s.active[id] && s.handles[id] == h {
+	if err == nil && !s.active[cur.id] && s.handles[cur.id] == h {
 		var behind int64
 		for _, r := range res {
 			behind += max(r.Target-r.Start, 0)
 		}
-		s.lag[id] = StandbyLag{Behind: behind, Round: began}
+		s.lag[cur.id] = StandbyLag{Behind: behind, Round: began}
 	}
 	s.mu.Unlock()
 	close(cur.done)
-	if err != nil && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
-		s.r.log.Warn("standby: catching up failed; retrying next round", "task", id.String(), "err", err)
-	}
 }
 
 func (s *standbys) closeAll() {

@@ -1,8 +1,14 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/wasmstream/wasmstream/host/internal/restore"
+	"github.com/wasmstream/wasmstream/host/internal/state"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 // Standby placement: every stateful task of a member's processors gets
@@ -67,5 +73,65 @@ func TestStandbyPlacement(t *testing.T) {
 		if perMember["other-proc-member"] != 0 {
 			t.Errorf("a member of another processor keeps %d standbys", perMember["other-proc-member"])
 		}
+	}
+}
+
+// A task starting here while its standby's round ends well: activate
+// deletes the standby's lag, then cancels the round and waits for it; the
+// round, already past its restore, ends after that. It must not record
+// its lag again: the task is active here, no standby, and a lag entry
+// would show it as a standby stuck at that round (StandbyLags, the
+// standby lag metric). A round that ends with its task still a standby
+// records its lag.
+func TestStandbyRoundEndingAsItsTaskStartsRecordsNoLag(t *testing.T) {
+	db, err := state.Open(t.TempDir(), state.Options{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s := newStandbys(nil, 1, time.Second, nil)
+	id := TaskID{Processor: "counter", Topic: "in", Partition: 3}
+	res := []restore.Result{{Progress: restore.Progress{Start: 10, Target: 227}}}
+
+	begin := func() (*standbyRound, *state.Task) {
+		h := db.Task("counter", id.Partition, []string{"counts"})
+		s.mu.Lock()
+		s.handles[id] = h
+		cur := &standbyRound{id: id, cancel: func() {}, done: make(chan struct{})}
+		s.current = cur
+		s.mu.Unlock()
+		return cur, h
+	}
+
+	// Still a standby when its round ends: the lag is recorded.
+	cur, h := begin()
+	s.ended(cur, h, time.Now(), res, nil)
+	if l, ok := s.Lags()[id]; !ok || l.Behind != 217 {
+		t.Fatalf("a round ending with its task a standby: lag %+v, %v; want 217 behind", l, ok)
+	}
+
+	// The task starts here while the next round is past its restore.
+	cur, h = begin()
+	activated := make(chan struct{})
+	go func() {
+		s.activate(id)
+		close(activated)
+	}()
+	// activate has deleted the lag and waits for the round.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if _, ok := s.Lags()[id]; ok {
+			return errors.New("activate has not begun")
+		}
+		return nil
+	})
+	select {
+	case <-activated:
+		t.Fatal("activate returned before the round in progress ended")
+	default:
+	}
+	s.ended(cur, h, time.Now(), res, nil)
+	<-activated
+	if l, ok := s.Lags()[id]; ok {
+		t.Fatalf("the task runs here, yet a standby lag was recorded for it: %+v", l)
 	}
 }
