@@ -1051,9 +1051,9 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 	// is due at (or maxPollWork after it began), whatever a plugin does.
 	// Each task stops at the first record boundary past the deadline (the
 	// records it did not reach wait in its window for the next one), and a
-	// task that would start past it waits for the next poll, so a commit point comes at most one record's time
-	// (limits.record_timeout) late and a transaction never nears its
-	// timeout. The cheapest tasks take the processing slots first, so a
+	// task that would start past it waits for the next poll, so a commit
+	// point comes at most one record's time (limits.record_timeout) late
+	// and a transaction never nears its timeout. The cheapest tasks take the processing slots first, so a
 	// slow or looping processor delays the others by at most one of its
 	// records; tasks of about the same cost take turns (slotOrder), so the
 	// ones left for the next poll go first then.

@@ -149,13 +149,18 @@ static int stored_count(const uint8_t *key, size_t kl, uint64_t *total) {
     return 1;
 }
 
+/* Writes v into b as 8 bytes big-endian (a stored count). */
+static void be64(uint8_t b[8], uint64_t v) {
+    for (int k = 0; k < 8; k++) b[k] = (uint8_t)(v >> (56 - 8 * k));
+}
+
 /* Emits word -> total as decimal text or 8 bytes (value_format). The SDK
  * stamps it with the record's timestamp, or in ws_on_commit the one the
  * host kept with the mark. */
 static int emit_count(const uint8_t *key, size_t kl, uint64_t total) {
     uint8_t be[8];
     char dec[24];
-    for (int k = 0; k < 8; k++) be[k] = (uint8_t)(total >> (56 - 8 * k));
+    be64(be, total);
     ws_out o = {{key, (int32_t)kl}, {be, 8}, NULL, 0, 0};
     if (decimal) {
         int dl = snprintf(dec, sizeof dec, "%llu", (unsigned long long)total);
@@ -189,7 +194,7 @@ int ws_process(const ws_record *r) {
         if (stored_count(key, kl, &total) < 0) return WS_FAILED;
         total += distinct[i].n;
         uint8_t be[8];
-        for (int k = 0; k < 8; k++) be[k] = (uint8_t)(total >> (56 - 8 * k));
+        be64(be, total);
         int32_t e = ws_put(&store, key, kl, be, 8);
         if (e < 0) return ws_fail_call("state_put", store.name, e);
         if (at_commit) {
