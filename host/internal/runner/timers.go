@@ -2,11 +2,14 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -25,10 +28,11 @@ import (
 const maxFiringsPerCheck = 1024
 
 // callBudget is the time a run of plugin calls the host makes on its own
-// behalf may take: a commit point's, across all its tasks, or a check
-// after a record. Calls start while it lasts and the first one always
-// starts, so a run ends at most one call (limits.record_timeout) after its
-// deadline, whatever the number of tasks or calls.
+// behalf may take: a task's at a commit point (or the heavy tasks',
+// together: timeCalls), or a check after a record. Calls start while it
+// lasts and the first one always starts, so a run ends at most one call
+// (limits.record_timeout) after its deadline, whatever the number of
+// tasks or calls.
 type callBudget struct {
 	deadline time.Time
 	started  bool // a call of the run has started
@@ -247,19 +251,24 @@ const HeaderTriggerKind = "wasmstream-trigger-kind"
 // timePoint runs every task's commit-point calls, inside the commit
 // window's transaction (opened here when the window had no records, so a
 // quiet partition's processing-time timers still fire). All of them share
-// one budget, one commit interval (callBudget), whatever the number of
-// tasks: a commit point takes at most a commit interval and one call
-// (limits.record_timeout) in plugins, so no plugin can bring it near the
-// transaction timeout. The tasks run in order of their names, from the
-// first one the previous commit point did not reach: a task the budget
+// one deadline, one commit interval after the time point starts, whatever
+// the number of tasks: a commit point takes at most a commit interval and
+// one call (limits.record_timeout) in plugins, so no plugin can bring it
+// near the transaction timeout.
+//
+// The tasks' calls run in parallel (timeCalls), as their records do
+// (processFetches): one task's calls never touch another's instance,
+// state or timers. They start in order of the tasks' names, from the
+// first one the previous commit point did not reach: a task the deadline
 // does not reach keeps its due timers pending and its marked keys carried
 // (ABI.md 8.3), goes first next time, and still saves its stream time.
 func (r *Runner) timePoint(ctx context.Context) error {
 	start := time.Now()
 	now := r.wallNow()
-	b := &callBudget{deadline: start.Add(r.opts.CommitInterval)}
+	deadline := start.Add(r.opts.CommitInterval)
 	tasks := r.timeOrder()
 	r.timeNext = ""
+	var work []*task
 	for _, t := range tasks {
 		if t.restoring != nil || t.proc.paused.Load() {
 			// A paused task processed nothing since the commit point
@@ -291,22 +300,92 @@ func (r *Runner) timePoint(ctx context.Context) error {
 		} else if !ok {
 			continue // stopped: its migration failed (migrate.go)
 		}
-		if !b.mayStart() {
-			if r.timeNext == "" {
-				r.timeNext = t.id.String()
-				t.proc.Stats.TimePointsCut.Add(1)
-			}
-			t.tk.carryMarks(t.tk.takeMarks())
-			if err := t.tk.saveStream(); err != nil {
-				return fmt.Errorf("task %s: saving the stream time: %w", t.id, err)
-			}
+		work = append(work, t)
+	}
+	if len(work) == 0 {
+		return nil
+	}
+	reached, err := timeCalls(ctx, work, now, deadline)
+	if err != nil {
+		return err
+	}
+	for i, t := range work {
+		if reached[i] {
 			continue
 		}
-		if err := t.commitCalls(ctx, now, b); err != nil {
-			return err
+		if r.timeNext == "" {
+			r.timeNext = t.id.String()
+			t.proc.Stats.TimePointsCut.Add(1)
+		}
+		t.tk.carryMarks(t.tk.takeMarks())
+		if err := t.tk.saveStream(); err != nil {
+			return fmt.Errorf("task %s: saving the stream time: %w", t.id, err)
 		}
 	}
 	return nil
+}
+
+// timeCalls runs the commit-point calls of work's tasks (commitCalls) and
+// reports which of them it started; the others wait for the next commit
+// point. The error is the tasks' fatal ones (a state that could not be
+// read), joined.
+//
+// The light tasks run on up to GOMAXPROCS goroutines at once, each task on
+// its own budget of the shared deadline: the first slots' worth always
+// start (every commit point moves), the later ones only before the
+// deadline, so the calls end at most one call after it. The heavy tasks
+// (heavyTask: a call costs more than heavyCost) run one after another on
+// one more goroutine, on one budget, as every task's calls did before
+// they ran in parallel: spinning callbacks hold at most that one P here,
+// and the Kafka I/O and the other processors keep the rest.
+func timeCalls(ctx context.Context, work []*task, now int64, deadline time.Time) ([]bool, error) {
+	reached := make([]bool, len(work))
+	errs := make([]error, len(work))
+	var heavy []int
+	for i, t := range work {
+		if heavyTask(t) {
+			heavy = append(heavy, i)
+		}
+	}
+	var wg sync.WaitGroup
+	if len(heavy) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b := &callBudget{deadline: deadline}
+			for _, i := range heavy {
+				if !b.mayStart() {
+					return
+				}
+				reached[i] = true
+				errs[i] = work[i].commitCalls(ctx, now, b)
+			}
+		}()
+	}
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	started := 0
+	for i, t := range work {
+		if slices.Contains(heavy, i) {
+			continue
+		}
+		sem <- struct{}{}
+		if started >= cap(sem) && !time.Now().Before(deadline) {
+			<-sem
+			break
+		}
+		started++
+		reached[i] = true
+		wg.Add(1)
+		go func() {
+			defer func() {
+				<-sem
+				wg.Done()
+			}()
+			errs[i] = t.commitCalls(ctx, now, &callBudget{deadline: deadline})
+		}()
+	}
+	wg.Wait()
+	return reached, errors.Join(errs...)
 }
 
 // timeOrder is the tasks in order of their names, starting at timeNext,
