@@ -341,31 +341,32 @@ func (r *Runner) timePoint(ctx context.Context) error {
 func timeCalls(ctx context.Context, work []*task, now int64, deadline time.Time) ([]bool, error) {
 	reached := make([]bool, len(work))
 	errs := make([]error, len(work))
-	var heavy []int
+	heavy := make([]bool, len(work))
 	for i, t := range work {
-		if heavyTask(t) {
-			heavy = append(heavy, i)
-		}
+		heavy[i] = heavyTask(t)
 	}
 	var wg sync.WaitGroup
-	if len(heavy) > 0 {
+	if slices.Contains(heavy, true) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			b := &callBudget{deadline: deadline}
-			for _, i := range heavy {
+			for i, t := range work {
+				if !heavy[i] {
+					continue
+				}
 				if !b.mayStart() {
 					return
 				}
 				reached[i] = true
-				errs[i] = work[i].commitCalls(ctx, now, b)
+				errs[i] = t.commitCalls(ctx, now, b)
 			}
 		}()
 	}
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
 	started := 0
 	for i, t := range work {
-		if slices.Contains(heavy, i) {
+		if heavy[i] {
 			continue
 		}
 		sem <- struct{}{}
