@@ -117,7 +117,18 @@ func (c *Config) deployApp(log *slog.Logger) (ideploy.App, error) {
 	if err := c.Validate(); err != nil {
 		return ideploy.App{}, err
 	}
-	kafka, err := c.kafkaClient(c.Kafka.Brokers, log)
+	// With kafka.brokers empty, the embedded broker of the running
+	// process of this config: a development pipeline's deploys go to the
+	// control topic on it. No such process: the brokers stay empty, and
+	// an operation that needs them says what to do.
+	brokers, fromFile, ferr := c.toolBrokers()
+	wait := c.Kafka.ConnectTimeout
+	if ferr != nil {
+		brokers = nil
+	} else if fromFile != "" {
+		wait = 0
+	}
+	kafka, err := c.kafkaClient(brokers, log)
 	if err != nil {
 		return ideploy.App{}, err
 	}
@@ -133,7 +144,9 @@ func (c *Config) deployApp(log *slog.Logger) (ideploy.App, error) {
 		Timeout: brokerTimeout,
 		// As run does: wait for the brokers up to kafka.connect_timeout,
 		// and explain a TLS or SASL refusal (reachKafka).
-		Reach: func(ctx context.Context) error { return c.reachKafka(ctx, kafka, c.Kafka.ConnectTimeout, log) },
+		Reach: func(ctx context.Context) error {
+			return embeddedGone(brokers, fromFile, c.reachKafka(ctx, kafka, wait, log))
+		},
 	}
 	for i := range c.Processors {
 		app.Processors = append(app.Processors, c.pluginSpec(&c.Processors[i]))

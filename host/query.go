@@ -319,8 +319,9 @@ func Query(ctx context.Context, cfg *Config, processor, store, key, format, valu
 		}
 	}
 	if len(app.Kafka.Brokers) == 0 {
-		return QueryResult{}, fmt.Errorf("kafka.brokers is empty: query finds the processes through the control topic on the brokers they use, " +
-			"and an embedded development broker lives inside one process (set kafka.brokers, --brokers or WASMSTREAM_KAFKA__BROKERS)")
+		return QueryResult{}, fmt.Errorf("kafka.brokers is empty and no wasmstream run of this config is running: query finds the processes through the control topic on the brokers they use, " +
+			"which for an embedded development broker is the one inside that process; start wasmstream run with this config first, " +
+			"or set kafka.brokers, --brokers or WASMSTREAM_KAFKA__BROKERS")
 	}
 	if err := app.Reach(ctx); err != nil {
 		return QueryResult{}, err

@@ -53,25 +53,20 @@ func OpenTopicTool(ctx context.Context, cfg *Config, log *slog.Logger) (*TopicTo
 	if err := errors.Join(c.kafkaErrors()...); err != nil {
 		return nil, err
 	}
-	brokers, wait := c.Kafka.Brokers, min(c.Kafka.ConnectTimeout, topicToolWait)
-	var fromFile string
-	if len(brokers) == 0 {
-		addr, file, err := c.embeddedBroker()
-		if err != nil {
-			return nil, err
-		}
-		brokers, fromFile, wait = []string{addr}, file, 0
+	brokers, fromFile, err := c.toolBrokers()
+	if err != nil {
+		return nil, err
+	}
+	wait := min(c.Kafka.ConnectTimeout, topicToolWait)
+	if fromFile != "" {
+		wait = 0
 	}
 	kafka, err := c.kafkaClient(brokers, log)
 	if err != nil {
 		return nil, err
 	}
 	if err := c.reachKafka(ctx, kafka, wait, log); err != nil {
-		if fromFile != "" {
-			return nil, fmt.Errorf("%w: kafka.brokers is empty, and the embedded broker at %s (written in %s by a wasmstream run of this config) does not answer: "+
-				"that run has stopped? Start it again (its embedded broker starts empty), or pass --brokers HOST:PORT (%v)", ErrNoBrokers, brokers[0], fromFile, err)
-		}
-		return nil, err
+		return nil, embeddedGone(brokers, fromFile, err)
 	}
 	tc, err := topictool.New(kafka)
 	if err != nil {
@@ -85,6 +80,33 @@ func OpenTopicTool(ctx context.Context, cfg *Config, log *slog.Logger) (*TopicTo
 // address while it runs, for the topic commands: <state.dir>/<app_id>.embedded-broker.
 func (c *Config) EmbeddedBrokerFile() string {
 	return filepath.Join(c.State.Dir, c.AppID+".embedded-broker")
+}
+
+// toolBrokers is where a command run beside the processes (the topic
+// commands, deploy, rollback, pause, shadow, query) finds the brokers:
+// kafka.brokers, or, when it is empty, the embedded broker of a running
+// `wasmstream run` of c, whose address that process writes to
+// EmbeddedBrokerFile (fromFile: then that file). The error says why there
+// is none.
+func (c *Config) toolBrokers() (brokers []string, fromFile string, err error) {
+	if len(c.Kafka.Brokers) > 0 {
+		return c.Kafka.Brokers, "", nil
+	}
+	addr, file, err := c.embeddedBroker()
+	if err != nil {
+		return nil, "", err
+	}
+	return []string{addr}, file, nil
+}
+
+// embeddedGone is err, the brokers not answering, said plainly when they
+// are an embedded broker found through fromFile: its process has stopped.
+func embeddedGone(brokers []string, fromFile string, err error) error {
+	if err == nil || fromFile == "" {
+		return err
+	}
+	return fmt.Errorf("%w: kafka.brokers is empty, and the embedded broker at %s (written in %s by a wasmstream run of this config) does not answer: "+
+		"that run has stopped? Start it again (its embedded broker starts empty), or pass --brokers HOST:PORT (%v)", ErrNoBrokers, brokers[0], fromFile, err)
 }
 
 // embeddedBroker reads the address of the embedded broker of a running

@@ -276,7 +276,7 @@ func (e *env) validate(ctx context.Context, args []string) int {
 		fmt.Fprintf(e.stderr, "wasmstream: %s: plugin problems:\n%s\n", path, indent(err.Error()))
 		return exitError
 	}
-	fmt.Fprintf(e.stdout, "%s: ok (%d processors)\n", path, len(cfg.Processors))
+	fmt.Fprintf(e.stdout, "%s: ok (%s)\n", path, plural(len(cfg.Processors), "processor", "processors"))
 	return exitOK
 }
 
@@ -454,4 +454,12 @@ func hasConfigEnv(environ []string) bool {
 		}
 	}
 	return false
+}
+
+// plural is n and the noun: one when n is 1, many otherwise.
+func plural[N int | int64](n N, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -108,10 +108,10 @@ func TestCompileBudgetEveryCommand(t *testing.T) {
 		{args: []string{"deploy", "-c", deployCfg, "proc", bomb}, want: bombRefused},
 		{args: []string{"run", "-c", bombCfg}, want: bombRefused},
 		{args: []string{"plugin", "inspect", worst}, want: []string{"abi version:  1"}, ok: true},
-		{args: []string{"validate", "-c", worstCfg}, want: []string{": ok (1 processors)"}, ok: true},
+		{args: []string{"validate", "-c", worstCfg}, want: []string{": ok (1 processor)"}, ok: true},
 		{args: []string{"deploy", "-c", deployCfg, "proc", worst}, want: []string{"deployed proc worst@"}, ok: true},
 		{args: []string{"plugin", "inspect", exports}, want: []string{"exports (611673):"}, ok: true},
-		{args: []string{"validate", "-c", exportsCfg}, want: []string{": ok (1 processors)"}, ok: true},
+		{args: []string{"validate", "-c", exportsCfg}, want: []string{": ok (1 processor)"}, ok: true},
 		// inspect -c applies the config's budget.
 		{args: []string{"plugin", "inspect", "-c", lowCfg, worst}, want: []string{"over the compile budget of 16 MiB (runtime.module_limits.compile_memory)"}},
 	} {

@@ -23,7 +23,9 @@ const deployUsage = `usage: wasmstream deploy -c pipeline.yaml PROCESSOR FILE.wa
        [--shadow | --shadow-first DURATION [--max-diff-ratio R] | --no-shadow-first]
 
 Publishes FILE.wasm as PROCESSOR's plugin version to the app's control topic
-(<app_id>-plugins on kafka.brokers). Every running wasmstream of the app
+(<app_id>-plugins on kafka.brokers; with kafka.brokers empty, on the embedded
+development broker of the running wasmstream run of the config, found as
+the topic commands find it). Every running wasmstream of the app
 switches each of its tasks to it at the task's next commit point. The module
 is checked first, as a running process would (size, compile, instantiate with
 the processor's config, limits, outputs and stores): one that cannot run is
@@ -107,8 +109,8 @@ func (e *env) deploy(ctx context.Context, args []string) int {
 			fmt.Fprintf(e.stderr, "wasmstream deploy: %s: %v\n", file, err)
 			return exitError
 		}
-		fmt.Fprintf(e.stdout, "shadow of %s started from %s (run %d); running processes start it at their next batch: wasmstream shadow status %s\n",
-			processor, file, run, processor)
+		fmt.Fprintf(e.stdout, "shadow of %s started from %s (run %d); running processes start it at their next batch: wasmstream shadow status -c %s %s\n",
+			processor, file, run, path, processor)
 		return exitOK
 	case first > 0:
 		return e.deployShadowFirst(ctx, cfg, processor, file, wasm, label, first, maxDiff, log)
@@ -235,8 +237,8 @@ func (e *env) deployShadowFirst(ctx context.Context, cfg *host.Config, processor
 	fmt.Fprintf(e.stderr, "running %s as a shadow of %s for %s before deploying it\n", file, processor, d)
 	progress := func(r host.ShadowResult) {
 		c := r.Status.Total
-		fmt.Fprintf(e.stderr, "  shadow: %d processes, %d records: %d match, %d differ, %d failed\n",
-			r.Processes, c.Records, c.Matches, c.Differences, c.Failures)
+		fmt.Fprintf(e.stderr, "  shadow: %s, %s: %d match, %d differ, %d failed\n",
+			plural(r.Processes, "process", "processes"), plural(c.Records, "record", "records"), c.Matches, c.Differences, c.Failures)
 	}
 	res, sr, err := host.DeployShadowFirst(ctx, cfg, processor, wasm, label, d, maxDiff, progress, log)
 	switch {
@@ -261,7 +263,7 @@ func (e *env) deployShadowFirst(ctx context.Context, cfg *host.Config, processor
 func printSamples(w io.Writer, samples []host.ShadowSample, n int) {
 	for i, s := range samples {
 		if i == n {
-			fmt.Fprintf(w, "  ... %d more samples: wasmstream shadow status\n", len(samples)-n)
+			fmt.Fprintf(w, "  ... %d more samples: wasmstream shadow status --samples N\n", len(samples)-n)
 			return
 		}
 		fmt.Fprintf(w, "  %s/%d@%d key %q\n", s.Topic, s.Partition, s.Offset, s.Key)
@@ -348,8 +350,15 @@ func (e *env) shadow(ctx context.Context, args []string) int {
 	}
 	c := st.Total
 	fmt.Fprintf(e.stdout, "shadow of %s: version %s (run %d), %s\n", processor, r.Version, r.Run, state)
-	fmt.Fprintf(e.stdout, "%d processes, %d records: %d match (%.2f%%), %d differ (%.2f%%), %d failed (%.2f%%)\n",
-		r.Processes, c.Records, c.Matches, 100*c.MatchRate(), c.Differences, 100*c.DiffRatio(), c.Failures, 100*c.FailureRatio())
+	if c.Records == 0 {
+		// A rate of no record is not 100%: say why there is none yet.
+		fmt.Fprintf(e.stdout, "%s, no record compared yet (each process starts the shadow at its next batch of records)\n",
+			plural(r.Processes, "process", "processes"))
+	} else {
+		fmt.Fprintf(e.stdout, "%s, %s: %d match (%.2f%%), %d differ (%.2f%%), %d failed (%.2f%%)\n",
+			plural(r.Processes, "process", "processes"), plural(c.Records, "record", "records"),
+			c.Matches, 100*c.MatchRate(), c.Differences, 100*c.DiffRatio(), c.Failures, 100*c.FailureRatio())
+	}
 	ids := slices.Sorted(maps.Keys(st.Tasks))
 	for _, id := range ids {
 		tc := st.Tasks[id]

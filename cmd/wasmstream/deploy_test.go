@@ -3,13 +3,16 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmstream/wasmstream/internal/testbroker"
+	"github.com/wasmstream/wasmstream/internal/testutil"
 )
 
 // shortHash is the hash prefix of a version ID.
@@ -194,7 +197,7 @@ func TestShadowCommands(t *testing.T) {
 	}
 	code, out, errs = runCLI(t, "shadow", "status", "-c", cfg, "proc")
 	if code != exitOK || !strings.Contains(out, "shadow of proc: version trap@"+shortHash(t, testdata("trap"))) ||
-		!strings.Contains(out, "no process reports it") || !strings.Contains(out, "0 processes, 0 records") {
+		!strings.Contains(out, "no process reports it") || !strings.Contains(out, "0 processes, no record compared yet") {
 		t.Fatalf("shadow status: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 	if code, out, errs = runCLI(t, "shadow", "stop", "-c", cfg, "proc"); code != exitOK || !strings.Contains(out, "stopped the shadow of proc") {
@@ -211,5 +214,40 @@ func TestShadowCommands(t *testing.T) {
 	// Nothing was deployed: the control topic has no version of proc.
 	if code, _, errs = runCLI(t, "rollback", "-c", cfg, "proc"); code != exitError || !strings.Contains(errs, "nothing deployed") {
 		t.Fatalf("rollback after a refused shadow-first: exit %d, stderr %q (app %s)", code, errs, appID)
+	}
+}
+
+// On the embedded development broker, deploy and rollback find the
+// running process's broker through -c alone, as the topic commands do,
+// and the process swaps to what they publish; once it has stopped, they
+// say to start it.
+func TestDeployOnEmbeddedBroker(t *testing.T) {
+	dir := t.TempDir()
+	plugin, _ := filepath.Abs(testdata("passthrough"))
+	cfg := writeFile(t, dir, "pipeline.yaml", "app_id: deploy-embedded\nkafka:\n  commit_interval: 20ms\nruntime: {cache_dir: \"off\"}\n"+
+		"processors:\n  - name: proc\n    plugin: "+plugin+"\n    inputs: [in]\n    outputs: {out: out}\n")
+	stderr, stop := startRun(t, cfg, "msg=running")
+
+	v2 := "trap@" + shortHash(t, testdata("trap"))
+	code, out, errs := runCLI(t, "deploy", "-c", cfg, "proc", testdata("trap"))
+	if code != exitOK || !strings.Contains(out, v2) {
+		t.Fatalf("deploy: exit %d, stdout %q, stderr %q; want %s deployed", code, out, errs, v2)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if !strings.Contains(stderr.String(), v2) {
+			return fmt.Errorf("the run has not taken %s; stderr:\n%s", v2, stderr.String())
+		}
+		return nil
+	})
+	if code, out, errs := runCLI(t, "rollback", "-c", cfg, "proc"); code != exitOK {
+		t.Fatalf("rollback: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+
+	if code := stop(); code != exitOK {
+		t.Fatalf("run exit %d: %s", code, stderr.String())
+	}
+	code, _, errs = runCLI(t, "deploy", "-c", cfg, "proc", testdata("trap"))
+	if code != exitError || !strings.Contains(errs, "no wasmstream run of this config is running") || !strings.Contains(errs, "start wasmstream run") {
+		t.Errorf("deploy after the run: exit %d, %s", code, errs)
 	}
 }

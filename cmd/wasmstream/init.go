@@ -21,7 +21,7 @@ machine with only the language's toolchain and names no path outside itself.
 Then:
 
   make test       the processor's native test (a fake host, no Kafka)
-  make            the plugin, NAME.wasm
+  make            the plugin, NAME.wasm (a "-" in NAME becomes "_")
   wasmstream validate -c pipeline.yaml
   wasmstream test pipeline.yaml cases.yaml    the whole pipeline, in process
   wasmstream run -c pipeline.yaml
@@ -95,7 +95,7 @@ func (e *env) initProject(args []string) int {
 		return exitError
 	}
 	fmt.Fprintf(e.stdout, "wrote %s (%s; the SDK of %s in %s)\n"+
-		"next: cd %s && make test && make && wasmstream test pipeline.yaml cases.yaml\n"+
+		"next: cd %s && make test && make && wasmstream validate -c pipeline.yaml && wasmstream test pipeline.yaml cases.yaml\n"+
 		"then: wasmstream run -c pipeline.yaml (an embedded broker), and in another terminal\n"+
 		"  printf 'k:hello\\n' | wasmstream topic produce %s-in -c pipeline.yaml -k :\n"+
 		"  wasmstream topic consume %s-out -c pipeline.yaml --follow\n",

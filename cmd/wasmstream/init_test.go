@@ -91,7 +91,7 @@ func TestInitFromInstalledBinary(t *testing.T) {
 			if _, err := os.Stat(wasm); err != nil {
 				t.Fatalf("make built no module: %v", err)
 			}
-			if out := run(t, moved, bin, "validate", "-c", "pipeline.yaml"); !strings.Contains(out, "ok (1 processors)") {
+			if out := run(t, moved, bin, "validate", "-c", "pipeline.yaml"); !strings.Contains(out, "ok (1 processor)") {
 				t.Fatalf("validate said:\n%s", out)
 			}
 			if out := run(t, moved, bin, "test", "pipeline.yaml", "cases.yaml"); !strings.Contains(out, "ok: 2 cases") {

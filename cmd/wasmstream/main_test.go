@@ -195,24 +195,36 @@ func TestRunStopsCleanlyAndResumes(t *testing.T) {
 	}
 }
 
+// startRun starts `wasmstream run -c cfg` and waits until its stderr says
+// want; it returns that stderr and stop, which stops the run and returns
+// its exit code.
+func startRun(t *testing.T, cfg, want string) (stderr *syncBuffer, stop func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var stdout syncBuffer
+	stderr = &syncBuffer{}
+	done := make(chan int, 1)
+	go func() { done <- doMain(ctx, []string{"run", "-c", cfg}, &stdout, stderr, nil) }()
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if s := stderr.String(); !strings.Contains(s, want) {
+			return fmt.Errorf("run has not said %q yet; stderr:\n%s", want, s)
+		}
+		return nil
+	})
+	return stderr, func() int {
+		cancel()
+		return <-done
+	}
+}
+
 // `run` with no brokers starts the embedded broker and says it is for
 // development only.
 func TestRunWithoutBrokersUsesEmbedded(t *testing.T) {
 	plugin, _ := filepath.Abs(testdata("passthrough"))
 	cfg := writeFile(t, t.TempDir(), "p.yaml", "app_id: dev\nprocessors:\n  - name: p\n    plugin: "+plugin+"\n    inputs: [in]\n    outputs: {out: out}\n")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stdout, stderr syncBuffer
-	done := make(chan int, 1)
-	go func() { done <- doMain(ctx, []string{"run", "-c", cfg}, &stdout, &stderr, nil) }()
-	testutil.Eventually(t, 30*time.Second, func() error {
-		if s := stderr.String(); !strings.Contains(s, "DEVELOPMENT MODE: embedded Kafka at 127.0.0.1:") {
-			return fmt.Errorf("no development-mode notice; stderr:\n%s", s)
-		}
-		return nil
-	})
-	cancel()
-	if code := <-done; code != exitOK {
+	stderr, stop := startRun(t, cfg, "DEVELOPMENT MODE: embedded Kafka at 127.0.0.1:")
+	if code := stop(); code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 }

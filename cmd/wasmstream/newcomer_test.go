@@ -57,7 +57,7 @@ func TestNewcomerPath(t *testing.T) {
 
 			run(t, dir, "make", "test")
 			run(t, dir, "make")
-			if out := run(t, dir, bin, "validate", "-c", "pipeline.yaml"); !strings.Contains(out, "ok (1 processors)") {
+			if out := run(t, dir, bin, "validate", "-c", "pipeline.yaml"); !strings.Contains(out, "ok (1 processor)") {
 				t.Fatalf("validate said:\n%s", out)
 			}
 			if out := run(t, dir, bin, "test", "pipeline.yaml", "cases.yaml"); !strings.Contains(out, "ok: 1 cases") {

@@ -106,7 +106,7 @@ func (e *env) topicProduce(ctx context.Context, args []string) int {
 				parts = append(parts, fmt.Sprintf("%d: %d", p, n))
 			}
 		}
-		fmt.Fprintf(e.stderr, "produced %d records to %s", res.Records, o.Topic)
+		fmt.Fprintf(e.stderr, "produced %s to %s", plural(res.Records, "record", "records"), o.Topic)
 		if len(parts) > 0 {
 			fmt.Fprintf(e.stderr, " (by partition: %s)", strings.Join(parts, ", "))
 		}

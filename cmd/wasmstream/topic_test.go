@@ -93,17 +93,7 @@ func TestTopicCommandsOnEmbeddedBroker(t *testing.T) {
 	}
 	cfg := writeFile(t, dir, "pipeline.yaml", "app_id: wc\nkafka:\n  commit_interval: 20ms\nruntime: {cache_dir: \"off\"}\n"+
 		"processors:\n  - {name: count, plugin: wordcount.wasm, inputs: [lines], outputs: {counts: counts}, stores: [counts], config: {value_format: decimal}}\n")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stdout, stderr syncBuffer
-	done := make(chan int, 1)
-	go func() { done <- doMain(ctx, []string{"run", "-c", cfg}, &stdout, &stderr, nil) }()
-	testutil.Eventually(t, 30*time.Second, func() error {
-		if !strings.Contains(stderr.String(), "msg=running") {
-			return fmt.Errorf("not running yet; stderr:\n%s", stderr.String())
-		}
-		return nil
-	})
+	stderr, stop := startRun(t, cfg, "msg=running")
 	if !strings.Contains(stderr.String(), "wasmstream topic produce|consume -c "+cfg) {
 		t.Errorf("run does not say how to reach its embedded broker:\n%s", stderr.String())
 	}
@@ -140,8 +130,7 @@ func TestTopicCommandsOnEmbeddedBroker(t *testing.T) {
 		t.Errorf("%d distinct words read back, want 60", len(partOf))
 	}
 
-	cancel()
-	if code := <-done; code != exitOK {
+	if code := stop(); code != exitOK {
 		t.Fatalf("run exit %d: %s", code, stderr.String())
 	}
 	// The run is over, and its broker with it.

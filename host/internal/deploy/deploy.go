@@ -266,8 +266,9 @@ func checkLabel(label string) error {
 
 func needBrokers(app App, what string) error {
 	if len(app.Kafka.Brokers) == 0 {
-		return fmt.Errorf("kafka.brokers is empty: %s publishes to the control topic on the brokers the running processes use, "+
-			"and an embedded development broker lives inside one process (set kafka.brokers, --brokers or WASMSTREAM_KAFKA__BROKERS)", what)
+		return fmt.Errorf("kafka.brokers is empty and no wasmstream run of this config is running: %s publishes to the control topic on the brokers the running processes use, "+
+			"which for an embedded development broker is the one inside that process; start wasmstream run with this config first, "+
+			"or set kafka.brokers, --brokers or WASMSTREAM_KAFKA__BROKERS", what)
 	}
 	return nil
 }

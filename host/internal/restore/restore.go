@@ -449,7 +449,7 @@ func (u *run) restore(ctx context.Context) error {
 	case !ok:
 		u.pos = offs.start
 	case cp > offs.hwm:
-		if err := u.wipe(fmt.Sprintf("checkpoint %d is beyond the changelog end %d: the topic was recreated or truncated", cp, offs.hwm)); err != nil {
+		if err := u.wipe(fmt.Sprintf("checkpoint %d is beyond the changelog end %d: the topic was recreated or truncated, or the state directory came from another cluster (an embedded development run of the same app_id?)", cp, offs.hwm)); err != nil {
 			return err
 		}
 		u.pos = offs.start
