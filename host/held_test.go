@@ -40,6 +40,13 @@ func TestWindowStagingPluginThroughTheHost(t *testing.T) {
 			p.cfg.State.Dir = t.TempDir()
 			pc := &p.cfg.Processors[0]
 			pc.Inputs, pc.Stores = []string{in}, []string{"s"}
+			// A record stages 15 MB: about 0.4 s under the race
+			// detector alone, past the default record_timeout of 1 s
+			// with the other packages' race tests on 2 cores (a clean
+			// CI run). This test is about the window's account, not
+			// time: records get 10 s, and the transaction room for it.
+			pc.Limits.RecordTimeout = 10 * time.Second
+			p.cfg.Kafka.TransactionTimeout = 60 * time.Second
 			if err := p.cfg.Validate(); err != nil {
 				t.Fatal(err)
 			}
