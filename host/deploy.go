@@ -121,13 +121,7 @@ func (c *Config) deployApp(log *slog.Logger) (ideploy.App, error) {
 	// process of this config: a development pipeline's deploys go to the
 	// control topic on it. No such process: the brokers stay empty, and
 	// an operation that needs them says what to do.
-	brokers, fromFile, ferr := c.toolBrokers()
-	wait := c.Kafka.ConnectTimeout
-	if ferr != nil {
-		brokers = nil
-	} else if fromFile != "" {
-		wait = 0
-	}
+	brokers, fromFile, wait, _ := c.toolBrokers(c.Kafka.ConnectTimeout)
 	kafka, err := c.kafkaClient(brokers, log)
 	if err != nil {
 		return ideploy.App{}, err

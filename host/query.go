@@ -17,6 +17,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/control"
+	ideploy "github.com/wasmstream/wasmstream/host/internal/deploy"
 	"github.com/wasmstream/wasmstream/host/internal/kafkasec"
 	"github.com/wasmstream/wasmstream/host/internal/query"
 	"github.com/wasmstream/wasmstream/host/internal/runner"
@@ -318,10 +319,8 @@ func Query(ctx context.Context, cfg *Config, processor, store, key, format, valu
 			return QueryResult{}, fmt.Errorf("query.token: %w", err)
 		}
 	}
-	if len(app.Kafka.Brokers) == 0 {
-		return QueryResult{}, fmt.Errorf("kafka.brokers is empty and no wasmstream run of this config is running: query finds the processes through the control topic on the brokers they use, " +
-			"which for an embedded development broker is the one inside that process; start wasmstream run with this config first, " +
-			"or set kafka.brokers, --brokers or WASMSTREAM_KAFKA__BROKERS")
+	if err := ideploy.NeedBrokers(app, "query"); err != nil {
+		return QueryResult{}, err
 	}
 	if err := app.Reach(ctx); err != nil {
 		return QueryResult{}, err

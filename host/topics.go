@@ -53,13 +53,9 @@ func OpenTopicTool(ctx context.Context, cfg *Config, log *slog.Logger) (*TopicTo
 	if err := errors.Join(c.kafkaErrors()...); err != nil {
 		return nil, err
 	}
-	brokers, fromFile, err := c.toolBrokers()
+	brokers, fromFile, wait, err := c.toolBrokers(min(c.Kafka.ConnectTimeout, topicToolWait))
 	if err != nil {
 		return nil, err
-	}
-	wait := min(c.Kafka.ConnectTimeout, topicToolWait)
-	if fromFile != "" {
-		wait = 0
 	}
 	kafka, err := c.kafkaClient(brokers, log)
 	if err != nil {
@@ -83,20 +79,21 @@ func (c *Config) EmbeddedBrokerFile() string {
 }
 
 // toolBrokers is where a command run beside the processes (the topic
-// commands, deploy, rollback, pause, shadow, query) finds the brokers:
-// kafka.brokers, or, when it is empty, the embedded broker of a running
-// `wasmstream run` of c, whose address that process writes to
-// EmbeddedBrokerFile (fromFile: then that file). The error says why there
-// is none.
-func (c *Config) toolBrokers() (brokers []string, fromFile string, err error) {
+// commands, deploy, rollback, pause, shadow, query) finds the brokers, and
+// how long to wait for them: kafka.brokers, waited for up to wait, or,
+// when it is empty, the embedded broker of a running `wasmstream run` of
+// c, whose address that process writes to EmbeddedBrokerFile (fromFile:
+// then that file), not waited for (it is up while the file is there). The
+// error says why there is none.
+func (c *Config) toolBrokers(wait time.Duration) (brokers []string, fromFile string, _ time.Duration, err error) {
 	if len(c.Kafka.Brokers) > 0 {
-		return c.Kafka.Brokers, "", nil
+		return c.Kafka.Brokers, "", wait, nil
 	}
 	addr, file, err := c.embeddedBroker()
 	if err != nil {
-		return nil, "", err
+		return nil, "", 0, err
 	}
-	return []string{addr}, file, nil
+	return []string{addr}, file, 0, nil
 }
 
 // embeddedGone is err, the brokers not answering, said plainly when they

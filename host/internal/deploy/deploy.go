@@ -95,7 +95,7 @@ func Deploy(ctx context.Context, app App, processor string, wasm []byte, label s
 	if err := checkLabel(label); err != nil {
 		return res, fmt.Errorf("processor %q: %w", processor, err)
 	}
-	if err := needBrokers(app, "deploy"); err != nil {
+	if err := NeedBrokers(app, "deploy"); err != nil {
 		return res, err
 	}
 	if err := app.Limits.CheckSize(wasm); err != nil {
@@ -168,7 +168,7 @@ func Rollback(ctx context.Context, app App, processor string) (Result, error) {
 	if _, err := findProcessor(app, processor); err != nil {
 		return res, err
 	}
-	if err := needBrokers(app, "rollback"); err != nil {
+	if err := NeedBrokers(app, "rollback"); err != nil {
 		return res, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
@@ -264,9 +264,13 @@ func checkLabel(label string) error {
 	return nil
 }
 
-func needBrokers(app App, what string) error {
+// NeedBrokers is the error of what (a command such as "deploy"), which
+// goes through the app's control topic, when app has no brokers: no
+// kafka.brokers, and no running process of the config whose embedded
+// broker could stand in.
+func NeedBrokers(app App, what string) error {
 	if len(app.Kafka.Brokers) == 0 {
-		return fmt.Errorf("kafka.brokers is empty and no wasmstream run of this config is running: %s publishes to the control topic on the brokers the running processes use, "+
+		return fmt.Errorf("kafka.brokers is empty and no wasmstream run of this config is running: %s goes through the control topic on the brokers the running processes use, "+
 			"which for an embedded development broker is the one inside that process; start wasmstream run with this config first, "+
 			"or set kafka.brokers, --brokers or WASMSTREAM_KAFKA__BROKERS", what)
 	}
@@ -355,7 +359,7 @@ func Module(ctx context.Context, app App, processor, ref string) ([]byte, versio
 	if _, err := findProcessor(app, processor); err != nil {
 		return nil, versions.Info{}, err
 	}
-	if err := needBrokers(app, "reading a deployed version"); err != nil {
+	if err := NeedBrokers(app, "reading a deployed version"); err != nil {
 		return nil, versions.Info{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, publishTimeout)

@@ -35,7 +35,7 @@ func SetPause(ctx context.Context, app App, processor string, paused bool) (Paus
 	if paused {
 		what = "pause"
 	}
-	if err := needBrokers(app, what); err != nil {
+	if err := NeedBrokers(app, what); err != nil {
 		return res, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, publishTimeout)

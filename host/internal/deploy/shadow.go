@@ -84,7 +84,7 @@ func StartShadow(ctx context.Context, app App, processor string, wasm []byte, la
 	if err := checkLabel(label); err != nil {
 		return control.Shadow{}, fmt.Errorf("processor %q: %w", processor, err)
 	}
-	if err := needBrokers(app, "shadow"); err != nil {
+	if err := NeedBrokers(app, "shadow"); err != nil {
 		return control.Shadow{}, err
 	}
 	if len(wasm) == 0 {

@@ -1053,10 +1053,11 @@ func (r *Runner) processFetches(ctx context.Context, fetches kgo.Fetches) error 
 	// records it did not reach wait in its window for the next one), and a
 	// task that would start past it waits for the next poll, so a commit
 	// point comes at most one record's time (limits.record_timeout) late
-	// and a transaction never nears its timeout. The cheapest tasks take the processing slots first, so a
-	// slow or looping processor delays the others by at most one of its
-	// records; tasks of about the same cost take turns (slotOrder), so the
-	// ones left for the next poll go first then.
+	// and a transaction never nears its timeout. The cheapest tasks take
+	// the processing slots first, so a slow or looping processor delays
+	// the others by at most one of its records; tasks of about the same
+	// cost take turns (slotOrder), so the ones left for the next poll go
+	// first then.
 	deadline := r.cp.deadline()
 	if bound := time.Now().Add(maxPollWork); bound.Before(deadline) {
 		deadline = bound
