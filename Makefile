@@ -298,6 +298,9 @@ fuzz:
 #   make bench-kstreams                 the full size (500,000 lines x 8 words, 4 partitions)
 #   make bench-kstreams QUICK=1         20,000 lines: checks the harness end to end
 #   make bench-kstreams BENCH_ARGS='-repeats 3 -configs ks-cache-on,wasmstream-general-commit'
+#   make bench-kstreams BENCH_ARGS='-repeats 3 -configs wasmstream-general-commit -baseline /tmp/old/wasmstream'
+#                                       an A/B of two builds: each wasmstream configuration runs with both,
+#                                       next to each other in every round, on one broker
 # Configurations (internal/benchkit/configs.go, in run order): wasmstream,
 # floor, ks-cache-off, wasmstream-general, -general-rust, -general-c,
 # floor-commit, wasmstream-general-commit, ks-cache-on,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -68,6 +69,52 @@ type Config struct {
 	// Pending names the layouts this configuration cannot count correctly
 	// yet, with the reason; their rows say so instead of running.
 	Pending map[Layout]string
+
+	// Binary (wasmstream) is the binary that runs the configuration: ""
+	// the session's (-wasmstream). BaselineOf names the configuration this
+	// one repeats with the baseline binary (-baseline, withBaseline).
+	Binary     string
+	BaselineOf string
+}
+
+// baselineSuffix ends the name of a configuration run by the baseline
+// binary: wasmstream-general-commit-baseline (a name that can be part of topic names).
+const baselineSuffix = "-baseline"
+
+// withBaseline returns cfgs with each wasmstream configuration followed by
+// its copy run by the binary bin: an A/B of two builds of wasmstream on
+// the same broker, input and plugins, the pair next to each other in every
+// round (roundOrder alternates which goes first). Separate sessions each
+// start a broker of their own, and a fresh broker's JIT and caches made
+// the same binary's figures of two sessions differ by up to 1.7x.
+func withBaseline(cfgs []Config, bin string) []Config {
+	var out []Config
+	for _, c := range cfgs {
+		out = append(out, c)
+		if c.System == SystemWasmstream {
+			b := c
+			b.Name, b.Binary, b.BaselineOf = c.Name+baselineSuffix, bin, c.Name
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// roundOrder is the order of cfgs in round (from 1): as given in odd
+// rounds; in even ones each configuration and its baseline copy swap, so
+// neither of a pair always runs first (after the other's broker work).
+func roundOrder(cfgs []Config, round int) []Config {
+	out := slices.Clone(cfgs)
+	if round%2 == 1 {
+		return out
+	}
+	for i := 0; i+1 < len(out); i++ {
+		if out[i+1].BaselineOf != "" && out[i+1].BaselineOf == out[i].Name {
+			out[i], out[i+1] = out[i+1], out[i]
+			i++
+		}
+	}
+	return out
 }
 
 // Feature is a part of wasmstream's config that a configuration needs.

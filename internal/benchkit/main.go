@@ -74,6 +74,7 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		javaOpts   = fs.String("ks-java-opts", "", "JVM flags for Kafka Streams, space-separated (default none: the JVM's own defaults)")
 		ksThreads  = fs.Int("ks-threads", 1, "Kafka Streams num.stream.threads (1 is its default)")
 		wsBin      = fs.String("wasmstream", "bin/wasmstream", "the wasmstream binary")
+		baseline   = fs.String("baseline", "", "a second wasmstream binary: each wasmstream configuration also runs with it, as NAME"+baselineSuffix+", next to NAME in every round, and the table adds their ratios (an A/B of two builds on one broker)")
 		plugins    = fs.String("plugins", "bin/plugins", "directory of the built plugins")
 		templates  = fs.String("templates", "scripts/bench", "directory of the wasmstream pipeline templates")
 		work       = fs.String("work", ".cache/bench", "run directories, logs and results")
@@ -139,6 +140,19 @@ func doMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if o.Configs, err = selectConfigs(*cfgList); err != nil {
 		return fail("-configs: %v", err)
+	}
+	if *baseline != "" {
+		if !usesSystem(o.Configs, SystemWasmstream) {
+			return fail("-baseline: no wasmstream configuration selected to compare")
+		}
+		abs, err := filepath.Abs(*baseline)
+		if err != nil {
+			return fail("-baseline: %v", err)
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return fail("-baseline: %v", err)
+		}
+		o.Configs = withBaseline(o.Configs, abs)
 	}
 	if usesSystem(o.Configs, SystemFloor) {
 		if o.Self, err = os.Executable(); err != nil {
@@ -258,7 +272,7 @@ func run(ctx context.Context, o Options, out string, extra []string, stdout, std
 	for round := 1; round <= o.Rounds; round++ {
 		for _, l := range o.Layouts {
 			for _, g := range o.Guarantees {
-				for _, c := range o.Configs {
+				for _, c := range roundOrder(o.Configs, round) {
 					if ctx.Err() != nil {
 						fmt.Fprintf(stderr, "benchkit: interrupted\n")
 						return 1

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -101,6 +103,74 @@ func reportGroup(w io.Writer, l Layout, g string, rs []Result, cfgs []Config) {
 	}
 	reportFloors(w, floors)
 	reportRatios(w, med, cfgs)
+	reportBaselines(w, rs, med, cfgs)
+}
+
+// reportBaselines prints, for each configuration run by the -baseline
+// binary too, the ratios of the session's binary to the baseline's: of the
+// medians, and of lines/s round by round (the two ran next to each other in
+// each round, so a round's ratio is the least disturbed by what the
+// machine or the broker did meanwhile).
+func reportBaselines(w io.Writer, rs []Result, med map[string]Result, cfgs []Config) {
+	var lines []string
+	for _, base := range cfgs {
+		if base.BaselineOf == "" {
+			continue
+		}
+		a, okA := med[base.BaselineOf]
+		b, okB := med[base.Name]
+		if !okA || !okB {
+			continue
+		}
+		perRound := map[int][2]float64{}
+		for _, r := range rs {
+			if !r.Measured() {
+				continue
+			}
+			v := perRound[r.Round]
+			switch r.Config.Name {
+			case base.BaselineOf:
+				v[0] = r.LinesPerSec()
+			case base.Name:
+				v[1] = r.LinesPerSec()
+			default:
+				continue
+			}
+			perRound[r.Round] = v
+		}
+		var rounds []string
+		for _, round := range slices.Sorted(maps.Keys(perRound)) {
+			if v := perRound[round]; v[0] > 0 && v[1] > 0 {
+				rounds = append(rounds, ratio(v[0], v[1]))
+			}
+		}
+		lines = append(lines, base.BaselineOf+" / "+base.Name+"\t"+pairRatios(a, b)+"\t"+strings.Join(rounds, " "))
+	}
+	printRatios(w, "ratios of this binary to the baseline's (-baseline; of the medians, lines/s above 1 and CPU s, broker CPU s, peak RSS below 1 favour this binary; lines/s of each round, the pair run next to each other):",
+		"lines/s by round", lines)
+}
+
+// pairRatios is the tab-separated ratios a/b of lines/s, steady lines/s,
+// CPU s, broker CPU s and peak RSS.
+func pairRatios(a, b Result) string {
+	return strings.Join([]string{ratio(a.LinesPerSec(), b.LinesPerSec()), ratio(a.SteadyLinesPerSec(), b.SteadyLinesPerSec()),
+		ratio(a.CPU.Seconds(), b.CPU.Seconds()), ratio(a.BrokerCPU.Seconds(), b.BrokerCPU.Seconds()),
+		ratio(float64(a.PeakRSS), float64(b.PeakRSS))}, "\t")
+}
+
+// printRatios prints title and a table of ratio lines (pair, pairRatios,
+// then the columns named in more), or nothing when there are none.
+func printRatios(w io.Writer, title, more string, lines []string) {
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w, title)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  pair\tlines/s\tsteady\tCPU s\tbroker CPU s\tpeak RSS\t"+more)
+	for _, l := range lines {
+		fmt.Fprintln(tw, "  "+l)
+	}
+	tw.Flush()
 }
 
 // floorsOf returns the median of the floor configuration of each emit
@@ -224,22 +294,11 @@ func reportRatios(w io.Writer, med map[string]Result, cfgs []Config) {
 					note = "not matched: " + ws.Name + " emits the latest per word per commit, Kafka Streams without cache one record per update"
 				}
 			}
-			lines = append(lines, fmt.Sprintf("%s / %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", ws.Name, ks.Name,
-				ratio(a.LinesPerSec(), b.LinesPerSec()), ratio(a.SteadyLinesPerSec(), b.SteadyLinesPerSec()), ratio(a.CPU.Seconds(), b.CPU.Seconds()),
-				ratio(a.BrokerCPU.Seconds(), b.BrokerCPU.Seconds()),
-				ratio(float64(a.PeakRSS), float64(b.PeakRSS)), ratio(float64(a.Outputs), float64(b.Outputs)), note))
+			lines = append(lines, ws.Name+" / "+ks.Name+"\t"+pairRatios(a, b)+"\t"+ratio(float64(a.Outputs), float64(b.Outputs))+"\t"+note)
 		}
 	}
-	if len(lines) == 0 {
-		return
-	}
-	fmt.Fprintln(w, "ratios wasmstream / Kafka Streams (of the medians; lines/s above 1 and CPU s, broker CPU s, peak RSS below 1 favour wasmstream):")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  pair\tlines/s\tsteady\tCPU s\tbroker CPU s\tpeak RSS\toutputs\tnote")
-	for _, l := range lines {
-		fmt.Fprintln(tw, "  "+l)
-	}
-	tw.Flush()
+	printRatios(w, "ratios wasmstream / Kafka Streams (of the medians; lines/s above 1 and CPU s, broker CPU s, peak RSS below 1 favour wasmstream):",
+		"outputs\tnote", lines)
 }
 
 // ratio is a/b, or "-" when either is unknown (0).

@@ -298,3 +298,57 @@ func TestBusyWarning(t *testing.T) {
 		t.Fatalf("unknown load: %q", w)
 	}
 }
+
+// TestBaseline: -baseline runs each wasmstream configuration twice per
+// round, next to each other and in alternating order, and the table
+// gives the ratios of the pair: of the medians and round by round.
+func TestBaseline(t *testing.T) {
+	ws, ksOn := config(t, "wasmstream-general-commit"), config(t, "ks-cache-on")
+	cfgs := withBaseline([]Config{ksOn, ws}, "/opt/old/wasmstream")
+	if len(cfgs) != 3 || cfgs[2].Name != "wasmstream-general-commit-baseline" || cfgs[2].BaselineOf != ws.Name ||
+		cfgs[2].Binary != "/opt/old/wasmstream" || cfgs[1].Binary != "" {
+		t.Fatalf("withBaseline: %+v", cfgs)
+	}
+	names := func(cs []Config) string {
+		var n []string
+		for _, c := range cs {
+			n = append(n, c.Name)
+		}
+		return strings.Join(n, " ")
+	}
+	if got, want := names(roundOrder(cfgs, 1)), "ks-cache-on wasmstream-general-commit wasmstream-general-commit-baseline"; got != want {
+		t.Errorf("round 1 runs %s, want %s", got, want)
+	}
+	if got, want := names(roundOrder(cfgs, 2)), "ks-cache-on wasmstream-general-commit-baseline wasmstream-general-commit"; got != want {
+		t.Errorf("round 2 runs %s, want %s", got, want)
+	}
+	o := Options{Wasmstream: "/repo/bin/wasmstream"}
+	if o.binary(cfgs[1]) != "/repo/bin/wasmstream" || o.binary(cfgs[2]) != "/opt/old/wasmstream" {
+		t.Errorf("binaries: %s and %s", o.binary(cfgs[1]), o.binary(cfgs[2]))
+	}
+
+	res := func(c Config, round int, wall time.Duration) Result {
+		return Result{Layout: LayoutAny, Guarantee: ExactlyOnce, Config: c, Round: round, Lines: 1000,
+			Wall: wall, FirstCommit: time.Second, FirstLines: 100, CPU: time.Second, BrokerCPU: time.Second, PeakRSS: 100 << 20, Outputs: 10}
+	}
+	var results []Result
+	for round, walls := range [][3]time.Duration{{10 * time.Second, 2 * time.Second, 4 * time.Second}, {10 * time.Second, 4 * time.Second, 5 * time.Second}} {
+		for i, c := range cfgs {
+			results = append(results, res(c, round+1, walls[i]))
+		}
+	}
+	var b strings.Builder
+	Report(&b, results, []Layout{LayoutAny}, []string{ExactlyOnce}, cfgs)
+	out := b.String()
+	// Medians: 3 s against 4.5 s of wall, 1.50x; round by round 4/2 and 5/4.
+	for _, want := range []string{
+		"ratios of this binary to the baseline's",
+		"wasmstream-general-commit / wasmstream-general-commit-baseline  1.50x",
+		"2.00x 1.25x",
+		"wasmstream-general-commit-baseline / ks-cache-on",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -346,7 +346,7 @@ func (b *Bench) WarmWasmstream(ctx context.Context) error {
 			return err
 		}
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		cmd := exec.CommandContext(cctx, b.opt.Wasmstream, "validate", "-c", cfg)
+		cmd := exec.CommandContext(cctx, b.opt.binary(c), "validate", "-c", cfg)
 		cmd.Env = childEnv(os.Environ())
 		out, err := cmd.CombinedOutput()
 		timedOut := cctx.Err() != nil
@@ -706,7 +706,7 @@ func (b *Bench) command(c Config, appID, input, output, guarantee, runDir string
 		if err := os.WriteFile(cfg, src, 0o644); err != nil {
 			return nil, err
 		}
-		return []string{b.opt.Wasmstream, "run", "-c", cfg}, nil
+		return []string{b.opt.binary(c), "run", "-c", cfg}, nil
 	case SystemFloor:
 		return []string{b.opt.Self, "floor",
 			"-brokers", strings.Join(b.opt.Brokers, ","),
@@ -735,4 +735,13 @@ func childEnv(environ []string) []string {
 		}
 	}
 	return env
+}
+
+// binary is the wasmstream binary that runs c: its own (a baseline copy's)
+// or the session's.
+func (o Options) binary(c Config) string {
+	if c.Binary != "" {
+		return c.Binary
+	}
+	return o.Wasmstream
 }

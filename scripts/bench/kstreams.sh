@@ -7,6 +7,9 @@
 #   make bench-kstreams QUICK=1              20,000 lines: an end-to-end check of the harness, ~3-5 min
 #   make bench-kstreams BENCH_ARGS='-repeats 3 -guarantees exactly_once -layouts any'
 #   make bench-kstreams BENCH_ARGS='-configs ks-cache-on,wasmstream-general-commit'   one matched pair
+#   make bench-kstreams BENCH_ARGS='-configs wasmstream-general-commit -repeats 3 -baseline OLD_BINARY'
+#                                            an A/B of two wasmstream builds on one broker (separate
+#                                            sessions each start a fresh broker: too noisy to compare)
 #
 # Configurations: internal/benchkit/configs.go (the Makefile lists them),
 # with the I/O floor (bin/benchkit floor) among them.
