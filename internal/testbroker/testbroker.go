@@ -504,14 +504,31 @@ func (b *Broker) produce(t testing.TB, manual bool, recs []*kgo.Record) {
 // tests call it after their producers have finished.
 func (b *Broker) ReadCommitted(t testing.TB, topic string, timeout time.Duration) []*kgo.Record {
 	t.Helper()
+	return b.readCommitted(t, topic, timeout, 0)
+}
+
+// ReadCommittedAfterStop is ReadCommitted for a test whose transactional
+// producer has just stopped. A transaction's commit reaches its partitions
+// after the producer's EndTxn returned (the coordinator writes the
+// markers; Kafka does it asynchronously), so a read right after the stop
+// could list a last stable offset short of the last transaction: a test
+// saw that transaction's changelog records and none of its outputs (once,
+// on a loaded machine). So it first waits, up to settleWait, for each
+// partition's last stable offset to reach its end; a transaction that
+// stays open (a killed producer's, until its timeout) is not waited for
+// past that.
+func (b *Broker) ReadCommittedAfterStop(t testing.TB, topic string, timeout time.Duration) []*kgo.Record {
+	t.Helper()
+	return b.readCommitted(t, topic, timeout, min(settleWait, timeout/2))
+}
+
+func (b *Broker) readCommitted(t testing.TB, topic string, timeout, settle time.Duration) []*kgo.Record {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 
 	adm := b.admin(t)
-	ends, err := adm.ListCommittedOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
+	ends, err := b.settledEnds(ctx, adm, topic, settle)
 	if err != nil {
 		t.Fatalf("testbroker: read %q: list last stable offsets: %v", topic, err)
 	}
@@ -969,4 +986,45 @@ func AllCommitted(t testing.TB, adm *kadm.Client, group string, ends kadm.Listed
 		}
 	})
 	return all
+}
+
+// settleWait bounds how long ReadCommitted waits for a topic's open
+// transactions to end before it reads.
+const settleWait = 5 * time.Second
+
+// settledEnds lists topic's last stable offsets once every partition's has
+// reached its end offset (no transaction open on it), or as they are after
+// wait.
+func (b *Broker) settledEnds(ctx context.Context, adm *kadm.Client, topic string, wait time.Duration) (kadm.ListedOffsets, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		stable, err := adm.ListCommittedOffsets(ctx, topic)
+		if err == nil {
+			err = stable.Error()
+		}
+		if err != nil {
+			return nil, err
+		}
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err != nil {
+			return nil, err
+		}
+		settled := true
+		for p, o := range ends[topic] {
+			if stable[topic][p].Offset < o.Offset {
+				settled = false
+			}
+		}
+		if settled || !time.Now().Before(deadline) {
+			return stable, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

@@ -122,7 +122,7 @@ func (c changelogCase) run(t *testing.T) {
 	restarts := <-done
 
 	out := map[string]int{}
-	for _, o := range f.b.ReadCommitted(t, f.out, 30*time.Second) {
+	for _, o := range f.b.ReadCommittedAfterStop(t, f.out, 30*time.Second) {
 		out[string(o.Key)]++
 	}
 	wantKind := FailureLimitExceeded
@@ -130,7 +130,7 @@ func (c changelogCase) run(t *testing.T) {
 		wantKind = FailureRefused
 	}
 	dead := map[string]int{}
-	for _, d := range f.b.ReadCommitted(t, f.dlq, 30*time.Second) {
+	for _, d := range f.b.ReadCommittedAfterStop(t, f.dlq, 30*time.Second) {
 		dead[string(d.Key)]++
 		for _, h := range d.Headers {
 			if h.Key == HeaderErrorKind && string(h.Value) != wantKind.String() {
@@ -142,7 +142,7 @@ func (c changelogCase) run(t *testing.T) {
 		}
 	}
 	logged := map[string]bool{}
-	for _, r := range f.b.ReadCommitted(t, clog, 30*time.Second) {
+	for _, r := range f.b.ReadCommittedAfterStop(t, clog, 30*time.Second) {
 		logged[string(r.Key)] = true
 	}
 	bad := 0

@@ -1216,9 +1216,15 @@ func (r *Runner) refill() {
 }
 
 // maxHeld is how many fetched records a task's input partition may hold
-// unprocessed (window.go) before it is paused (Kafka Streams' default
-// buffered.records.per.partition is the same); it is resumed at half.
-const maxHeld = 1000
+// unprocessed (window.go) before it is paused; it is resumed at half. The
+// resumed partition's next fetch must come back before its task runs
+// out of records, or the runner waits in poll while the broker has its
+// records: at 1,000 (Kafka Streams' buffered.records.per.partition), the
+// benchmark's word count waited that way 25-35 % of its running time, as
+// the 500 records left at a resume took about a millisecond to process
+// and a fetch round trip tens of them on a busy machine (RATIONALE.md,
+// "Kafka I/O"). The memory is bounded by maxHeldBytes and the account.
+const maxHeld = 20000
 
 // maxHeldBytes bounds the bytes of those records (heldRecordBytes): a
 // thousand records of a megabyte each would otherwise be a gigabyte per
