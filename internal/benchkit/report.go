@@ -327,6 +327,12 @@ func Header(o Options, extra []string) string {
 	fmt.Fprintf(&b, "commit interval %s for both; broker %s (one node, same machine); rounds %d, configurations alternate within a round\n",
 		o.CommitInterval, strings.Join(o.Brokers, ","), o.Rounds)
 	fmt.Fprintf(&b, "Kafka Streams: num.stream.threads=%d, JVM flags %q\n", o.KSThreads, strings.Join(o.JavaOpts, " "))
+	for _, c := range o.Configs {
+		if c.BaselineOf != "" {
+			fmt.Fprintf(&b, "wasmstream: %s; the configurations named NAME%s run %s (-baseline)\n", o.Wasmstream, baselineSuffix, c.Binary)
+			break
+		}
+	}
 	if o.WarmupLines > 0 {
 		fmt.Fprintf(&b, "warm-up: one unmeasured run of each system on %d lines before round 1 (a fresh broker's JIT and caches)\n", o.WarmupLines)
 	}

@@ -340,6 +340,9 @@ func TestBaseline(t *testing.T) {
 	var b strings.Builder
 	Report(&b, results, []Layout{LayoutAny}, []string{ExactlyOnce}, cfgs)
 	out := b.String()
+	if h := Header(Options{Wasmstream: "/repo/bin/wasmstream", Configs: cfgs}, nil); !strings.Contains(h, "wasmstream: /repo/bin/wasmstream; the configurations named NAME-baseline run /opt/old/wasmstream") {
+		t.Errorf("the header does not name both binaries:\n%s", h)
+	}
 	// Medians: 3 s against 4.5 s of wall, 1.50x; round by round 4/2 and 5/4.
 	for _, want := range []string{
 		"ratios of this binary to the baseline's",
