@@ -78,7 +78,8 @@ type Config struct {
 }
 
 // baselineSuffix ends the name of a configuration run by the baseline
-// binary: wasmstream-general-commit-baseline (a name that can be part of topic names).
+// binary: wasmstream-general-commit-baseline (names are part of topic
+// names, which take no '@').
 const baselineSuffix = "-baseline"
 
 // withBaseline returns cfgs with each wasmstream configuration followed by

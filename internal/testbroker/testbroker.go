@@ -528,7 +528,7 @@ func (b *Broker) readCommitted(t testing.TB, topic string, timeout, settle time.
 	defer cancel()
 
 	adm := b.admin(t)
-	ends, err := b.settledEnds(ctx, adm, topic, settle)
+	ends, err := settledEnds(ctx, adm, topic, settle)
 	if err != nil {
 		t.Fatalf("testbroker: read %q: list last stable offsets: %v", topic, err)
 	}
@@ -988,22 +988,22 @@ func AllCommitted(t testing.TB, adm *kadm.Client, group string, ends kadm.Listed
 	return all
 }
 
-// settleWait bounds how long ReadCommitted waits for a topic's open
-// transactions to end before it reads.
+// settleWait bounds how long ReadCommittedAfterStop waits for a topic's
+// open transactions to end before it reads.
 const settleWait = 5 * time.Second
 
 // settledEnds lists topic's last stable offsets once every partition's has
 // reached its end offset (no transaction open on it), or as they are after
-// wait.
-func (b *Broker) settledEnds(ctx context.Context, adm *kadm.Client, topic string, wait time.Duration) (kadm.ListedOffsets, error) {
+// wait (at once when wait is 0: ReadCommitted).
+func settledEnds(ctx context.Context, adm *kadm.Client, topic string, wait time.Duration) (kadm.ListedOffsets, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		stable, err := adm.ListCommittedOffsets(ctx, topic)
 		if err == nil {
 			err = stable.Error()
 		}
-		if err != nil {
-			return nil, err
+		if err != nil || !time.Now().Before(deadline) {
+			return stable, err
 		}
 		ends, err := adm.ListEndOffsets(ctx, topic)
 		if err == nil {
@@ -1018,7 +1018,7 @@ func (b *Broker) settledEnds(ctx context.Context, adm *kadm.Client, topic string
 				settled = false
 			}
 		}
-		if settled || !time.Now().Before(deadline) {
+		if settled {
 			return stable, nil
 		}
 		select {
