@@ -82,6 +82,19 @@ func wordLines() []*abi.Record {
 	return recs
 }
 
+// wordKeyed are wordLines' words one per record, keyed by the word:
+// what the general word count's counting side reads from its
+// repartition topic.
+func wordKeyed() []*abi.Record {
+	var recs []*abi.Record
+	for _, l := range wordLines() {
+		for _, w := range strings.Fields(string(l.Value)) {
+			recs = append(recs, &abi.Record{Timestamp: l.Timestamp, Key: []byte(w), Value: []byte(w)})
+		}
+	}
+	return recs
+}
+
 // floorWasm is the engine's WAT passthrough: it imports only emit, reads
 // its record at address 1024 and emits it back.
 func floorWasm(tb testing.TB) []byte {
@@ -449,6 +462,13 @@ func BenchmarkPolyglot(b *testing.B) {
 	for _, lang := range langs {
 		b.Run("wordcount/"+lang+"/batch", func(b *testing.B) {
 			benchBatch(b, "wordcount-"+lang, pluginWasm(b, lang, "wordcount"), wcBinding(), lines)
+		})
+	}
+	// The counting side of the general word count: one word a record.
+	words := wordKeyed()
+	for _, lang := range langs {
+		b.Run("count/"+lang+"/batch", func(b *testing.B) {
+			benchBatch(b, "count-"+lang, pluginWasm(b, lang, "wordcount"), wcBinding(), words)
 		})
 	}
 }
