@@ -115,7 +115,7 @@ type KafkaConfig struct {
 	// partition (Kafka's max.partition.fetch.bytes; a larger first record
 	// still comes whole). Fetched records wait decoded in memory until
 	// processed, so this, times the partitions of a fetch, is most of a
-	// process's memory beyond its plugins and stores. Default 256KiB.
+	// process's memory beyond its plugins and stores. Default 128KiB.
 	FetchMaxPartitionBytes ByteSize `koanf:"fetch_max_partition_bytes"`
 	// FetchMaxBytes bounds one fetch response of one broker (Kafka's
 	// fetch.max.bytes). Default 16MiB.

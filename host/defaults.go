@@ -49,8 +49,12 @@ const (
 	// records wait decoded in its task's window until their turn, so a
 	// larger fetch only holds more of them in memory. Kafka's 1MiB per
 	// partition measured 1.8x the peak RSS of 256KiB on the word count
-	// benchmark at no gain in throughput (RATIONALE.md, "Kafka I/O").
-	DefaultFetchMaxPartitionBytes = 256 << 10
+	// benchmark at no gain in throughput; 256KiB of small records was
+	// more than a partition holds before it is paused (runner.maxHeld), so
+	// it was paused after every fetch and its next fetch started only
+	// once half was processed: 128KiB keeps a fetch in flight while the
+	// task works (RATIONALE.md, "Kafka I/O").
+	DefaultFetchMaxPartitionBytes = 128 << 10
 	DefaultFetchMaxBytes          = 16 << 20
 )
 

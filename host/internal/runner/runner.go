@@ -1223,7 +1223,10 @@ func (r *Runner) refill() {
 // benchmark's word count waited that way 25-35 % of its running time, as
 // the 500 records left at a resume took about a millisecond to process
 // and a fetch round trip tens of them on a busy machine (RATIONALE.md,
-// "Kafka I/O"). The memory is bounded by maxHeldBytes and the account.
+// "Kafka I/O"). One fetch of a partition (kafka.fetch_max_partition_bytes,
+// 128 KiB by default: some 12,000 of those records) must fit with room
+// for the next, or the partition is paused after every fetch again. The
+// memory is bounded by maxHeldBytes and the account.
 const maxHeld = 20000
 
 // maxHeldBytes bounds the bytes of those records (heldRecordBytes): a
