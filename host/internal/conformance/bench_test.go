@@ -464,6 +464,13 @@ func BenchmarkPolyglot(b *testing.B) {
 			benchBatch(b, "wordcount-"+lang, pluginWasm(b, lang, "wordcount"), wcBinding(), lines)
 		})
 	}
+	// The general word count's first step: a line in, a record per word
+	// out (keyed by the word, for the repartition topic).
+	for _, lang := range []string{"go", "rust", "c"} {
+		b.Run("split/"+lang+"/batch", func(b *testing.B) {
+			benchBatch(b, "split-"+lang, pluginWasm(b, lang, "split"), engine.Binding{Outputs: []string{"words"}}, lines)
+		})
+	}
 	// The counting side of the general word count: one word a record.
 	words := wordKeyed()
 	for _, lang := range langs {
