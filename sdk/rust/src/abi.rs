@@ -389,15 +389,15 @@ pub fn encode(
     // The fixed fields go into an array first: stores at constant offsets,
     // and one append instead of seven (each a capacity check and, on
     // wasm32 without bulk memory, a call to memcpy).
-    let mut h = [0u8; HEADER_SIZE];
-    h[0..8].copy_from_slice(&timestamp.to_le_bytes());
-    h[8..16].copy_from_slice(&offset.to_le_bytes());
-    h[16..20].copy_from_slice(&partition.to_le_bytes());
-    h[20..24].copy_from_slice(&index.to_le_bytes());
-    h[24..28].copy_from_slice(&len_or_null(key).to_le_bytes());
-    h[28..32].copy_from_slice(&len_or_null(value).to_le_bytes());
-    h[32..36].copy_from_slice(&(headers.len() as u32).to_le_bytes());
-    dst.extend_from_slice(&h);
+    let mut fixed = [0u8; HEADER_SIZE];
+    fixed[0..8].copy_from_slice(&timestamp.to_le_bytes());
+    fixed[8..16].copy_from_slice(&offset.to_le_bytes());
+    fixed[16..20].copy_from_slice(&partition.to_le_bytes());
+    fixed[20..24].copy_from_slice(&index.to_le_bytes());
+    fixed[24..28].copy_from_slice(&len_or_null(key).to_le_bytes());
+    fixed[28..32].copy_from_slice(&len_or_null(value).to_le_bytes());
+    fixed[32..36].copy_from_slice(&(headers.len() as u32).to_le_bytes());
+    dst.extend_from_slice(&fixed);
     dst.extend_from_slice(key.unwrap_or(&[]));
     dst.extend_from_slice(value.unwrap_or(&[]));
     for h in headers {
