@@ -651,26 +651,8 @@ func (b *Broker) WaitNoOpenTransaction(t testing.TB, topic string, timeout time.
 	deadline := time.Now().Add(timeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-		stable, err := adm.ListCommittedOffsets(ctx, topic)
-		if err == nil {
-			err = stable.Error()
-		}
-		var ends kadm.ListedOffsets
-		if err == nil {
-			ends, err = adm.ListEndOffsets(ctx, topic)
-		}
-		if err == nil {
-			err = ends.Error()
-		}
+		_, open, err := openTransaction(ctx, adm, topic)
 		cancel()
-		open := ""
-		if err == nil {
-			ends.Each(func(e kadm.ListedOffset) {
-				if s, ok := stable.Lookup(topic, e.Partition); !ok || s.Offset != e.Offset {
-					open = fmt.Sprintf("partition %d: last stable offset %d, end %d", e.Partition, s.Offset, e.Offset)
-				}
-			})
-		}
 		if err == nil && open == "" {
 			return
 		}
@@ -679,6 +661,32 @@ func (b *Broker) WaitNoOpenTransaction(t testing.TB, topic string, timeout time.
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// openTransaction lists topic's last stable offsets and says which
+// partition, if any, has a transaction open: its last stable offset short
+// of its end ("" when none has).
+func openTransaction(ctx context.Context, adm *kadm.Client, topic string) (stable kadm.ListedOffsets, open string, err error) {
+	stable, err = adm.ListCommittedOffsets(ctx, topic)
+	if err == nil {
+		err = stable.Error()
+	}
+	var ends kadm.ListedOffsets
+	if err == nil {
+		ends, err = adm.ListEndOffsets(ctx, topic)
+	}
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	ends.Each(func(e kadm.ListedOffset) {
+		if s, ok := stable.Lookup(topic, e.Partition); !ok || s.Offset != e.Offset {
+			open = fmt.Sprintf("partition %d: last stable offset %d, end %d", e.Partition, s.Offset, e.Offset)
+		}
+	})
+	return stable, open, nil
 }
 
 // ExpireOldSegments makes retention remove everything currently in topic: it
@@ -992,34 +1000,22 @@ func AllCommitted(t testing.TB, adm *kadm.Client, group string, ends kadm.Listed
 // open transactions to end before it reads.
 const settleWait = 5 * time.Second
 
-// settledEnds lists topic's last stable offsets once every partition's has
-// reached its end offset (no transaction open on it), or as they are after
-// wait (at once when wait is 0: ReadCommitted).
+// settledEnds lists topic's last stable offsets once no transaction is
+// open on it (openTransaction), or as they are after wait; with wait 0
+// (ReadCommitted) it lists them once, without the end offsets.
 func settledEnds(ctx context.Context, adm *kadm.Client, topic string, wait time.Duration) (kadm.ListedOffsets, error) {
-	deadline := time.Now().Add(wait)
-	for {
+	if wait <= 0 {
 		stable, err := adm.ListCommittedOffsets(ctx, topic)
 		if err == nil {
 			err = stable.Error()
 		}
-		if err != nil || !time.Now().Before(deadline) {
+		return stable, err
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		stable, open, err := openTransaction(ctx, adm, topic)
+		if err != nil || open == "" || !time.Now().Before(deadline) {
 			return stable, err
-		}
-		ends, err := adm.ListEndOffsets(ctx, topic)
-		if err == nil {
-			err = ends.Error()
-		}
-		if err != nil {
-			return nil, err
-		}
-		settled := true
-		for p, o := range ends[topic] {
-			if stable[topic][p].Offset < o.Offset {
-				settled = false
-			}
-		}
-		if settled {
-			return stable, nil
 		}
 		select {
 		case <-ctx.Done():
