@@ -466,7 +466,7 @@ func BenchmarkPolyglot(b *testing.B) {
 	}
 	// The general word count's first step: a line in, a record per word
 	// out (keyed by the word, for the repartition topic).
-	for _, lang := range []string{"go", "rust", "c"} {
+	for _, lang := range splitLangs {
 		b.Run("split/"+lang+"/batch", func(b *testing.B) {
 			benchBatch(b, "split-"+lang, pluginWasm(b, lang, "split"), engine.Binding{Outputs: []string{"words"}}, lines)
 		})
