@@ -41,8 +41,8 @@ type Config struct {
 //     so the commit point's flush, up to 5 s. On Kafka 4 with transactions
 //     v2 the first produce of a transaction to a partition is sometimes
 //     answered CONCURRENT_TRANSACTIONS while the previous transaction's
-//     markers are written: the benchmark's word count lost 4.5 s of a 10 s
-//     run that way in about one run of eight (RATIONALE.md, "Kafka I/O").
+//     markers are written: about one run in seven of the benchmark's word
+//     count met it, and lost 4.5 s to it (RATIONALE.md, "Kafka I/O").
 const MetadataMinAge = 250 * time.Millisecond
 
 // Opts returns the base options followed by extra (later options win, so
