@@ -214,8 +214,8 @@ type ProcessorConfig struct {
 	// processor's inputs (same partition count, keyed alike): task p keeps
 	// partition p of it in a store of the task, the latest value per key,
 	// a null value deleting the key, written in timestamp order with the
-	// records of the other inputs, so a lookup sees the table as of the
-	// record being processed. Its records are not handed to the plugin,
+	// records of the other inputs (on a tie, the table's record first), so
+	// a lookup sees the table as of the record being processed. Its records are not handed to the plugin,
 	// which reads the table through the state imports under its name
 	// (store_index gives an index after its stores and global tables);
 	// writes return EINVAL. The topic is the table's changelog (no extra

@@ -114,6 +114,23 @@ func TestTaskTableEnrichment(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+
+	// An update and an order of the same millisecond, written while the
+	// host is down so that one fetch brings both: the update goes first (a
+	// row stamped t is in effect for a record of time t).
+	at := time.Now()
+	upd := customer(customers, "c1", `{"name":"Ann","tier":"diamond"}`)
+	upd.Timestamp = at
+	p.b.Produce(t, upd)
+	o7 := customer(p.in, "c1", `{"order":"o7","customer_id":"c1"}`)
+	o7.Timestamp = at
+	p.b.Produce(t, o7)
+	_, stop = p.run(t)
+	p.waitProcessed(t)
+	wantOut("o7", `{"order":"o7","customer_id":"c1","customer":{"name":"Ann","tier":"diamond"}}`)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestTaskTableConfigErrors(t *testing.T) {

@@ -565,3 +565,28 @@ func TestTransactionalInputsAreCaughtUp(t *testing.T) {
 		t.Fatalf("the task waited %d times for an input read to its marker", n)
 	}
 }
+
+// TestNextInputOrder: records run oldest first across a task's inputs; on
+// a timestamp tie a task table's record runs before a stream input's, then
+// the lower input's.
+func TestNextInputOrder(t *testing.T) {
+	at := func(ms int64) []*kgo.Record { return []*kgo.Record{{Timestamp: time.UnixMilli(ms)}} }
+	tk := &task{table: []int{-1, -1, 0, 1}} // inputs 0 and 1 stream, 2 and 3 tables
+	for _, c := range []struct {
+		name  string
+		batch [][]*kgo.Record
+		want  int
+	}{
+		{"none", [][]*kgo.Record{nil, nil, nil, nil}, -1},
+		{"oldest", [][]*kgo.Record{at(5), at(3), at(4), nil}, 1},
+		{"streams tie: the lower input", [][]*kgo.Record{nil, at(3), nil, nil}, 1},
+		{"streams tie", [][]*kgo.Record{at(3), at(3), nil, nil}, 0},
+		{"table wins a tie", [][]*kgo.Record{at(3), at(3), nil, at(3)}, 3},
+		{"tables tie: the lower", [][]*kgo.Record{at(3), nil, at(3), at(3)}, 2},
+		{"an older stream record before a table's", [][]*kgo.Record{at(2), nil, at(3), nil}, 0},
+	} {
+		if got := tk.nextInput(c.batch); got != c.want {
+			t.Errorf("%s: input %d, want %d", c.name, got, c.want)
+		}
+	}
+}

@@ -392,7 +392,7 @@ func (t *task) processBatch(ctx context.Context, deadline time.Time) (int, error
 		c.reset(t)
 		c.shadow = sh
 		for len(c.calls) < maxCalls {
-			in := nextInput(batch)
+			in := t.nextInput(batch)
 			if in < 0 {
 				break
 			}
@@ -562,14 +562,22 @@ func (t *task) lagging(batch [][]*kgo.Record) bool {
 }
 
 // nextInput is the input whose first record runs next: the oldest by
-// timestamp, the lower input on a tie; -1 when every input is done.
-func nextInput(batch [][]*kgo.Record) int {
+// timestamp; on a tie a task table's record before a stream input's (a
+// row stamped t is in effect for a record of time t, as Kafka Streams'
+// versioned lookups take the latest row at or before the record's time),
+// then the lower input; -1 when every input is done.
+func (t *task) nextInput(batch [][]*kgo.Record) int {
 	best := -1
 	for i, recs := range batch {
 		if len(recs) == 0 {
 			continue
 		}
-		if best < 0 || recs[0].Timestamp.Before(batch[best][0].Timestamp) {
+		if best < 0 {
+			best = i
+			continue
+		}
+		ts, bestTS := recs[0].Timestamp, batch[best][0].Timestamp
+		if ts.Before(bestTS) || ts.Equal(bestTS) && t.table[i] >= 0 && t.table[best] < 0 {
 			best = i
 		}
 	}
