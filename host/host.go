@@ -19,7 +19,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host/internal/account"
 	"github.com/wasmstream/wasmstream/host/internal/admin"
@@ -782,7 +781,7 @@ func loadError(i int, pc *ProcessorConfig, err error) error {
 // ensureTopics makes sure the app's topics exist (package topics). An
 // unreachable cluster is an error after brokerTimeout.
 func (h *Host) ensureTopics(ctx context.Context, create bool) error {
-	cl, err := h.kafka.NewClient(kgo.MetadataMinAge(kclient.MetadataMinAge))
+	cl, err := h.kafka.NewClient()
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}

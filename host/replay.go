@@ -463,7 +463,7 @@ type offsetRange struct{ lo, hi int64 }
 // topic's partition to read: opts' range within the partition's start
 // and last stable offset.
 func replayRanges(ctx context.Context, kafka kclient.Config, inputs []string, opts ReplayOptions) (map[int32]map[string]offsetRange, error) {
-	cl, err := kafka.NewClient(kgo.MetadataMinAge(kclient.MetadataMinAge))
+	cl, err := kafka.NewClient()
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
@@ -572,7 +572,7 @@ func readRange(ctx context.Context, kafka kclient.Config, inputs []string, part 
 		return nil, nil
 	}
 	cl, err := kafka.NewClient(kgo.ConsumePartitions(consume), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords(), kgo.MetadataMinAge(kclient.MetadataMinAge))
+		kgo.KeepControlRecords())
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}

@@ -13,9 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/wasmstream/wasmstream/host/internal/kclient"
 	"github.com/wasmstream/wasmstream/host/internal/reset"
 	"github.com/wasmstream/wasmstream/host/internal/state"
 )
@@ -80,7 +78,7 @@ func Reset(ctx context.Context, cfg *Config, opts ResetOptions, log *slog.Logger
 	if err := cfg.reachKafka(ctx, kafka, cfg.Kafka.ConnectTimeout, log); err != nil {
 		return res, err
 	}
-	cl, err := kafka.NewClient(kgo.MetadataMinAge(kclient.MetadataMinAge))
+	cl, err := kafka.NewClient()
 	if err != nil {
 		return res, fmt.Errorf("kafka client: %w", err)
 	}

@@ -89,11 +89,6 @@ func newReader(cfg Config, extra []kgo.Opt) (*Reader, error) {
 		// a log that ends with one is read to its end.
 		kgo.KeepControlRecords(),
 		kgo.FetchMaxPartitionBytes(4<<20),
-		// The topic is often created just before it is read (the first
-		// process of an app): a metadata answer that does not know it yet
-		// is asked again after this, not after franz-go's default 5 s,
-		// which delayed startup by 5 s in about half the runs on Kafka.
-		kgo.MetadataMinAge(kclient.MetadataMinAge),
 		kgo.FetchMaxBytes(8<<20),
 	)
 	opts = append(opts, extra...)

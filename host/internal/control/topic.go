@@ -9,7 +9,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host/internal/kclient"
 )
@@ -27,7 +26,7 @@ const topicWait = 30 * time.Second
 // creates the topic, every call waits until the topic is usable and
 // checks it. It returns once metadata shows the partition with a leader.
 func EnsureTopic(ctx context.Context, kafka kclient.Config, topic string) error {
-	cl, err := kafka.NewClient(kgo.MetadataMinAge(kclient.MetadataMinAge))
+	cl, err := kafka.NewClient()
 	if err != nil {
 		return fmt.Errorf("control topic %s: kafka client: %w", topic, err)
 	}

@@ -28,21 +28,28 @@ type Config struct {
 	Security []kgo.Opt
 }
 
-// MetadataMinAge is the kgo.MetadataMinAge of the clients that list a
-// topic created a moment before, by this process or another, and ask again
-// until the listing shows it: topics.Ensure's at startup, the control
-// topic's (EnsureTopic and its reader). franz-go answers a repeated listing
-// from a cached response younger than the age, 5 s by default, so a first
-// listing that came before the new topic reached the broker's metadata
-// held the caller for 5 s: TestEnsure took 5 s, and about one process
-// start in ten on a busy Kafka broker waited 5.1 s for the control topic.
+// MetadataMinAge is the kgo.MetadataMinAge of every client (Opts): the
+// least time between two of its metadata requests, 5 s by default in
+// franz-go. franz-go waits for a metadata refresh both before it answers a
+// repeated topic listing from anything but its cache and before it resends
+// a produce batch the broker asked it to retry, so at 5 s:
+//   - a listing of a topic created a moment before (topics.Ensure at
+//     startup, the control topic's EnsureTopic and its reader) that came
+//     before the topic reached the broker's metadata held its caller 5 s
+//     (about one process start in ten on a busy Kafka broker);
+//   - a produce answered with a retriable error stalled its partition, and
+//     so the commit point's flush, up to 5 s. On Kafka 4 with transactions
+//     v2 the first produce of a transaction to a partition is sometimes
+//     answered CONCURRENT_TRANSACTIONS while the previous transaction's
+//     markers are written: about one run in seven of the benchmark's word
+//     count met it, and lost 4.5 s to it (RATIONALE.md, "Kafka I/O").
 const MetadataMinAge = 250 * time.Millisecond
 
 // Opts returns the base options followed by extra (later options win, so
 // extra may override the client id, say).
 func (c Config) Opts(extra ...kgo.Opt) []kgo.Opt {
-	opts := make([]kgo.Opt, 0, 3+len(c.Security)+len(extra))
-	opts = append(opts, kgo.SeedBrokers(c.Brokers...))
+	opts := make([]kgo.Opt, 0, 4+len(c.Security)+len(extra))
+	opts = append(opts, kgo.SeedBrokers(c.Brokers...), kgo.MetadataMinAge(MetadataMinAge))
 	if c.ClientID != "" {
 		opts = append(opts, kgo.ClientID(c.ClientID))
 	}

@@ -10,8 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Every client gets the brokers, the client id, the logger and the
-// security options; extra options come last and win.
+// Every client gets the brokers, the client id, the logger, the security
+// options and MetadataMinAge (a produce retry waits for a refresh: not
+// franz-go's 5 s); extra options come last and win.
 func TestOpts(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -33,6 +34,9 @@ func TestOpts(t *testing.T) {
 	}
 	if cl.OptValue(kgo.WithLogger) == nil {
 		t.Error("no logger")
+	}
+	if got := cl.OptValue(kgo.MetadataMinAge); got != MetadataMinAge {
+		t.Errorf("metadata min age %v, want %v", got, MetadataMinAge)
 	}
 	if cl2, _ := (Config{Brokers: c.Brokers}).NewClient(); cl2.OptValue(kgo.ClientID) != "kgo" {
 		t.Errorf("an empty ClientID must leave franz-go's default, got %v", cl2.OptValue(kgo.ClientID))
