@@ -339,6 +339,7 @@ func (h *harness) waitSettled() {
 		cancel()
 		if len(open) == 0 {
 			h.t.Logf("settled: no transaction open on the output or the changelog %v after the stop", time.Since(start).Round(time.Millisecond))
+			h.checkInputsRecorded()
 			return
 		}
 		if time.Since(start) > bound {
