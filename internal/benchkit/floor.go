@@ -148,9 +148,14 @@ func runFloor(ctx context.Context, o floorOptions) error {
 		// Every record names its partition (floorPartition, or the
 		// task's for the changelog).
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		// The producer settings of wasmstream's runner.
+		// The producer settings of wasmstream's runner, and its metadata
+		// age: a produce the broker asks to retry waits for a metadata
+		// refresh, up to franz-go's default 5 s (RATIONALE.md, "Kafka
+		// I/O"), which would make the floor's rounds stall where the
+		// host's do not.
 		kgo.ProducerLinger(5 * time.Millisecond),
 		kgo.FetchMaxWait(500 * time.Millisecond),
+		kgo.MetadataMinAge(250 * time.Millisecond),
 	}
 	if o.Log != nil {
 		opts = append(opts, kgo.WithLogger(o.Log))
