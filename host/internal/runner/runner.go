@@ -362,9 +362,12 @@ type Options struct {
 type Runner struct {
 	opts Options
 	log  *slog.Logger
-	// runCtx is Run's context (nil before Run), set under mu: a task's
-	// start stops when it ends (untilStop).
-	runCtx context.Context
+	// stopping ends when Run's context does, or Run returns: a task's
+	// start stops with it (untilStop). Made in New, not in Run: the client
+	// joins the group from New on, so an assignment callback can start a
+	// task (holding mu, which Run then waits for) before Run begins.
+	stopping context.Context
+	stop     context.CancelFunc
 	vers   *Versions // the one record of active versions (opts.Versions)
 	pauses *Pauses   // the processors to pause (opts.Pauses)
 	cl     *kgo.Client
@@ -506,6 +509,7 @@ func New(ctx context.Context, opts Options) (_ *Runner, err error) {
 
 		restoreSlots: make(chan struct{}, opts.MaxRestores),
 	}
+	r.stopping, r.stop = context.WithCancel(context.Background())
 	topics, err := r.addProcessors()
 	if err != nil {
 		return nil, err
@@ -830,9 +834,12 @@ func (r *Runner) Run(ctx context.Context) (err error) {
 			err = cerr
 		}
 	}()
+	// Before mu: a task start in an assignment callback may hold it.
+	unwatch := context.AfterFunc(ctx, r.stop)
+	defer unwatch()
+	defer r.stop()
 	r.mu.Lock()
 	r.cp.restart()
-	r.runCtx = ctx
 	r.mu.Unlock()
 	if r.standby != nil {
 		// Stopped before shutdown closes the client and the tasks
@@ -1293,16 +1300,16 @@ func (r *Runner) TaskTimes(processor string) map[TaskID]TaskTime {
 	return nil
 }
 
-// untilStop is ctx, ended also when Run's context ends: a task starting
-// in a group callback (whose context is the client's) must not hold a
-// stopping runner for as long as its plugin's init may run. The caller
-// holds mu and calls done when the start is over.
+// untilStop is ctx, ended also when the runner stops (Run's context ends):
+// a task starting in a group callback (whose context is the client's) must
+// not hold a stopping runner for as long as its plugin's init may run. The
+// caller holds mu and calls done when the start is over.
 func (r *Runner) untilStop(ctx context.Context) (_ context.Context, done func()) {
-	if r.runCtx == nil {
-		return ctx, func() {}
+	if r.stopping == nil {
+		return ctx, func() {} // a runner not made by New (unit tests)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(r.runCtx, cancel)
+	stop := context.AfterFunc(r.stopping, cancel)
 	return ctx, func() { stop(); cancel() }
 }
 

@@ -393,6 +393,36 @@ func TestStopDoesNotWaitForAStart(t *testing.T) {
 	}
 }
 
+// The client joins the group from New on, so a task can start (in the
+// assignment callback, holding the runner's lock) before Run begins: a Run
+// stopped then ends that start too, rather than waiting for the lock as
+// long as the plugin's init runs (the race detector's CI run once met it).
+func TestStopDoesNotWaitForAStartBeforeRun(t *testing.T) {
+	f := newFixture(t, true, 1)
+	f.produceInputs(t, 0, 10)
+	p := &blockingStartPlugin{entered: make(chan struct{}, 1)}
+	r := f.runner(t, p, Fail)
+	select {
+	case <-p.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no task started before Run")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	stopped := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		t.Logf("Run returned %v after the stop: %v", time.Since(stopped), err)
+		if took := time.Since(stopped); took > 20*time.Second {
+			t.Errorf("Run took %v to stop, a third of the start's minute", took)
+		}
+	case <-time.After(50 * time.Second):
+		t.Fatal("Run waited for the start")
+	}
+}
+
 // A task that starts while its processor's version is under a canary (a
 // partition assigned to this member after the deploy) is watched for the
 // rest of the window; after the window, or for a first version, it is not.
