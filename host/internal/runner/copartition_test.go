@@ -579,8 +579,8 @@ func TestNextInputOrder(t *testing.T) {
 	}{
 		{"none", [][]*kgo.Record{nil, nil, nil, nil}, -1},
 		{"oldest", [][]*kgo.Record{at(5), at(3), at(4), nil}, 1},
-		{"streams tie: the lower input", [][]*kgo.Record{nil, at(3), nil, nil}, 1},
-		{"streams tie", [][]*kgo.Record{at(3), at(3), nil, nil}, 0},
+		{"one input", [][]*kgo.Record{nil, at(3), nil, nil}, 1},
+		{"streams tie: the lower input", [][]*kgo.Record{at(3), at(3), nil, nil}, 0},
 		{"table wins a tie", [][]*kgo.Record{at(3), at(3), nil, at(3)}, 3},
 		{"tables tie: the lower", [][]*kgo.Record{at(3), nil, at(3), at(3)}, 2},
 		{"an older stream record before a table's", [][]*kgo.Record{at(2), nil, at(3), nil}, 0},
