@@ -368,9 +368,9 @@ type Runner struct {
 	// task (holding mu, which Run then waits for) before Run begins.
 	stopping context.Context
 	stop     context.CancelFunc
-	vers   *Versions // the one record of active versions (opts.Versions)
-	pauses *Pauses   // the processors to pause (opts.Pauses)
-	cl     *kgo.Client
+	vers     *Versions // the one record of active versions (opts.Versions)
+	pauses   *Pauses   // the processors to pause (opts.Pauses)
+	cl       *kgo.Client
 	// cp is the commit point: the open commit window of every task and the
 	// one way to end it (commitpoint.go; the locks: docs/locks.md).
 	cp *commitPoint
