@@ -47,20 +47,6 @@ func pipelineDir(t *testing.T) string {
 	return filepath.Join(dir, "pipeline.yaml")
 }
 
-func open(t *testing.T) *Driver {
-	t.Helper()
-	d, err := Open(context.Background(), pipelineDir(t), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := d.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	return d
-}
-
 func at(sec int) time.Time { return DefaultStart.Add(time.Duration(sec) * time.Second) }
 
 // step is one step of TestPipeline's script.

@@ -101,7 +101,7 @@ func undeclaredHandles(hs []Handle, b Binding) []Undeclared {
 			names = append(b.Stores[:len(b.Stores):len(b.Stores)], b.Tables...)
 		}
 		if !slices.Contains(names, h.Name) && len(out) < maxUndeclared {
-			out = append(out, Undeclared{Kind: h.Kind, Name: h.Name})
+			out = append(out, Undeclared(h))
 		}
 	}
 	return out

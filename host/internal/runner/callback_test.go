@@ -36,6 +36,7 @@ func TestRevokeWaitingForTheLoopQueuesWhenATransactionEnds(t *testing.T) {
 	// The loop ends the transaction: End takes the session's lock.
 	c.setEnding(true)
 	ended := make(chan struct{})
+	//lint:ignore SA2001 taking the lock is the point: End waits for it
 	go func() { session.Lock(); session.Unlock(); close(ended) }()
 	select {
 	case <-ended:
