@@ -88,8 +88,20 @@ func TestInitFromInstalledBinary(t *testing.T) {
 			run(t, moved, "make", "test")
 			run(t, moved, "make")
 			wasm := filepath.Join(moved, strings.ReplaceAll(name, "-", "_")+".wasm")
-			if _, err := os.Stat(wasm); err != nil {
+			plain, err := os.ReadFile(wasm)
+			if err != nil {
 				t.Fatalf("make built no module: %v", err)
+			}
+			if l.Name == "rust" || l.Name == "c" {
+				// The optional optimizer (binaryen's wasm-opt, here the
+				// one make toolchains installed): the module it makes is
+				// the one validated and tested below.
+				if out := run(t, moved, "make", "-B", "WASM_OPT="+polybuild.WasmOpt(repo)); !strings.Contains(out, "-O3") {
+					t.Fatalf("make WASM_OPT=... did not run wasm-opt:\n%s", out)
+				}
+				if opt, err := os.ReadFile(wasm); err != nil || bytes.Equal(opt, plain) {
+					t.Fatalf("make WASM_OPT=... left the module as it was (err %v)", err)
+				}
 			}
 			if out := run(t, moved, bin, "validate", "-c", "pipeline.yaml"); !strings.Contains(out, "ok (1 processor)") {
 				t.Fatalf("validate said:\n%s", out)

@@ -60,6 +60,41 @@ var CFlags = []string{
 	"-Wl,-z,stack-size=65536", "-Wl,--strip-all",
 }
 
+// OptFlags are the flags of binaryen's wasm-opt for the Rust and C
+// modules, as make rust-plugins and make c-plugins run it (the
+// Makefile's WASM_OPT_FLAGS): RATIONALE.md, "Rust and C modules go
+// through wasm-opt".
+var OptFlags = []string{"-O3"}
+
+// WasmOpt is the path of binaryen's wasm-opt in a checkout whose root is
+// root: the npm package sdk/ts/package-lock.json pins (AssemblyScript's
+// optimizer), which make toolchains installs.
+func WasmOpt(root string) string {
+	return filepath.Join(root, "sdk", "ts", "node_modules", ".bin", "wasm-opt")
+}
+
+// Optimize writes the module at in, optimized by wasm-opt with OptFlags,
+// to out (which may be in).
+func Optimize(in, out string) error {
+	root, err := wasmbuild.ModuleRoot(context.Background())
+	if err != nil {
+		return fmt.Errorf("polybuild: %w", err)
+	}
+	opt := WasmOpt(root)
+	if _, err := os.Stat(opt); err != nil {
+		return fmt.Errorf("polybuild: binaryen's wasm-opt is not installed (%s): %s", opt, tsHint)
+	}
+	tmp := out + ".opt" + strconv.Itoa(os.Getpid())
+	args := append(append([]string{}, OptFlags...), in, "-o", tmp)
+	if err := run(filepath.Dir(in), nil, opt, args...); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return fmt.Errorf("polybuild: %w", err)
+	}
+	return nil
+}
+
 // buildTimeout bounds one compiler run.
 const buildTimeout = 5 * time.Minute
 
@@ -199,8 +234,9 @@ func cargoEnv(crate string) ([]string, error) {
 }
 
 // Rust builds the cdylib crate in crateDir (absolute, or relative to the
-// module root) for wasm32-wasi in release mode and returns the .wasm path;
-// the crate's [lib] name names the file. The first call per crate builds.
+// module root) for wasm32-wasi in release mode, optimizes it (Optimize)
+// and returns the .wasm path; the crate's [lib] name names the file. The
+// first call per crate builds.
 func Rust(tb testing.TB, crateDir string) string {
 	tb.Helper()
 	dir := abs(tb, crateDir)
@@ -229,7 +265,13 @@ func BuildRust(dir string) (string, error) {
 	if len(matches) != 1 {
 		return "", fmt.Errorf("polybuild: cargo build in %s: want one .wasm in %s, found %q", dir, target, matches)
 	}
-	return matches[0], nil
+	// The optimized module goes beside cargo's directories, not into
+	// release/ (whose one .wasm is cargo's).
+	out := filepath.Join(target, filepath.Base(matches[0]))
+	if err := Optimize(matches[0], out); err != nil {
+		return "", err
+	}
+	return out, nil
 }
 
 // RustTest runs the crate's native tests (cargo test, Debian's toolchain)
@@ -251,8 +293,9 @@ func RustTest(tb testing.TB, crateDir string) {
 }
 
 // C compiles the C sources (absolute, or relative to the module root) with
-// the C SDK (sdk/c/wasmstream.c, added here) into a reactor module and
-// returns its path. The first call per source list builds.
+// the C SDK (sdk/c/wasmstream.c, added here) into a reactor module,
+// optimizes it (Optimize) and returns its path. The first call per source
+// list builds.
 func C(tb testing.TB, srcs ...string) string {
 	tb.Helper()
 	var files []string
@@ -293,8 +336,9 @@ func BuildC(sdk string, files []string) (string, error) {
 	if err := run(filepath.Dir(files[0]), nil, Clang, args...); err != nil {
 		return "", err
 	}
-	if err := os.Rename(tmp, out); err != nil {
-		return "", fmt.Errorf("polybuild: %w", err)
+	defer os.Remove(tmp)
+	if err := Optimize(tmp, out); err != nil {
+		return "", err
 	}
 	return out, nil
 }

@@ -28,6 +28,24 @@ func TestToolchainsPresent(t *testing.T) {
 	}
 }
 
+// The tests optimize Rust and C modules as make does (the Makefile's
+// WASM_OPT_FLAGS): the tests run what ships.
+func TestOptFlagsMatchMakefile(t *testing.T) {
+	mk, err := os.ReadFile(filepath.Join(Root(t), "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inMake []string
+	for _, line := range strings.Split(string(mk), "\n") {
+		if v, ok := strings.CutPrefix(line, "WASM_OPT_FLAGS ="); ok {
+			inMake = strings.Fields(v)
+		}
+	}
+	if !slices.Equal(OptFlags, inMake) {
+		t.Fatalf("wasm-opt flags: %q here, %q in the Makefile's WASM_OPT_FLAGS", OptFlags, inMake)
+	}
+}
+
 // The C plugins linked with the SDK's time here are those make c-plugins
 // links it into (the Makefile's C_TIME_PLUGINS): a plugin built one way in
 // the tests and another by make would import what its build lacks.

@@ -390,7 +390,11 @@ func benchBatch(b *testing.B, name string, wasm []byte, bind engine.Binding, rec
 			run(batches[(k/batchSize)%len(batches)])
 		}
 	})
-	if sink.n == 0 {
+	if m, ok := bind.Time.(*markAll); ok {
+		if m.n == 0 {
+			b.Fatal("no marks") // commit mode emits only at commit points
+		}
+	} else if sink.n == 0 {
 		b.Fatal("no emits")
 	}
 }
@@ -476,6 +480,16 @@ func BenchmarkPolyglot(b *testing.B) {
 	for _, lang := range langs {
 		b.Run("count/"+lang+"/batch", func(b *testing.B) {
 			benchBatch(b, "count-"+lang, pluginWasm(b, lang, "wordcount"), wcBinding(), words)
+		})
+	}
+	// The same in commit mode (emit: commit, the benchmark's "-commit"
+	// configurations): marks instead of emits.
+	for _, lang := range langs {
+		b.Run("count-commit/"+lang+"/batch", func(b *testing.B) {
+			bd := wcBinding()
+			bd.Time = &markAll{}
+			bd.Config = []byte(`{"emit":"commit","value_format":"int64"}`)
+			benchBatch(b, "count-commit-"+lang, pluginWasm(b, lang, "wordcount"), bd, words)
 		})
 	}
 }
@@ -564,3 +578,12 @@ func TestFootprint(t *testing.T) {
 		}
 	}
 }
+
+// markAll is the Time of the commit-mode count's benchmark: every
+// commit_mark succeeds and is counted (the window's marks are not kept).
+type markAll struct {
+	noTime
+	n int
+}
+
+func (m *markAll) Mark([]byte, int64) (bool, error) { m.n++; return true, nil }
