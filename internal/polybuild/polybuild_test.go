@@ -31,17 +31,7 @@ func TestToolchainsPresent(t *testing.T) {
 // The tests optimize Rust and C modules as make does (the Makefile's
 // WASM_OPT_FLAGS): the tests run what ships.
 func TestOptFlagsMatchMakefile(t *testing.T) {
-	mk, err := os.ReadFile(filepath.Join(Root(t), "Makefile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var inMake []string
-	for _, line := range strings.Split(string(mk), "\n") {
-		if v, ok := strings.CutPrefix(line, "WASM_OPT_FLAGS ="); ok {
-			inMake = strings.Fields(v)
-		}
-	}
-	if !slices.Equal(OptFlags, inMake) {
+	if inMake := makefileVar(t, "WASM_OPT_FLAGS"); !slices.Equal(OptFlags, inMake) {
 		t.Fatalf("wasm-opt flags: %q here, %q in the Makefile's WASM_OPT_FLAGS", OptFlags, inMake)
 	}
 }
@@ -50,16 +40,7 @@ func TestOptFlagsMatchMakefile(t *testing.T) {
 // links it into (the Makefile's C_TIME_PLUGINS): a plugin built one way in
 // the tests and another by make would import what its build lacks.
 func TestCTimePluginsMatchMakefile(t *testing.T) {
-	mk, err := os.ReadFile(filepath.Join(Root(t), "Makefile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var inMake []string
-	for _, line := range strings.Split(string(mk), "\n") {
-		if v, ok := strings.CutPrefix(line, "C_TIME_PLUGINS ="); ok {
-			inMake = strings.Fields(v)
-		}
-	}
+	inMake := makefileVar(t, "C_TIME_PLUGINS")
 	slices.Sort(inMake)
 	if here := slices.Sorted(maps.Keys(cTimePlugins)); !slices.Equal(here, inMake) {
 		t.Fatalf("C plugins linked with wasmstream_time.c: %q here, %q in the Makefile's C_TIME_PLUGINS", here, inMake)
@@ -67,4 +48,20 @@ func TestCTimePluginsMatchMakefile(t *testing.T) {
 	if srcs := CPluginSources("wordcount"); len(srcs) != 2 || srcs[1] != "sdk/c/wasmstream_time.c" {
 		t.Fatalf("CPluginSources(wordcount) = %q, want the plugin and sdk/c/wasmstream_time.c", srcs)
 	}
+}
+
+// makefileVar is the words of the repository Makefile's "NAME = ..." line.
+func makefileVar(t *testing.T, name string) []string {
+	t.Helper()
+	mk, err := os.ReadFile(filepath.Join(Root(t), "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(mk), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" ="); ok {
+			return strings.Fields(v)
+		}
+	}
+	t.Fatalf("the Makefile has no line %q", name+" = ...")
+	return nil
 }
