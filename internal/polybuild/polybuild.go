@@ -87,6 +87,7 @@ func Optimize(in, out string) error {
 	tmp := out + ".opt" + strconv.Itoa(os.Getpid())
 	args := append(append([]string{}, OptFlags...), in, "-o", tmp)
 	if err := run(filepath.Dir(in), nil, opt, args...); err != nil {
+		_ = os.Remove(tmp)
 		return err
 	}
 	if err := os.Rename(tmp, out); err != nil {
