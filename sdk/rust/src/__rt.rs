@@ -431,24 +431,41 @@ pub(crate) fn with_get_buf<R>(f: impl FnOnce(&mut [u8]) -> R) -> R {
     f(&mut r.get)
 }
 
-/// Emits the record of `n` bytes that `encode` appends to the buffer it is
-/// given: staged in the arena inside a batch, else with the emit import.
-/// The caller has checked n against MAX_RECORD_SIZE (a staged emit gets no
-/// errno from the host: it fails the call).
-pub(crate) fn emit_encoded(n: usize, encode: impl FnOnce(&mut Vec<u8>)) -> i32 {
-    let r = unsafe { &mut *rt() };
-    if r.batching {
+/// Emits the record of `n` bytes that `write` writes at the pointer it is
+/// given (and returns the end of): staged in the arena inside a batch,
+/// else with the emit import. The caller has checked n against
+/// MAX_RECORD_SIZE (a staged emit gets no errno from the host: it fails
+/// the call).
+///
+/// Safety: `write` writes exactly n bytes at the pointer.
+pub(crate) unsafe fn emit_with(n: usize, write: impl FnOnce(*mut u8) -> *mut u8) -> i32 {
+    let r = &mut *rt();
+    let batching = r.batching;
+    let buf = if batching {
         if r.forwarded {
             materialize(r);
         }
         reserve(r, 4 + n);
-        r.arena.extend_from_slice(&(n as u32).to_le_bytes());
-        encode(&mut r.arena); // within capacity: the arena does not move
         r.staged = true;
+        &mut r.arena // within capacity: the arena does not move
+    } else {
+        r.emit.clear();
+        r.emit.reserve(n);
+        &mut r.emit
+    };
+    let mut p = buf.as_mut_ptr().add(buf.len());
+    if batching {
+        // The emit entry's length, then the record (abi/ABI.md section 10).
+        core::ptr::copy_nonoverlapping((n as u32).to_le_bytes().as_ptr(), p, 4);
+        p = p.add(4);
+    }
+    let end = write(p);
+    debug_assert_eq!(end, p.add(n));
+    // Within the capacity reserved above, every byte of it written.
+    buf.set_len(end as usize - buf.as_ptr() as usize);
+    if batching {
         return 0;
     }
-    r.emit.clear();
-    encode(&mut r.emit);
     sys::emit(&r.emit)
 }
 

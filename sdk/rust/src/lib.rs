@@ -332,9 +332,12 @@ impl Output {
             return Err(Error::host("emit", self.0.name, Errno::TOOLARGE));
         }
         let ts = if r.timestamp == 0 { __rt::input_timestamp() } else { r.timestamp };
-        let res = __rt::emit_encoded(n, |buf| {
-            abi::encode(buf, ts, abi::NO_OFFSET, partition, idx, r.key, r.value, r.headers)
-        });
+        // SAFETY: write_record writes the n bytes encoded_size counted.
+        let res = unsafe {
+            __rt::emit_with(n, |p| {
+                abi::write_record(p, ts, abi::NO_OFFSET, partition, idx, r.key, r.value, r.headers)
+            })
+        };
         check("emit", self.0.name, res).map(|_| ())
     }
 

@@ -29,7 +29,7 @@ pub fn process(r: &Record) -> Result<()> {
         let w = &mut *w.borrow_mut();
         w.split(r.value().unwrap_or(b""));
         for i in 0..w.len() {
-            let word = w.get(i).as_bytes();
+            let word = w.get(i);
             OUT.emit(&Out::new(Some(word), Some(word)))?;
         }
         Ok(())

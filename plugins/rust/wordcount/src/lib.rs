@@ -94,7 +94,7 @@ pub fn process(r: &Record) -> Result<()> {
         }
         for i in 0..s.distinct.len() {
             let (a, b, n) = s.distinct[i];
-            let key = &s.words.text().as_bytes()[a..b];
+            let key = &s.words.text()[a..b];
             let total = count(key, &mut s.stored)?.unwrap_or(0) + n;
             STORE.put(key, &total.to_be_bytes())?;
             if at_commit {

@@ -11,11 +11,12 @@
 
 use wasmstream::abi;
 
-/// The words of one value, lowercased, one after another in one string
-/// that is reused from value to value (no allocation per word).
+/// The words of one value, lowercased, one after another in one buffer
+/// that is reused from value to value (no allocation per word). The buffer
+/// holds valid UTF-8: ASCII bytes and the encodings of whole chars.
 #[derive(Default)]
 pub struct Words {
-    text: String,
+    text: Vec<u8>,
     ends: Vec<usize>,
 }
 
@@ -24,35 +25,42 @@ impl Words {
     pub fn split(&mut self, v: &[u8]) {
         self.text.clear();
         self.ends.clear();
+        // A value's words are at most its length in ASCII; non-ASCII
+        // lowercasing that grows reserves its own room.
+        self.text.reserve(v.len());
         let mut start = 0;
-        for chunk in Utf8Chunks::new(v) {
-            let s = chunk.0;
-            let b = s.as_bytes();
-            let mut i = 0;
-            while i < b.len() {
-                // ASCII, most text, byte by byte: decoding a char and
-                // its lowercase iterator cost twice the C plugin's split.
-                if b[i] < 0x80 {
-                    if b[i].is_ascii_alphanumeric() {
-                        self.text.push(b[i].to_ascii_lowercase() as char);
-                    } else {
-                        self.flush(&mut start);
-                    }
-                    i += 1;
-                    continue;
-                }
-                let c = s[i..].chars().next().unwrap_or(' ');
-                i += c.len_utf8();
-                if c.is_alphanumeric() {
-                    for l in c.to_lowercase() {
-                        self.text.push(l);
-                    }
+        let mut i = 0;
+        while i < v.len() {
+            let b = v[i];
+            // ASCII, most text, byte by byte without a UTF-8 validation
+            // pass over the value: the split is a good part of what the
+            // Rust plugins cost per record.
+            if b < 0x80 {
+                if b.is_ascii_alphanumeric() {
+                    self.text.push(b.to_ascii_lowercase());
                 } else {
                     self.flush(&mut start);
                 }
+                i += 1;
+                continue;
             }
-            if chunk.1 {
-                self.flush(&mut start);
+            match next_char(&v[i..]) {
+                Some((c, n)) => {
+                    i += n;
+                    if c.is_alphanumeric() {
+                        let mut enc = [0u8; 4];
+                        for l in c.to_lowercase() {
+                            self.text.extend_from_slice(l.encode_utf8(&mut enc).as_bytes());
+                        }
+                    } else {
+                        self.flush(&mut start);
+                    }
+                }
+                // Invalid UTF-8 separates words; the next byte starts over.
+                None => {
+                    i += 1;
+                    self.flush(&mut start);
+                }
             }
         }
         self.flush(&mut start);
@@ -85,51 +93,31 @@ impl Words {
         (if i == 0 { 0 } else { self.ends[i - 1] }, self.ends[i])
     }
 
-    /// The words one after another.
-    pub fn text(&self) -> &str {
+    /// The words one after another, as bytes (valid UTF-8).
+    pub fn text(&self) -> &[u8] {
         &self.text
     }
 
-    /// Word i.
-    pub fn get(&self, i: usize) -> &str {
+    /// Word i, as bytes (valid UTF-8).
+    pub fn get(&self, i: usize) -> &[u8] {
         let (a, b) = self.range(i);
         &self.text[a..b]
     }
 }
 
-/// Splits bytes into (valid UTF-8 run, followed by an invalid byte?) pairs
-/// (std's Utf8Chunks is newer than Rust 1.63).
-struct Utf8Chunks<'a> {
-    rest: &'a [u8],
-}
-
-impl<'a> Utf8Chunks<'a> {
-    fn new(b: &'a [u8]) -> Self {
-        Utf8Chunks { rest: b }
-    }
-}
-
-impl<'a> Iterator for Utf8Chunks<'a> {
-    type Item = (&'a str, bool);
-    fn next(&mut self) -> Option<(&'a str, bool)> {
-        if self.rest.is_empty() {
-            return None;
-        }
-        match std::str::from_utf8(self.rest) {
-            Ok(s) => {
-                self.rest = &[];
-                Some((s, false))
-            }
-            Err(e) => {
-                let good = e.valid_up_to();
-                let bad = e.error_len().unwrap_or(self.rest.len() - good);
-                // SAFETY: from_utf8 vouched for the bytes below valid_up_to.
-                let s = unsafe { std::str::from_utf8_unchecked(&self.rest[..good]) };
-                self.rest = &self.rest[good + bad..];
-                Some((s, true))
-            }
-        }
-    }
+/// The char that b starts with (b[0] is not ASCII) and its length in
+/// bytes, or `None` if b does not start with valid UTF-8: std's validation
+/// of at most one char's bytes, which rejects overlong forms, surrogates
+/// and code points past U+10FFFF as the whole-value check did.
+fn next_char(b: &[u8]) -> Option<(char, usize)> {
+    let n = match b[0] {
+        0xc2..=0xdf => 2,
+        0xe0..=0xef => 3,
+        0xf0..=0xf4 => 4,
+        _ => return None,
+    };
+    let s = std::str::from_utf8(b.get(..n)?).ok()?;
+    s.chars().next().map(|c| (c, n))
 }
 
 #[cfg(test)]
@@ -137,7 +125,7 @@ mod tests {
     use super::Words;
 
     fn all(w: &Words) -> Vec<&str> {
-        (0..w.len()).map(|i| w.get(i)).collect()
+        (0..w.len()).map(|i| std::str::from_utf8(w.get(i)).unwrap()).collect()
     }
 
     #[test]
@@ -155,5 +143,42 @@ mod tests {
         assert_eq!(all(&w), ["short"]);
         w.split(b"");
         assert!(w.is_empty());
+    }
+
+    /// The rule over the value with each invalid UTF-8 sequence replaced by
+    /// U+FFFD (not alphanumeric), as from_utf8_lossy does: what split must
+    /// give without that pass.
+    fn reference(v: &[u8]) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut cur = String::new();
+        for c in String::from_utf8_lossy(v).chars() {
+            if c.is_alphanumeric() {
+                cur.extend(c.to_lowercase());
+            } else if !cur.is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+        }
+        out.push(cur);
+        out.retain(|w| !w.is_empty() && w.len() <= wasmstream::abi::MAX_KEY_SIZE);
+        out
+    }
+
+    #[test]
+    fn invalid_utf8_splits_like_the_lossy_reading() {
+        let pieces: &[&[u8]] = &[
+            b"a", b"Z9", b" ", b"\xc3\xa9", b"\xc3", b"\xe2\x82", b"\xe2\x82\xac", b"\xe0\x80\x80", b"\xed\xa0\x80",
+            b"\xf4\x90\x80\x80", b"\xf0\x9f\x98\x80", b"\xc4\xb0", b"\xff", b"\x80", b"\xc0\xaf", b"\xce\xa3",
+        ];
+        let mut w = Words::default();
+        // Every sequence of three pieces, and a few longer ones.
+        for a in pieces {
+            for b in pieces {
+                for c in pieces {
+                    let v = [*a, *b, *c].concat();
+                    w.split(&v);
+                    assert_eq!(all(&w), reference(&v), "{:?}", v);
+                }
+            }
+        }
     }
 }
