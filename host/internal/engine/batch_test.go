@@ -591,3 +591,28 @@ func TestBatchYield(t *testing.T) {
 		})
 	}
 }
+
+// TestClockStride: the clock is read so that a yield is at most about
+// yieldSlack late at the call time measured, every call for slow calls and
+// at most every maxClockStride calls for fast ones.
+func TestClockStride(t *testing.T) {
+	for _, c := range []struct {
+		elapsed time.Duration
+		calls   int
+		want    int
+	}{
+		{0, 0, 1},                              // nothing measured: every call
+		{0, 10, maxClockStride},                // a clock too coarse to see them
+		{time.Microsecond, 1, maxClockStride},  // fast calls: capped
+		{10 * time.Microsecond, 1, 50},         // 500 µs / 10 µs
+		{100 * time.Microsecond, 20, 100},      // 5 µs a call: capped at 64
+		{yieldSlack, 1, 1},                     // a call as long as the slack
+		{time.Second, 3, 1},                    // slow calls: every one
+		{-time.Millisecond, 5, maxClockStride}, // a clock that went back
+	} {
+		want := min(c.want, maxClockStride)
+		if got := clockStride(c.elapsed, c.calls); got != want {
+			t.Errorf("clockStride(%v, %d) = %d, want %d", c.elapsed, c.calls, got, want)
+		}
+	}
+}

@@ -183,6 +183,10 @@ type Instance struct {
 	bat    batchState
 	watch  atomic.Pointer[batchWatch]
 	bwatch batchWatch // what watch points to during a batch
+	// clockStride is the number of ended calls between two readings of
+	// the clock against a batch's yield deadline (batch.go), kept from
+	// batch to batch; 0 reads it at the first call's end.
+	clockStride int
 }
 
 // live is one wazero instantiation of the plugin.

@@ -8,7 +8,8 @@
 //   - Window is a commit window's: its values sit in a slice indexed by a
 //     map from key, so a key set again (a counter's hot key) is updated
 //     through a lookup, where a map of values would need the key as a new
-//     string for every write.
+//     string for every write; the last key found is remembered, so a
+//     lookup followed by a write of the same key hashes it once.
 //
 // Neither is safe for concurrent use.
 package keymap
@@ -108,19 +109,37 @@ func (s *Scratch[V]) Reset() {
 }
 
 // Window maps byte keys to values for one commit window; the zero value is
-// empty.
+// empty. It remembers the last key it found or set: the record path looks
+// a key up and then sets it (a state get, then the record's write of the
+// same key; a commit mark checked, then kept), and the second lookup then
+// compares the key's bytes instead of hashing it again.
 type Window[V any] struct {
-	idx  map[string]int32 // key -> position in vals
+	idx  map[string]int32 // key -> position in vals and keys
 	vals []V
+	keys []string // keys[i] is vals[i]'s, the same string idx holds
+	last int32    // position of the last key found or set, plus 1; 0 for none
 }
 
 // Len is the number of keys.
 func (w *Window[V]) Len() int { return len(w.vals) }
 
-// Get returns key's value.
-func (w *Window[V]) Get(key []byte) (V, bool) {
+// find returns key's position, or -1.
+func (w *Window[V]) find(key []byte) int32 {
+	if w.last > 0 && w.keys[w.last-1] == string(key) {
+		return w.last - 1
+	}
 	i, ok := w.idx[string(key)]
 	if !ok {
+		return -1
+	}
+	w.last = i + 1
+	return i
+}
+
+// Get returns key's value.
+func (w *Window[V]) Get(key []byte) (V, bool) {
+	i := w.find(key)
+	if i < 0 {
 		var zero V
 		return zero, false
 	}
@@ -128,10 +147,7 @@ func (w *Window[V]) Get(key []byte) (V, bool) {
 }
 
 // Has reports whether key is set.
-func (w *Window[V]) Has(key []byte) bool {
-	_, ok := w.idx[string(key)]
-	return ok
-}
+func (w *Window[V]) Has(key []byte) bool { return w.find(key) >= 0 }
 
 // At returns the value of k, which must be set.
 func (w *Window[V]) At(k string) V { return w.vals[w.idx[k]] }
@@ -139,7 +155,7 @@ func (w *Window[V]) At(k string) V { return w.vals[w.idx[k]] }
 // Set makes v key's value. When key is new it returns the key as the
 // window holds it and true; otherwise "" and false.
 func (w *Window[V]) Set(key []byte, v V) (string, bool) {
-	if i, ok := w.idx[string(key)]; ok {
+	if i := w.find(key); i >= 0 {
 		w.vals[i] = v
 		return "", false
 	}
@@ -149,13 +165,16 @@ func (w *Window[V]) Set(key []byte, v V) (string, bool) {
 	k := string(key)
 	w.idx[k] = int32(len(w.vals))
 	w.vals = append(w.vals, v)
+	w.keys = append(w.keys, k)
+	w.last = int32(len(w.vals))
 	return k, true
 }
 
-// All yields every key with its value, in no particular order.
+// All yields every key with its value, in the order the keys were first
+// set.
 func (w *Window[V]) All() iter.Seq2[string, V] {
 	return func(yield func(string, V) bool) {
-		for k, i := range w.idx {
+		for i, k := range w.keys {
 			if !yield(k, w.vals[i]) {
 				return
 			}
@@ -175,5 +194,6 @@ func (w *Window[V]) Reset() {
 	}
 	clear(w.idx)
 	clear(w.vals)
-	w.vals = w.vals[:0]
+	clear(w.keys) // the strings are not kept alive
+	w.vals, w.keys, w.last = w.vals[:0], w.keys[:0], 0
 }

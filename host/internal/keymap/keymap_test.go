@@ -90,3 +90,38 @@ func TestWindow(t *testing.T) {
 		}
 	}
 }
+
+// A Window's remembered key answers only for itself: lookups that
+// alternate keys, and keys that are prefixes of each other, find their own
+// values; All yields the keys in the order first set.
+func TestWindowLastKey(t *testing.T) {
+	var w Window[int]
+	keys := []string{"ab", "a", "abc", "b", ""}
+	for n, k := range keys {
+		w.Set([]byte(k), n)
+	}
+	for round := range 3 {
+		for n, k := range keys {
+			if v, ok := w.Get([]byte(k)); !ok || v != n+10*round {
+				t.Fatalf("round %d: Get(%q) = %d %v, want %d", round, k, v, ok, n+10*round)
+			}
+			if _, added := w.Set([]byte(k), n+10*(round+1)); added {
+				t.Fatalf("round %d: Set(%q) after Get added it again", round, k)
+			}
+			if w.Has([]byte(k + "x")) {
+				t.Fatalf("round %d: Has(%q) right after %q", round, k+"x", k)
+			}
+		}
+	}
+	var order []string
+	for k := range w.All() {
+		order = append(order, k)
+	}
+	if fmt.Sprint(order) != fmt.Sprint(keys) || w.Len() != len(keys) {
+		t.Fatalf("All yields %q, want %q", order, keys)
+	}
+	w.Reset()
+	if w.Has([]byte("")) || w.Has([]byte("b")) {
+		t.Fatal("a key is found after Reset")
+	}
+}

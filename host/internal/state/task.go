@@ -107,8 +107,9 @@ type Task struct {
 
 // HeldEntryOverhead is the bytes a staged write holds beyond its key (held
 // twice: by the record's writes and the window's) and value: entry and map
-// slots, string and slice headers.
-const HeldEntryOverhead = 64
+// slots, string and slice headers (the window's keymap.Window keeps each
+// key's string header twice, in its map and in its key order).
+const HeldEntryOverhead = 80
 
 // heldBytes is what a staged write of key and value holds in memory until
 // its commit window ends.
