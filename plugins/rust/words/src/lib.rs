@@ -170,7 +170,7 @@ mod tests {
             b"\xf4\x90\x80\x80", b"\xf0\x9f\x98\x80", b"\xc4\xb0", b"\xff", b"\x80", b"\xc0\xaf", b"\xce\xa3",
         ];
         let mut w = Words::default();
-        // Every sequence of three pieces, and a few longer ones.
+        // Every sequence of three pieces.
         for a in pieces {
             for b in pieces {
                 for c in pieces {
